@@ -1,0 +1,51 @@
+# Verbatim build and test entry points. `make test` is what CI runs (.ci/run).
+GO        ?= go
+BIN       := bin/verbatim
+PKGS_UNIT := $(shell $(GO) list ./... | grep -v /interop)
+FUZZTIME  ?= 20s
+
+.PHONY: build run test vet unit alloc integration interop peers bench bench-quick bench-hotpath bench-ingest fuzz clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/verbatim
+
+run: build
+	./$(BIN) serve --listen 127.0.0.1:9092 --data-dir ./data
+
+# vet, unit tests with -race, allocation tests without -race (the race
+# detector makes sync.Pool drop items), then integration and real-peer tests.
+test: vet unit alloc integration
+
+vet:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+unit:
+	$(GO) test -race -count=1 $(PKGS_UNIT)
+
+# Allocation tests live in files built with `//go:build !race` and are named
+# TestAlloc*; under -race they are not compiled at all.
+alloc:
+	$(GO) test -count=1 -run 'Alloc' $(PKGS_UNIT)
+
+integration: peers build
+	$(GO) test -count=1 -timeout 25m ./interop/...
+
+interop: peers build
+	$(GO) test -count=1 -timeout 25m ./interop/...
+
+# Installs the real peers idempotently (apt, Maven, pip caches).
+peers:
+	./interop/install.sh
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+bench-quick:
+	$(GO) test -run '^$$' -bench . -benchtime 200ms -benchmem ./...
+
+fuzz:
+	./scripts/fuzz.sh $(FUZZTIME)
+
+clean:
+	rm -rf bin data .peers

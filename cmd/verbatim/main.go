@@ -1,0 +1,49 @@
+// Command verbatim is the Verbatim broker and its tools, one binary with
+// subcommands: serve, mirror, verify, policy, version.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+// Version is set at build time with -ldflags "-X main.Version=...".
+var Version = "dev"
+
+const usage = `usage: verbatim <command> [flags]
+
+commands:
+  serve     run a broker (verbatim serve --listen 127.0.0.1:9092 --data-dir DIR)
+  mirror    copy topics from a Kafka cluster at their offsets (mirror push|stop)
+  verify    prove that a destination holds a source's topics exactly
+  policy    inspect and test mirror policy modules
+  version   print the version
+`
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+// run dispatches a subcommand and returns the process exit code: 0 done,
+// 1 divergence or refusal, 2 usage or connection problems.
+func run(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serveCmd(args[1:])
+	case "version", "--version", "-version":
+		fmt.Println("verbatim", Version)
+		return 0
+	case "mirror", "verify", "policy":
+		fmt.Fprintf(os.Stderr, "verbatim %s: not available in this build yet (see README status table)\n", args[0])
+		return 2
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+		return 0
+	}
+	fmt.Fprintf(os.Stderr, "verbatim: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}
