@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Installs the real peers Verbatim's tests run against, idempotently.
+#
+#   kcat             Debian package (librdkafka 2.0.2), via apt-get
+#   Kafka 4.4 jars   Maven Central via interop/kafka/pom.xml; downloads land in
+#                    Maven's local repository (~/.m2), the classpath is copied
+#                    to .peers/kafka/lib (git-ignored)
+#   confluent-kafka  PyPI, into the virtualenv .peers/venv (pip's cache makes a
+#                    rebuild cheap)
+#
+# A second run on the same machine downloads nothing and takes seconds. Exits
+# non-zero with a clear message when something cannot be installed.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PEERS="$ROOT/.peers"
+POM="$ROOT/interop/kafka/pom.xml"
+LIB="$PEERS/kafka/lib"
+VENV="$PEERS/venv"
+CONFLUENT_KAFKA_VERSION="2.16.1"
+
+fail() {
+	echo "interop/install.sh: ERROR: $*" >&2
+	exit 1
+}
+note() { echo "interop/install.sh: $*"; }
+
+mkdir -p "$PEERS"
+
+# --- kcat ------------------------------------------------------------------
+if ! command -v kcat >/dev/null 2>&1; then
+	command -v apt-get >/dev/null 2>&1 || fail "kcat is missing and apt-get is not available; install kcat (Debian package 'kcat') by hand"
+	SUDO=""
+	if [ "$(id -u)" != 0 ]; then
+		command -v sudo >/dev/null 2>&1 || fail "kcat is missing and installing it needs root (no sudo found)"
+		SUDO="sudo"
+	fi
+	note "installing kcat with apt-get"
+	$SUDO apt-get update -qq >/dev/null || fail "apt-get update failed"
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq kcat >/dev/null ||
+		fail "apt-get install kcat failed"
+	command -v kcat >/dev/null 2>&1 || fail "kcat still not on PATH after apt-get install"
+fi
+
+# --- Java and Maven --------------------------------------------------------
+command -v java >/dev/null 2>&1 || fail "java (JDK 17+) not found; install e.g. the Debian package openjdk-17-jdk-headless"
+JAVA_MAJOR="$(java -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p' | head -n1)"
+case "$JAVA_MAJOR" in
+'' | 1.*) fail "Kafka 4.4 needs Java 17+, found '${JAVA_MAJOR:-unknown}'" ;;
+esac
+[ "${JAVA_MAJOR%%.*}" -ge 17 ] 2>/dev/null || fail "Kafka 4.4 needs Java 17+, found $JAVA_MAJOR"
+
+# --- Kafka jars --------------------------------------------------------------
+# The stamp holds the hash of pom.xml that produced .peers/kafka/lib; it is
+# written only after a complete copy, so an interrupted run is redone.
+STAMP="$PEERS/kafka/pom.sha256"
+WANT="$(sha256sum "$POM" | cut -d' ' -f1)"
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] && [ -d "$LIB" ] &&
+	ls "$LIB"/kafka_2.13-*.jar "$LIB"/kafka-tools-[0-9]*.jar >/dev/null 2>&1; then
+	:
+else
+	command -v mvn >/dev/null 2>&1 || fail "mvn (Apache Maven) not found; install the Debian package 'maven'"
+	note "resolving Kafka jars with Maven into $LIB"
+	rm -rf "$LIB" "$STAMP"
+	mkdir -p "$LIB"
+	if ! mvn -q -B -f "$POM" dependency:copy-dependencies -DoutputDirectory="$LIB" -DincludeScope=runtime >"$PEERS/kafka/mvn.log" 2>&1; then
+		tail -n 30 "$PEERS/kafka/mvn.log" >&2
+		fail "mvn dependency:copy-dependencies failed (full log: .peers/kafka/mvn.log)"
+	fi
+	ls "$LIB"/kafka_2.13-*.jar "$LIB"/kafka-tools-[0-9]*.jar >/dev/null 2>&1 ||
+		fail "Maven finished but kafka_2.13 / kafka-tools jars are missing in $LIB"
+	# Exactly one SLF4J provider, or logging picks one at random.
+	providers="$(ls "$LIB" | grep -cE '^(slf4j-(simple|reload4j|log4j12|jdk14|nop)|log4j-slf4j2?-impl|logback-classic)-' || true)"
+	[ "$providers" = 1 ] || fail "expected exactly one SLF4J provider in $LIB, found $providers; fix the exclusions in interop/kafka/pom.xml"
+	echo "$WANT" >"$STAMP"
+fi
+
+# --- confluent-kafka virtualenv ----------------------------------------------
+venv_ok() {
+	[ -x "$VENV/bin/python" ] &&
+		"$VENV/bin/python" -c "import confluent_kafka, sys; sys.exit(0 if confluent_kafka.__version__ == '$CONFLUENT_KAFKA_VERSION' else 1)" >/dev/null 2>&1
+}
+if ! venv_ok; then
+	PY="$(command -v python3 || true)"
+	[ -n "$PY" ] || fail "python3 not found; it is needed for the confluent-kafka virtualenv"
+	note "creating $VENV with confluent-kafka==$CONFLUENT_KAFKA_VERSION"
+	rm -rf "$VENV"
+	"$PY" -m venv "$VENV" || fail "python3 -m venv failed (Debian: install python3-venv)"
+	if ! "$VENV/bin/python" -m pip install -q --disable-pip-version-check "confluent-kafka==$CONFLUENT_KAFKA_VERSION" >"$PEERS/pip.log" 2>&1; then
+		tail -n 30 "$PEERS/pip.log" >&2
+		rm -rf "$VENV"
+		fail "pip install confluent-kafka==$CONFLUENT_KAFKA_VERSION failed (log: .peers/pip.log)"
+	fi
+	venv_ok || fail "confluent-kafka $CONFLUENT_KAFKA_VERSION does not import from $VENV"
+fi
+
+note "peers ready: kcat $(kcat -V 2>/dev/null | sed -n "s/^Version \([^ ]*\).*/\1/p" | head -n1), Kafka jars $(ls "$LIB" | wc -l) in .peers/kafka/lib, confluent-kafka $CONFLUENT_KAFKA_VERSION in .peers/venv"
