@@ -1,11 +1,155 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
+	"log/slog"
+	"net"
 	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/verbatim-kafka/verbatim/broker"
 )
 
+// serveCmd runs `verbatim serve`. Exit codes: 0 after a clean shutdown,
+// 1 when the broker refuses to start (data dir locked or of an unknown
+// format) or fails while running, 2 for usage errors.
 func serveCmd(args []string) int {
-	fmt.Fprintln(os.Stderr, "verbatim serve: broker not wired yet")
-	return 2
+	return serveMain(args, os.Stderr, nil)
+}
+
+// serveMain is serveCmd with its log sink and an optional ready callback
+// (called with the bound address), so tests can run it in-process.
+func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:9092", "address to listen on (host:port)")
+	advertised := fs.String("advertised-listener", "", "host:port clients are told to connect to (default: the listen address)")
+	dataDir := fs.String("data-dir", "./data", "directory holding the broker's data")
+	nodeID := fs.Int("node-id", 1, "this broker's node id")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	flush := fs.String("flush", "never", "durability: never (page cache, as Kafka's default), interval, or always (ack after fsync)")
+	maxFrame := fs.Int("max-frame-bytes", 100<<20, "largest request frame accepted; larger frames close the connection")
+	inflightReqs := fs.Int("max-inflight-requests", 128, "requests read but not answered, per connection")
+	inflightBytes := fs.Int64("max-inflight-bytes", 256<<20, "request bytes held in memory by all connections together")
+	reqTimeout := fs.Duration("request-timeout", 30*time.Second, "longest a request may take before its connection is closed")
+	idleTimeout := fs.Duration("idle-timeout", 10*time.Minute, "close connections idle this long")
+	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long shutdown waits for in-flight requests")
+	autoCreate := fs.Bool("auto-create-topics", false, "create unknown topics on Metadata requests (Kafka's auto.create.topics.enable)")
+	numPartitions := fs.Int("num-partitions", 1, "partitions of auto-created topics and of CreateTopics with -1")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "verbatim serve: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(stderr, "verbatim serve: bad --log-level %q\n", *logLevel)
+		return 2
+	}
+	var handler slog.Handler
+	switch *logFormat {
+	case "text":
+		handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})
+	case "json":
+		handler = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})
+	default:
+		fmt.Fprintf(stderr, "verbatim serve: --log-format must be text or json, got %q\n", *logFormat)
+		return 2
+	}
+	log := slog.New(handler)
+	if *nodeID < 0 || *nodeID > 1<<31-1 {
+		fmt.Fprintf(stderr, "verbatim serve: bad --node-id %d\n", *nodeID)
+		return 2
+	}
+	if *maxFrame < 64 || *maxFrame > 1<<31-1 {
+		fmt.Fprintf(stderr, "verbatim serve: bad --max-frame-bytes %d\n", *maxFrame)
+		return 2
+	}
+	if *numPartitions < 1 || *numPartitions > 10000 {
+		fmt.Fprintf(stderr, "verbatim serve: bad --num-partitions %d\n", *numPartitions)
+		return 2
+	}
+	cfg := broker.Config{
+		DataDir:            *dataDir,
+		NodeID:             int32(*nodeID),
+		Logger:             log,
+		MaxFrameBytes:      int32(*maxFrame),
+		MaxInFlightPerConn: *inflightReqs,
+		MaxInFlightBytes:   *inflightBytes,
+		RequestTimeout:     *reqTimeout,
+		IdleTimeout:        *idleTimeout,
+		Flush:              *flush,
+		AutoCreateTopics:   *autoCreate,
+		DefaultPartitions:  int32(*numPartitions),
+	}
+	if *advertised != "" {
+		host, port, err := net.SplitHostPort(*advertised)
+		p, perr := strconv.ParseUint(port, 10, 16)
+		if err != nil || perr != nil || host == "" || p == 0 {
+			fmt.Fprintf(stderr, "verbatim serve: --advertised-listener must be host:port, got %q\n", *advertised)
+			return 2
+		}
+		cfg.AdvertisedHost, cfg.AdvertisedPort = host, int32(p)
+	}
+	switch *flush {
+	case "never", "interval", "always":
+	default:
+		fmt.Fprintf(stderr, "verbatim serve: --flush must be never, interval or always, got %q\n", *flush)
+		return 2
+	}
+
+	srv, err := broker.Open(cfg)
+	if err != nil {
+		log.Error("refusing to start", "err", err)
+		return 1
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		log.Error("cannot listen", "addr", *listen, "err", err)
+		_ = srv.Shutdown(context.Background())
+		if strings.Contains(err.Error(), "address already in use") {
+			return 1
+		}
+		return 2
+	}
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	select {
+	case sig := <-sigs:
+		log.Info("shutting down", "signal", sig.String())
+	case err := <-served:
+		log.Error("listener failed", "err", err)
+		ctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		log.Warn("shutdown", "err", err)
+	}
+	<-served
+	return 0
 }

@@ -1,0 +1,482 @@
+package broker
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Topic is one topic. Name and ID never change; the config and the
+// partition list are replaced atomically, so data-plane handlers read them
+// without locks.
+type Topic struct {
+	Name string
+	ID   [16]byte
+
+	cfg     atomic.Pointer[TopicConfig]
+	parts   atomic.Pointer[[]*Partition]
+	deleted atomic.Bool
+}
+
+// Config is the topic's current effective configuration.
+func (t *Topic) Config() *TopicConfig { return t.cfg.Load() }
+
+// Partitions is the current partition list (index = partition number).
+func (t *Topic) Partitions() []*Partition { return *t.parts.Load() }
+
+// Partition returns partition i, or nil if it does not exist.
+func (t *Topic) Partition(i int32) *Partition {
+	ps := t.Partitions()
+	if i < 0 || int(i) >= len(ps) {
+		return nil
+	}
+	return ps[i]
+}
+
+// Deleted reports whether the topic has been deleted; handlers holding a
+// *Topic or *Partition from before the deletion check it.
+func (t *Topic) Deleted() bool { return t.deleted.Load() }
+
+// Partition is the per-partition object the data-plane handlers work on:
+// its topic (and through it the topic config), its leader epoch and,
+// once storage is wired, its log. This single node leads every partition.
+type Partition struct {
+	Topic *Topic
+	Index int32
+
+	leaderEpoch atomic.Int32
+	// Log is the partition's storage log, set by Config.OpenLog when the
+	// broker wires storage in; nil until then.
+	Log PartitionLog
+}
+
+// PartitionLog is what the broker needs from a partition's storage log to
+// manage its lifetime; data-plane handlers type-assert the concrete log.
+type PartitionLog interface {
+	Close() error
+}
+
+// LeaderEpoch is the partition's current leader epoch.
+func (p *Partition) LeaderEpoch() int32 { return p.leaderEpoch.Load() }
+
+// Dir is the partition's directory under the data dir, as Kafka names it.
+func (p *Partition) Dir() string { return partitionDir(p.Topic.Name, p.Index) }
+
+func partitionDir(topic string, i int32) string { return topic + "-" + strconv.Itoa(int(i)) }
+
+// cluster holds every topic. Readers use the copy-on-write snapshot;
+// mutations are serialised by mu and persisted before they are published.
+type cluster struct {
+	fs  fileSystem
+	log *slog.Logger
+
+	snap atomic.Pointer[clusterSnap]
+	mu   sync.Mutex
+}
+
+type clusterSnap struct {
+	byName map[string]*Topic
+	byID   map[[16]byte]*Topic
+}
+
+func (c *cluster) topicCount() int { return len(c.snap.Load().byName) }
+
+// topic returns the named topic or nil.
+func (c *cluster) topic(name string) *Topic { return c.snap.Load().byName[name] }
+
+// topicByID returns the topic with that id or nil.
+func (c *cluster) topicByID(id [16]byte) *Topic { return c.snap.Load().byID[id] }
+
+// topics returns all topics sorted by name.
+func (c *cluster) topics() []*Topic {
+	s := c.snap.Load()
+	out := make([]*Topic, 0, len(s.byName))
+	for _, t := range s.byName {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// The persisted form of the topic metadata: one JSON document rewritten
+// atomically on every change (control-plane changes are rare and small).
+const topicsFile = metaDirName + "/topics.json"
+
+type persistedCluster struct {
+	Version int              `json:"version"`
+	Topics  []persistedTopic `json:"topics"`
+}
+
+type persistedTopic struct {
+	Name         string            `json:"name"`
+	ID           string            `json:"id"`
+	LeaderEpochs []int32           `json:"leader_epochs"`
+	Configs      map[string]string `json:"configs,omitempty"`
+}
+
+func loadCluster(fsys fileSystem, log *slog.Logger) (*cluster, error) {
+	c := &cluster{fs: fsys, log: log}
+	if err := fsys.MkdirAll(metaDirName, 0o755); err != nil {
+		return nil, err
+	}
+	snap := &clusterSnap{byName: map[string]*Topic{}, byID: map[[16]byte]*Topic{}}
+	data, err := readFile(fsys, topicsFile)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("reading topic metadata: %w", err)
+	default:
+		var pc persistedCluster
+		if err := json.Unmarshal(data, &pc); err != nil {
+			return nil, fmt.Errorf("topic metadata %s is corrupt: %w", topicsFile, err)
+		}
+		if pc.Version != 1 {
+			return nil, fmt.Errorf("%w: %s has version %d", ErrDataDirFormat, topicsFile, pc.Version)
+		}
+		for _, pt := range pc.Topics {
+			t, err := topicFromPersisted(pt)
+			if err != nil {
+				return nil, fmt.Errorf("topic metadata %s: %w", topicsFile, err)
+			}
+			if snap.byName[t.Name] != nil || snap.byID[t.ID] != nil {
+				return nil, fmt.Errorf("topic metadata %s: duplicate topic %q", topicsFile, t.Name)
+			}
+			snap.byName[t.Name] = t
+			snap.byID[t.ID] = t
+		}
+	}
+	c.snap.Store(snap)
+	c.removeDeletedDirs()
+	return c, nil
+}
+
+func topicFromPersisted(pt persistedTopic) (*Topic, error) {
+	if err := validateTopicName(pt.Name); err != nil {
+		return nil, err
+	}
+	raw, err := hex.DecodeString(pt.ID)
+	if err != nil || len(raw) != 16 {
+		return nil, fmt.Errorf("topic %q has a bad id %q", pt.Name, pt.ID)
+	}
+	if len(pt.LeaderEpochs) == 0 {
+		return nil, fmt.Errorf("topic %q has no partitions", pt.Name)
+	}
+	cfg, err := newTopicConfig(pt.Configs)
+	if err != nil {
+		return nil, fmt.Errorf("topic %q: %w", pt.Name, err)
+	}
+	t := &Topic{Name: pt.Name}
+	copy(t.ID[:], raw)
+	t.cfg.Store(cfg)
+	parts := make([]*Partition, len(pt.LeaderEpochs))
+	for i, e := range pt.LeaderEpochs {
+		if e < 0 {
+			return nil, fmt.Errorf("topic %q partition %d has leader epoch %d", pt.Name, i, e)
+		}
+		parts[i] = &Partition{Topic: t, Index: int32(i)}
+		parts[i].leaderEpoch.Store(e)
+	}
+	t.parts.Store(&parts)
+	return t, nil
+}
+
+// persistLocked writes snap as the topic metadata file.
+// REQUIRES: c.mu is held.
+func (c *cluster) persistLocked(snap *clusterSnap) error {
+	pc := persistedCluster{Version: 1}
+	names := make([]string, 0, len(snap.byName))
+	for n := range snap.byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		t := snap.byName[n]
+		pt := persistedTopic{Name: t.Name, ID: hex.EncodeToString(t.ID[:]), Configs: t.Config().Overrides()}
+		for _, p := range t.Partitions() {
+			pt.LeaderEpochs = append(pt.LeaderEpochs, p.LeaderEpoch())
+		}
+		pc.Topics = append(pc.Topics, pt)
+	}
+	data, err := json.MarshalIndent(pc, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(c.fs, metaDirName, "topics.json", append(data, '\n'))
+}
+
+func (c *cluster) cloneSnap() *clusterSnap {
+	old := c.snap.Load()
+	n := &clusterSnap{byName: make(map[string]*Topic, len(old.byName)+1), byID: make(map[[16]byte]*Topic, len(old.byID)+1)}
+	for k, v := range old.byName {
+		n.byName[k] = v
+	}
+	for k, v := range old.byID {
+		n.byID[k] = v
+	}
+	return n
+}
+
+// Errors of topic operations; errors.go maps them to Kafka codes.
+var (
+	errTopicExists       = errors.New("topic already exists")
+	errUnknownTopic      = errors.New("unknown topic")
+	errInvalidTopic      = errors.New("invalid topic")
+	errInvalidPartitions = errors.New("invalid partitions")
+	errInvalidReplicas   = errors.New("invalid replication factor")
+	errInvalidReplicaAsg = errors.New("invalid replica assignment")
+	errInvalidConfig     = errors.New("invalid config")
+	errPolicy            = errors.New("policy violation")
+	errStorage           = errors.New("storage error")
+)
+
+// newTopicID returns a random version-4 UUID that is neither zero nor
+// already in use.
+func (c *cluster) newTopicID(snap *clusterSnap) ([16]byte, error) {
+	for {
+		var id [16]byte
+		if _, err := rand.Read(id[:]); err != nil {
+			return id, err
+		}
+		id[6] = id[6]&0x0f | 0x40
+		id[8] = id[8]&0x3f | 0x80
+		if snap.byID[id] == nil && id != ([16]byte{}) {
+			return id, nil
+		}
+	}
+}
+
+// createTopic validates and, unless validateOnly, creates and persists a
+// topic. The returned Topic is the new one (or, for validateOnly, an
+// unpublished one describing what would be created).
+func (c *cluster) createTopic(name string, partitions int32, cfg *TopicConfig, validateOnly bool) (*Topic, error) {
+	if err := validateTopicName(name); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	snap := c.snap.Load()
+	if snap.byName[name] != nil {
+		return nil, fmt.Errorf("%w: Topic '%s' already exists.", errTopicExists, name)
+	}
+	if coll := collidingTopic(snap, name); coll != "" {
+		return nil, fmt.Errorf("%w: Topic '%s' collides with existing topic: %s", errInvalidTopic, name, coll)
+	}
+	if partitions < 1 {
+		return nil, fmt.Errorf("%w: Number of partitions must be larger than 0.", errInvalidPartitions)
+	}
+	if partitions > maxPartitionsPerTopic {
+		return nil, fmt.Errorf("%w: Number of partitions %d exceeds this broker's limit of %d per topic.", errInvalidPartitions, partitions, maxPartitionsPerTopic)
+	}
+	n := c.cloneSnap()
+	id, err := c.newTopicID(n)
+	if err != nil {
+		return nil, err
+	}
+	t := &Topic{Name: name, ID: id}
+	t.cfg.Store(cfg)
+	parts := make([]*Partition, partitions)
+	for i := range parts {
+		parts[i] = &Partition{Topic: t, Index: int32(i)}
+	}
+	t.parts.Store(&parts)
+	if validateOnly {
+		return t, nil
+	}
+	n.byName[name] = t
+	n.byID[id] = t
+	if err := c.persistLocked(n); err != nil {
+		return nil, fmt.Errorf("%w: persisting topic metadata: %v", errStorage, err)
+	}
+	c.snap.Store(n)
+	return t, nil
+}
+
+// maxPartitionsPerTopic bounds one topic's partition count so a request
+// cannot make the broker allocate without limit.
+const maxPartitionsPerTopic = 10000
+
+// deleteTopic removes the topic from the metadata (durably) and then its
+// partition directories: each is first renamed to "<dir>.<id>-delete" so a
+// crash mid-removal leaves a name recovery recognises and finishes.
+func (c *cluster) deleteTopic(t *Topic) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.snap.Load().byName[t.Name] != t {
+		return fmt.Errorf("%w: This server does not host this topic-partition.", errUnknownTopic)
+	}
+	n := c.cloneSnap()
+	delete(n.byName, t.Name)
+	delete(n.byID, t.ID)
+	if err := c.persistLocked(n); err != nil {
+		return fmt.Errorf("%w: persisting topic metadata: %v", errStorage, err)
+	}
+	c.snap.Store(n)
+	t.deleted.Store(true)
+	for _, p := range t.Partitions() {
+		if p.Log != nil {
+			if err := p.Log.Close(); err != nil {
+				c.log.Warn("closing log of deleted partition", "topic", t.Name, "partition", p.Index, "err", err)
+			}
+		}
+		dir := p.Dir()
+		if _, err := c.fs.Stat(dir); err != nil {
+			continue
+		}
+		tomb := dir + "." + hex.EncodeToString(t.ID[:]) + "-delete"
+		if err := c.fs.Rename(dir, tomb); err != nil {
+			c.log.Warn("renaming deleted partition dir", "dir", dir, "err", err)
+			continue
+		}
+		if err := removeAll(c.fs, tomb); err != nil {
+			c.log.Warn("removing deleted partition dir", "dir", tomb, "err", err)
+		}
+	}
+	if err := c.fs.SyncDir("."); err != nil {
+		c.log.Warn("syncing data dir after delete", "err", err)
+	}
+	return nil
+}
+
+// removeDeletedDirs finishes deletions a crash interrupted.
+func (c *cluster) removeDeletedDirs() {
+	names, err := c.fs.ReadDir(".")
+	if err != nil {
+		c.log.Warn("listing data dir", "err", err)
+		return
+	}
+	for _, n := range names {
+		if strings.HasSuffix(n, "-delete") {
+			if err := removeAll(c.fs, n); err != nil {
+				c.log.Warn("removing deleted partition dir", "dir", n, "err", err)
+			}
+		}
+	}
+}
+
+// addPartitions grows t to count partitions.
+func (c *cluster) addPartitions(t *Topic, count int32, validateOnly bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.snap.Load().byName[t.Name] != t {
+		return fmt.Errorf("%w: This server does not host this topic-partition.", errUnknownTopic)
+	}
+	old := t.Partitions()
+	if count < int32(len(old)) {
+		return fmt.Errorf("%w: Topic currently has %d partitions, which is higher than the requested %d.", errInvalidPartitions, len(old), count)
+	}
+	if count == int32(len(old)) {
+		return fmt.Errorf("%w: Topic already has %d partitions.", errInvalidPartitions, len(old))
+	}
+	if count > maxPartitionsPerTopic {
+		return fmt.Errorf("%w: Number of partitions %d exceeds this broker's limit of %d per topic.", errInvalidPartitions, count, maxPartitionsPerTopic)
+	}
+	if validateOnly {
+		return nil
+	}
+	parts := append(append([]*Partition(nil), old...), make([]*Partition, int(count)-len(old))...)
+	for i := len(old); i < len(parts); i++ {
+		parts[i] = &Partition{Topic: t, Index: int32(i)}
+	}
+	t.parts.Store(&parts)
+	if err := c.persistLocked(c.snap.Load()); err != nil {
+		t.parts.Store(&old)
+		return fmt.Errorf("%w: persisting topic metadata: %v", errStorage, err)
+	}
+	return nil
+}
+
+// setConfig replaces t's config durably.
+func (c *cluster) setConfig(t *Topic, cfg *TopicConfig) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.snap.Load().byName[t.Name] != t {
+		return fmt.Errorf("%w: topic %s was deleted", errUnknownTopic, t.Name)
+	}
+	old := t.cfg.Load()
+	t.cfg.Store(cfg)
+	if err := c.persistLocked(c.snap.Load()); err != nil {
+		t.cfg.Store(old)
+		return fmt.Errorf("%w: persisting topic metadata: %v", errStorage, err)
+	}
+	return nil
+}
+
+// SetLeaderEpochAtLeast raises p's leader epoch to at least epoch and
+// persists it before returning; the epoch never decreases. The mirror path
+// uses it to keep the current epoch ahead of every stored batch epoch.
+func (s *Server) SetLeaderEpochAtLeast(p *Partition, epoch int32) error {
+	c := s.cluster
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := p.LeaderEpoch()
+	if epoch <= old {
+		return nil
+	}
+	p.leaderEpoch.Store(epoch)
+	if err := c.persistLocked(c.snap.Load()); err != nil {
+		p.leaderEpoch.Store(old)
+		return fmt.Errorf("%w: persisting leader epoch: %v", errStorage, err)
+	}
+	return nil
+}
+
+// Topic returns the named topic or nil (data-plane handlers).
+func (s *Server) Topic(name string) *Topic { return s.cluster.topic(name) }
+
+// TopicByID returns the topic with that id or nil.
+func (s *Server) TopicByID(id [16]byte) *Topic { return s.cluster.topicByID(id) }
+
+func (c *cluster) close() {
+	for _, t := range c.topics() {
+		for _, p := range t.Partitions() {
+			if p.Log != nil {
+				if err := p.Log.Close(); err != nil {
+					c.log.Warn("closing partition log", "topic", t.Name, "partition", p.Index, "err", err)
+				}
+			}
+		}
+	}
+}
+
+// validateTopicName applies Kafka's topic name rules.
+func validateTopicName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: Topic name is illegal, it can't be empty", errInvalidTopic)
+	case name == "." || name == "..":
+		return fmt.Errorf("%w: Topic name cannot be \".\" or \"..\"", errInvalidTopic)
+	case len(name) > 249:
+		return fmt.Errorf("%w: Topic name is illegal, it can't be longer than 249 characters, topic name: %s", errInvalidTopic, name)
+	}
+	for i := 0; i < len(name); i++ {
+		b := name[i]
+		if !(b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '.' || b == '_' || b == '-') {
+			return fmt.Errorf("%w: Topic name %q is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'", errInvalidTopic, name)
+		}
+	}
+	return nil
+}
+
+// collidingTopic returns an existing topic whose name equals name once '.'
+// and '_' are treated alike (Kafka refuses those: metric names collide).
+func collidingTopic(snap *clusterSnap, name string) string {
+	if !strings.ContainsAny(name, "._") {
+		return ""
+	}
+	norm := strings.ReplaceAll(name, ".", "_")
+	for n := range snap.byName {
+		if n != name && strings.ReplaceAll(n, ".", "_") == norm {
+			return n
+		}
+	}
+	return ""
+}

@@ -1,0 +1,442 @@
+package broker
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+var errTooManyFiles = syscall.EMFILE
+
+// Request is one decoded request as a handler sees it.
+type Request struct {
+	Key           int16
+	Version       int16
+	CorrelationID int32
+	// ClientID is the header's client id; ClientIDNull is true for a
+	// null client id.
+	ClientID     string
+	ClientIDNull bool
+	// Body is the request body after the header. It is owned by this
+	// request (not reused by the connection), so handlers may keep
+	// slices of it, for example record batches passed to storage.
+	Body []byte
+	// Msg is the body decoded by kmsg, or nil for raw-body handlers.
+	Msg kmsg.Request
+	// ConnID and Remote identify the connection, for logs.
+	ConnID uint64
+	Remote net.Addr
+}
+
+// DeferredReply lets a handler submit work in request order (so appends
+// from one connection keep their order) and answer later: the reader goes
+// on decoding the next request while the writer waits for this one. Await
+// must return once ctx is done.
+type DeferredReply interface {
+	Await(ctx context.Context) (Reply, error)
+}
+
+// deferredAdapter lets a DeferredReply travel where a Reply is expected.
+type deferredAdapter struct{ DeferredReply }
+
+func (deferredAdapter) AppendTo(dst []byte) []byte { return dst }
+func (deferredAdapter) IsFlexible() bool           { return false }
+
+// Defer wraps d as a Reply; the connection writer resolves it in order.
+func Defer(d DeferredReply) Reply { return deferredAdapter{d} }
+
+// pending is a request that has been read and handled (or is deferred)
+// and waits for its response to be written, in read order.
+type pending struct {
+	key           int16
+	correlationID int32
+	// headerV1 is true for response header v1 (flexible, tagged fields).
+	headerV1 bool
+	reply    Reply
+	ctx      context.Context
+	cancel   context.CancelFunc
+	frameLen int64
+}
+
+// conn serves one client connection with two goroutines: the reader
+// decodes frames and runs handlers in arrival order; the writer sends the
+// responses in the same order. The bounded queue between them is the
+// per-connection in-flight limit.
+type conn struct {
+	s      *Server
+	nc     net.Conn
+	id     uint64
+	log    *slog.Logger
+	queue  chan *pending
+	stopMu sync.Mutex
+	// stopped is set by stopReading: the reader finishes, the writer
+	// drains what was already read.
+	stopped bool
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	id := s.connSeq.Add(1)
+	return &conn{
+		s:     s,
+		nc:    nc,
+		id:    id,
+		log:   s.log.With("conn", id, "remote", nc.RemoteAddr().String()),
+		queue: make(chan *pending, s.cfg.MaxInFlightPerConn),
+	}
+}
+
+// stopReading makes the reader stop at the next frame boundary (or abort
+// the frame it is reading); requests already read are still answered.
+func (c *conn) stopReading() {
+	c.stopMu.Lock()
+	c.stopped = true
+	c.stopMu.Unlock()
+	_ = c.nc.SetReadDeadline(time.Now())
+}
+
+// armRead sets the read deadline unless the reader has been stopped; the
+// check and the set happen under one lock so a concurrent stopReading is
+// never overwritten.
+func (c *conn) armRead(d time.Duration) bool {
+	c.stopMu.Lock()
+	defer c.stopMu.Unlock()
+	if c.stopped {
+		return false
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(d))
+	return true
+}
+
+func (c *conn) isStopped() bool {
+	c.stopMu.Lock()
+	defer c.stopMu.Unlock()
+	return c.stopped
+}
+
+func (c *conn) serve() {
+	defer c.s.removeConn(c)
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		c.writeLoop()
+	}()
+	err := c.readLoop()
+	close(c.queue)
+	<-writerDone
+	c.nc.Close()
+	switch {
+	case err == nil, errors.Is(err, io.EOF), c.isStopped():
+		c.log.Debug("connection closed")
+	default:
+		c.log.Info("connection closed", "reason", err.Error())
+	}
+}
+
+// errClose is returned by the reader for input that closes the connection
+// as Kafka closes it (unknown key, unsupported version, oversized or
+// undecodable frame).
+type errClose struct{ msg string }
+
+func (e *errClose) Error() string { return e.msg }
+
+func closeErr(format string, args ...any) error { return &errClose{msg: fmt.Sprintf(format, args...)} }
+
+func (c *conn) readLoop() error {
+	br := bufio.NewReaderSize(c.nc, 16<<10)
+	var sizeBuf [4]byte
+	for {
+		if !c.armRead(c.s.cfg.IdleTimeout) {
+			return nil
+		}
+		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
+			if c.isStopped() {
+				return nil
+			}
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				return fmt.Errorf("idle for %s", c.s.cfg.IdleTimeout)
+			}
+			return err
+		}
+		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		if size < 8 {
+			return closeErr("frame size %d is too small for a request header", size)
+		}
+		if size > c.s.cfg.MaxFrameBytes {
+			return closeErr("frame size %d exceeds the maximum %d (max frame bytes)", size, c.s.cfg.MaxFrameBytes)
+		}
+		// The in-flight byte budget is taken before the body is read,
+		// so memory held by all connections stays bounded.
+		if err := c.s.inflight.acquire(c.s.baseCtx, int64(size)); err != nil {
+			return err
+		}
+		// A frame must arrive within the request timeout once its size
+		// is known; a peer that stalls mid-frame is dropped.
+		if !c.armRead(c.s.cfg.RequestTimeout) {
+			c.s.inflight.release(int64(size))
+			return nil
+		}
+		frame := make([]byte, size)
+		if _, err := io.ReadFull(br, frame); err != nil {
+			c.s.inflight.release(int64(size))
+			if c.isStopped() {
+				return nil
+			}
+			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+				return closeErr("truncated frame: connection ended inside a %d-byte frame", size)
+			}
+			return err
+		}
+		p, err := c.handleFrame(frame)
+		if err != nil {
+			c.s.inflight.release(int64(size))
+			return err
+		}
+		p.frameLen = int64(size)
+		c.queue <- p
+	}
+}
+
+// handleFrame parses the header, checks the API and version, decodes the
+// body and runs the handler. An error closes the connection.
+func (c *conn) handleFrame(frame []byte) (*pending, error) {
+	h, err := parseRequestHeader(frame)
+	if err != nil {
+		return nil, err
+	}
+	e := lookupAPI(h.key)
+	if e == nil {
+		return nil, closeErr("unknown or unsupported API key %d (correlation id %d)", h.key, h.correlationID)
+	}
+	ctx, cancel := context.WithTimeout(c.s.baseCtx, c.s.cfg.RequestTimeout)
+	p := &pending{key: h.key, correlationID: h.correlationID, ctx: ctx, cancel: cancel}
+	if !e.serves(h.version) {
+		if h.key == kmsg.ApiVersions.Int16() {
+			// As Kafka: answer with a v0 body carrying
+			// UNSUPPORTED_VERSION and our ranges, so the client can
+			// retry with a version we speak.
+			p.reply = unsupportedApiVersionsReply()
+			return p, nil
+		}
+		cancel()
+		if h.version >= e.minVersion && h.version < e.servedFrom {
+			return nil, closeErr("%s v%d is advertised for compatibility but refused (served from v%d)", kmsg.NameForKey(h.key), h.version, e.servedFrom)
+		}
+		return nil, closeErr("unsupported version %d of %s (supported %d-%d)", h.version, kmsg.NameForKey(h.key), e.servedFrom, e.maxVersion)
+	}
+	req := &Request{
+		Key: h.key, Version: h.version, CorrelationID: h.correlationID,
+		ClientID: h.clientID, ClientIDNull: h.clientIDNull,
+		ConnID: c.id, Remote: c.nc.RemoteAddr(),
+	}
+	kreq := kmsg.RequestForKey(h.key)
+	kreq.SetVersion(h.version)
+	// The header's flexibility follows the request version; only then do
+	// we know where the body starts.
+	body, err := h.skipHeaderTags(frame, kreq.IsFlexible())
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	req.Body = body
+	p.headerV1 = kreq.IsFlexible() && h.key != kmsg.ApiVersions.Int16()
+	if !e.rawBody {
+		if err := kreq.ReadFrom(body); err != nil {
+			cancel()
+			return nil, closeErr("malformed %s v%d request (correlation id %d): %v", kmsg.NameForKey(h.key), h.version, h.correlationID, err)
+		}
+		req.Msg = kreq
+	}
+	reply, err := callHandler(ctx, c.s, e, req)
+	if err != nil {
+		cancel()
+		return nil, closeErr("%s v%d (correlation id %d): %v", kmsg.NameForKey(h.key), h.version, h.correlationID, err)
+	}
+	p.reply = reply
+	return p, nil
+}
+
+// callHandler runs h and turns a panic into an error that closes only this
+// connection: one bad request must not take the broker down.
+func callHandler(ctx context.Context, s *Server, e *apiEntry, req *Request) (reply Reply, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("handler panicked", "api", kmsg.NameForKey(e.key), "version", req.Version, "panic", fmt.Sprint(r))
+			reply, err = nil, fmt.Errorf("internal error in handler: %v", r)
+		}
+	}()
+	return e.handler(ctx, s, req)
+}
+
+func (c *conn) writeLoop() {
+	bw := bufio.NewWriterSize(c.nc, 32<<10)
+	buf := make([]byte, 0, 4<<10)
+	broken := false
+	for p := range c.queue {
+		if broken {
+			c.finish(p, nil)
+			continue
+		}
+		reply := p.reply
+		if d, ok := reply.(deferredAdapter); ok {
+			r, err := d.Await(p.ctx)
+			if err != nil {
+				c.log.Warn("request failed after decode; closing connection", "api", kmsg.NameForKey(p.key),
+					"correlation_id", p.correlationID, "err", err)
+				broken = true
+				c.nc.Close()
+				c.finish(p, nil)
+				continue
+			}
+			reply = r
+		}
+		if reply == nil {
+			c.finish(p, nil)
+			continue
+		}
+		var err error
+		buf, err = c.writeResponse(bw, buf[:0], p, reply)
+		if err == nil && len(c.queue) == 0 {
+			err = bw.Flush()
+		}
+		c.finish(p, reply)
+		if err != nil {
+			c.log.Debug("write failed", "err", err)
+			broken = true
+			c.nc.Close()
+		}
+		if cap(buf) > 1<<20 {
+			buf = make([]byte, 0, 4<<10)
+		}
+	}
+	if !broken {
+		_ = bw.Flush()
+	}
+}
+
+func (c *conn) finish(p *pending, reply Reply) {
+	if v, ok := reply.(VectoredReply); ok {
+		v.Release()
+	}
+	p.cancel()
+	c.s.inflight.release(p.frameLen)
+}
+
+// writeResponse frames reply: size, correlation id, the header's empty
+// tagged fields for header v1, then the body.
+func (c *conn) writeResponse(bw *bufio.Writer, buf []byte, p *pending, reply Reply) ([]byte, error) {
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.RequestTimeout))
+	buf = append(buf, 0, 0, 0, 0)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(p.correlationID))
+	if p.headerV1 {
+		buf = append(buf, 0)
+	}
+	if v, ok := reply.(VectoredReply); ok {
+		bufs := v.BodyBuffers()
+		n := len(buf) - 4
+		for _, b := range bufs {
+			n += len(b)
+		}
+		binary.BigEndian.PutUint32(buf, uint32(n))
+		if err := bw.Flush(); err != nil {
+			return buf, err
+		}
+		all := append(net.Buffers{buf}, bufs...)
+		_, err := all.WriteTo(c.nc)
+		return buf, err
+	}
+	buf = reply.AppendTo(buf)
+	binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
+	_, err := bw.Write(buf)
+	return buf, err
+}
+
+// requestHeader is a parsed request header v1/v2 (v0, without client id,
+// was only used by ControlledShutdown v0, which is not served).
+type requestHeader struct {
+	key           int16
+	version       int16
+	correlationID int32
+	clientID      string
+	clientIDNull  bool
+	// rest is the frame after the client id: header tagged fields (v2)
+	// and the body.
+	rest []byte
+}
+
+func parseRequestHeader(frame []byte) (requestHeader, error) {
+	var h requestHeader
+	if len(frame) < 10 {
+		return h, closeErr("request of %d bytes is shorter than a request header", len(frame))
+	}
+	h.key = int16(binary.BigEndian.Uint16(frame[0:]))
+	h.version = int16(binary.BigEndian.Uint16(frame[2:]))
+	h.correlationID = int32(binary.BigEndian.Uint32(frame[4:]))
+	n := int16(binary.BigEndian.Uint16(frame[8:]))
+	rest := frame[10:]
+	switch {
+	case n == -1:
+		h.clientIDNull = true
+	case n < -1:
+		return h, closeErr("bad client id length %d", n)
+	default:
+		if int(n) > len(rest) {
+			return h, closeErr("client id length %d exceeds the frame", n)
+		}
+		h.clientID = string(rest[:n])
+		rest = rest[n:]
+	}
+	h.rest = rest
+	return h, nil
+}
+
+// skipHeaderTags returns the body: for a flexible request the header's
+// tagged fields are skipped (none are defined for requests we serve; unknown
+// tags are ignored as the protocol requires).
+func (h requestHeader) skipHeaderTags(frame []byte, flexible bool) ([]byte, error) {
+	b := h.rest
+	if !flexible {
+		return b, nil
+	}
+	count, n := binary.Uvarint(b)
+	if n <= 0 {
+		return nil, closeErr("malformed header tagged fields")
+	}
+	b = b[n:]
+	if count > uint64(len(b)) {
+		return nil, closeErr("header claims %d tagged fields in %d bytes", count, len(b))
+	}
+	for range count {
+		_, n := binary.Uvarint(b)
+		if n <= 0 {
+			return nil, closeErr("malformed header tag")
+		}
+		b = b[n:]
+		size, n := binary.Uvarint(b)
+		if n <= 0 || size > uint64(len(b)-n) {
+			return nil, closeErr("malformed header tag size")
+		}
+		b = b[n+int(size):]
+	}
+	return b, nil
+}
+
+// unsupportedApiVersionsReply is the v0 body Kafka sends to an ApiVersions
+// request of a version it does not know.
+func unsupportedApiVersionsReply() Reply {
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.Version = 0
+	resp.ErrorCode = kerr.UnsupportedVersion.Code
+	resp.ApiKeys = advertisedAPIs()
+	return resp
+}

@@ -1,0 +1,67 @@
+package broker
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"sync"
+)
+
+// producerIDs allocates idempotent producer ids that never repeat, across
+// restarts and crashes included: ids are handed out from blocks, and the
+// end of a block is made durable before the first id of the block is
+// returned. A crash wastes at most the rest of one block.
+type producerIDs struct {
+	fs fileSystem
+	mu sync.Mutex
+	// next is the next id to hand out; end is the persisted exclusive
+	// bound (no id >= end has ever been handed out).
+	next, end int64
+}
+
+const (
+	producerIDsFile  = "producer-ids"
+	producerIDBlock  = 1000
+	producerIDsFirst = 0
+)
+
+func openProducerIDs(fsys fileSystem) (*producerIDs, error) {
+	p := &producerIDs{fs: fsys}
+	data, err := readFile(fsys, metaDirName+"/"+producerIDsFile)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		p.next, p.end = producerIDsFirst, producerIDsFirst
+	case err != nil:
+		return nil, fmt.Errorf("reading producer id allocator: %w", err)
+	default:
+		n, perr := strconv.ParseInt(string(bytes.TrimSpace(data)), 10, 64)
+		if perr != nil || n < 0 {
+			return nil, fmt.Errorf("producer id allocator %s/%s is corrupt: %q", metaDirName, producerIDsFile, bytes.TrimSpace(data))
+		}
+		// Everything below the persisted bound may have been used.
+		p.next, p.end = n, n
+	}
+	return p, nil
+}
+
+// allocate returns a fresh producer id.
+func (p *producerIDs) allocate() (int64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.next >= p.end {
+		if p.end > math.MaxInt64-producerIDBlock {
+			return -1, errors.New("producer id space exhausted")
+		}
+		end := p.end + producerIDBlock
+		if err := writeFileAtomic(p.fs, metaDirName, producerIDsFile, []byte(strconv.FormatInt(end, 10)+"\n")); err != nil {
+			return -1, fmt.Errorf("%w: persisting producer id block: %v", errStorage, err)
+		}
+		p.end = end
+	}
+	id := p.next
+	p.next++
+	return id, nil
+}

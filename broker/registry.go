@@ -1,0 +1,121 @@
+package broker
+
+import (
+	"context"
+	"net"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Reply is what a handler answers with. Every kmsg.Response satisfies it;
+// data-plane handlers may return their own types (see VectoredReply).
+type Reply interface {
+	// AppendTo appends the response body (no size, no header).
+	AppendTo(dst []byte) []byte
+	// IsFlexible reports whether the response uses header v1 (tagged
+	// fields after the correlation id).
+	IsFlexible() bool
+}
+
+// VectoredReply is a Reply whose body is handed to the connection writer as
+// several byte slices (for example stored batches read from storage) and
+// written with one vectored write, without copying them into one buffer.
+// The writer calls Release once the bytes have been written or dropped.
+type VectoredReply interface {
+	Reply
+	// BodyBuffers returns the body as slices; their total length is the
+	// body size. AppendTo is not called when a reply implements this.
+	BodyBuffers() net.Buffers
+	Release()
+}
+
+// Handler answers one request. A nil Reply with a nil error sends no
+// response (Produce with acks=0); the pipeline order of the connection is
+// kept either way. A non-nil error means the request could not be answered
+// at all (malformed beyond what a Kafka error code expresses); the
+// connection is then closed, as Kafka closes it.
+type Handler func(ctx context.Context, s *Server, r *Request) (Reply, error)
+
+// apiEntry is one registered API key.
+type apiEntry struct {
+	key int16
+	// minVersion..maxVersion is the range advertised in ApiVersions.
+	minVersion, maxVersion int16
+	// Versions below servedFrom are advertised but refused (the
+	// connection is closed as for any unsupported version). Kafka 4.x
+	// does this for Produce v0-v2 (KAFKA-18659): librdkafka only enables
+	// compression if it sees Produce v0 advertised.
+	servedFrom int16
+	// rawBody handlers decode the body themselves (Request.Body); the
+	// registry does not run kmsg's decoder for them.
+	rawBody bool
+	// hidden entries are served but not advertised.
+	hidden  bool
+	handler Handler
+}
+
+// apiOption adjusts a registration.
+type apiOption func(*apiEntry)
+
+// advertisedButRefusedBelow marks versions [min, v) as advertised but
+// refused.
+func advertisedButRefusedBelow(v int16) apiOption {
+	return func(e *apiEntry) { e.servedFrom = v }
+}
+
+// rawBody makes the server hand the undecoded body to the handler.
+func rawBody() apiOption { return func(e *apiEntry) { e.rawBody = true } }
+
+var registry [kmsg.MaxKey + 1]*apiEntry
+
+// register declares that key is served in versions minVersion..maxVersion
+// by h. It is called from init() in the handler's own file, so the versions
+// advertised by ApiVersions are exactly those implemented next to them.
+func register(key, minVersion, maxVersion int16, h Handler, opts ...apiOption) {
+	if key < 0 || int(key) >= len(registry) {
+		panic("broker: register: key out of range")
+	}
+	if registry[key] != nil {
+		panic("broker: register: key " + kmsg.NameForKey(key) + " registered twice")
+	}
+	if minVersion < 0 || maxVersion < minVersion {
+		panic("broker: register: bad version range for " + kmsg.NameForKey(key))
+	}
+	if req := kmsg.RequestForKey(key); req != nil && maxVersion > req.MaxVersion() {
+		panic("broker: register: " + kmsg.NameForKey(key) + " max version above what kmsg can decode")
+	}
+	e := &apiEntry{key: key, minVersion: minVersion, maxVersion: maxVersion, servedFrom: minVersion, handler: h}
+	for _, o := range opts {
+		o(e)
+	}
+	registry[key] = e
+}
+
+// lookupAPI returns the entry for key, or nil if the key is not served.
+func lookupAPI(key int16) *apiEntry {
+	if key < 0 || int(key) >= len(registry) {
+		return nil
+	}
+	return registry[key]
+}
+
+// serves reports whether version v of the entry is answered.
+func (e *apiEntry) serves(v int16) bool {
+	return v >= e.servedFrom && v <= e.maxVersion
+}
+
+// advertisedAPIs lists the advertised keys in key order.
+func advertisedAPIs() []kmsg.ApiVersionsResponseApiKey {
+	var out []kmsg.ApiVersionsResponseApiKey
+	for _, e := range registry {
+		if e == nil || e.hidden {
+			continue
+		}
+		k := kmsg.NewApiVersionsResponseApiKey()
+		k.ApiKey, k.MinVersion, k.MaxVersion = e.key, e.minVersion, e.maxVersion
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ApiKey < out[j].ApiKey })
+	return out
+}

@@ -1,0 +1,306 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/verbatim-kafka/verbatim/storage"
+)
+
+// Config is everything a Server needs. Zero values take the defaults named
+// on each field (see withDefaults).
+type Config struct {
+	// DataDir is the directory the broker locks and keeps its metadata
+	// in; partition logs live beside the metadata as "<topic>-<n>".
+	DataDir string
+	// FS, if set, is used for all metadata I/O instead of the real
+	// filesystem rooted at DataDir (tests use an in-memory FS). The lock
+	// file is always taken on the real DataDir.
+	FS storage.FS
+	// NodeID is this broker's id (default 1 when zero is not wanted:
+	// the CLI passes its flag explicitly; 0 is a valid Kafka node id).
+	NodeID int32
+	// AdvertisedHost/AdvertisedPort are what Metadata and DescribeCluster
+	// tell clients; empty/zero means the listener's address.
+	AdvertisedHost string
+	AdvertisedPort int32
+	// Logger receives the broker's logs (default: slog.Default()).
+	Logger *slog.Logger
+	// MaxFrameBytes bounds a request frame (Kafka's
+	// socket.request.max.bytes, default 100 MiB). A larger size prefix
+	// closes the connection.
+	MaxFrameBytes int32
+	// MaxInFlightPerConn bounds requests read but not yet answered on one
+	// connection (default 128). The reader stops reading when it is hit.
+	MaxInFlightPerConn int
+	// MaxInFlightBytes bounds the request bytes held by all connections
+	// together (default 256 MiB; at least MaxFrameBytes). A hard bound:
+	// readers wait before reading a frame body that would exceed it.
+	MaxInFlightBytes int64
+	// RequestTimeout bounds how long one request may take from decode to
+	// response (default 30s). A request that exceeds it closes its
+	// connection, since later responses cannot be sent before it.
+	RequestTimeout time.Duration
+	// IdleTimeout closes connections with no request for this long
+	// (Kafka's connections.max.idle.ms, default 10 minutes).
+	IdleTimeout time.Duration
+	// Flush is the storage durability mode: never, interval or always.
+	Flush string
+	// AutoCreateTopics lets Metadata create missing topics (Kafka's
+	// auto.create.topics.enable; off by default here).
+	AutoCreateTopics bool
+	// DefaultPartitions is num.partitions for auto-created topics and
+	// CreateTopics with -1 partitions (default 1).
+	DefaultPartitions int32
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.DataDir == "" {
+		return c, errors.New("broker: Config.DataDir is required")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.MaxFrameBytes == 0 {
+		c.MaxFrameBytes = 100 << 20
+	}
+	if c.MaxFrameBytes < 64 {
+		return c, fmt.Errorf("broker: max frame bytes %d is too small", c.MaxFrameBytes)
+	}
+	if c.MaxInFlightPerConn == 0 {
+		c.MaxInFlightPerConn = 128
+	}
+	if c.MaxInFlightPerConn < 1 {
+		return c, fmt.Errorf("broker: max in-flight requests per connection must be >= 1, got %d", c.MaxInFlightPerConn)
+	}
+	if c.MaxInFlightBytes == 0 {
+		c.MaxInFlightBytes = 256 << 20
+	}
+	if c.MaxInFlightBytes < int64(c.MaxFrameBytes) {
+		return c, fmt.Errorf("broker: max in-flight bytes %d is below max frame bytes %d; one frame could never be read", c.MaxInFlightBytes, c.MaxFrameBytes)
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = 30 * time.Second
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 10 * time.Minute
+	}
+	switch c.Flush {
+	case "":
+		c.Flush = "never"
+	case "never", "interval", "always":
+	default:
+		return c, fmt.Errorf("broker: flush must be never, interval or always, got %q", c.Flush)
+	}
+	if c.DefaultPartitions == 0 {
+		c.DefaultPartitions = 1
+	}
+	if c.DefaultPartitions < 1 {
+		return c, fmt.Errorf("broker: default partitions must be >= 1, got %d", c.DefaultPartitions)
+	}
+	return c, nil
+}
+
+// Server is one Verbatim broker: the data dir it holds, the cluster
+// metadata and the connections it serves.
+type Server struct {
+	cfg  Config
+	log  *slog.Logger
+	lock *dirLock
+	fs   storage.FS
+
+	clusterID string
+	cluster   *cluster
+	pids      *producerIDs
+
+	inflight *byteSem
+
+	// baseCtx is cancelled when shutdown gives up waiting, which aborts
+	// handlers still running (long polls, waits on storage).
+	baseCtx    context.Context
+	cancelBase context.CancelFunc
+
+	mu struct {
+		sync.Mutex
+		listeners map[net.Listener]struct{}
+		conns     map[*conn]struct{}
+		closing   bool
+	}
+	connWG  sync.WaitGroup
+	connSeq atomic.Uint64
+	addr    atomic.Pointer[net.TCPAddr]
+}
+
+// Open takes the data dir (lock, format version, cluster id), recovers the
+// topic metadata and returns a Server ready to Serve. Close releases it.
+func Open(cfg Config) (*Server, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	lock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, fs: cfg.FS}
+	if s.fs == nil {
+		s.fs = NewDirFS(cfg.DataDir)
+	}
+	fail := func(err error) (*Server, error) {
+		lock.release()
+		return nil, err
+	}
+	if err := checkFormat(s.fs, cfg.DataDir); err != nil {
+		return fail(err)
+	}
+	mp, err := loadOrCreateMetaProps(s.fs, cfg.NodeID)
+	if err != nil {
+		return fail(err)
+	}
+	s.clusterID = mp.clusterID
+	if s.cluster, err = loadCluster(s.fs, s.log); err != nil {
+		return fail(err)
+	}
+	if s.pids, err = openProducerIDs(s.fs); err != nil {
+		return fail(err)
+	}
+	s.inflight = newByteSem(cfg.MaxInFlightBytes)
+	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
+	s.mu.listeners = make(map[net.Listener]struct{})
+	s.mu.conns = make(map[*conn]struct{})
+	s.log.Info("data dir opened", "data_dir", cfg.DataDir, "cluster_id", s.clusterID, "node_id", cfg.NodeID,
+		"topics", s.cluster.topicCount(), "flush", cfg.Flush)
+	return s, nil
+}
+
+// ClusterID is the persisted cluster id.
+func (s *Server) ClusterID() string { return s.clusterID }
+
+// Addr is the address of the last listener Serve was given, or nil.
+func (s *Server) Addr() *net.TCPAddr { return s.addr.Load() }
+
+// advertised returns the host and port clients are told to connect to.
+func (s *Server) advertised() (string, int32) {
+	host, port := s.cfg.AdvertisedHost, s.cfg.AdvertisedPort
+	if a := s.addr.Load(); a != nil {
+		if host == "" {
+			host = a.IP.String()
+			if a.IP.IsUnspecified() {
+				host = "localhost"
+			}
+		}
+		if port == 0 {
+			port = int32(a.Port)
+		}
+	}
+	return host, port
+}
+
+// Serve accepts connections on ln until Shutdown; it returns nil after a
+// shutdown and the accept error otherwise.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.mu.closing {
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	s.mu.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	if a, ok := ln.Addr().(*net.TCPAddr); ok {
+		s.addr.Store(a)
+	}
+	s.log.Info("listening", "addr", ln.Addr().String())
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.mu.closing
+			s.mu.Unlock()
+			if closing {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, errTooManyFiles) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept failed; retrying", "err", err, "backoff", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		c := newConn(s, nc)
+		s.mu.Lock()
+		if s.mu.closing {
+			s.mu.Unlock()
+			nc.Close()
+			return nil
+		}
+		s.mu.conns[c] = struct{}{}
+		s.connWG.Add(1)
+		s.mu.Unlock()
+		go c.serve()
+	}
+}
+
+// Shutdown stops accepting, lets every connection finish the requests it
+// has already read (new ones are not read), and waits until they are
+// answered or ctx is done; then it aborts what is left, closes the
+// metadata and releases the data dir lock.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.mu.closing {
+		s.mu.Unlock()
+		return errors.New("broker: already shut down")
+	}
+	s.mu.closing = true
+	for ln := range s.mu.listeners {
+		ln.Close()
+	}
+	for c := range s.mu.conns {
+		c.stopReading()
+	}
+	s.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() { s.connWG.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("broker: shutdown deadline passed with requests in flight: %w", ctx.Err())
+		s.cancelBase()
+		s.mu.Lock()
+		for c := range s.mu.conns {
+			c.nc.Close()
+		}
+		s.mu.Unlock()
+		<-done
+	}
+	s.cancelBase()
+	s.cluster.close()
+	s.lock.release()
+	s.log.Info("broker stopped")
+	return err
+}
+
+func (s *Server) removeConn(c *conn) {
+	s.mu.Lock()
+	delete(s.mu.conns, c)
+	s.mu.Unlock()
+	s.connWG.Done()
+}
+
+// hostPort formats an advertised address.
+func hostPort(host string, port int32) string {
+	return net.JoinHostPort(host, strconv.Itoa(int(port)))
+}
