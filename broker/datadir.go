@@ -21,10 +21,10 @@ import (
 //	meta.properties       Kafka-style: version, cluster.id, node.id
 //	verbatim-meta/        topic metadata and the producer id allocator
 const (
-	lockFileName    = ".lock"
-	formatFileName  = "verbatim.format"
-	metaPropsName   = "meta.properties"
-	metaDirName     = "verbatim-meta"
+	lockFileName   = ".lock"
+	formatFileName = "verbatim.format"
+	metaPropsName  = "meta.properties"
+	metaDirName    = "verbatim-meta"
 )
 
 // DataFormatVersion is the on-disk format version this build writes and the

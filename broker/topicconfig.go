@@ -235,28 +235,28 @@ type TopicConfig struct {
 	CompressionType      string
 	MaxMessageBytes      int32
 	// LogAppendTime is true for message.timestamp.type=LogAppendTime.
-	LogAppendTime             bool
-	TimestampBeforeMaxMs      int64
-	TimestampAfterMaxMs       int64
-	RetentionMs               int64
-	RetentionBytes            int64
-	SegmentBytes              int32
-	SegmentMs                 int64
-	SegmentJitterMs           int64
-	SegmentIndexBytes         int32
-	IndexIntervalBytes        int32
-	FlushMessages             int64
-	FlushMs                   int64
-	MinInsyncReplicas         int32
-	DeleteRetentionMs         int64
-	MinCompactionLagMs        int64
-	MaxCompactionLagMs        int64
-	FileDeleteDelayMs         int64
-	Preallocate               bool
-	MinCleanableDirtyRatio    float64
-	LocalRetentionMs          int64
-	LocalRetentionBytes       int64
-	UncleanLeaderElection     bool
+	LogAppendTime          bool
+	TimestampBeforeMaxMs   int64
+	TimestampAfterMaxMs    int64
+	RetentionMs            int64
+	RetentionBytes         int64
+	SegmentBytes           int32
+	SegmentMs              int64
+	SegmentJitterMs        int64
+	SegmentIndexBytes      int32
+	IndexIntervalBytes     int32
+	FlushMessages          int64
+	FlushMs                int64
+	MinInsyncReplicas      int32
+	DeleteRetentionMs      int64
+	MinCompactionLagMs     int64
+	MaxCompactionLagMs     int64
+	FileDeleteDelayMs      int64
+	Preallocate            bool
+	MinCleanableDirtyRatio float64
+	LocalRetentionMs       int64
+	LocalRetentionBytes    int64
+	UncleanLeaderElection  bool
 	// MirrorPush is true for mirror.mode=push.
 	MirrorPush            bool
 	MirrorSourceClusterID string
