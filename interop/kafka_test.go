@@ -62,6 +62,12 @@ func TestKafkaSingleNodeRoundTrip(t *testing.T) {
 	node := k.Nodes[0]
 	t.Logf("Kafka node 1 up at %s (pid %d, cluster %s)", node.Addr, node.PID(), k.ClusterID)
 
+	// The ApiVersions expectations used against Verbatim hold for Kafka.
+	assertApiVersions(t, node.Addr)
+	if res := assertKcatSawApiVersions(t, node.Addr); res.ExitCode != 0 {
+		t.Fatalf("kcat -L against Kafka failed: %s", res.describe())
+	}
+
 	JavaTool(t, "kafka-topics", "--bootstrap-server", k.Bootstrap(), "--create",
 		"--topic", topic, "--partitions", "1", "--replication-factor", "1")
 

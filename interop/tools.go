@@ -106,6 +106,16 @@ func runTool(t testing.TB, c Cmd, argv []string) (*Result, error) {
 	return res, nil
 }
 
+// RunTool runs any program (argv[0] looked up in PATH or given as a path)
+// with the same timeout and capture rules as the peer tools.
+func RunTool(t testing.TB, c Cmd, argv ...string) (*Result, error) {
+	t.Helper()
+	if len(argv) == 0 {
+		t.Fatalf("interop: RunTool: empty argv")
+	}
+	return runTool(t, c, argv)
+}
+
 // ---- Java tools from the Kafka jars ----------------------------------------
 
 // toolAliases maps the names of the Kafka distribution's bin/ scripts to the
