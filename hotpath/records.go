@@ -1,0 +1,133 @@
+package hotpath
+
+// Zero-allocation record scanning with the semantics of Kafka's
+// DefaultRecord.readFrom and ByteUtils.readVarint/readVarlong.
+
+// readVarint decodes a zigzag varint of at most 5 bytes (Kafka's
+// ByteUtils.readVarint). A fifth byte carrying bits past 32 is refused, as
+// franz-go's kbin does (Kafka would silently drop them). n is 0 on error.
+func readVarint(b []byte) (int32, int) {
+	var v uint32
+	for i := 0; i < 5; i++ {
+		if i >= len(b) {
+			return 0, 0
+		}
+		c := b[i]
+		v |= uint32(c&0x7f) << (7 * i)
+		if c&0x80 == 0 {
+			if i == 4 && c > 0x0f {
+				return 0, 0
+			}
+			return int32(v>>1) ^ -int32(v&1), i + 1
+		}
+	}
+	return 0, 0
+}
+
+// readVarlong decodes a zigzag varlong of at most 10 bytes, refusing bits
+// past 64.
+func readVarlong(b []byte) (int64, int) {
+	var v uint64
+	for i := 0; i < 10; i++ {
+		if i >= len(b) {
+			return 0, 0
+		}
+		c := b[i]
+		v |= uint64(c&0x7f) << (7 * i)
+		if c&0x80 == 0 {
+			if i == 9 && c > 0x01 {
+				return 0, 0
+			}
+			return int64(v>>1) ^ -int64(v&1), i + 1
+		}
+	}
+	return 0, 0
+}
+
+type scannedRecord struct {
+	tsDelta     int64
+	offsetDelta int32
+	keyNull     bool
+	valueNull   bool
+	key, value  []byte
+}
+
+// scanRecord parses the record at the start of b and returns it, its
+// encoded size and "" or a description of what is wrong with it.
+func scanRecord(b []byte) (r scannedRecord, n int, msg string) {
+	size, k := readVarint(b)
+	if k == 0 {
+		return r, 0, "invalid record size varint"
+	}
+	if size < 0 || int64(size) > int64(len(b)-k) {
+		return r, 0, "invalid record size: payload exceeds the remaining bytes"
+	}
+	body := b[k : k+int(size)]
+	n = k + int(size)
+	if len(body) < 1 {
+		return r, 0, "empty record"
+	}
+	p := 1 // attributes
+	var m int
+	if r.tsDelta, m = readVarlong(body[p:]); m == 0 {
+		return r, 0, "invalid timestamp delta"
+	}
+	p += m
+	if r.offsetDelta, m = readVarint(body[p:]); m == 0 {
+		return r, 0, "invalid offset delta"
+	}
+	p += m
+	var field []byte
+	var ok bool
+	if field, r.keyNull, p, ok = scanBytes(body, p); !ok {
+		return r, 0, "invalid key"
+	}
+	r.key = field
+	if field, r.valueNull, p, ok = scanBytes(body, p); !ok {
+		return r, 0, "invalid value"
+	}
+	r.value = field
+	headers, m := readVarint(body[p:])
+	if m == 0 {
+		return r, 0, "invalid header count"
+	}
+	p += m
+	if headers < 0 || int(headers) > len(body)-p {
+		return r, 0, "found invalid number of record headers"
+	}
+	for h := int32(0); h < headers; h++ {
+		kl, m := readVarint(body[p:])
+		if m == 0 || kl < 0 {
+			return r, 0, "invalid header key size"
+		}
+		p += m
+		if int(kl) > len(body)-p {
+			return r, 0, "header key past the record end"
+		}
+		p += int(kl)
+		if _, _, p, ok = scanBytes(body, p); !ok {
+			return r, 0, "invalid header value"
+		}
+	}
+	if p != len(body) {
+		return r, 0, "invalid record size: fields do not fill the record"
+	}
+	return r, n, ""
+}
+
+// scanBytes reads a varint-length byte field at body[p:]; negative lengths
+// are null, as in Kafka.
+func scanBytes(body []byte, p int) (field []byte, null bool, next int, ok bool) {
+	l, m := readVarint(body[p:])
+	if m == 0 {
+		return nil, false, p, false
+	}
+	p += m
+	if l < 0 {
+		return nil, true, p, true
+	}
+	if int(l) > len(body)-p {
+		return nil, false, p, false
+	}
+	return body[p : p+int(l)], false, p + int(l), true
+}

@@ -1,0 +1,571 @@
+package hotpath
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+)
+
+// Mode selects the validation rules for a record set.
+type Mode uint8
+
+const (
+	// Normal is a client produce, validated as Kafka's leader validates it
+	// (UnifiedLog.analyzeAndValidateRecords + LogValidator with origin
+	// CLIENT): exactly one batch, base offset 0, record count consistent with
+	// LastOffsetDelta, no control batches, timestamp bounds, keys on compacted
+	// topics. MaxTimestamp and the timestamp type are patched in place (CRC
+	// recomputed) exactly when Kafka patches them; the base offset and leader
+	// epoch are stamped later by AssignOffsets, outside the CRC.
+	Normal Mode = iota
+	// Verbatim is a mirror produce: the batches are final, as on Kafka's
+	// follower path (appendAsFollower). Several batches per set, any base
+	// offsets (strictly increasing), compacted shapes, empty batches, the
+	// delete-horizon bit and control batches are accepted; nothing is
+	// patched and nothing is decompressed.
+	Verbatim
+)
+
+func (m Mode) String() string {
+	if m == Verbatim {
+		return "verbatim"
+	}
+	return "normal"
+}
+
+// TopicConfig is what validation needs from the topic's configuration.
+type TopicConfig struct {
+	// Compacted: cleanup.policy contains "compact". Normal mode then
+	// requires a key on every record, which needs record inspection
+	// (compressed batches are decompressed, as Kafka does).
+	Compacted bool
+	// LogAppendTime: message.timestamp.type=LogAppendTime.
+	LogAppendTime bool
+	// TimestampBeforeMaxMs and TimestampAfterMaxMs are
+	// message.timestamp.before.max.ms / after.max.ms (CreateTime topics).
+	TimestampBeforeMaxMs int64
+	TimestampAfterMaxMs  int64
+	// MaxMessageBytes is max.message.bytes, the largest batch accepted in
+	// normal mode (0: no limit). Verbatim mode ignores it, as Kafka's
+	// follower path does.
+	MaxMessageBytes int32
+	// ExactTimestamps makes normal mode decompress compressed batches on
+	// CreateTime topics to check every record's timestamp and recompute
+	// MaxTimestamp, as Kafka does. Without it, compressed batches are checked
+	// at the header level (BaseTimestamp and MaxTimestamp against the
+	// bounds, MaxTimestamp trusted), which avoids decompression.
+	ExactTimestamps bool
+}
+
+// DefaultTopicConfig returns Kafka 4's topic defaults.
+func DefaultTopicConfig() TopicConfig {
+	return TopicConfig{
+		TimestampBeforeMaxMs: math.MaxInt64,
+		TimestampAfterMaxMs:  3600000,
+		MaxMessageBytes:      1048588,
+	}
+}
+
+// Options are the per-call validation inputs.
+type Options struct {
+	Mode  Mode
+	Topic TopicConfig
+	// ProduceVersion is the Produce request version (for the "zstd needs
+	// v7+" rule); 0 skips version-dependent checks.
+	ProduceVersion int16
+	// NowMs is the broker time used for timestamp bounds and LogAppendTime.
+	NowMs int64
+}
+
+// Result describes a validated record set. Offsets are absolute in verbatim
+// mode and relative to the first record (base 0) in normal mode, where
+// storage assigns the real base offset.
+type Result struct {
+	Batches     int
+	Bytes       int
+	Records     int64 // sum of the batches' record counts
+	FirstOffset int64 // base offset of the first batch
+	LastOffset  int64 // last offset of the last batch
+	// MaxTimestamp is the largest batch MaxTimestamp (after patching) and
+	// OffsetOfMaxTimestamp the offset Kafka records for it.
+	MaxTimestamp         int64
+	OffsetOfMaxTimestamp int64
+	// LogAppendTimeMs is NowMs on LogAppendTime topics in normal mode, else
+	// -1 (the Produce response's log_append_time_ms).
+	LogAppendTimeMs int64
+	// Patched reports that normal mode rewrote MaxTimestamp/attributes and
+	// the CRC.
+	Patched bool
+}
+
+const noTimestamp = int64(-1)
+
+// maxRecordErrors bounds the per-record error list of one rejection (Kafka
+// lists every record; a hostile batch must not make us allocate millions).
+const maxRecordErrors = 1024
+
+// Validate checks the record set in place. On success it fills res and, in
+// normal mode, may have patched MaxTimestamp/attributes and the CRC inside
+// set. It allocates nothing unless it rejects the set or must decompress
+// (normal mode on compacted topics, or ExactTimestamps).
+func Validate(set []byte, o *Options, res *Result) error {
+	*res = Result{FirstOffset: -1, LastOffset: -1, MaxTimestamp: noTimestamp, OffsetOfMaxTimestamp: -1, LogAppendTimeMs: -1}
+	if o.Mode == Verbatim {
+		return validateVerbatim(set, res)
+	}
+	return validateNormal(set, o, res)
+}
+
+// frame splits off the batch at the start of b, with Kafka's framing errors
+// (ByteBufferLogInputStream.nextBatchSize, DefaultRecordBatch.ensureValid).
+// partial is returned (with a nil error) when b ends inside the batch.
+func frame(b []byte, idx int, verbatim bool) (batch []byte, partial bool, err *Error) {
+	if len(b) < kbatch.LogOverhead {
+		return nil, true, nil
+	}
+	length := int32(binary.BigEndian.Uint32(b[kbatch.LengthOffset:]))
+	if length < 14 { // Kafka's LegacyRecord.RECORD_OVERHEAD_V0
+		return nil, false, rejectf(codeCorruptMessage, idx, "record size %d is less than the minimum record overhead (14)", length)
+	}
+	if len(b) <= kbatch.MagicOffset {
+		return nil, true, nil
+	}
+	magic := int8(b[kbatch.MagicOffset])
+	if magic < 0 || magic > 2 {
+		return nil, false, rejectf(codeCorruptMessage, idx, "invalid magic found in record: %d", magic)
+	}
+	size := int64(kbatch.LogOverhead) + int64(length)
+	if size > int64(len(b)) {
+		return nil, true, nil
+	}
+	if magic != 2 {
+		if verbatim {
+			return nil, false, rejectf(codeUnsupportedForMessageFormat, idx, "batch has magic %d; only magic 2 record batches are stored", magic)
+		}
+		return nil, false, rejectf(codeInvalidRecord, idx, "produce requests are only allowed to contain record batches with magic version 2 (got %d)", magic)
+	}
+	if size < kbatch.HeaderSize {
+		return nil, false, rejectf(codeCorruptMessage, idx, "record batch is corrupt (the size %d is smaller than the minimum allowed overhead %d)", size, kbatch.HeaderSize)
+	}
+	return b[:size:size], false, nil
+}
+
+func checkCRC(batch []byte, idx int) *Error {
+	stored := kbatch.StoredCRC(batch)
+	if computed := kbatch.CRC(batch); computed != stored {
+		return rejectf(codeCorruptMessage, idx, "record batch is corrupt (stored crc = %d, computed crc = %d)", stored, computed)
+	}
+	return nil
+}
+
+func validateVerbatim(set []byte, res *Result) error {
+	rest := set
+	prevLast := int64(-1)
+	for idx := 0; len(rest) > 0; idx++ {
+		batch, partial, err := frame(rest, idx, true)
+		if err != nil {
+			return err
+		}
+		if partial {
+			return rejectf(codeCorruptMessage, idx, "record set ends inside a batch (%d trailing bytes)", len(rest))
+		}
+		if err := checkCRC(batch, idx); err != nil {
+			return err
+		}
+		if err := checkVerbatimHeader(batch, idx, prevLast); err != nil {
+			return err
+		}
+		base := kbatch.BaseOffset(batch)
+		last := base + int64(kbatch.LastOffsetDelta(batch))
+		if idx == 0 {
+			res.FirstOffset = base
+		}
+		res.LastOffset = last
+		prevLast = last
+		res.Records += int64(int32(binary.BigEndian.Uint32(batch[kbatch.RecordCountOffset:])))
+		if ts := kbatch.MaxTimestamp(batch); ts > res.MaxTimestamp {
+			res.MaxTimestamp = ts
+			res.OffsetOfMaxTimestamp = last
+		}
+		res.Batches++
+		res.Bytes += len(batch)
+		rest = rest[len(batch):]
+	}
+	if res.Batches == 0 {
+		return rejectf(codeInvalidRecord, -1, "record set holds no record batch")
+	}
+	return nil
+}
+
+// checkVerbatimHeader checks the header shapes a Kafka log can contain:
+// compaction may leave fewer records than LastOffsetDelta+1 (even none),
+// never more; offsets never overflow and strictly increase along the set.
+func checkVerbatimHeader(batch []byte, idx int, prevLast int64) *Error {
+	be := binary.BigEndian
+	attrs := int16(be.Uint16(batch[kbatch.AttributesOffset:]))
+	if codec := attrs & kbatch.CodecMask; codec > int16(kbatch.CodecZstd) {
+		return rejectf(codeInvalidRecord, idx, "unknown compression codec id %d", codec)
+	}
+	base := int64(be.Uint64(batch[kbatch.BaseOffsetOffset:]))
+	lod := int32(be.Uint32(batch[kbatch.LastOffsetDeltaOffset:]))
+	count := int32(be.Uint32(batch[kbatch.RecordCountOffset:]))
+	pid := int64(be.Uint64(batch[kbatch.ProducerIDOffset:]))
+	if base < 0 {
+		return rejectf(codeInvalidRecord, idx, "negative base offset %d", base)
+	}
+	if lod < 0 {
+		return rejectf(codeInvalidRecord, idx, "negative last offset delta %d", lod)
+	}
+	if base > math.MaxInt64-int64(lod) {
+		return rejectf(codeInvalidRecord, idx, "offset range [%d, %d+%d] overflows", base, base, lod)
+	}
+	if count < 0 || int64(count) > int64(lod)+1 {
+		return rejectf(codeInvalidRecord, idx, "record count %d does not fit offset range of %d offsets", count, int64(lod)+1)
+	}
+	if base <= prevLast {
+		return rejectf(codeInvalidRecord, idx, "base offset %d is not above the previous batch's last offset %d", base, prevLast)
+	}
+	if attrs&kbatch.TransactionalBit != 0 && pid < 0 {
+		return rejectf(codeInvalidRecord, idx, "transactional batch without a producer id")
+	}
+	if attrs&kbatch.ControlBit != 0 {
+		return checkControl(batch, idx, attrs, lod, count, pid)
+	}
+	return nil
+}
+
+// Control record types Verbatim accepts in a data partition. Kafka also
+// defines 2-6 (LEADER_CHANGE, SNAPSHOT_HEADER, SNAPSHOT_FOOTER,
+// KRAFT_VERSION, KRAFT_VOTERS), which only ever appear in the KRaft
+// metadata log, never in a topic partition, so they are refused here.
+func knownControlType(t int16) bool {
+	return t == kbatch.ControlAbort || t == kbatch.ControlCommit || t == kbatch.ControlMirrorPidReset
+}
+
+// checkControl checks a control batch: uncompressed, one record at offset
+// delta 0 (or none after compaction), key version 0 with a known type and a
+// decodable value.
+func checkControl(batch []byte, idx int, attrs int16, lod, count int32, pid int64) *Error {
+	if attrs&kbatch.CodecMask != 0 {
+		return rejectf(codeInvalidRecord, idx, "control batch is compressed")
+	}
+	if lod != 0 {
+		return rejectf(codeInvalidRecord, idx, "control batch spans %d offsets, want 1", int64(lod)+1)
+	}
+	if count == 0 {
+		return nil // compaction removed the marker but kept the batch
+	}
+	data := batch[kbatch.HeaderSize:]
+	rec, n, msg := scanRecord(data)
+	if msg != "" {
+		return rejectf(codeInvalidRecord, idx, "control record: %s", msg)
+	}
+	if n != len(data) {
+		return rejectf(codeInvalidRecord, idx, "control batch has %d bytes after its record", len(data)-n)
+	}
+	if rec.offsetDelta != 0 {
+		return rejectf(codeInvalidRecord, idx, "control record offset delta %d, want 0", rec.offsetDelta)
+	}
+	if rec.keyNull || len(rec.key) < 4 {
+		return rejectf(codeInvalidRecord, idx, "control record key has %d bytes, want at least 4", len(rec.key))
+	}
+	if v := int16(binary.BigEndian.Uint16(rec.key)); v != 0 {
+		return rejectf(codeInvalidRecord, idx, "control record key version %d, want 0", v)
+	}
+	typ := int16(binary.BigEndian.Uint16(rec.key[2:]))
+	if !knownControlType(typ) {
+		return rejectf(codeInvalidRecord, idx, "control record type %d is not valid in a topic partition", typ)
+	}
+	if rec.valueNull {
+		return rejectf(codeInvalidRecord, idx, "control record of type %d has a null value", typ)
+	}
+	if typ == kbatch.ControlMirrorPidReset {
+		if msg := checkMirrorPidResetValue(rec.value); msg != "" {
+			return rejectf(codeInvalidRecord, idx, "MIRROR_PID_RESET value: %s", msg)
+		}
+		return nil
+	}
+	// ABORT / COMMIT: EndTransactionMarker value {version int16, coordinator
+	// epoch int32}; later versions may append fields, so only the prefix is
+	// checked (as Kafka's EndTransactionMarker.deserializeValue does).
+	if attrs&kbatch.TransactionalBit == 0 || pid < 0 {
+		return rejectf(codeInvalidRecord, idx, "transaction marker outside a transactional batch with a producer id")
+	}
+	if len(rec.value) < 6 {
+		return rejectf(codeInvalidRecord, idx, "transaction marker value has %d bytes, want at least 6", len(rec.value))
+	}
+	if v := int16(binary.BigEndian.Uint16(rec.value)); v < 0 {
+		return rejectf(codeInvalidRecord, idx, "transaction marker value version %d", v)
+	}
+	return nil
+}
+
+// checkMirrorPidResetValue decodes MirrorPidResetRecord{Version int16,
+// SourceClusterId compact string, tagged fields} (flexible from version 0).
+func checkMirrorPidResetValue(v []byte) string {
+	if len(v) < 2 {
+		return "shorter than its version"
+	}
+	if ver := int16(binary.BigEndian.Uint16(v)); ver < 0 {
+		return "negative version"
+	}
+	v = v[2:]
+	l, n := binary.Uvarint(v)
+	if n <= 0 || l == 0 || l-1 > uint64(len(v)-n) {
+		return "bad SourceClusterId"
+	}
+	v = v[n+int(l-1):]
+	tags, n := binary.Uvarint(v)
+	if n <= 0 || tags > uint64(len(v)) {
+		return "bad tagged fields"
+	}
+	v = v[n:]
+	for ; tags > 0; tags-- {
+		if _, n = binary.Uvarint(v); n <= 0 {
+			return "bad tag"
+		}
+		v = v[n:]
+		size, n := binary.Uvarint(v)
+		if n <= 0 || size > uint64(len(v)-n) {
+			return "bad tag size"
+		}
+		v = v[n+int(size):]
+	}
+	if len(v) != 0 {
+		return "trailing bytes"
+	}
+	return ""
+}
+
+func validateNormal(set []byte, o *Options, res *Result) error {
+	batch, partial, err := frame(set, 0, false)
+	if err != nil {
+		return err
+	}
+	if partial {
+		return rejectf(codeInvalidRecord, -1, "produce requests must have at least one record batch per partition")
+	}
+	be := binary.BigEndian
+	attrs := int16(be.Uint16(batch[kbatch.AttributesOffset:]))
+	codec := kbatch.Codec(attrs & kbatch.CodecMask)
+	if o.ProduceVersion > 0 && o.ProduceVersion < 7 && codec == kbatch.CodecZstd {
+		return rejectf(codeUnsupportedCompressionType, 0, "produce requests with version %d are not allowed to use ZStandard compression", o.ProduceVersion)
+	}
+	if len(batch) != len(set) {
+		return rejectf(codeInvalidRecord, 1, "produce requests are only allowed to contain exactly one record batch per partition")
+	}
+	if base := int64(be.Uint64(batch)); base != 0 {
+		return rejectf(codeInvalidRecord, 0, "the baseOffset of the record batch should be 0, but it is %d", base)
+	}
+	if max := o.Topic.MaxMessageBytes; max > 0 && len(batch) > int(max) {
+		return rejectf(codeMessageTooLarge, 0, "the record batch size is %d bytes which exceeds the maximum configured value of %d", len(batch), max)
+	}
+	if err := checkCRC(batch, 0); err != nil {
+		return err
+	}
+	if codec > kbatch.CodecZstd {
+		return rejectf(codeInvalidRecord, 0, "unknown compression codec id %d", codec)
+	}
+	lod := int32(be.Uint32(batch[kbatch.LastOffsetDeltaOffset:]))
+	count := int32(be.Uint32(batch[kbatch.RecordCountOffset:]))
+	pid := int64(be.Uint64(batch[kbatch.ProducerIDOffset:]))
+	seq := int32(be.Uint32(batch[kbatch.BaseSequenceOffset:]))
+	if countFromOffsets := int64(lod) + 1; countFromOffsets <= 0 {
+		return rejectf(codeInvalidRecord, 0, "batch has an invalid offset range: [0, %d]", lod)
+	}
+	if count <= 0 {
+		return rejectf(codeInvalidRecord, 0, "invalid reported count for record batch: %d", count)
+	}
+	if int64(count) != int64(lod)+1 {
+		return rejectf(codeInvalidRecord, 0, "inconsistent batch offset range [0, %d] and count of records %d", lod, count)
+	}
+	if attrs&kbatch.ControlBit != 0 {
+		return rejectf(codeInvalidRecord, 0, "clients are not allowed to write control records")
+	}
+	if pid >= 0 && seq < 0 {
+		return rejectf(codeInvalidRecord, 0, "invalid sequence number %d in record batch with producerId %d", seq, pid)
+	}
+	if attrs&kbatch.TransactionalBit != 0 && pid < 0 {
+		return rejectf(codeInvalidRecord, 0, "transactional batch without a producer id")
+	}
+
+	batchLAT := attrs&kbatch.TimestampTypeBit != 0
+	headerMax := int64(be.Uint64(batch[kbatch.MaxTimestampOffset:]))
+	var rs recordStats
+	walk := codec == kbatch.CodecNone || o.Topic.Compacted || (o.Topic.ExactTimestamps && !o.Topic.LogAppendTime)
+	if walk {
+		data := batch[kbatch.HeaderSize:]
+		if codec != kbatch.CodecNone {
+			d, derr := kbatch.Decompress(codec, data)
+			if derr != nil {
+				return rejectf(codeInvalidRecord, 0, "cannot decompress %s records: %v", codec, derr)
+			}
+			data = d
+		}
+		if e := walkRecords(data, batch, o, count, codec != kbatch.CodecNone, &rs); e != nil {
+			return e
+		}
+	} else if e := headerTimestamps(batch, o, count, &rs); e != nil {
+		return e
+	}
+
+	// Patch MaxTimestamp and the timestamp type as Kafka's
+	// DefaultRecordBatch.setMaxTimestamp does: only when either changes,
+	// rebuilding the attributes from the known bits, then the CRC.
+	wantLAT := o.Topic.LogAppendTime
+	newMax := rs.maxTS
+	if wantLAT {
+		newMax = o.NowMs
+	}
+	if batchLAT != wantLAT || headerMax != newMax {
+		newAttrs := attrs & (kbatch.CodecMask | kbatch.TransactionalBit | kbatch.ControlBit | kbatch.DeleteHorizonBit)
+		if wantLAT {
+			newAttrs |= kbatch.TimestampTypeBit
+		}
+		be.PutUint16(batch[kbatch.AttributesOffset:], uint16(newAttrs))
+		be.PutUint64(batch[kbatch.MaxTimestampOffset:], uint64(newMax))
+		kbatch.SetCRC(batch)
+		res.Patched = true
+	}
+
+	res.Batches = 1
+	res.Bytes = len(batch)
+	res.Records = int64(count)
+	res.FirstOffset = 0
+	res.LastOffset = int64(lod)
+	res.MaxTimestamp = newMax
+	res.OffsetOfMaxTimestamp = rs.maxIndex
+	if wantLAT {
+		res.LogAppendTimeMs = o.NowMs
+		res.OffsetOfMaxTimestamp = int64(lod)
+		if codec != kbatch.CodecNone {
+			res.OffsetOfMaxTimestamp = 0 // Kafka's compressed path records the first offset
+		}
+	}
+	return nil
+}
+
+type recordStats struct {
+	maxTS    int64
+	maxIndex int64
+}
+
+// timestampError returns Kafka's per-record timestamp verdict
+// (LogValidator.validateTimestamp) or "".
+func timestampError(o *Options, batchLAT bool, ts int64) (string, bool) {
+	if !o.Topic.LogAppendTime && ts != noTimestamp {
+		diff := o.NowMs - ts // wraps like Java's long arithmetic
+		if diff > o.Topic.TimestampBeforeMaxMs || -diff > o.Topic.TimestampAfterMaxMs {
+			return "timestamp is out of range", true
+		}
+		return "", false
+	}
+	if batchLAT {
+		return "producer should not set timestamp type to LogAppendTime", true
+	}
+	return "", false
+}
+
+// walkRecords iterates the records of a normal-mode batch (data is the
+// records section, decompressed if needed), with Kafka's structure errors
+// (INVALID_RECORD for the partition) and per-record key and timestamp
+// errors (reported with their record index).
+func walkRecords(data, batch []byte, o *Options, count int32, compressed bool, rs *recordStats) *Error {
+	be := binary.BigEndian
+	base := int64(be.Uint64(batch[kbatch.BaseTimestampOffset:]))
+	headerMax := int64(be.Uint64(batch[kbatch.MaxTimestampOffset:]))
+	batchLAT := be.Uint16(batch[kbatch.AttributesOffset:])&kbatch.TimestampTypeBit != 0
+	rs.maxTS, rs.maxIndex = noTimestamp, -1
+	var errs []RecordError
+	tsErr := false
+	for i := int32(0); i < count; i++ {
+		rec, n, msg := scanRecord(data)
+		if msg != "" {
+			return rejectf(codeInvalidRecord, 0, "record %d: %s", i, msg)
+		}
+		data = data[n:]
+		if compressed && rec.offsetDelta != i {
+			// Kafka rebuilds such batches; Verbatim never re-encodes.
+			return rejectf(codeInvalidRecord, 0, "record %d has offset delta %d in a compressed batch", i, rec.offsetDelta)
+		}
+		if o.Topic.Compacted && rec.keyNull {
+			if len(errs) < maxRecordErrors {
+				errs = append(errs, RecordError{Index: i, Message: "compacted topic cannot accept message without key"})
+			}
+			continue
+		}
+		ts := base + rec.tsDelta
+		if batchLAT {
+			ts = headerMax
+		}
+		if m, bad := timestampError(o, batchLAT, ts); bad {
+			tsErr = true
+			if len(errs) < maxRecordErrors {
+				errs = append(errs, RecordError{Index: i, Message: m})
+			}
+			continue
+		}
+		if ts > rs.maxTS {
+			rs.maxTS, rs.maxIndex = ts, int64(i)
+		}
+	}
+	if len(data) != 0 {
+		return rejectf(codeInvalidRecord, 0, "incorrect declared batch size, %d bytes remain after %d records", len(data), count)
+	}
+	return recordErrors(errs, tsErr)
+}
+
+func recordErrors(errs []RecordError, tsErr bool) *Error {
+	if len(errs) == 0 {
+		return nil
+	}
+	if tsErr {
+		return &Error{Code: codeInvalidTimestamp, Batch: 0, Records: errs, Msg: "one or more records have been rejected due to invalid timestamp"}
+	}
+	return &Error{Code: codeInvalidRecord, Batch: 0, Records: errs, Msg: "one or more records have been rejected"}
+}
+
+// headerTimestamps is the no-decompression timestamp check for compressed
+// batches: a LogAppendTime-stamped batch gives every record the same
+// timestamp, so Kafka's verdict is exact; otherwise BaseTimestamp and
+// MaxTimestamp stand for the records.
+func headerTimestamps(batch []byte, o *Options, count int32, rs *recordStats) *Error {
+	be := binary.BigEndian
+	base := int64(be.Uint64(batch[kbatch.BaseTimestampOffset:]))
+	headerMax := int64(be.Uint64(batch[kbatch.MaxTimestampOffset:]))
+	batchLAT := be.Uint16(batch[kbatch.AttributesOffset:])&kbatch.TimestampTypeBit != 0
+	rs.maxTS, rs.maxIndex = headerMax, int64(count)-1
+	if batchLAT {
+		if m, bad := timestampError(o, true, headerMax); bad {
+			n := min(count, maxRecordErrors)
+			errs := make([]RecordError, n)
+			for i := range errs {
+				errs[i] = RecordError{Index: int32(i), Message: m}
+			}
+			return recordErrors(errs, true)
+		}
+		return nil
+	}
+	for _, ts := range [2]int64{base, headerMax} {
+		if _, bad := timestampError(o, false, ts); bad {
+			return &Error{Code: codeInvalidTimestamp, Batch: 0, Msg: "one or more records have been rejected due to invalid timestamp (batch header timestamps out of range)"}
+		}
+	}
+	return nil
+}
+
+// AssignOffsets stamps a normal-mode record set (validated by Validate) with
+// its base offset and leader epoch. Both fields are outside the CRC. It
+// returns the offset after the set's last record.
+func AssignOffsets(set []byte, baseOffset int64, leaderEpoch int32) int64 {
+	next := baseOffset
+	for len(set) >= kbatch.HeaderSize {
+		size := kbatch.LogOverhead + int(kbatch.Length(set))
+		kbatch.SetBaseOffset(set, next)
+		kbatch.SetLeaderEpoch(set, leaderEpoch)
+		next += int64(kbatch.LastOffsetDelta(set)) + 1
+		set = set[size:]
+	}
+	return next
+}
