@@ -275,7 +275,11 @@ func TestNormalRejections(t *testing.T) {
 	}
 	unkeyed := enc(func(b *kbatch.Batch) { b.Records[1].Key = nil })
 	zstd := enc(func(b *kbatch.Batch) { b.Attributes = int16(kbatch.CodecZstd) })
-	gzipUnkeyed := enc(func(b *kbatch.Batch) { b.Attributes = int16(kbatch.CodecGzip); b.Records[0].Key = nil; b.Records[2].Key = nil })
+	gzipUnkeyed := enc(func(b *kbatch.Batch) {
+		b.Attributes = int16(kbatch.CodecGzip)
+		b.Records[0].Key = nil
+		b.Records[2].Key = nil
+	})
 	future := enc(func(b *kbatch.Batch) { b.Records[2].TimestampDelta = 3600001 })
 	past := enc(func(b *kbatch.Batch) { b.Records[0].TimestampDelta = -10_000 })
 	lz4Future := enc(func(b *kbatch.Batch) { b.Attributes = int16(kbatch.CodecLZ4); b.Records[2].TimestampDelta = 3600001 })
