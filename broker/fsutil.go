@@ -8,13 +8,29 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
-
-	"github.com/verbatim-kafka/verbatim/storage"
 )
 
-// fileSystem is storage's FS: the broker's metadata files go through the same
-// interface as the partition logs, so tests can run on an in-memory FS.
-type fileSystem = storage.FS
+// fileSystem is the part of storage's FS interface the broker's metadata
+// files need (same method names and meaning). It is declared here rather
+// than imported so the control plane does not depend on the storage
+// package; any storage.FS adapter can be passed in.
+type fileSystem interface {
+	OpenFile(name string, flag int, perm os.FileMode) (metaFile, error)
+	Remove(name string) error
+	Rename(oldname, newname string) error
+	MkdirAll(dir string, perm os.FileMode) error
+	ReadDir(dir string) ([]string, error)
+	Stat(name string) (os.FileInfo, error)
+	SyncDir(dir string) error
+}
+
+// metaFile is an open metadata file.
+type metaFile interface {
+	io.Reader
+	io.Writer
+	io.Closer
+	Sync() error
+}
 
 // dirFS is a storage.FS rooted at a directory of the real filesystem. Names
 // are slash-separated and relative to the root; ".." is refused so a topic
@@ -23,8 +39,8 @@ type dirFS struct {
 	root string
 }
 
-// NewDirFS returns an FS over the real filesystem rooted at root.
-func NewDirFS(root string) storage.FS { return dirFS{root: root} }
+// newDirFS returns a fileSystem over the real filesystem rooted at root.
+func newDirFS(root string) fileSystem { return dirFS{root: root} }
 
 func (d dirFS) path(name string) (string, error) {
 	// Cleaning below a leading slash can never climb above it, so no name
@@ -33,11 +49,7 @@ func (d dirFS) path(name string) (string, error) {
 	return filepath.Join(d.root, filepath.FromSlash(clean)), nil
 }
 
-type osFile struct{ *os.File }
-
-func (f osFile) Sync() error { return f.File.Sync() }
-
-func (d dirFS) OpenFile(name string, flag int, perm os.FileMode) (storage.File, error) {
+func (d dirFS) OpenFile(name string, flag int, perm os.FileMode) (metaFile, error) {
 	p, err := d.path(name)
 	if err != nil {
 		return nil, err
@@ -46,7 +58,7 @@ func (d dirFS) OpenFile(name string, flag int, perm os.FileMode) (storage.File, 
 	if err != nil {
 		return nil, err
 	}
-	return osFile{f}, nil
+	return f, nil
 }
 
 func (d dirFS) Remove(name string) error {

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/verbatim-kafka/verbatim/storage"
 )
 
 // Config is everything a Server needs. Zero values take the defaults named
@@ -20,10 +18,6 @@ type Config struct {
 	// DataDir is the directory the broker locks and keeps its metadata
 	// in; partition logs live beside the metadata as "<topic>-<n>".
 	DataDir string
-	// FS, if set, is used for all metadata I/O instead of the real
-	// filesystem rooted at DataDir (tests use an in-memory FS). The lock
-	// file is always taken on the real DataDir.
-	FS storage.FS
 	// NodeID is this broker's id (default 1 when zero is not wanted:
 	// the CLI passes its flag explicitly; 0 is a valid Kafka node id).
 	NodeID int32
@@ -114,7 +108,7 @@ type Server struct {
 	cfg  Config
 	log  *slog.Logger
 	lock *dirLock
-	fs   storage.FS
+	fs   fileSystem
 
 	clusterID string
 	cluster   *cluster
@@ -149,10 +143,7 @@ func Open(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, fs: cfg.FS}
-	if s.fs == nil {
-		s.fs = NewDirFS(cfg.DataDir)
-	}
+	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, fs: newDirFS(cfg.DataDir)}
 	fail := func(err error) (*Server, error) {
 		lock.release()
 		return nil, err

@@ -1,0 +1,73 @@
+package broker
+
+// AlterConfigs (key 33), versions 0-2 (deprecated by Kafka in favour of
+// IncrementalAlterConfigs, still used by older tools).
+//
+// Behaviour:
+//   - A topic resource's config list replaces all of the topic's
+//     overrides, as in Kafka: configs not listed return to their defaults.
+//     Unknown names and invalid values are INVALID_CONFIG; null values
+//     INVALID_REQUEST.
+//   - mirror.mode and mirror.source.cluster.id must come through unchanged:
+//     omitting mirror.mode on a mirror topic is a removal (mirror stop,
+//     not implemented yet) and setting it on an ordinary topic is refused
+//     (set only at creation), both INVALID_CONFIG with a message saying so.
+//   - Broker resources are refused (INVALID_REQUEST): there are no dynamic
+//     broker configs. Duplicate resources are INVALID_REQUEST.
+//   - ValidateOnly runs every check and changes nothing. Each resource is
+//     answered on its own.
+//
+// Deviations from Apache Kafka: no dynamic broker configs; no
+// alter.config.policy.class.name.
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.AlterConfigs.Int16(), 0, 2, handleAlterConfigs) }
+
+func handleAlterConfigs(_ context.Context, s *Server, r *Request) (Reply, error) {
+	req := r.Msg.(*kmsg.AlterConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+	dups := duplicateResources(req.Resources, func(rr kmsg.AlterConfigsRequestResource) (kmsg.ConfigResourceType, string) {
+		return rr.ResourceType, rr.ResourceName
+	})
+	for _, rr := range req.Resources {
+		sr := kmsg.NewAlterConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		var err error
+		if dups[resourceKey(rr.ResourceType, rr.ResourceName)] > 1 {
+			err = kafkaErr(kerr.InvalidRequest, "Error due to duplicate config resources")
+		} else {
+			err = s.alterConfigs(&rr, req.ValidateOnly)
+		}
+		sr.ErrorCode, sr.ErrorMessage = errorToKafka(err)
+		resp.Resources = append(resp.Resources, sr)
+	}
+	return resp, nil
+}
+
+func (s *Server) alterConfigs(rr *kmsg.AlterConfigsRequestResource, validateOnly bool) error {
+	t, err := s.configResource(rr.ResourceType, rr.ResourceName)
+	if err != nil {
+		return err
+	}
+	if t == nil {
+		return kafkaErr(kerr.InvalidRequest, "Dynamic broker configs are not supported by Verbatim; broker settings are command-line flags of verbatim serve.")
+	}
+	next := make(map[string]string, len(rr.Configs))
+	for _, c := range rr.Configs {
+		if c.Value == nil {
+			return kafkaErr(kerr.InvalidRequest, fmt.Sprintf("Null value not supported for topic configs: %s", c.Name))
+		}
+		if _, dup := next[c.Name]; dup {
+			return kafkaErr(kerr.InvalidRequest, fmt.Sprintf("Error due to duplicate config keys: %s", c.Name))
+		}
+		next[c.Name] = *c.Value
+	}
+	return s.alterTopicConfig(t, next, validateOnly)
+}

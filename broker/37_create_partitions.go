@@ -1,0 +1,72 @@
+package broker
+
+// CreatePartitions (key 37), versions 0-3.
+//
+// Behaviour:
+//   - Grows a topic to Count partitions; new partitions start at leader
+//     epoch 0. A count equal to or below the current one is
+//     INVALID_PARTITIONS with Kafka's messages.
+//   - A manual assignment must list exactly the new partitions, each on
+//     this node alone (INVALID_REPLICA_ASSIGNMENT otherwise).
+//   - ValidateOnly runs the checks and changes nothing.
+//   - A topic repeated in one request is INVALID_REQUEST for every
+//     occurrence; unknown topics UNKNOWN_TOPIC_OR_PARTITION.
+//
+// Deviations from Apache Kafka: none known beyond the single node.
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.CreatePartitions.Int16(), 0, 3, handleCreatePartitions) }
+
+func handleCreatePartitions(_ context.Context, s *Server, r *Request) (Reply, error) {
+	req := r.Msg.(*kmsg.CreatePartitionsRequest)
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	seen := map[string]int{}
+	for _, rt := range req.Topics {
+		seen[rt.Topic]++
+	}
+	for _, rt := range req.Topics {
+		st := kmsg.NewCreatePartitionsResponseTopic()
+		st.Topic = rt.Topic
+		var err error
+		if seen[rt.Topic] > 1 {
+			err = kafkaErr(kerr.InvalidRequest, "Duplicate topic in request.")
+		} else {
+			err = s.createPartitions(&rt, req.ValidateOnly)
+		}
+		st.ErrorCode, st.ErrorMessage = errorToKafka(err)
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, nil
+}
+
+func (s *Server) createPartitions(rt *kmsg.CreatePartitionsRequestTopic, validateOnly bool) error {
+	t := s.cluster.topic(rt.Topic)
+	if t == nil {
+		return fmt.Errorf("%w: This server does not host this topic-partition.", errUnknownTopic)
+	}
+	if rt.Assignment != nil {
+		want := int(rt.Count) - len(t.Partitions())
+		if len(rt.Assignment) != want {
+			return fmt.Errorf("%w: Attempted to add %d additional partition(s), but only %d assignment(s) were specified.", errInvalidReplicaAsg, want, len(rt.Assignment))
+		}
+		for _, a := range rt.Assignment {
+			if len(a.Replicas) != 1 || a.Replicas[0] != s.cfg.NodeID {
+				return fmt.Errorf("%w: Replica assignment %v is not possible on this single-node cluster: the only broker is %d", errInvalidReplicaAsg, a.Replicas, s.cfg.NodeID)
+			}
+		}
+	}
+	if err := s.cluster.addPartitions(t, rt.Count, validateOnly); err != nil {
+		return err
+	}
+	if !validateOnly {
+		s.log.Info("added partitions", "topic", t.Name, "partitions", rt.Count)
+	}
+	return nil
+}

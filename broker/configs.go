@@ -1,0 +1,135 @@
+package broker
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Shared by DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
+
+// configResource resolves a config resource: a topic, or this broker
+// (name = node id, or "" for the cluster-wide default).
+func (s *Server) configResource(typ kmsg.ConfigResourceType, name string) (*Topic, error) {
+	switch typ {
+	case kmsg.ConfigResourceTypeTopic:
+		if err := validateTopicName(name); err != nil {
+			return nil, err
+		}
+		t := s.cluster.topic(name)
+		if t == nil {
+			return nil, fmt.Errorf("%w: Topic %s does not exist.", errUnknownTopic, name)
+		}
+		return t, nil
+	case kmsg.ConfigResourceTypeBroker:
+		if name != "" && name != strconv.Itoa(int(s.cfg.NodeID)) {
+			return nil, kafkaErr(kerr.InvalidRequest, fmt.Sprintf("Unexpected broker id, expected %d or empty string, but received %s", s.cfg.NodeID, name))
+		}
+		return nil, nil
+	case kmsg.ConfigResourceTypeBrokerLogger:
+		return nil, kafkaErr(kerr.InvalidRequest, "Broker logger configs are not supported by Verbatim.")
+	default:
+		return nil, kafkaErr(kerr.InvalidRequest, fmt.Sprintf("Unsupported resource type %d.", int8(typ)))
+	}
+}
+
+// brokerConfigEntry is one broker config DescribeConfigs reports.
+type brokerConfigEntry struct {
+	name   string
+	value  string
+	typ    kmsg.ConfigType
+	source kmsg.ConfigSource
+	doc    string
+}
+
+// brokerConfigs lists this broker's configs: the startup settings that
+// Kafka also has (source STATIC_BROKER_CONFIG, read-only) and the broker
+// defaults of every topic config (source DEFAULT_CONFIG).
+func (s *Server) brokerConfigs() []brokerConfigEntry {
+	host, port := s.advertised()
+	static := func(name, v string, typ kmsg.ConfigType, doc string) brokerConfigEntry {
+		return brokerConfigEntry{name: name, value: v, typ: typ, source: kmsg.ConfigSourceStaticBrokerConfig, doc: doc}
+	}
+	out := []brokerConfigEntry{
+		static("node.id", strconv.Itoa(int(s.cfg.NodeID)), kmsg.ConfigTypeInt, "This broker's node id (--node-id)."),
+		static("broker.id", strconv.Itoa(int(s.cfg.NodeID)), kmsg.ConfigTypeInt, "Same as node.id."),
+		static("log.dirs", s.cfg.DataDir, kmsg.ConfigTypeString, "The data dir (--data-dir)."),
+		static("advertised.listeners", "PLAINTEXT://"+hostPort(host, port), kmsg.ConfigTypeString, "What clients are told to connect to (--advertised-listener)."),
+		static("auto.create.topics.enable", strconv.FormatBool(s.cfg.AutoCreateTopics), kmsg.ConfigTypeBoolean, "Create unknown topics on Metadata requests (--auto-create-topics)."),
+		static("num.partitions", strconv.Itoa(int(s.cfg.DefaultPartitions)), kmsg.ConfigTypeInt, "Partitions of auto-created topics (--num-partitions)."),
+		static("default.replication.factor", "1", kmsg.ConfigTypeInt, "Single node: always 1."),
+		static("socket.request.max.bytes", strconv.Itoa(int(s.cfg.MaxFrameBytes)), kmsg.ConfigTypeInt, "Largest request frame (--max-frame-bytes)."),
+		static("connections.max.idle.ms", strconv.FormatInt(s.cfg.IdleTimeout.Milliseconds(), 10), kmsg.ConfigTypeLong, "Idle connections are closed after this (--idle-timeout)."),
+		static("verbatim.flush", s.cfg.Flush, kmsg.ConfigTypeString, "Verbatim durability mode (--flush)."),
+	}
+	have := map[string]bool{}
+	for _, e := range out {
+		have[e.name] = true
+	}
+	for _, def := range topicConfigDefs {
+		if def.brokerSynonym == "" || !def.hasDefault || have[def.brokerSynonym] {
+			continue
+		}
+		have[def.brokerSynonym] = true
+		out = append(out, brokerConfigEntry{name: def.brokerSynonym, value: def.def, typ: def.typ, source: kmsg.ConfigSourceDefaultConfig, doc: def.doc})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// checkMirrorChange enforces the mirror.* rules on a config change of an
+// existing topic: mirror.mode is set only at creation, and its removal
+// (mirror stop, brief I6) is not implemented yet.
+func checkMirrorChange(old, next map[string]string) error {
+	for _, name := range []string{cfgMirrorMode, cfgMirrorSourceClusterID} {
+		ov, oldSet := old[name]
+		nv, newSet := next[name]
+		switch {
+		case oldSet == newSet && ov == nv:
+			continue
+		case name == cfgMirrorMode && oldSet && !newSet:
+			return fmt.Errorf("%w: Removing %s (stopping the mirror, making the topic writable) is not implemented yet.", errInvalidConfig, cfgMirrorMode)
+		case !oldSet:
+			return fmt.Errorf("%w: %s can only be set when the topic is created.", errInvalidConfig, name)
+		default:
+			return fmt.Errorf("%w: %s cannot be changed after the topic is created.", errInvalidConfig, name)
+		}
+	}
+	return nil
+}
+
+// alterTopicConfig validates next as t's complete set of overrides and,
+// unless validateOnly, applies it durably.
+func (s *Server) alterTopicConfig(t *Topic, next map[string]string, validateOnly bool) error {
+	if err := checkMirrorChange(t.Config().Overrides(), next); err != nil {
+		return err
+	}
+	cfg, err := newTopicConfig(next)
+	if err != nil {
+		return err
+	}
+	if validateOnly {
+		return nil
+	}
+	if err := s.cluster.setConfig(t, cfg); err != nil {
+		return err
+	}
+	s.log.Info("altered topic config", "topic", t.Name, "configs", cfg.Overrides())
+	return nil
+}
+
+// duplicateResources counts (type, name) pairs; Kafka refuses duplicates
+// in one request with INVALID_REQUEST for each of them.
+func duplicateResources[T any](items []T, key func(T) (kmsg.ConfigResourceType, string)) map[string]int {
+	out := map[string]int{}
+	for _, it := range items {
+		t, n := key(it)
+		out[strconv.Itoa(int(t))+"/"+n]++
+	}
+	return out
+}
+
+func resourceKey(t kmsg.ConfigResourceType, n string) string { return strconv.Itoa(int(t)) + "/" + n }
