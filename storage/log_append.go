@@ -1,0 +1,437 @@
+package storage
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+)
+
+// AppendResult describes a successful append.
+type AppendResult struct {
+	// FirstOffset and LastOffset are the first and last offsets of the
+	// record set: the base offset of its first batch and the last offset of
+	// its last batch (assigned ones for AppendLeader, the batches' own for
+	// AppendVerbatim). For a duplicate or an already-present retry they are
+	// the offsets the batches were stored at originally.
+	FirstOffset, LastOffset int64
+	// LogAppendTime is the time stamped into the batches under
+	// Config.LogAppendTime, or -1 (CreateTime).
+	LogAppendTime int64
+	// LogStartOffset at the time of the append (Produce responses carry it).
+	LogStartOffset int64
+	// Duplicate: AppendLeader found the batch among the last five batches
+	// of its producer (Kafka's DUPLICATE_SEQUENCE_NUMBER handling: answer
+	// success with the original offsets). Nothing was written.
+	Duplicate bool
+	// AlreadyPresent: AppendVerbatim found every batch already stored,
+	// byte for byte, at the same offsets (an identical retry). Nothing was
+	// written. When only a prefix of the set was present, the rest was
+	// appended and AlreadyPresent is false; FirstOffset is still the
+	// set's first offset.
+	AlreadyPresent bool
+}
+
+// AppendLeader appends a record set as the partition leader: offsets are
+// assigned from the log end (the base offset and partition leader epoch of
+// each batch are patched in place, outside the CRC; under LogAppendTime the
+// timestamp type and max timestamp are set and the CRC recomputed), after
+// producer-state checks as Kafka's leader does them.
+//
+// set must be whole v2 batches (the hot path has validated CRCs and
+// record framing); it is modified in place and written as is. nowMs is the
+// append time in Unix milliseconds.
+//
+// Errors: ErrCorruptBatch, ErrUnsupportedMagic, the producer errors
+// (ErrOutOfOrderSequence, ErrInvalidProducerEpoch, ... see
+// producerstate.go), ErrNoSpace / ErrWrite (nothing appended, the log is
+// unchanged), ErrOffline, ErrClosed. A duplicate of one of the producer's
+// last five batches returns Duplicate with the original offsets and writes
+// nothing.
+//
+// The data is written (page cache) when AppendLeader returns; under
+// FlushAlways use OnDurable / WaitDurable for durability.
+// Steady-state appends do not allocate.
+func (l *Log) AppendLeader(set []byte, leaderEpoch int32, nowMs int64) (AppendResult, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.checkLocked(); err != nil {
+		return AppendResult{}, err
+	}
+	if err := checkSet(set, false); err != nil {
+		return AppendResult{}, err
+	}
+	return l.appendAssignedLocked(set, leaderEpoch, nowMs, OriginClient, 0)
+}
+
+// AppendCoordinator appends control batches (COMMIT/ABORT markers) written
+// by the broker for the transaction coordinator (WriteTxnMarkers): like
+// AppendLeader, with Kafka's coordinator-origin checks (producer epoch and
+// coordinator epoch, no sequence checks). txnVersion is the transaction
+// version of the markers (2 applies KIP-890's strict epoch rule).
+func (l *Log) AppendCoordinator(set []byte, leaderEpoch int32, nowMs int64, txnVersion int16) (AppendResult, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.checkLocked(); err != nil {
+		return AppendResult{}, err
+	}
+	if err := checkSet(set, false); err != nil {
+		return AppendResult{}, err
+	}
+	return l.appendAssignedLocked(set, leaderEpoch, nowMs, OriginCoordinator, txnVersion)
+}
+
+// appendAssignedLocked is the leader append: checks, offset assignment,
+// write. REQUIRES: l.mu, set checked.
+func (l *Log) appendAssignedLocked(set []byte, leaderEpoch int32, nowMs int64, origin ProducerOrigin, txnVersion int16) (AppendResult, error) {
+	res := AppendResult{FirstOffset: l.leo, LogAppendTime: -1, LogStartOffset: l.logStart}
+	appendTime := int64(-1)
+	if l.cfg.LogAppendTime {
+		appendTime = nowMs
+	}
+	// Producer checks come before any change so that a refused set leaves
+	// the log, the producer state and the caller's buffer untouched.
+	dup, first, last, err := l.producer.prepareSet(set, origin, true, l.leo, leaderEpoch, appendTime, txnVersion)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	if dup {
+		res.FirstOffset, res.LastOffset, res.Duplicate = first, last, true
+		return res, nil
+	}
+	off := l.leo
+	for rest := set; len(rest) > 0; {
+		n := batchSize(rest)
+		b := rest[:n:n]
+		rest = rest[n:]
+		kbatch.SetBaseOffset(b, off)
+		kbatch.SetLeaderEpoch(b, leaderEpoch)
+		if l.cfg.LogAppendTime {
+			attrs := uint16(kbatch.Attributes(b)) | kbatch.TimestampTypeBit
+			binary.BigEndian.PutUint16(b[kbatch.AttributesOffset:], attrs)
+			kbatch.SetMaxTimestamp(b, nowMs)
+			kbatch.SetCRC(b)
+			res.LogAppendTime = nowMs
+		}
+		off += int64(kbatch.LastOffsetDelta(b)) + 1
+	}
+	res.LastOffset = off - 1
+	if err := l.writeLocked(set, nowMs, true); err != nil {
+		l.producer.ps.Discard()
+		return AppendResult{}, err
+	}
+	return res, nil
+}
+
+// AppendVerbatim appends a record set keeping every byte, as Kafka's
+// follower append does: each batch keeps its base offset and leader epoch;
+// gaps between batches and after the log end are allowed and preserved; no
+// sequence or epoch validation is done; producer state, the leader-epoch
+// cache and the transaction index are updated from the batches, and a
+// producer "duplicate" never drops a batch.
+//
+// Base offsets must strictly increase inside the set. A set starting below
+// the log end is accepted only as an identical retry: every batch below the
+// log end must be stored at the same offset with the same bytes. If all
+// are, AlreadyPresent is reported with the original offsets; if a suffix of
+// the set is new, that suffix is appended. Anything else is
+// ErrOffsetBelowLogEnd and nothing is written.
+//
+// Other errors as AppendLeader. Steady-state appends do not allocate.
+func (l *Log) AppendVerbatim(set []byte) (AppendResult, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.checkLocked(); err != nil {
+		return AppendResult{}, err
+	}
+	if err := checkSet(set, true); err != nil {
+		return AppendResult{}, err
+	}
+	res := AppendResult{FirstOffset: kbatch.BaseOffset(set), LastOffset: lastOffsetOfSet(set),
+		LogAppendTime: -1, LogStartOffset: l.logStart}
+	if res.FirstOffset < l.leo {
+		rest, err := l.matchStoredLocked(set)
+		if err != nil {
+			return AppendResult{}, err
+		}
+		if len(rest) == 0 {
+			res.AlreadyPresent = true
+			return res, nil
+		}
+		set = rest
+	}
+	if err := l.writeLocked(set, l.cfg.NowMs(), false); err != nil {
+		l.producer.ps.Discard()
+		return AppendResult{}, err
+	}
+	return res, nil
+}
+
+// batchSize returns the size of the first batch of a set checked by
+// checkSet.
+func batchSize(b []byte) int { return kbatch.LogOverhead + int(kbatch.Length(b)) }
+
+func lastOffsetOfSet(set []byte) int64 {
+	var last int64
+	for rest := set; len(rest) > 0; {
+		n := batchSize(rest)
+		last = kbatch.BaseOffset(rest) + int64(kbatch.LastOffsetDelta(rest))
+		rest = rest[n:]
+	}
+	return last
+}
+
+// checkSet checks the framing storage relies on: whole batches, v2, a
+// non-negative last offset delta, and for verbatim sets non-negative,
+// strictly increasing offsets that do not overflow.
+func checkSet(set []byte, verbatim bool) error {
+	if len(set) == 0 {
+		return fmt.Errorf("%w: empty record set", ErrCorruptBatch)
+	}
+	prevLast := int64(-1)
+	for pos := 0; pos < len(set); {
+		b := set[pos:]
+		if len(b) >= kbatch.MagicOffset+1 && kbatch.Magic(b) != 2 {
+			return fmt.Errorf("%w: batch at byte %d has magic %d", ErrUnsupportedMagic, pos, kbatch.Magic(b))
+		}
+		if len(b) < kbatch.HeaderSize {
+			return fmt.Errorf("%w: %d bytes at byte %d are shorter than a batch header", ErrCorruptBatch, len(b), pos)
+		}
+		n := int64(kbatch.Length(b))
+		if n < kbatch.HeaderSize-kbatch.LogOverhead || n > int64(len(b)-kbatch.LogOverhead) {
+			return fmt.Errorf("%w: batch at byte %d has length %d, %d bytes available", ErrCorruptBatch, pos, n, len(b)-kbatch.LogOverhead)
+		}
+		lod := kbatch.LastOffsetDelta(b)
+		if lod < 0 {
+			return fmt.Errorf("%w: batch at byte %d has negative last offset delta %d", ErrCorruptBatch, pos, lod)
+		}
+		if verbatim {
+			base := kbatch.BaseOffset(b)
+			if base < 0 || base > math.MaxInt64-int64(lod)-1 {
+				return fmt.Errorf("%w: batch at byte %d has base offset %d", ErrCorruptBatch, pos, base)
+			}
+			if base <= prevLast {
+				return fmt.Errorf("%w: batch at byte %d has base offset %d, not above the previous batch's last offset %d", ErrCorruptBatch, pos, base, prevLast)
+			}
+			prevLast = base + int64(lod)
+		}
+		pos += kbatch.LogOverhead + int(n)
+	}
+	return nil
+}
+
+// matchStoredLocked compares the batches of set that start below the log
+// end with the stored ones and returns the remaining (new) batches.
+// REQUIRES: l.mu.
+func (l *Log) matchStoredLocked(set []byte) ([]byte, error) {
+	rest := set
+	for len(rest) > 0 {
+		base := kbatch.BaseOffset(rest)
+		if base >= l.leo {
+			return rest, nil
+		}
+		n := batchSize(rest)
+		b := rest[:n]
+		if base < l.logStart {
+			return nil, fmt.Errorf("%w: batch at offset %d is below the log start offset %d", ErrOffsetBelowLogEnd, base, l.logStart)
+		}
+		stored, err := l.storedBatchLocked(base)
+		if err != nil {
+			return nil, err
+		}
+		if stored.base != base || stored.size != int64(n) {
+			return nil, fmt.Errorf("%w: offset %d (log end %d): stored batch is [%d, %d], %d bytes; offered batch has %d bytes", ErrOffsetBelowLogEnd, base, l.leo, stored.base, stored.last, stored.size, n)
+		}
+		if cap(l.cmpBuf) < n {
+			l.cmpBuf = make([]byte, n)
+		}
+		buf := l.cmpBuf[:n]
+		if err := readFull(stored.seg.log, buf, stored.pos); err != nil {
+			return nil, fmt.Errorf("%w: reading stored batch at offset %d: %v", ErrCorruptLog, base, err)
+		}
+		if !bytes.Equal(buf, b) {
+			return nil, fmt.Errorf("%w: offset %d (log end %d): stored batch differs from the offered one", ErrOffsetBelowLogEnd, base, l.leo)
+		}
+		rest = rest[n:]
+	}
+	return rest, nil
+}
+
+type storedBatch struct {
+	batchPos
+	seg *segment
+}
+
+// storedBatchLocked returns the first stored batch whose last offset is >=
+// offset, looking into later segments when offset falls in a gap at the
+// end of a segment. REQUIRES: l.mu.
+func (l *Log) storedBatchLocked(offset int64) (storedBatch, error) {
+	i := l.segmentFor(offset)
+	if i < 0 {
+		i = 0
+	}
+	for ; i < len(l.segs); i++ {
+		s := l.segs[i]
+		bp, err := s.find(offset)
+		if err == nil {
+			return storedBatch{batchPos: bp, seg: s}, nil
+		}
+		if err != errNoBatch {
+			return storedBatch{}, err
+		}
+	}
+	return storedBatch{}, errNoBatch
+}
+
+// writeLocked writes a checked set whose offsets are final, rolling
+// segments as needed, then updates indexes, the epoch cache, producer
+// state and the log end. prepared says the producer state has staged the
+// whole set already (leader appends); otherwise each chunk is staged with
+// OriginVerbatim before its write. REQUIRES: l.mu.
+func (l *Log) writeLocked(set []byte, nowMs int64, prepared bool) error {
+	for len(set) > 0 {
+		a := l.active()
+		first := kbatch.BaseOffset(set)
+		if l.shouldRoll(a, set, nowMs) {
+			if err := l.rollLocked(first, nowMs); err != nil {
+				return err
+			}
+			a = l.active()
+		}
+		// The chunk is the longest prefix whose offsets fit the segment's
+		// int32 relative offsets (a longer one only with huge verbatim gaps).
+		chunk := 0
+		for chunk < len(set) {
+			b := set[chunk:]
+			if kbatch.BaseOffset(b)+int64(kbatch.LastOffsetDelta(b))-a.base > math.MaxInt32 {
+				break
+			}
+			chunk += batchSize(b)
+		}
+		if chunk == 0 {
+			// Unreachable after shouldRoll; kept as a guard against looping.
+			return fmt.Errorf("%w: batch at offset %d does not fit a segment", ErrCorruptBatch, first)
+		}
+		if a.size+int64(chunk) > math.MaxInt32 {
+			return fmt.Errorf("%w: %d bytes", ErrRecordSetTooLarge, chunk)
+		}
+		if !prepared {
+			if _, _, _, err := l.producer.prepareSet(set[:chunk], OriginVerbatim, false, 0, 0, -1, 0); err != nil {
+				return fmt.Errorf("%w: %v", ErrCorruptBatch, err)
+			}
+		}
+		if err := l.writeChunkLocked(a, set[:chunk]); err != nil {
+			return err
+		}
+		set = set[chunk:]
+	}
+	if l.cfg.Flush == FlushAlways {
+		l.signal()
+	}
+	return nil
+}
+
+func (l *Log) writeChunkLocked(a *segment, chunk []byte) error {
+	pos := a.size
+	if _, err := a.log.WriteAt(chunk, pos); err != nil {
+		l.producer.ps.Discard()
+		// Undo: nothing of a failed write may stay in the log.
+		if terr := a.log.Truncate(pos); terr != nil {
+			return l.failLocked("truncate after failed write", fmt.Errorf("%v (write error: %v)", terr, err))
+		}
+		if isNoSpace(err) {
+			return fmt.Errorf("%w: appending %d bytes to %s: %v", ErrNoSpace, len(chunk), a.path(logSuffix), err)
+		}
+		return fmt.Errorf("%w: appending %d bytes to %s: %v", ErrWrite, len(chunk), a.path(logSuffix), err)
+	}
+	for rest := chunk; len(rest) > 0; {
+		n := batchSize(rest)
+		b := rest[:n:n]
+		rest = rest[n:]
+		base := kbatch.BaseOffset(b)
+		last := base + int64(kbatch.LastOffsetDelta(b))
+		a.noteBatch(pos, int64(n), last, kbatch.MaxTimestamp(b))
+		pos += int64(n)
+		l.leo = last + 1
+		// The batch is in the log: a failure to record its epoch takes the
+		// partition offline (memory would no longer match the files).
+		if _, err := l.epochs.Assign(kbatch.LeaderEpoch(b), base); err != nil {
+			l.producer.ps.Discard()
+			return l.failLocked("leader-epoch checkpoint", err)
+		}
+	}
+	if err := l.producer.commit(a, l.leo); err != nil {
+		return l.failLocked("producer state", err)
+	}
+	return nil
+}
+
+// shouldRoll applies Kafka's roll rules before appending set to a.
+func (l *Log) shouldRoll(a *segment, set []byte, nowMs int64) bool {
+	if a.size == 0 {
+		// An empty segment is reused unless the first batch's offsets
+		// cannot be expressed relative to its base.
+		first := kbatch.BaseOffset(set)
+		return first < a.base || first+int64(kbatch.LastOffsetDelta(set))-a.base > math.MaxInt32
+	}
+	if a.size > l.cfg.SegmentBytes-int64(len(set)) {
+		return true
+	}
+	maxEntries := l.cfg.SegmentIndexBytes / offsetIndexEntrySize
+	if a.offIdx.entries() >= maxEntries || a.timeIdx.entries() >= l.cfg.SegmentIndexBytes/timeIndexEntrySize {
+		return true
+	}
+	first := kbatch.BaseOffset(set)
+	if first+int64(kbatch.LastOffsetDelta(set))-a.base > math.MaxInt32 {
+		return true
+	}
+	// Time: the new batch's timestamp against the first batch's, or the
+	// segment's age when there are no timestamps (Kafka's
+	// timeWaitedForRoll).
+	var waited int64
+	if ts := kbatch.MaxTimestamp(set); a.rollTs >= 0 && ts >= 0 {
+		waited = ts - a.rollTs
+	} else {
+		waited = nowMs - a.createdMs
+	}
+	return waited > l.cfg.SegmentMs-l.cfg.SegmentJitterMs
+}
+
+// rollLocked closes the active segment for writing (final time index
+// entry, indexes written and synced, log synced, producer snapshot) and
+// starts a new one at base. REQUIRES: l.mu.
+func (l *Log) rollLocked(base int64, nowMs int64) error {
+	// An empty active segment that cannot take the batch (its offsets
+	// would not fit) is kept: it simply holds no batch.
+	old := l.active()
+	old.onRoll()
+	if err := old.syncIndexes(); err != nil {
+		return l.failLocked("index sync on roll", err)
+	}
+	if err := old.log.Sync(); err != nil {
+		return l.failLocked("sync on roll", err)
+	}
+	if err := old.txn.Flush(); err != nil {
+		return l.failLocked("transaction index sync on roll", err)
+	}
+	if l.leo > l.durable {
+		l.durable = l.leo
+		l.fireWaitersLocked(false)
+	}
+	s, err := createSegment(l.fs, l.dir, base, int64(l.cfg.IndexIntervalBytes), nowMs)
+	if err != nil {
+		return l.failLocked("create segment", err)
+	}
+	if err := openTxnIndex(s); err != nil {
+		s.closeFiles()
+		return l.failLocked("open transaction index", err)
+	}
+	l.segs = append(l.segs, s)
+	// Kafka snapshots producer state at the log end when rolling.
+	if err := l.producer.snapshot(l.leo); err != nil {
+		return l.failLocked("producer snapshot on roll", err)
+	}
+	return nil
+}

@@ -1,0 +1,85 @@
+package storage
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+)
+
+// testBatch builds a batch of n records with values of valueSize bytes.
+func testBatch(t testing.TB, base int64, epoch int32, ts int64, n int, valueSize int) []byte {
+	t.Helper()
+	recs := make([]kbatch.Record, n)
+	for i := range recs {
+		v := bytes.Repeat([]byte{byte('a' + i%26)}, valueSize)
+		recs[i] = kbatch.Record{OffsetDelta: int32(i), TimestampDelta: int64(i), Key: []byte(fmt.Sprint(i)), Value: v}
+	}
+	b := kbatch.NewBatch(ts, recs...)
+	b.BaseOffset = base
+	b.LeaderEpoch = epoch
+	out, err := kbatch.Encode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// encode builds a batch from a kbatch.Batch.
+func encode(t testing.TB, b kbatch.Batch) []byte {
+	t.Helper()
+	out, err := kbatch.Encode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func concat(bs ...[]byte) []byte {
+	var out []byte
+	for _, b := range bs {
+		out = append(out, b...)
+	}
+	return out
+}
+
+func openLog(t testing.TB, fs FS, cfg Config) *Log {
+	t.Helper()
+	l, err := Open(fs, "data/t-0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// readAllBatches returns every stored batch from the log start, by
+// following Read.
+func readAllBatches(t testing.TB, l *Log) [][]byte {
+	t.Helper()
+	var out [][]byte
+	off := l.LogStartOffset()
+	for off < l.LogEndOffset() {
+		sl, err := l.Read(off, 1<<20)
+		if err != nil {
+			t.Fatalf("read %d: %v", off, err)
+		}
+		if sl.Size == 0 {
+			break
+		}
+		b, err := sl.Bytes(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for len(b) > 0 {
+			batch, rest, err := kbatch.Next(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, batch)
+			off = kbatch.BaseOffset(batch) + int64(kbatch.LastOffsetDelta(batch)) + 1
+			b = rest
+		}
+	}
+	return out
+}

@@ -1,0 +1,541 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+)
+
+// cleanShutdownFile marks a partition directory whose Log was closed
+// cleanly (indexes, transaction indexes and a producer snapshot at the log
+// end were written and synced). Kafka keeps one such marker per log
+// directory (.kafka_cleanshutdown); Verbatim keeps one per partition. It
+// is removed durably as soon as the Log is opened.
+const cleanShutdownFile = ".verbatim_cleanshutdown"
+
+// Open opens (creating if needed) the partition log in dir and recovers
+// it:
+//
+//   - leftover temporary files are removed; segments entirely below the
+//     checkpointed log start offset are deleted;
+//   - rolled segments were synced when they rolled; their index files are
+//     checked and rebuilt from the log if inconsistent;
+//   - after an unclean shutdown the last segment is validated batch by
+//     batch (length, magic, CRC, increasing offsets) and truncated at the
+//     first invalid byte (a torn or zero-filled tail); its indexes are
+//     rebuilt;
+//   - the leader-epoch cache is truncated to the log end; producer state is
+//     loaded from the newest usable snapshot and the log after it is
+//     replayed (MIRROR_PID_RESET included), which also rebuilds the
+//     transaction indexes of the replayed range.
+//
+// A partition that went offline comes back only through Open, which
+// re-verifies the files like this.
+func Open(fs FS, dir string, cfg Config) (*Log, error) {
+	c := cfg.withDefaults(dir)
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	l := &Log{fs: fs, dir: dir, cfg: c}
+	l.durableCond.L = &l.mu
+	if err := l.load(); err != nil {
+		for _, s := range l.segs {
+			s.closeFiles()
+			if s.txn != nil {
+				s.txn.Close()
+			}
+		}
+		return nil, fmt.Errorf("storage: open %s: %w", dir, err)
+	}
+	l.durable = l.leo
+	l.startFlusher()
+	return l, nil
+}
+
+// load does the work of Open. Errors leave files open in l.segs for the
+// caller to close.
+func (l *Log) load() error {
+	fs, dir := l.fs, l.dir
+	names, err := fs.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	clean := false
+	var bases []int64
+	logs := map[int64]bool{}
+	for _, name := range names {
+		switch {
+		case name == cleanShutdownFile:
+			clean = true
+		case strings.HasSuffix(name, ".tmp") || strings.HasSuffix(name, deletedSuffix) ||
+			strings.HasSuffix(name, cleanedSuffix) || strings.HasSuffix(name, swapSuffix):
+			if err := fs.Remove(dir + "/" + name); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+		if b, ok := parseSegmentFileName(name, logSuffix); ok {
+			bases = append(bases, b)
+			logs[b] = true
+		}
+	}
+	// Index files without a log (the log's creation was lost) go away.
+	for _, name := range names {
+		for _, suf := range []string{indexSuffix, timeIndexSuffix, TxnIndexSuffix} {
+			if b, ok := parseSegmentFileName(name, suf); ok && !logs[b] {
+				if err := fs.Remove(dir + "/" + name); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return err
+				}
+			}
+		}
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+
+	if l.epochs, err = OpenEpochCache(fs, dir); err != nil {
+		if !errors.Is(err, ErrCorruptCheckpoint) {
+			return err
+		}
+		// A corrupt checkpoint is rebuilt from the batches below.
+		if err := fs.Remove(dir + "/" + LeaderEpochCheckpointFile); err != nil {
+			return err
+		}
+		if l.epochs, err = OpenEpochCache(fs, dir); err != nil {
+			return err
+		}
+		clean = false
+	}
+	ps, err := OpenProducerState(fs, dir, ProducerStateConfig{})
+	if err != nil {
+		return err
+	}
+	l.producer.ps = ps
+
+	checkpointed, err := readLogStartOffset(fs, dir, l.cfg.Topic, l.cfg.Partition)
+	if err != nil {
+		if !errors.Is(err, ErrCorruptCheckpoint) {
+			return err
+		}
+		checkpointed = -1
+	}
+
+	nowMs := l.cfg.NowMs()
+	if len(bases) == 0 {
+		start := checkpointed
+		if start < 0 {
+			start = 0
+		}
+		s, err := createSegment(fs, dir, start, int64(l.cfg.IndexIntervalBytes), nowMs)
+		if err != nil {
+			return err
+		}
+		if err := openTxnIndex(s); err != nil {
+			return err
+		}
+		l.segs = []*segment{s}
+		l.logStart, l.leo = start, start
+		if err := l.epochs.Clear(); err != nil {
+			return err
+		}
+		return ps.TruncateFullyAndStartAt(start)
+	}
+
+	// Segments entirely below the log start (their deletion did not reach
+	// the disk) are deleted again.
+	for len(bases) > 1 && checkpointed >= bases[1] {
+		if err := removeSegmentFiles(fs, dir, bases[0]); err != nil {
+			return err
+		}
+		bases = bases[1:]
+	}
+
+	// Rolled segments: trusted up to their size (synced at roll), indexes
+	// checked. A rolled segment that turns out inconsistent ends the log
+	// there: it is recovered like the last one and later segments go.
+	recoverFrom := len(bases) - 1
+	for i, b := range bases {
+		s, err := openSegment(fs, dir, b, int64(l.cfg.IndexIntervalBytes), nowMs)
+		if err != nil {
+			return err
+		}
+		l.segs = append(l.segs, s)
+		if i == len(bases)-1 {
+			break
+		}
+		if err := s.loadRolled(); err != nil || (i > 0 && s.base < l.segs[i-1].next) {
+			recoverFrom = i
+			break
+		}
+	}
+	for len(l.segs) > recoverFrom+1 {
+		last := l.segs[len(l.segs)-1]
+		last.closeFiles()
+		if err := removeSegmentFiles(fs, dir, last.base); err != nil {
+			return err
+		}
+		l.segs = l.segs[:len(l.segs)-1]
+		clean = false
+	}
+	if recoverFrom < len(bases)-1 {
+		clean = false
+	}
+	for _, s := range l.segs {
+		if err := openTxnIndex(s); err != nil {
+			if !errors.Is(err, ErrCorruptTxnIndex) {
+				return err
+			}
+			// Rebuilt by the replay below.
+			if err := fs.Remove(s.path(TxnIndexSuffix)); err != nil {
+				return err
+			}
+			if err := openTxnIndex(s); err != nil {
+				return err
+			}
+			clean = false
+		}
+	}
+
+	a := l.active()
+	prevNext := int64(math.MinInt64)
+	if len(l.segs) > 1 {
+		prevNext = l.segs[len(l.segs)-2].next
+	}
+	if clean {
+		if err := a.loadRolled(); err != nil {
+			clean = false
+		}
+	}
+	if !clean {
+		if err := a.recover(prevNext); err != nil {
+			return err
+		}
+	}
+	l.leo = a.next
+	l.logStart = l.segs[0].base
+	if checkpointed > l.logStart && checkpointed <= l.leo {
+		l.logStart = checkpointed
+	}
+
+	// Leader epochs: forget epochs that start beyond the recovered end,
+	// and re-learn the epochs of the recovered segment.
+	if err := l.epochs.TruncateFromEnd(l.leo); err != nil {
+		return err
+	}
+	if err := l.epochs.TruncateFromStart(l.logStart); err != nil {
+		return err
+	}
+
+	// Producer state: newest usable snapshot, then replay.
+	segBases := make([]int64, len(l.segs))
+	for i, s := range l.segs {
+		segBases[i] = s.base
+	}
+	if err := ps.RemoveStraySnapshots(segBases); err != nil {
+		return err
+	}
+	if !clean {
+		// Only snapshots up to the active segment's base are known to
+		// describe durable data whose transaction index is durable too.
+		if err := ps.DeleteSnapshotsAbove(a.base); err != nil {
+			return err
+		}
+	}
+	if err := ps.TruncateAndReload(l.logStart, l.leo, nowMs); err != nil {
+		return err
+	}
+	if err := l.replayLocked(ps.MapEndOffset(), !clean); err != nil {
+		return err
+	}
+	if clean {
+		if err := fs.Remove(dir + "/" + cleanShutdownFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		if err := fs.SyncDir(dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openSegment opens the files of an existing segment (its size from the
+// file). Indexes are not loaded.
+func openSegment(fs FS, dir string, base int64, indexInterval int64, nowMs int64) (*segment, error) {
+	s := &segment{fs: fs, dir: dir, base: base, next: base, maxTs: -1, maxTsOffset: base,
+		rollTs: -1, createdMs: nowMs, lastBatchPos: -1, indexInterval: indexInterval}
+	s.offIdx.base, s.timeIdx.base = base, base
+	var err error
+	if s.log, err = fs.OpenFile(s.path(logSuffix), os.O_RDWR, 0); err != nil {
+		return nil, err
+	}
+	st, err := s.log.Stat()
+	if err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+	s.size = st.Size()
+	if s.size > math.MaxInt32 {
+		s.closeFiles()
+		return nil, fmt.Errorf("%w: %s is larger than 2 GiB", ErrCorruptLog, s.path(logSuffix))
+	}
+	s.createdMs = st.ModTime().UnixMilli()
+	return s, nil
+}
+
+// loadRolled loads a segment that was synced when it rolled (or at a clean
+// shutdown): indexes are loaded (rebuilt when inconsistent); the batch
+// headers after the last index entry are read to find the end offset, and
+// must end exactly at the file size.
+func (s *segment) loadRolled() error {
+	if err := s.ensureIndexesNoRebuild(); err != nil {
+		if err := s.rebuildIndexes(); err != nil {
+			return err
+		}
+		if s.lastBatchPos < 0 && s.size > 0 {
+			return fmt.Errorf("%w: %s", ErrCorruptLog, s.path(logSuffix))
+		}
+		return nil
+	}
+	// Find the end offset from the last index entry.
+	pos := int64(0)
+	if n := s.offIdx.entries(); n > 0 {
+		_, pos = s.offIdx.entry(n - 1)
+		s.lastIndexPos = pos
+	}
+	var hdr [kbatch.HeaderSize]byte
+	for pos < s.size {
+		if err := readFull(s.log, hdr[:], pos); err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrCorruptLog, s.path(logSuffix), err)
+		}
+		size := int64(kbatch.LogOverhead) + int64(kbatch.Length(hdr[:]))
+		if size < kbatch.HeaderSize || pos+size > s.size || kbatch.Magic(hdr[:]) != 2 {
+			return fmt.Errorf("%w: bad batch at position %d of %s", ErrCorruptLog, pos, s.path(logSuffix))
+		}
+		last := kbatch.BaseOffset(hdr[:]) + int64(kbatch.LastOffsetDelta(hdr[:]))
+		if last < s.next-1 || last-s.base > math.MaxInt32 {
+			return fmt.Errorf("%w: offsets go back at position %d of %s", ErrCorruptLog, pos, s.path(logSuffix))
+		}
+		s.next = last + 1
+		s.lastBatchPos = pos
+		if s.rollTs < 0 && pos == 0 {
+			s.rollTs = kbatch.MaxTimestamp(hdr[:])
+		}
+		pos += size
+	}
+	if s.rollTs < 0 && s.size > 0 {
+		var first [kbatch.HeaderSize]byte
+		if err := readFull(s.log, first[:], 0); err == nil {
+			s.rollTs = kbatch.MaxTimestamp(first[:])
+		}
+	}
+	// The time index's last entry is the segment's max timestamp (written
+	// on roll); check it against the offsets now known.
+	if s.timeIdx.entries() > 0 {
+		ts, off := s.timeIdx.last()
+		if off >= s.next {
+			return s.rebuildIndexes()
+		}
+		s.maxTs, s.maxTsOffset = ts, off
+	} else if s.size > 0 {
+		// No time index entry at all: derive the max timestamp.
+		return s.rebuildIndexes()
+	}
+	return nil
+}
+
+// ensureIndexesNoRebuild loads the index files, failing when they are
+// missing or inconsistent.
+func (s *segment) ensureIndexesNoRebuild() error {
+	ib, err := readAll(s.fs, s.path(indexSuffix))
+	if err != nil {
+		return err
+	}
+	if s.offIdx, err = loadOffsetIndex(s.base, ib, s.size); err != nil {
+		return err
+	}
+	tb, err := readAll(s.fs, s.path(timeIndexSuffix))
+	if err != nil {
+		return err
+	}
+	if s.timeIdx, err = loadTimeIndex(s.base, tb, math.MaxInt64); err != nil {
+		return err
+	}
+	s.indexesLoaded = true
+	return nil
+}
+
+// recover validates every batch of the segment and truncates the file at
+// the first invalid one (Kafka's LogSegment.recover), rebuilding the
+// indexes. prevNext is the end offset of the previous segment.
+func (s *segment) recover(prevNext int64) error {
+	s.offIdx = offsetIndex{base: s.base}
+	s.timeIdx = timeIndex{base: s.base}
+	s.maxTs, s.maxTsOffset, s.rollTs, s.lastIndexPos, s.lastBatchPos = -1, s.base, -1, 0, -1
+	s.next = s.base
+	s.indexesLoaded = true
+	fileSize := s.size
+	valid, err := scanBatches(s.log, 0, fileSize, func(pos int64, b []byte) bool {
+		base := kbatch.BaseOffset(b)
+		last := base + int64(kbatch.LastOffsetDelta(b))
+		if base < s.base || base < s.next || base < prevNext || last-s.base > math.MaxInt32 {
+			return false
+		}
+		s.noteBatch(pos, int64(len(b)), last, kbatch.MaxTimestamp(b))
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	s.size = valid
+	if valid < fileSize {
+		if err := s.log.Truncate(valid); err != nil {
+			return err
+		}
+		if err := s.log.Sync(); err != nil {
+			return err
+		}
+	}
+	s.onRoll()
+	return s.rewriteIndexes()
+}
+
+// scanBatches reads the batches of f from pos to limit, calling fn with
+// each whole valid batch (v2, sane length, CRC correct). It stops at the
+// first invalid batch, or when fn returns false, and returns the position
+// where it stopped: the end of the last accepted batch. Only read errors
+// are returned as errors.
+func scanBatches(f File, pos, limit int64, fn func(pos int64, b []byte) bool) (int64, error) {
+	const chunk = 1 << 20
+	buf := make([]byte, 0, chunk)
+	bufPos := pos // file position of buf[0]
+	fill := func(need int) error {
+		// Make buf hold at least need bytes from pos (less at EOF).
+		if int64(len(buf))-(pos-bufPos) >= int64(need) {
+			return nil
+		}
+		rest := buf[pos-bufPos:]
+		want := need
+		if want < chunk {
+			want = chunk
+		}
+		if int64(want) > limit-pos {
+			want = int(limit - pos)
+		}
+		nb := make([]byte, want)
+		copy(nb, rest)
+		if want > len(rest) {
+			n, err := f.ReadAt(nb[len(rest):], pos+int64(len(rest)))
+			nb = nb[:len(rest)+n]
+			if err != nil && err != io.EOF {
+				return err
+			}
+		}
+		buf, bufPos = nb, pos
+		return nil
+	}
+	for pos < limit {
+		if err := fill(kbatch.HeaderSize); err != nil {
+			return pos, err
+		}
+		avail := buf[pos-bufPos:]
+		if len(avail) < kbatch.HeaderSize {
+			return pos, nil
+		}
+		n := int64(kbatch.Length(avail))
+		size := int64(kbatch.LogOverhead) + n
+		if n < kbatch.HeaderSize-kbatch.LogOverhead || pos+size > limit || kbatch.Magic(avail) != 2 ||
+			kbatch.LastOffsetDelta(avail) < 0 {
+			return pos, nil
+		}
+		if err := fill(int(size)); err != nil {
+			return pos, err
+		}
+		avail = buf[pos-bufPos:]
+		if int64(len(avail)) < size {
+			return pos, nil
+		}
+		b := avail[:size:size]
+		if kbatch.CRC(b) != kbatch.StoredCRC(b) {
+			return pos, nil
+		}
+		if !fn(pos, b) {
+			return pos, nil
+		}
+		pos += size
+	}
+	return pos, nil
+}
+
+// replayLocked feeds the batches from offset `from` to the log end through
+// producer state (OriginVerbatim) and, when learnEpochs, the leader-epoch
+// cache, rebuilding the transaction indexes of the replayed range.
+// REQUIRES: l.mu or exclusive access.
+func (l *Log) replayLocked(from int64, learnEpochs bool) error {
+	ps := l.producer.ps
+	i := l.segmentFor(from)
+	if i < 0 {
+		i = 0
+	}
+	for _, s := range l.segs[i:] {
+		if err := s.txn.TruncateTo(from); err != nil {
+			return err
+		}
+	}
+	for _, s := range l.segs[i:] {
+		start := int64(0)
+		if s.base < from {
+			if bp, err := s.find(from); err == nil {
+				start = bp.pos
+			} else if err == errNoBatch {
+				continue
+			} else {
+				return err
+			}
+		}
+		var ferr error
+		end, err := scanBatches(s.log, start, s.size, func(pos int64, b []byte) bool {
+			if last := kbatch.BaseOffset(b) + int64(kbatch.LastOffsetDelta(b)); last < from {
+				return true
+			}
+			h, _ := kbatch.ParseHeader(b)
+			if learnEpochs {
+				if _, err := l.epochs.Assign(h.LeaderEpoch, h.BaseOffset); err != nil {
+					ferr = err
+					return false
+				}
+			}
+			if _, err := ps.Prepare(&h, controlOf(b, &h), OriginVerbatim); err != nil {
+				ferr = err
+				return false
+			}
+			if err := l.producer.commit(s, l.leo); err != nil {
+				ferr = err
+				return false
+			}
+			return true
+		})
+		if ferr != nil {
+			return ferr
+		}
+		if err != nil {
+			return err
+		}
+		if end != s.size {
+			return fmt.Errorf("%w: replay of %s stopped at position %d of %d", ErrCorruptLog, s.path(logSuffix), end, s.size)
+		}
+	}
+	return nil
+}
+
+// removeSegmentFiles deletes every file of the segment at base.
+func removeSegmentFiles(fs FS, dir string, base int64) error {
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, TxnIndexSuffix} {
+		if err := fs.Remove(dir + "/" + SegmentFileName(base, suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,339 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+)
+
+// File name suffixes, as Kafka names them.
+const (
+	logSuffix       = ".log"
+	indexSuffix     = ".index"
+	timeIndexSuffix = ".timeindex"
+	txnIndexSuffix  = ".txnindex"
+	snapshotSuffix  = ".snapshot"
+	deletedSuffix   = ".deleted"
+	cleanedSuffix   = ".cleaned"
+	swapSuffix      = ".swap"
+)
+
+// SegmentFileName returns Kafka's name for a segment file: the base offset
+// in 20 zero-padded digits followed by suffix (".log", ".index", ...).
+func SegmentFileName(base int64, suffix string) string {
+	return fmt.Sprintf("%020d%s", base, suffix)
+}
+
+// parseSegmentFileName returns the base offset of a name like
+// 00000000000000000042.log, and whether name has that form.
+func parseSegmentFileName(name, suffix string) (int64, bool) {
+	if !strings.HasSuffix(name, suffix) {
+		return 0, false
+	}
+	digits := strings.TrimSuffix(name, suffix)
+	if len(digits) != 20 {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || v < 0 {
+		return 0, false
+	}
+	return v, true
+}
+
+// segment is one .log file with its offset and time indexes. The .log
+// holds record batches back to back exactly as appended.
+//
+// All fields are guarded by the owning Log's mutex, except that readers may
+// use log.ReadAt on bytes below size outside it.
+type segment struct {
+	fs   FS
+	dir  string
+	base int64
+	log  File
+
+	size int64 // bytes of whole batches in the file
+	next int64 // offset after the last batch, base when empty
+
+	idx, tidx       File      // opened when first written
+	txn             *TxnIndex // aborted transactions whose marker is here
+	offIdx          offsetIndex
+	timeIdx         timeIndex
+	indexesLoaded   bool
+	lastIndexPos    int64 // position of the last offset index entry (recovery rule)
+	bytesSinceIndex int64
+
+	maxTs         int64 // largest batch MaxTimestamp so far, -1 when none
+	maxTsOffset   int64 // last offset of the batch holding maxTs
+	rollTs        int64 // MaxTimestamp of the first batch, -1 when empty
+	createdMs     int64 // when the segment was created or opened
+	lastBatchPos  int64 // position of the last batch, -1 when empty
+	indexInterval int64
+}
+
+func (s *segment) path(suffix string) string {
+	return s.dir + "/" + SegmentFileName(s.base, suffix)
+}
+
+// createSegment creates the files of a new segment and makes their
+// directory entries durable.
+func createSegment(fs FS, dir string, base int64, indexInterval int64, nowMs int64) (*segment, error) {
+	s := &segment{fs: fs, dir: dir, base: base, next: base, maxTs: -1, maxTsOffset: base,
+		rollTs: -1, createdMs: nowMs, lastBatchPos: -1, indexInterval: indexInterval, indexesLoaded: true}
+	s.offIdx.base, s.timeIdx.base = base, base
+	var err error
+	// A leftover file of the same name (a segment truncated away whose
+	// removal did not reach the disk) is replaced.
+	if s.log, err = fs.OpenFile(s.path(logSuffix), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644); err != nil {
+		return nil, err
+	}
+	if s.idx, err = fs.OpenFile(s.path(indexSuffix), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+	if s.tidx, err = fs.OpenFile(s.path(timeIndexSuffix), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+	if err = fs.SyncDir(dir); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *segment) closeFiles() error {
+	var first error
+	for _, f := range []*File{&s.log, &s.idx, &s.tidx} {
+		if *f != nil {
+			if err := (*f).Close(); err != nil && first == nil {
+				first = err
+			}
+			*f = nil
+		}
+	}
+	return first
+}
+
+// noteBatch updates the indexes and timestamps for a batch of size bytes
+// written at pos, following Kafka's LogSegment.recover rule: an offset index
+// entry before the batch when more than indexInterval bytes were written
+// since the last entry.
+func (s *segment) noteBatch(pos, size int64, lastOffset, maxTs int64) {
+	if maxTs > s.maxTs {
+		s.maxTs, s.maxTsOffset = maxTs, lastOffset
+	}
+	if s.rollTs < 0 && pos == 0 {
+		s.rollTs = maxTs
+	}
+	if pos-s.lastIndexPos > s.indexInterval {
+		s.offIdx.add(lastOffset, pos)
+		s.timeIdx.maybeAdd(s.maxTs, s.maxTsOffset)
+		s.lastIndexPos = pos
+	}
+	s.lastBatchPos = pos
+	s.size = pos + size
+	s.next = lastOffset + 1
+}
+
+// onRoll adds the final time index entry Kafka writes when a segment stops
+// being active.
+func (s *segment) onRoll() {
+	if s.size > 0 {
+		s.timeIdx.maybeAdd(s.maxTs, s.maxTsOffset)
+	}
+}
+
+// writeIndexes writes index entries not yet in the files.
+func (s *segment) writeIndexes() error {
+	if !s.indexesLoaded {
+		return nil
+	}
+	var err error
+	if s.offIdx.written < len(s.offIdx.buf) {
+		if s.idx == nil {
+			if s.idx, err = s.fs.OpenFile(s.path(indexSuffix), os.O_CREATE|os.O_RDWR, 0o644); err != nil {
+				return err
+			}
+		}
+		if _, err = s.idx.WriteAt(s.offIdx.buf[s.offIdx.written:], int64(s.offIdx.written)); err != nil {
+			return err
+		}
+		s.offIdx.written = len(s.offIdx.buf)
+	}
+	if s.timeIdx.written < len(s.timeIdx.buf) {
+		if s.tidx == nil {
+			if s.tidx, err = s.fs.OpenFile(s.path(timeIndexSuffix), os.O_CREATE|os.O_RDWR, 0o644); err != nil {
+				return err
+			}
+		}
+		if _, err = s.tidx.WriteAt(s.timeIdx.buf[s.timeIdx.written:], int64(s.timeIdx.written)); err != nil {
+			return err
+		}
+		s.timeIdx.written = len(s.timeIdx.buf)
+	}
+	return nil
+}
+
+// syncIndexes writes and syncs both index files.
+func (s *segment) syncIndexes() error {
+	if err := s.writeIndexes(); err != nil {
+		return err
+	}
+	for _, f := range []File{s.idx, s.tidx} {
+		if f != nil {
+			if err := f.Sync(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// rewriteIndexes replaces both index files with the in-memory entries
+// (after a truncation or a rebuild).
+func (s *segment) rewriteIndexes() error {
+	var err error
+	if s.idx == nil {
+		if s.idx, err = s.fs.OpenFile(s.path(indexSuffix), os.O_CREATE|os.O_RDWR, 0o644); err != nil {
+			return err
+		}
+	}
+	if s.tidx == nil {
+		if s.tidx, err = s.fs.OpenFile(s.path(timeIndexSuffix), os.O_CREATE|os.O_RDWR, 0o644); err != nil {
+			return err
+		}
+	}
+	if err = s.idx.Truncate(0); err != nil {
+		return err
+	}
+	if err = s.tidx.Truncate(0); err != nil {
+		return err
+	}
+	s.offIdx.written, s.timeIdx.written = 0, 0
+	return s.writeIndexes()
+}
+
+// readFull reads len(p) bytes at off.
+func readFull(f File, p []byte, off int64) error {
+	n, err := f.ReadAt(p, off)
+	if n == len(p) {
+		return nil
+	}
+	if err == nil || err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// readAll reads a whole small file.
+func readAll(fs FS, name string) ([]byte, error) {
+	f, err := fs.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, st.Size())
+	if len(b) == 0 {
+		return b, nil
+	}
+	if err := readFull(f, b, 0); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// ensureIndexes loads the index files of a segment opened without them,
+// rebuilding them from the log when they fail the sanity check.
+func (s *segment) ensureIndexes() error {
+	if s.indexesLoaded {
+		return nil
+	}
+	ib, err := readAll(s.fs, s.path(indexSuffix))
+	if err == nil {
+		s.offIdx, err = loadOffsetIndex(s.base, ib, s.size)
+	}
+	if err == nil {
+		var tb []byte
+		tb, err = readAll(s.fs, s.path(timeIndexSuffix))
+		if err == nil {
+			s.timeIdx, err = loadTimeIndex(s.base, tb, s.next)
+		}
+	}
+	if err == nil {
+		s.indexesLoaded = true
+		return nil
+	}
+	// Missing or inconsistent: rebuild from the log, as Kafka does.
+	return s.rebuildIndexes()
+}
+
+// rebuildIndexes re-derives both indexes and the timestamps from the
+// batch headers of the log, then rewrites the index files.
+func (s *segment) rebuildIndexes() error {
+	s.offIdx = offsetIndex{base: s.base}
+	s.timeIdx = timeIndex{base: s.base}
+	s.maxTs, s.maxTsOffset, s.rollTs, s.lastIndexPos = -1, s.base, -1, 0
+	s.indexesLoaded = true
+	var hdr [kbatch.HeaderSize]byte
+	for pos := int64(0); pos < s.size; {
+		if err := readFull(s.log, hdr[:], pos); err != nil {
+			return err
+		}
+		size := int64(kbatch.LogOverhead) + int64(kbatch.Length(hdr[:]))
+		last := kbatch.BaseOffset(hdr[:]) + int64(kbatch.LastOffsetDelta(hdr[:]))
+		s.noteBatch(pos, size, last, kbatch.MaxTimestamp(hdr[:]))
+		pos += size
+	}
+	s.onRoll()
+	return s.rewriteIndexes()
+}
+
+// batchAt describes the batch at a position.
+type batchPos struct {
+	pos, size  int64
+	base, last int64
+}
+
+var errNoBatch = errors.New("storage: no batch at or after offset")
+
+// find returns the first batch of the segment whose last offset >= offset,
+// scanning headers from the offset index's lower bound.
+func (s *segment) find(offset int64) (batchPos, error) {
+	if err := s.ensureIndexes(); err != nil {
+		return batchPos{}, err
+	}
+	pos := s.offIdx.lookup(offset)
+	return s.scanFrom(pos, s.size, offset)
+}
+
+// scanFrom reads headers from pos until limit for the first batch whose
+// last offset is >= offset.
+func (s *segment) scanFrom(pos, limit, offset int64) (batchPos, error) {
+	var hdr [kbatch.LogOverhead + 15]byte // up to LastOffsetDelta
+	for pos < limit {
+		if err := readFull(s.log, hdr[:], pos); err != nil {
+			return batchPos{}, err
+		}
+		size := int64(kbatch.LogOverhead) + int64(kbatch.Length(hdr[:]))
+		base := kbatch.BaseOffset(hdr[:])
+		last := base + int64(kbatch.LastOffsetDelta(hdr[:]))
+		if size < kbatch.HeaderSize || pos+size > limit {
+			return batchPos{}, fmt.Errorf("%w: bad batch length at position %d of %s", ErrCorruptLog, pos, s.path(logSuffix))
+		}
+		if last >= offset {
+			return batchPos{pos: pos, size: size, base: base, last: last}, nil
+		}
+		pos += size
+	}
+	return batchPos{}, errNoBatch
+}
