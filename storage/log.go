@@ -13,7 +13,7 @@ import (
 
 // Defaults, as Kafka's broker defaults.
 const (
-	DefaultSegmentBytes       = 1 << 30             // segment.bytes
+	DefaultSegmentBytes       = 1 << 30              // segment.bytes
 	DefaultSegmentMs          = 7 * 24 * 3600 * 1000 // segment.ms
 	DefaultSegmentIndexBytes  = 10 << 20             // segment.index.bytes
 	DefaultIndexIntervalBytes = 4096                 // index.interval.bytes
