@@ -1,0 +1,167 @@
+package storage
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand"
+	"testing"
+
+	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+)
+
+// crashWorkload appends random batches until the machine dies (or n
+// appends are done), returning every set that was attempted (in order,
+// with its final bytes) and the offset below which durability was
+// reported.
+type crashRun struct {
+	attempted [][]byte // batches, in log order, whose append was attempted
+	durable   int64    // everything below was reported durable
+}
+
+func runCrashWorkload(t *testing.T, rng *rand.Rand, fs *MemFS, cfg Config, n int) crashRun {
+	t.Helper()
+	var run crashRun
+	l, err := Open(fs, "data/t-0", cfg)
+	if err != nil {
+		if errors.Is(err, ErrMachineDown) {
+			return run
+		}
+		t.Fatalf("open: %v", err)
+	}
+	defer l.Close()
+	next := int64(0)
+	epoch := int32(0)
+	for i := 0; i < n; i++ {
+		nb := 1 + rng.Intn(2)
+		var set []byte
+		var batches [][]byte
+		verbatim := rng.Intn(2) == 0
+		for j := 0; j < nb; j++ {
+			if rng.Intn(4) == 0 {
+				epoch++
+			}
+			base := next
+			if verbatim && rng.Intn(3) == 0 {
+				base += int64(rng.Intn(5)) // gap
+			}
+			b := testBatch(t, base, epoch, 1000+int64(i), 1+rng.Intn(4), rng.Intn(700))
+			batches = append(batches, b)
+			set = append(set, b...)
+			next = base + int64(kbatch.LastOffsetDelta(b)) + 1
+			if !verbatim {
+				break
+			}
+		}
+		var res AppendResult
+		if verbatim {
+			res, err = l.AppendVerbatim(set)
+		} else {
+			res, err = l.AppendLeader(set, epoch, 5000)
+		}
+		// Record the bytes as stored (leader appends patch them).
+		for pos := 0; pos < len(set); {
+			sz := batchSize(set[pos:])
+			run.attempted = append(run.attempted, set[pos:pos+sz])
+			pos += sz
+		}
+		if err != nil {
+			return run
+		}
+		next = res.LastOffset + 1
+		if cfg.Flush == FlushAlways && rng.Intn(2) == 0 {
+			if err := l.WaitDurable(res.LastOffset + 1); err != nil {
+				return run
+			}
+			run.durable = res.LastOffset + 1
+		}
+		if rng.Intn(20) == 0 {
+			if err := l.Flush(); err != nil {
+				return run
+			}
+			run.durable = res.LastOffset + 1
+		}
+	}
+	return run
+}
+
+// checkPrefix opens the crashed FS and checks the prefix property.
+func checkPrefix(t *testing.T, fs FS, cfg Config, run crashRun, what string) *Log {
+	t.Helper()
+	l, err := Open(fs, "data/t-0", cfg)
+	if err != nil {
+		t.Fatalf("%s: open after crash: %v", what, err)
+	}
+	got := readAllBatches(t, l)
+	if len(got) > len(run.attempted) {
+		t.Fatalf("%s: %d batches after crash, only %d attempted", what, len(got), len(run.attempted))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], run.attempted[i]) {
+			t.Fatalf("%s: batch %d differs from the one appended (base %d vs %d)", what, i, kbatch.BaseOffset(got[i]), kbatch.BaseOffset(run.attempted[i]))
+		}
+	}
+	end := int64(0)
+	if len(got) > 0 {
+		lb := got[len(got)-1]
+		end = kbatch.BaseOffset(lb) + int64(kbatch.LastOffsetDelta(lb)) + 1
+	}
+	if end < run.durable {
+		t.Fatalf("%s: log ends at %d, but offsets below %d were reported durable", what, end, run.durable)
+	}
+	if l.LogEndOffset() < end {
+		t.Fatalf("%s: LEO %d below the last batch end %d", what, l.LogEndOffset(), end)
+	}
+	return l
+}
+
+// TestCrashPrefixProperty cuts the MemFS at random points of a random
+// workload, crashes it in every mode, and checks that the recovered log is
+// a whole-batch prefix of what was appended and holds everything reported
+// durable; the recovered log must then accept appends and reopen cleanly.
+func TestCrashPrefixProperty(t *testing.T) {
+	trials := 60
+	if testing.Short() {
+		trials = 15
+	}
+	for _, mode := range CrashModes {
+		for _, policy := range []FlushPolicy{FlushAlways, FlushNever} {
+			t.Run(fmt.Sprintf("%v/%v", mode, policy), func(t *testing.T) {
+				for trial := 0; trial < trials; trial++ {
+					seed := int64(trial)*7919 + int64(mode)*131 + int64(policy)
+					rng := rand.New(rand.NewSource(seed))
+					cfg := Config{SegmentBytes: 2048 + int64(rng.Intn(4096)), IndexIntervalBytes: 256, Flush: policy}
+					fs := NewMemFS()
+					fs.CutAfter(1 + rng.Intn(400))
+					run := runCrashWorkload(t, rng, fs, cfg, 60)
+					crashed := fs.Crash(mode, rng)
+					what := fmt.Sprintf("seed %d", seed)
+					l := checkPrefix(t, crashed, cfg, run, what)
+					// The recovered log accepts appends and survives a clean reopen.
+					b := testBatch(t, 0, 1000, 9999, 2, 10)
+					if _, err := l.AppendLeader(b, 1000, 1); err != nil {
+						t.Fatalf("%s: append after recovery: %v", what, err)
+					}
+					want := readAllBatches(t, l)
+					if err := l.Close(); err != nil {
+						t.Fatalf("%s: close: %v", what, err)
+					}
+					l2, err := Open(crashed, "data/t-0", cfg)
+					if err != nil {
+						t.Fatalf("%s: reopen: %v", what, err)
+					}
+					got := readAllBatches(t, l2)
+					if len(got) != len(want) {
+						t.Fatalf("%s: reopen has %d batches, want %d", what, len(got), len(want))
+					}
+					for i := range got {
+						if !bytes.Equal(got[i], want[i]) {
+							t.Fatalf("%s: reopen batch %d differs", what, i)
+						}
+					}
+					l2.Close()
+				}
+			})
+		}
+	}
+}
