@@ -1,0 +1,209 @@
+package storage
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+)
+
+// failNext returns a fault hook failing the next op of kind on a file whose
+// name ends with suffix, n times.
+func failNext(op Op, suffix string, f Fault, n *atomic.Int32) func(Op, string) Fault {
+	return func(o Op, name string) Fault {
+		if o == op && strings.HasSuffix(name, suffix) && n.Load() > 0 {
+			n.Add(-1)
+			return f
+		}
+		return Fault{}
+	}
+}
+
+func TestLogWriteErrorsLeaveLogConsistent(t *testing.T) {
+	cases := []struct {
+		name  string
+		fault Fault
+		want  error
+	}{
+		{"enospc", Fault{Err: syscall.ENOSPC}, ErrNoSpace},
+		{"enospc-short", Fault{Err: syscall.ENOSPC, Short: true}, ErrNoSpace},
+		{"eio", Fault{Err: syscall.EIO}, ErrWrite},
+		{"short", Fault{Short: true}, ErrWrite},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := NewMemFS()
+			l := openLog(t, fs, Config{})
+			defer l.Close()
+			b1 := testBatch(t, 0, 1, 100, 2, 50)
+			if _, err := l.AppendLeader(b1, 1, 1); err != nil {
+				t.Fatal(err)
+			}
+			var n atomic.Int32
+			n.Store(1)
+			fs.SetFault(failNext(OpWrite, ".log", tc.fault, &n))
+			b2 := testBatch(t, 0, 1, 101, 3, 50)
+			if _, err := l.AppendLeader(b2, 1, 1); !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+			if l.LogEndOffset() != 2 || l.Offline() != nil {
+				t.Fatalf("LEO %d offline %v", l.LogEndOffset(), l.Offline())
+			}
+			// Space is back: appends work and the failed bytes are gone.
+			fs.SetFault(nil)
+			b3 := testBatch(t, 0, 1, 102, 1, 50)
+			res, err := l.AppendLeader(b3, 1, 1)
+			if err != nil || res.FirstOffset != 2 {
+				t.Fatalf("append after fault: %+v %v", res, err)
+			}
+			got := readAllBatches(t, l)
+			if len(got) != 2 || !bytes.Equal(got[0], b1) || !bytes.Equal(got[1], b3) {
+				t.Fatalf("log holds %d batches, not [b1 b3]", len(got))
+			}
+			// And it survives recovery.
+			l.Close()
+			l2 := openLog(t, fs, Config{})
+			defer l2.Close()
+			if got := readAllBatches(t, l2); len(got) != 2 || !bytes.Equal(got[1], b3) {
+				t.Fatalf("after reopen: %d batches", len(got))
+			}
+		})
+	}
+}
+
+func TestLogFsyncErrorTakesPartitionOffline(t *testing.T) {
+	fs := NewMemFS()
+	l := openLog(t, fs, Config{Flush: FlushAlways})
+	b1 := testBatch(t, 0, 1, 100, 2, 50)
+	res, err := l.AppendLeader(b1, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.WaitDurable(res.LastOffset + 1); err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int32
+	n.Store(1)
+	fs.SetFault(failNext(OpSync, ".log", Fault{Err: syscall.EIO}, &n))
+	b2 := testBatch(t, 0, 1, 101, 2, 50)
+	res, err = l.AppendLeader(b2, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cbErr atomic.Value
+	done := make(chan struct{})
+	l.OnDurable(res.LastOffset+1, func(err error) { cbErr.Store(err); close(done) })
+	if err := l.WaitDurable(res.LastOffset + 1); !errors.Is(err, ErrOffline) {
+		t.Fatalf("WaitDurable: %v", err)
+	}
+	<-done
+	if err, _ := cbErr.Load().(error); !errors.Is(err, ErrOffline) {
+		t.Fatalf("OnDurable callback got %v", err)
+	}
+	// Every operation now fails, even though the fault is gone.
+	fs.SetFault(nil)
+	if _, err := l.AppendLeader(testBatch(t, 0, 1, 1, 1, 1), 1, 1); !errors.Is(err, ErrOffline) {
+		t.Fatalf("append while offline: %v", err)
+	}
+	if _, err := l.Read(0, 100); !errors.Is(err, ErrOffline) {
+		t.Fatalf("read while offline: %v", err)
+	}
+	if err := l.Close(); !errors.Is(err, ErrOffline) {
+		t.Fatalf("close: %v", err)
+	}
+	// Reopening re-verifies from disk and brings it back.
+	l2 := openLog(t, fs, Config{Flush: FlushAlways})
+	defer l2.Close()
+	if l2.Offline() != nil || l2.LogEndOffset() < 2 {
+		t.Fatalf("reopen: offline %v LEO %d", l2.Offline(), l2.LogEndOffset())
+	}
+	if _, err := l2.AppendLeader(testBatch(t, 0, 1, 1, 1, 1), 1, 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLogGroupCommit(t *testing.T) {
+	fs := NewMemFS()
+	var syncs atomic.Int32
+	fs.SetFault(func(o Op, name string) Fault {
+		if o == OpSync && strings.HasSuffix(name, ".log") {
+			syncs.Add(1)
+		}
+		return Fault{}
+	})
+	l := openLog(t, fs, Config{Flush: FlushAlways})
+	defer l.Close()
+	var fired atomic.Int32
+	var last AppendResult
+	for i := 0; i < 200; i++ {
+		res, err := l.AppendLeader(testBatch(t, 0, 1, int64(i), 1, 10), 1, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.OnDurable(res.LastOffset+1, func(err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			fired.Add(1)
+		})
+		last = res
+	}
+	if err := l.WaitDurable(last.LastOffset + 1); err != nil {
+		t.Fatal(err)
+	}
+	if l.DurableOffset() < 200 {
+		t.Fatalf("durable %d", l.DurableOffset())
+	}
+	// Every callback fires once its offsets are durable.
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if fired.Load() != 200 {
+		t.Fatalf("%d callbacks fired", fired.Load())
+	}
+	if s := syncs.Load(); s < 1 || s > 201 {
+		t.Fatalf("%d syncs", s)
+	}
+	// The durable data survives a crash that drops unsynced writes.
+	want := readAllBatches(t, l)
+	crashed := fs.Crash(CrashDropUnsynced, nil)
+	l2, err := Open(crashed, "data/t-0", Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if got := readAllBatches(t, l2); len(got) != len(want) {
+		t.Fatalf("after crash %d batches, want %d", len(got), len(want))
+	}
+}
+
+func TestLogFlushNeverDoesNotSyncAppends(t *testing.T) {
+	fs := NewMemFS()
+	var syncs atomic.Int32
+	fs.SetFault(func(o Op, name string) Fault {
+		if o == OpSync && strings.HasSuffix(name, ".log") {
+			syncs.Add(1)
+		}
+		return Fault{}
+	})
+	l := openLog(t, fs, Config{Flush: FlushNever})
+	for i := 0; i < 50; i++ {
+		if _, err := l.AppendLeader(testBatch(t, 0, 1, int64(i), 1, 10), 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := syncs.Load(); s != 0 {
+		t.Fatalf("%d syncs under never", s)
+	}
+	if l.DurableOffset() != 0 {
+		t.Fatalf("durable %d", l.DurableOffset())
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if syncs.Load() != 1 {
+		t.Fatalf("close synced %d times", syncs.Load())
+	}
+}
