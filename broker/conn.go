@@ -207,63 +207,77 @@ func (c *conn) readLoop() error {
 	}
 }
 
-// handleFrame parses the header, checks the API and version, decodes the
-// body and runs the handler. An error closes the connection.
+// handleFrame parses and decodes a frame and runs its handler. An error
+// closes the connection.
 func (c *conn) handleFrame(frame []byte) (*pending, error) {
+	ctx, cancel := context.WithTimeout(c.s.baseCtx, c.s.cfg.RequestTimeout)
+	p, e, req, err := decodeFrame(frame)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	p.ctx, p.cancel = ctx, cancel
+	if p.reply != nil {
+		return p, nil
+	}
+	req.ConnID, req.Remote = c.id, c.nc.RemoteAddr()
+	reply, err := callHandler(ctx, c.s, e, req)
+	if err != nil {
+		cancel()
+		return nil, closeErr("%s v%d (correlation id %d): %v", kmsg.NameForKey(req.Key), req.Version, req.CorrelationID, err)
+	}
+	p.reply = reply
+	return p, nil
+}
+
+// decodeFrame parses the header, checks the API and version and decodes
+// the body. It returns either a pending with its reply already set (an
+// ApiVersions request of an unknown version) or the entry and request to
+// run; an error closes the connection.
+func decodeFrame(frame []byte) (*pending, *apiEntry, *Request, error) {
 	h, err := parseRequestHeader(frame)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	e := lookupAPI(h.key)
 	if e == nil {
-		return nil, closeErr("unknown or unsupported API key %d (correlation id %d)", h.key, h.correlationID)
+		return nil, nil, nil, closeErr("unknown or unsupported API key %d (correlation id %d)", h.key, h.correlationID)
 	}
-	ctx, cancel := context.WithTimeout(c.s.baseCtx, c.s.cfg.RequestTimeout)
-	p := &pending{key: h.key, correlationID: h.correlationID, ctx: ctx, cancel: cancel}
+	p := &pending{key: h.key, correlationID: h.correlationID}
 	if !e.serves(h.version) {
-		if h.key == kmsg.ApiVersions.Int16() {
+		if h.key == kmsg.ApiVersions.Int16() && h.version > e.maxVersion {
 			// As Kafka: answer with a v0 body carrying
 			// UNSUPPORTED_VERSION and our ranges, so the client can
 			// retry with a version we speak.
 			p.reply = unsupportedApiVersionsReply()
-			return p, nil
+			return p, nil, nil, nil
 		}
-		cancel()
 		if h.version >= e.minVersion && h.version < e.servedFrom {
-			return nil, closeErr("%s v%d is advertised for compatibility but refused (served from v%d)", kmsg.NameForKey(h.key), h.version, e.servedFrom)
+			return nil, nil, nil, closeErr("%s v%d is advertised for compatibility but refused (served from v%d)", kmsg.NameForKey(h.key), h.version, e.servedFrom)
 		}
-		return nil, closeErr("unsupported version %d of %s (supported %d-%d)", h.version, kmsg.NameForKey(h.key), e.servedFrom, e.maxVersion)
+		return nil, nil, nil, closeErr("unsupported version %d of %s (supported %d-%d)", h.version, kmsg.NameForKey(h.key), e.servedFrom, e.maxVersion)
 	}
 	req := &Request{
 		Key: h.key, Version: h.version, CorrelationID: h.correlationID,
 		ClientID: h.clientID, ClientIDNull: h.clientIDNull,
-		ConnID: c.id, Remote: c.nc.RemoteAddr(),
 	}
 	kreq := kmsg.RequestForKey(h.key)
 	kreq.SetVersion(h.version)
 	// The header's flexibility follows the request version; only then do
 	// we know where the body starts.
-	body, err := h.skipHeaderTags(frame, kreq.IsFlexible())
+	body, err := h.skipHeaderTags(kreq.IsFlexible())
 	if err != nil {
-		cancel()
-		return nil, err
+		return nil, nil, nil, err
 	}
 	req.Body = body
 	p.headerV1 = kreq.IsFlexible() && h.key != kmsg.ApiVersions.Int16()
 	if !e.rawBody {
 		if err := kreq.ReadFrom(body); err != nil {
-			cancel()
-			return nil, closeErr("malformed %s v%d request (correlation id %d): %v", kmsg.NameForKey(h.key), h.version, h.correlationID, err)
+			return nil, nil, nil, closeErr("malformed %s v%d request (correlation id %d): %v", kmsg.NameForKey(h.key), h.version, h.correlationID, err)
 		}
 		req.Msg = kreq
 	}
-	reply, err := callHandler(ctx, c.s, e, req)
-	if err != nil {
-		cancel()
-		return nil, closeErr("%s v%d (correlation id %d): %v", kmsg.NameForKey(h.key), h.version, h.correlationID, err)
-	}
-	p.reply = reply
-	return p, nil
+	return p, e, req, nil
 }
 
 // callHandler runs h and turns a panic into an error that closes only this
@@ -403,7 +417,7 @@ func parseRequestHeader(frame []byte) (requestHeader, error) {
 // skipHeaderTags returns the body: for a flexible request the header's
 // tagged fields are skipped (none are defined for requests we serve; unknown
 // tags are ignored as the protocol requires).
-func (h requestHeader) skipHeaderTags(frame []byte, flexible bool) ([]byte, error) {
+func (h requestHeader) skipHeaderTags(flexible bool) ([]byte, error) {
 	b := h.rest
 	if !flexible {
 		return b, nil
