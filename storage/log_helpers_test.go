@@ -83,3 +83,15 @@ func readAllBatches(t testing.TB, l *Log) [][]byte {
 	}
 	return out
 }
+
+// setSeq rewrites the base sequence of a batch and its CRC.
+func setSeq(b []byte, seq int32) {
+	b[kbatch.BaseSequenceOffset] = byte(seq >> 24)
+	b[kbatch.BaseSequenceOffset+1] = byte(seq >> 16)
+	b[kbatch.BaseSequenceOffset+2] = byte(seq >> 8)
+	b[kbatch.BaseSequenceOffset+3] = byte(seq)
+	kbatch.SetCRC(b)
+}
+
+// setBase rewrites the base offset (outside the CRC).
+func setBase(b []byte, off int64) { kbatch.SetBaseOffset(b, off) }
