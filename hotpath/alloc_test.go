@@ -44,3 +44,39 @@ func TestAllocValidate(t *testing.T) {
 		}
 	}
 }
+
+// Decoding a Produce request into a reused struct allocates nothing,
+// whatever the number and size of its record sets; encoding the response
+// into a reused buffer allocates nothing either.
+func TestAllocProduceDecodeAndResponse(t *testing.T) {
+	var req ProduceRequest
+	var resp ProduceResponse
+	buf := make([]byte, 0, 64<<10)
+	for _, shape := range []struct{ topics, parts, size int }{{1, 1, 1 << 20}, {4, 50, 16 << 10}, {20, 20, 100}} {
+		for _, v := range []int16{3, 8, 9, 11, 13} {
+			body := kmsgProduce(v, shape.topics, shape.parts, shape.size, false).AppendTo(nil)
+			run := func() {
+				if err := req.Decode(body, v); err != nil {
+					t.Fatal(err)
+				}
+				resp.Version = v
+				resp.Topics = resp.Topics[:0]
+				for _, tp := range req.Topics {
+					var parts []ProducePartitionResponse
+					if n := len(resp.Topics); n < cap(resp.Topics) {
+						parts = resp.Topics[:n+1][n].Partitions[:0]
+					}
+					for _, p := range tp.Partitions {
+						parts = append(parts, NewPartitionResponse(p.Index, 0))
+					}
+					resp.Topics = append(resp.Topics, ProduceTopicResponse{Name: tp.Name, ID: tp.ID, Partitions: parts})
+				}
+				buf = AppendResponseFrame(buf[:0], 1, &resp)
+			}
+			run() // grow the reusable structures
+			if allocs := testing.AllocsPerRun(50, run); allocs != 0 {
+				t.Errorf("v%d %+v: %.1f allocations per request, want 0", v, shape, allocs)
+			}
+		}
+	}
+}
