@@ -323,11 +323,26 @@ func (s *ProducerState) Prepare(h *kbatch.Header, ctl ControlRecord, origin Prod
 		return PrepareResult{}, s.prepareControl(h, ctl, origin, &cur)
 	}
 	if origin == OriginClient {
-		if dup, ok := cur.duplicateOf(h.ProducerEpoch, h.BaseSequence, h.LastSequence()); ok {
-			return PrepareResult{Duplicate: true, Original: dup}, nil
+		// As in Kafka, duplicates are looked up in the state before this
+		// write (committed), not in batches staged alongside.
+		if e := s.committedForDuplicates(h.ProducerID); e != nil {
+			if dup, ok := e.duplicateOf(h.ProducerEpoch, h.BaseSequence, h.LastSequence()); ok {
+				return PrepareResult{Duplicate: true, Original: dup}, nil
+			}
 		}
 	}
 	return PrepareResult{}, s.prepareData(h, origin, &cur)
+}
+
+// committedForDuplicates returns pid's committed entry, or nil when it has
+// none or a staged MIRROR_PID_RESET will clear it.
+func (s *ProducerState) committedForDuplicates(pid int64) *producerEntry {
+	for i := range s.staged {
+		if s.staged[i].kind == stagedReset {
+			return nil
+		}
+	}
+	return s.producers[pid]
 }
 
 func (s *ProducerState) prepareData(h *kbatch.Header, origin ProducerOrigin, cur *producerEntry) error {
