@@ -63,9 +63,14 @@ else
 	note "resolving Kafka jars with Maven into $LIB"
 	rm -rf "$LIB" "$STAMP"
 	mkdir -p "$LIB"
-	if ! mvn -q -B -f "$POM" dependency:copy-dependencies -DoutputDirectory="$LIB" -DincludeScope=runtime >"$PEERS/kafka/mvn.log" 2>&1; then
-		tail -n 30 "$PEERS/kafka/mvn.log" >&2
-		fail "mvn dependency:copy-dependencies failed (full log: .peers/kafka/mvn.log)"
+	# Offline first: when ~/.m2 already holds every jar (a second clone on
+	# the same machine) Maven must not touch the network at all.
+	copy=(-q -B -f "$POM" dependency:copy-dependencies -DoutputDirectory="$LIB" -DincludeScope=runtime)
+	if ! mvn -o "${copy[@]}" >"$PEERS/kafka/mvn.log" 2>&1; then
+		if ! mvn "${copy[@]}" >"$PEERS/kafka/mvn.log" 2>&1; then
+			tail -n 30 "$PEERS/kafka/mvn.log" >&2
+			fail "mvn dependency:copy-dependencies failed (full log: .peers/kafka/mvn.log)"
+		fi
 	fi
 	ls "$LIB"/kafka_2.13-*.jar "$LIB"/kafka-tools-[0-9]*.jar >/dev/null 2>&1 ||
 		fail "Maven finished but kafka_2.13 / kafka-tools jars are missing in $LIB"
