@@ -3,6 +3,8 @@
 package hotpath
 
 import (
+	"bytes"
+	"context"
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/internal/kbatch"
@@ -78,5 +80,28 @@ func TestAllocProduceDecodeAndResponse(t *testing.T) {
 				t.Errorf("v%d %+v: %.1f allocations per request, want 0", v, shape, allocs)
 			}
 		}
+	}
+}
+
+// Reading and releasing a frame allocates nothing in steady state.
+func TestAllocReadFrame(t *testing.T) {
+	broker := NewBudget(64 << 20)
+	fr, err := NewFrameReader(16<<20, broker, 8<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := frameBytes(make([]byte, 1<<20))
+	r := bytes.NewReader(data)
+	run := func() {
+		r.Reset(data)
+		f, err := fr.ReadFrame(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Release()
+	}
+	run()
+	if allocs := testing.AllocsPerRun(100, run); allocs != 0 {
+		t.Fatalf("%.1f allocations per frame, want 0", allocs)
 	}
 }
