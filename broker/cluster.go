@@ -54,9 +54,11 @@ type Partition struct {
 	Index int32
 
 	leaderEpoch atomic.Int32
-	// Log is the partition's storage log, set by Config.OpenLog when the
-	// broker wires storage in; nil until then.
+	// Log is the partition's storage log (partition_log.go), attached
+	// before the partition is published; nil if it failed to open.
 	Log PartitionLog
+	// data is the data plane's per-partition state (partition_log.go).
+	data partData
 }
 
 // PartitionLog is what the broker needs from a partition's storage log to
@@ -78,6 +80,9 @@ func partitionDir(topic string, i int32) string { return topic + "-" + strconv.I
 type cluster struct {
 	fs  fileSystem
 	log *slog.Logger
+	// openLog attaches a storage log to a new partition before it is
+	// published (nil: partitions get no log, as in control-plane tests).
+	openLog func(*Partition) error
 
 	snap atomic.Pointer[clusterSnap]
 	mu   sync.Mutex
@@ -296,6 +301,7 @@ func (c *cluster) createTopic(name string, partitions int32, cfg *TopicConfig, v
 	if err := c.persistLocked(n); err != nil {
 		return nil, fmt.Errorf("%w: persisting topic metadata: %v", errStorage, err)
 	}
+	c.openLogs(parts)
 	c.snap.Store(n)
 	return t, nil
 }
@@ -386,12 +392,26 @@ func (c *cluster) addPartitions(t *Topic, count int32, validateOnly bool) error 
 	for i := len(old); i < len(parts); i++ {
 		parts[i] = &Partition{Topic: t, Index: int32(i)}
 	}
+	c.openLogs(parts[len(old):])
 	t.parts.Store(&parts)
 	if err := c.persistLocked(c.snap.Load()); err != nil {
 		t.parts.Store(&old)
 		return fmt.Errorf("%w: persisting topic metadata: %v", errStorage, err)
 	}
 	return nil
+}
+
+// openLogs attaches logs to new partitions; a failure leaves that
+// partition offline (KAFKA_STORAGE_ERROR) rather than failing the request.
+func (c *cluster) openLogs(parts []*Partition) {
+	if c.openLog == nil {
+		return
+	}
+	for _, p := range parts {
+		if err := c.openLog(p); err != nil {
+			c.log.Error("partition offline: its log does not open", "topic", p.Topic.Name, "partition", p.Index, "err", err)
+		}
+	}
 }
 
 // setConfig replaces t's config durably.

@@ -162,8 +162,11 @@ func Open(cfg Config) (*Server, error) {
 	if s.pids, err = openProducerIDs(s.fs); err != nil {
 		return fail(err)
 	}
+	s.cluster.openLog = s.openPartitionLog
+	s.openAllLogs()
 	s.inflight = newByteSem(cfg.MaxInFlightBytes)
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
+	go s.retentionLoop(s.baseCtx)
 	s.mu.listeners = make(map[net.Listener]struct{})
 	s.mu.conns = make(map[*conn]struct{})
 	s.log.Info("data dir opened", "data_dir", cfg.DataDir, "cluster_id", s.clusterID, "node_id", cfg.NodeID,

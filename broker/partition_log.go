@@ -1,0 +1,173 @@
+package broker
+
+// Partition logs: the storage side of each partition.
+//
+// Every partition's log lives in "<data-dir>/<topic>-<partition>", as Kafka
+// names partition directories, and is opened with a storage.Config derived
+// from the topic config (segment.*, index.interval.bytes, retention.*) and
+// the broker's --flush policy. Logs are opened when the broker starts (for
+// every persisted partition) and when topics or partitions are created,
+// before the new partitions are published, so handlers never see a
+// partition without its log unless opening it failed; such a partition
+// answers KAFKA_STORAGE_ERROR.
+//
+// message.timestamp.type and max.message.bytes are applied by the hot path
+// per request from the current topic config, so changing them takes effect
+// at once. The segment and retention settings are read when the log opens:
+// changing them applies after a restart.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/verbatim-kafka/verbatim/storage"
+)
+
+// partData is the data-plane state of a partition beside its log.
+type partData struct {
+	// mu guards wake.
+	mu sync.Mutex
+	// wake is closed (and replaced) when something is appended, waking
+	// long-polling fetches.
+	wake chan struct{}
+	// appendMu orders a partition's appends with the leader-epoch
+	// bookkeeping that follows a mirror append.
+	appendMu sync.Mutex
+}
+
+// appendSignal returns a channel closed on the next append to p.
+func (p *Partition) appendSignal() <-chan struct{} {
+	d := &p.data
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.wake == nil {
+		d.wake = make(chan struct{})
+	}
+	return d.wake
+}
+
+// notifyAppend wakes the fetches waiting on p.
+func (p *Partition) notifyAppend() {
+	d := &p.data
+	d.mu.Lock()
+	if d.wake != nil {
+		close(d.wake)
+		d.wake = nil
+	}
+	d.mu.Unlock()
+}
+
+// flushPolicy is the storage policy for the broker's --flush setting.
+func (s *Server) flushPolicy() storage.FlushPolicy {
+	p, err := storage.ParseFlushPolicy(s.cfg.Flush)
+	if err != nil {
+		return storage.FlushNever // withDefaults validated it
+	}
+	return p
+}
+
+// storageConfig derives the storage configuration of p from its topic.
+func (s *Server) storageConfig(p *Partition) storage.Config {
+	tc := p.Topic.Config()
+	c := storage.Config{
+		Topic:              p.Topic.Name,
+		Partition:          p.Index,
+		SegmentBytes:       int64(tc.SegmentBytes),
+		SegmentMs:          tc.SegmentMs,
+		SegmentJitterMs:    tc.SegmentJitterMs,
+		SegmentIndexBytes:  int(tc.SegmentIndexBytes),
+		IndexIntervalBytes: int(tc.IndexIntervalBytes),
+		RetentionMs:        tc.RetentionMs,
+		RetentionBytes:     tc.RetentionBytes,
+		Flush:              s.flushPolicy(),
+	}
+	if !tc.CleanupPolicyDelete {
+		// Retention deletes segments only under cleanup.policy=delete.
+		c.RetentionMs, c.RetentionBytes = -1, -1
+	}
+	if c.RetentionMs == 0 {
+		c.RetentionMs = 1 // retention.ms=0 means delete at once, not "default"
+	}
+	return c
+}
+
+// partitionLogDir is the slash-separated directory of p's log.
+func (s *Server) partitionLogDir(p *Partition) string {
+	return path.Join(filepath.ToSlash(s.cfg.DataDir), p.Dir())
+}
+
+// openPartitionLog opens (creating or recovering) p's log and attaches it.
+func (s *Server) openPartitionLog(p *Partition) error {
+	l, err := storage.Open(storage.OSFS{}, s.partitionLogDir(p), s.storageConfig(p))
+	if err != nil {
+		return fmt.Errorf("%w: opening the log of %s: %v", errStorage, p.Dir(), err)
+	}
+	p.Log = l
+	return nil
+}
+
+// openAllLogs opens the log of every partition of every persisted topic.
+// A partition whose log does not open stays without one (its requests are
+// answered KAFKA_STORAGE_ERROR) so one bad directory does not stop the
+// broker, as Kafka keeps serving with an offline log dir.
+func (s *Server) openAllLogs() {
+	for _, t := range s.cluster.topics() {
+		for _, p := range t.Partitions() {
+			if err := s.openPartitionLog(p); err != nil {
+				s.log.Error("partition offline: its log does not open", "topic", t.Name, "partition", p.Index, "err", err)
+			}
+		}
+	}
+}
+
+// retentionCheckInterval is Kafka's log.retention.check.interval.ms.
+const retentionCheckInterval = 5 * time.Minute
+
+// retentionLoop applies retention to every log until ctx is done.
+func (s *Server) retentionLoop(ctx context.Context) {
+	t := time.NewTicker(retentionCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now().UnixMilli()
+		for _, tp := range s.cluster.topics() {
+			for _, p := range tp.Partitions() {
+				l, err := partitionLog(p)
+				if err != nil {
+					continue
+				}
+				if n, err := l.ApplyRetention(now); err != nil && !errors.Is(err, storage.ErrClosed) {
+					s.log.Warn("retention", "topic", tp.Name, "partition", p.Index, "err", err)
+				} else if n > 0 {
+					s.log.Info("retention deleted segments", "topic", tp.Name, "partition", p.Index, "segments", n)
+				}
+			}
+		}
+	}
+}
+
+// errNoLog is returned for a partition whose log could not be opened.
+var errNoLog = errors.New("the partition's log is offline")
+
+// partitionLog returns p's storage log.
+func partitionLog(p *Partition) (*storage.Log, error) {
+	if p.Topic.Deleted() {
+		return nil, kafkaErr(kerr.UnknownTopicOrPartition, "This server does not host this topic-partition.")
+	}
+	l, ok := p.Log.(*storage.Log)
+	if !ok || l == nil {
+		return nil, fmt.Errorf("%w: %s: %v", errStorage, p.Dir(), errNoLog)
+	}
+	return l, nil
+}
