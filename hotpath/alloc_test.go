@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/storage"
 )
 
 // Validation allocates nothing per batch or per record byte, in both modes,
@@ -103,5 +104,37 @@ func TestAllocReadFrame(t *testing.T) {
 	run()
 	if allocs := testing.AllocsPerRun(100, run); allocs != 0 {
 		t.Fatalf("%.1f allocations per frame, want 0", allocs)
+	}
+}
+
+// A submitted append costs no allocation in steady state, through the queue
+// and storage, with or without waiting for the group commit.
+func TestAllocSubmit(t *testing.T) {
+	for _, flush := range []storage.FlushPolicy{storage.FlushNever, storage.FlushAlways} {
+		log := openTestLog(t, flush)
+		p := NewPartition(log, QueueConfig{})
+		g := NewGroup()
+		a := &Append{NowMs: corpusNowMs, Durable: flush == storage.FlushAlways}
+		batch := clientBatch(t, 10, 100)
+		buf := make([]byte, len(batch))
+		run := func() {
+			copy(buf, batch)
+			a.Set = buf
+			g.Add(1)
+			if err := p.Submit(context.Background(), g, a); err != nil {
+				t.Fatal(err)
+			}
+			g.Wait()
+			if a.Err != nil {
+				t.Fatal(a.Err)
+			}
+		}
+		for i := 0; i < 100; i++ {
+			run() // grow queues, storage buffers and indexes
+		}
+		if allocs := testing.AllocsPerRun(200, run); allocs > 0 {
+			t.Errorf("flush %s: %.2f allocations per append, want 0", flush, allocs)
+		}
+		p.Close()
 	}
 }

@@ -1,0 +1,322 @@
+package hotpath
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/storage"
+)
+
+// The submission queue: every partition has one owner goroutine that takes
+// appends from a bounded queue, so appends from any number of connections
+// are ordered by one writer without a lock on the hot path. Whatever is
+// queued when the owner wakes is coalesced: written back to back (or with
+// one vectored append when the log offers it), and all the appends that
+// asked for durability are handed to the log's group commit with a single
+// registration. Completions wake the waiting requests through their Group.
+
+// Log is what the queue needs from a partition log; *storage.Log has it.
+type Log interface {
+	AppendLeader(set []byte, leaderEpoch int32, nowMs int64) (storage.AppendResult, error)
+	AppendVerbatim(set []byte) (storage.AppendResult, error)
+	// OnDurable calls fn once every offset below upTo is durable, or with
+	// the error that prevents it. Callbacks fire in registration order,
+	// must not block and must not call back into the log.
+	OnDurable(upTo int64, fn func(error))
+	LogEndOffset() int64
+}
+
+// VectoredLog is an optional capability of a Log: append several verbatim
+// record sets, in order, as one set (one vectored write, all or nothing).
+// The queue uses it for consecutive verbatim appends that start at or
+// after the log end; storage does not offer it yet.
+type VectoredLog interface {
+	Log
+	AppendVerbatimVec(sets [][]byte) (storage.AppendResult, error)
+}
+
+// Append is one partition's share of a produce request. The caller fills
+// the inputs, submits it, and reads Result/Err after its Group completes.
+type Append struct {
+	Set         []byte
+	Verbatim    bool
+	LeaderEpoch int32 // normal mode: the partition's current leader epoch
+	NowMs       int64 // normal mode: append time
+	// Durable makes completion wait for the log's group commit (acks=-1
+	// under --flush always); otherwise the append completes once written.
+	Durable bool
+
+	Result storage.AppendResult
+	Err    error
+
+	group *Group
+	upTo  int64
+}
+
+// Group counts the outstanding appends of one request. The zero value is
+// not usable; get one from NewGroup and reuse it after Wait returns.
+type Group struct {
+	pending atomic.Int32
+	done    chan struct{}
+}
+
+// NewGroup returns an empty group.
+func NewGroup() *Group { return &Group{done: make(chan struct{}, 1)} }
+
+// Add announces n more appends (call before submitting them).
+func (g *Group) Add(n int) { g.pending.Add(int32(n)) }
+
+func (g *Group) complete() {
+	if g.pending.Add(-1) == 0 {
+		g.done <- struct{}{}
+	}
+}
+
+// Wait blocks until every announced append has completed.
+func (g *Group) Wait() { <-g.done }
+
+// Done returns a channel that receives once every announced append has
+// completed (for select); receive from it exactly once per round.
+func (g *Group) Done() <-chan struct{} { return g.done }
+
+func (a *Append) finish(err error) {
+	if err != nil && a.Err == nil {
+		a.Err = err
+	}
+	g := a.group
+	a.group = nil
+	g.complete()
+}
+
+// ErrPartitionClosed is the error of appends submitted to, or still queued
+// in, a closed partition queue.
+var ErrPartitionClosed = errors.New("hotpath: partition queue closed")
+
+// QueueConfig bounds a partition queue.
+type QueueConfig struct {
+	// Depth is the number of appends that may wait in the queue; Submit
+	// blocks beyond it (back-pressure to the connections).
+	Depth int
+	// MaxCoalesce bounds the appends written per owner wake-up.
+	MaxCoalesce int
+}
+
+// DefaultQueueConfig is used for zero fields.
+var DefaultQueueConfig = QueueConfig{Depth: 256, MaxCoalesce: 64}
+
+// Partition is the owner of one partition log's appends.
+type Partition struct {
+	log    Log
+	vec    VectoredLog // nil unless log has the capability
+	cfg    QueueConfig
+	queue  chan *Append
+	closed chan struct{}
+	exited chan struct{}
+	once   sync.Once
+
+	// submitMu makes Close wait for Submits that are mid-send, so nothing
+	// enters the queue after the owner's final drain.
+	submitMu    sync.RWMutex
+	stopAccepts bool
+
+	// Owner-goroutine state.
+	batch []*Append
+	sets  [][]byte
+
+	// Appends waiting for durability, in registration order, and the
+	// number of appends each OnDurable registration covers. The flusher
+	// pops from the front (under mu) when a registration fires.
+	mu        sync.Mutex
+	waiting   []*Append
+	regs      []int
+	onDurable func(error) // bound once: registering does not allocate
+}
+
+// NewPartition starts the owner goroutine of log's queue.
+func NewPartition(log Log, cfg QueueConfig) *Partition {
+	if cfg.Depth <= 0 {
+		cfg.Depth = DefaultQueueConfig.Depth
+	}
+	if cfg.MaxCoalesce <= 0 {
+		cfg.MaxCoalesce = DefaultQueueConfig.MaxCoalesce
+	}
+	p := &Partition{log: log, cfg: cfg, queue: make(chan *Append, cfg.Depth),
+		closed: make(chan struct{}), exited: make(chan struct{})}
+	p.vec, _ = log.(VectoredLog)
+	p.onDurable = p.durableFired
+	go p.run()
+	return p
+}
+
+// Submit queues a, which must belong to g (g.Add called for it). It blocks
+// while the queue is full; if ctx ends first the append is not queued and
+// the error is returned (g still counts it: the caller must not Wait for
+// it, or must finish the group by other means).
+func (p *Partition) Submit(ctx context.Context, g *Group, a *Append) error {
+	a.group, a.Err, a.Result = g, nil, storage.AppendResult{}
+	p.submitMu.RLock()
+	defer p.submitMu.RUnlock()
+	if p.stopAccepts {
+		return ErrPartitionClosed
+	}
+	select {
+	case p.queue <- a:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close stops the owner after it has written what is queued; later Submits
+// fail with ErrPartitionClosed. Appends waiting for durability complete when
+// the log makes them durable or is closed.
+func (p *Partition) Close() {
+	p.submitMu.Lock()
+	p.stopAccepts = true
+	p.submitMu.Unlock()
+	p.once.Do(func() { close(p.closed) })
+	<-p.exited
+}
+
+func (p *Partition) run() {
+	defer close(p.exited)
+	for {
+		var a *Append
+		select {
+		case a = <-p.queue:
+		case <-p.closed:
+			// Drain what made it into the queue before the close.
+			for {
+				select {
+				case a = <-p.queue:
+					p.batch = append(p.batch[:0], a)
+					p.write()
+				default:
+					return
+				}
+			}
+		}
+		p.batch = append(p.batch[:0], a)
+	drain:
+		for len(p.batch) < p.cfg.MaxCoalesce {
+			select {
+			case a = <-p.queue:
+				p.batch = append(p.batch, a)
+			default:
+				break drain
+			}
+		}
+		p.write()
+	}
+}
+
+// write appends the coalesced batch in queue order and completes or parks
+// each append.
+func (p *Partition) write() {
+	upTo := int64(-1)
+	parked := 0
+	for i := 0; i < len(p.batch); {
+		n := p.appendRun(p.batch[i:])
+		for _, a := range p.batch[i : i+n] {
+			if a.Err == nil && a.Durable {
+				a.upTo = a.Result.LastOffset + 1
+				upTo = max(upTo, a.upTo)
+				p.park(a)
+				parked++
+				continue
+			}
+			a.finish(nil)
+		}
+		i += n
+	}
+	if parked > 0 {
+		p.mu.Lock()
+		p.regs = append(p.regs, parked)
+		p.mu.Unlock()
+		p.log.OnDurable(upTo, p.onDurable)
+	}
+	clear(p.batch)
+	p.batch = p.batch[:0]
+}
+
+func (p *Partition) park(a *Append) {
+	p.mu.Lock()
+	p.waiting = append(p.waiting, a)
+	p.mu.Unlock()
+}
+
+// appendRun appends the first append of run, or, with a vectored log, the
+// longest prefix of verbatim appends starting at or after the log end as
+// one vectored write. It returns how many appends it handled.
+func (p *Partition) appendRun(run []*Append) int {
+	a := run[0]
+	if !a.Verbatim {
+		a.Result, a.Err = p.log.AppendLeader(a.Set, a.LeaderEpoch, a.NowMs)
+		return 1
+	}
+	n := 1
+	if p.vec != nil {
+		for n < len(run) && run[n].Verbatim {
+			n++
+		}
+	}
+	if n == 1 || len(a.Set) < kbatchHeader || firstOffset(a.Set) < p.log.LogEndOffset() {
+		a.Result, a.Err = p.log.AppendVerbatim(a.Set)
+		return 1
+	}
+	p.sets = p.sets[:0]
+	for _, x := range run[:n] {
+		p.sets = append(p.sets, x.Set)
+	}
+	res, err := p.vec.AppendVerbatimVec(p.sets)
+	clear(p.sets)
+	if err != nil {
+		// All or nothing failed: append one by one so that each append
+		// gets its own verdict.
+		a.Result, a.Err = p.log.AppendVerbatim(a.Set)
+		return 1
+	}
+	for _, x := range run[:n] {
+		x.Result = res
+		x.Result.FirstOffset, x.Result.LastOffset = firstOffset(x.Set), lastOffset(x.Set)
+	}
+	return n
+}
+
+// durableFired runs on the log's flusher (under the log's lock) for one
+// registration: it completes the appends of the oldest registration.
+func (p *Partition) durableFired(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.regs[0]
+	m := copy(p.regs, p.regs[1:])
+	p.regs = p.regs[:m]
+	for _, a := range p.waiting[:n] {
+		a.finish(err) // never blocks: see Group
+	}
+	// Shift the rest down so the backing array is reused (no allocation).
+	m = copy(p.waiting, p.waiting[n:])
+	clear(p.waiting[m:])
+	p.waiting = p.waiting[:m]
+}
+
+const kbatchHeader = kbatch.HeaderSize
+
+func firstOffset(set []byte) int64 { return kbatch.BaseOffset(set) }
+
+// lastOffset is the last offset of the last batch of a framed set.
+func lastOffset(set []byte) int64 {
+	last := int64(-1)
+	for len(set) >= kbatch.HeaderSize {
+		last = kbatch.BaseOffset(set) + int64(kbatch.LastOffsetDelta(set))
+		size := kbatch.LogOverhead + int64(kbatch.Length(set))
+		if size < kbatch.HeaderSize || size > int64(len(set)) {
+			break
+		}
+		set = set[size:]
+	}
+	return last
+}
