@@ -5,8 +5,9 @@
 #   Kafka 4.4 jars   Maven Central via interop/kafka/pom.xml; downloads land in
 #                    Maven's local repository (~/.m2), the classpath is copied
 #                    to .peers/kafka/lib (git-ignored)
-#   confluent-kafka  PyPI, into the virtualenv .peers/venv (pip's cache makes a
-#                    rebuild cheap)
+#   confluent-kafka  PyPI; the wheel is downloaded once into a user-level
+#                    wheelhouse (~/.cache/verbatim-peers/wheels) and installed
+#                    from there into the virtualenv .peers/venv
 #
 # A second run on the same machine downloads nothing and takes seconds. Exits
 # non-zero with a clear message when something cannot be installed.
@@ -18,6 +19,7 @@ POM="$ROOT/interop/kafka/pom.xml"
 LIB="$PEERS/kafka/lib"
 VENV="$PEERS/venv"
 CONFLUENT_KAFKA_VERSION="2.16.1"
+WHEELS="${XDG_CACHE_HOME:-$HOME/.cache}/verbatim-peers/wheels"
 
 fail() {
 	echo "interop/install.sh: ERROR: $*" >&2
@@ -91,10 +93,18 @@ if ! venv_ok; then
 	note "creating $VENV with confluent-kafka==$CONFLUENT_KAFKA_VERSION"
 	rm -rf "$VENV"
 	"$PY" -m venv "$VENV" || fail "python3 -m venv failed (Debian: install python3-venv)"
-	if ! "$VENV/bin/python" -m pip install -q --disable-pip-version-check "confluent-kafka==$CONFLUENT_KAFKA_VERSION" >"$PEERS/pip.log" 2>&1; then
-		tail -n 30 "$PEERS/pip.log" >&2
-		rm -rf "$VENV"
-		fail "pip install confluent-kafka==$CONFLUENT_KAFKA_VERSION failed (log: .peers/pip.log)"
+	# pip's HTTP cache is not reliable behind every index mirror, so the
+	# wheels are kept in a user-level wheelhouse: downloaded once per machine,
+	# installed from there with --no-index ever after.
+	pipq=("$VENV/bin/python" -m pip -q --disable-pip-version-check)
+	if ! "${pipq[@]}" install --no-index --find-links "$WHEELS" "confluent-kafka==$CONFLUENT_KAFKA_VERSION" >"$PEERS/pip.log" 2>&1; then
+		mkdir -p "$WHEELS"
+		if ! "${pipq[@]}" download -d "$WHEELS" "confluent-kafka==$CONFLUENT_KAFKA_VERSION" >>"$PEERS/pip.log" 2>&1 ||
+			! "${pipq[@]}" install --no-index --find-links "$WHEELS" "confluent-kafka==$CONFLUENT_KAFKA_VERSION" >>"$PEERS/pip.log" 2>&1; then
+			tail -n 30 "$PEERS/pip.log" >&2
+			rm -rf "$VENV"
+			fail "pip could not install confluent-kafka==$CONFLUENT_KAFKA_VERSION (log: .peers/pip.log)"
+		fi
 	fi
 	venv_ok || fail "confluent-kafka $CONFLUENT_KAFKA_VERSION does not import from $VENV"
 fi
