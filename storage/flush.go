@@ -54,41 +54,52 @@ type durableWaiter struct {
 
 // OnDurable calls fn once every offset below upTo is durable (fn(nil)), or
 // when that can no longer happen (fn with ErrOffline or ErrClosed). fn runs
-// on the flusher goroutine (or inline when already decided) and must not
-// block or call back into the Log's append methods. Pass LastOffset+1 of an
-// AppendResult as upTo.
+// on the flusher goroutine (or inline when already decided) while an
+// internal lock is held: it must be short, must not block and must not
+// call into the Log. Pass LastOffset+1 of an AppendResult as upTo.
 //
 // Under FlushNever and FlushInterval durability comes only from rolls,
 // intervals, Flush and Close; brokers acknowledge on write under those
 // policies. Registering a preallocated fn does not allocate in steady state.
 func (l *Log) OnDurable(upTo int64, fn func(error)) {
-	l.mu.Lock()
-	if err := l.checkLocked(); err != nil {
-		l.mu.Unlock()
+	l.dmu.Lock()
+	if err := l.dcheck(); err != nil {
+		l.dmu.Unlock()
 		fn(err)
 		return
 	}
 	if l.durable >= upTo {
-		l.mu.Unlock()
+		l.dmu.Unlock()
 		fn(nil)
 		return
 	}
 	l.waiters = append(l.waiters, durableWaiter{upTo: upTo, fn: fn})
-	l.mu.Unlock()
+	l.dmu.Unlock()
 	l.signal()
 }
 
 // WaitDurable blocks until every offset below upTo is durable, or returns
 // the error that prevents it (ErrOffline, ErrClosed).
 func (l *Log) WaitDurable(upTo int64) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.dmu.Lock()
+	defer l.dmu.Unlock()
 	for l.durable < upTo {
-		if err := l.checkLocked(); err != nil {
+		if err := l.dcheck(); err != nil {
 			return err
 		}
 		l.signal()
 		l.durableCond.Wait()
+	}
+	return nil
+}
+
+// dcheck is checkLocked for durability waiters. REQUIRES: l.dmu.
+func (l *Log) dcheck() error {
+	if l.dfailed != nil {
+		return l.dfailed
+	}
+	if l.dclosed {
+		return ErrClosed
 	}
 	return nil
 }
@@ -112,7 +123,6 @@ func (l *Log) startFlusher() {
 	l.wake = make(chan struct{}, 1)
 	l.stop = make(chan struct{})
 	l.done = make(chan struct{})
-	l.durableCond.L = &l.mu
 	go l.flushLoop()
 }
 
@@ -126,9 +136,9 @@ func (l *Log) stopFlusher() {
 }
 
 // flushLoop is the group commit. Under FlushAlways each wake-up syncs the
-// active segment once, covering every append made before the sync
-// started; appends made during the sync are covered by the next one, which
-// starts right after. No timer is involved.
+// active segment once, covering every append completed before the sync
+// started; appends completed during the sync are covered by the next one,
+// which starts right after. No timer is involved.
 func (l *Log) flushLoop() {
 	defer close(l.done)
 	var tick <-chan time.Time
@@ -144,70 +154,68 @@ func (l *Log) flushLoop() {
 		case <-l.wake:
 			if l.cfg.Flush != FlushAlways {
 				// Waiters under other policies are woken by rolls,
-				// intervals, Flush and Close; a failure fires them below.
-				l.mu.Lock()
-				if l.failed != nil {
-					l.fireWaitersLocked(true)
-				}
-				l.mu.Unlock()
+				// intervals, Flush and Close.
 				continue
 			}
 		case <-tick:
 		}
 		l.syncMu.Lock()
-		_ = l.syncActive() // failures take the log offline and fire waiters
+		_ = l.syncActive() // a failure takes the log offline and fires waiters
 		l.syncMu.Unlock()
 	}
 }
 
 // syncActive syncs the active segment's log file and publishes the new
-// durable offset. REQUIRES: l.syncMu (not l.mu).
+// durable offset. It does not take l.mu unless the sync fails, so appends
+// proceed during the sync. The log end is read before the active segment:
+// a roll makes the old segment durable and switches syncSeg before any
+// write to the new segment is counted in written, so the segment read
+// second holds every byte below the end read first that is not durable
+// already. REQUIRES: l.syncMu (not l.mu).
 func (l *Log) syncActive() error {
-	l.mu.Lock()
-	if err := l.checkLocked(); err != nil {
-		l.fireWaitersLocked(true)
-		l.mu.Unlock()
+	target := l.written.Load()
+	seg := l.syncSeg.Load()
+	l.dmu.Lock()
+	if err := l.dcheck(); err != nil {
+		l.fireWaiters()
+		l.dmu.Unlock()
 		return err
 	}
-	target := l.leo
 	if target <= l.durable {
-		l.fireWaitersLocked(false)
-		l.mu.Unlock()
+		l.fireWaiters()
+		l.dmu.Unlock()
 		return nil
 	}
-	f := l.active().log
-	l.mu.Unlock()
+	l.dmu.Unlock()
 
-	err := f.Sync()
-
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err != nil {
+	if err := seg.log.Sync(); err != nil {
+		l.mu.Lock()
+		defer l.mu.Unlock()
 		return l.failLocked("sync", err)
 	}
-	if target > l.durable {
-		l.durable = target
-	}
-	l.fireWaitersLocked(false)
+	l.setDurable(target)
 	return nil
 }
 
-// fireWaitersLocked calls the callbacks whose offsets are durable, or all
-// of them with the failure when the log is offline or closed (all=true
-// with a nil error means closed). Callbacks run under l.mu, so they must be
-// short and must not call into the Log. REQUIRES: l.mu.
-func (l *Log) fireWaitersLocked(all bool) {
+// setDurable raises the durable offset and fires the waiters it satisfies.
+func (l *Log) setDurable(off int64) {
+	l.dmu.Lock()
+	if off > l.durable {
+		l.durable = off
+	}
+	l.fireWaiters()
+	l.dmu.Unlock()
+}
+
+// fireWaiters calls the callbacks whose offsets are durable, or all of
+// them with the failure when the log is offline or closed, and wakes
+// WaitDurable callers. REQUIRES: l.dmu.
+func (l *Log) fireWaiters() {
 	l.durableCond.Broadcast()
 	if len(l.waiters) == 0 {
 		return
 	}
-	err := l.failed
-	if err == nil && l.closed {
-		err = ErrClosed
-	}
-	if all && err == nil {
-		err = ErrClosed
-	}
+	err := l.dcheck()
 	kept := l.waiters[:0]
 	for _, w := range l.waiters {
 		switch {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -135,9 +136,21 @@ type Log struct {
 	segs     []*segment // by base offset; the last one is active
 	logStart int64
 	leo      int64
-	durable  int64 // every offset below is durable (under the policy's syncs)
 	failed   error // non-nil: offline
 	closed   bool
+
+	// The flusher reads these without l.mu so that a sync never waits for
+	// an append in progress: written is the log end after the last
+	// completed write, syncSeg the active segment. Stores happen under
+	// l.mu; written is stored after syncSeg changes (see syncActive).
+	written atomic.Int64
+	syncSeg atomic.Pointer[segment]
+
+	// dmu guards the durability state. Lock order: syncMu, mu, dmu.
+	dmu      sync.Mutex
+	durable  int64 // every offset below is durable (under the policy's syncs)
+	dfailed  error // copy of failed for waiters
+	dclosed  bool
 
 	epochs   *EpochCache
 	producer producerHooks
@@ -176,7 +189,10 @@ func (l *Log) checkLocked() error {
 func (l *Log) failLocked(op string, cause error) error {
 	if l.failed == nil {
 		l.failed = fmt.Errorf("%w: %s in %s: %v", ErrOffline, op, l.dir, cause)
-		l.durableCond.Broadcast()
+		l.dmu.Lock()
+		l.dfailed = l.failed
+		l.fireWaiters()
+		l.dmu.Unlock()
 		l.signal()
 	}
 	return l.failed
@@ -208,8 +224,8 @@ func (l *Log) HighWatermark() int64 { return l.LogEndOffset() }
 
 // DurableOffset is the offset below which everything has been synced.
 func (l *Log) DurableOffset() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.dmu.Lock()
+	defer l.dmu.Unlock()
 	return l.durable
 }
 
@@ -275,7 +291,7 @@ func (l *Log) Close() error {
 		} else if e := a.txn.Flush(); e != nil {
 			err = l.failLocked("transaction index sync on close", e)
 		} else {
-			l.durable = l.leo
+			l.setDurable(l.leo)
 			if e := l.producer.snapshot(l.leo); e != nil {
 				err = l.failLocked("producer snapshot on close", e)
 			} else if e := AtomicWriteFile(l.fs, l.dir+"/"+cleanShutdownFile, nil); e != nil {
@@ -292,8 +308,10 @@ func (l *Log) Close() error {
 		}
 	}
 	l.closed = true
-	l.fireWaitersLocked(true)
-	l.durableCond.Broadcast()
+	l.dmu.Lock()
+	l.dclosed = true
+	l.fireWaiters()
+	l.dmu.Unlock()
 	return err
 }
 

@@ -362,6 +362,7 @@ func (l *Log) writeChunkLocked(a *segment, chunk []byte) error {
 			return l.failLocked("leader-epoch checkpoint", err)
 		}
 	}
+	l.written.Store(l.leo)
 	if err := l.producer.commit(a, l.leo); err != nil {
 		return l.failLocked("producer state", err)
 	}
@@ -416,10 +417,7 @@ func (l *Log) rollLocked(base int64, nowMs int64) error {
 	if err := old.txn.Flush(); err != nil {
 		return l.failLocked("transaction index sync on roll", err)
 	}
-	if l.leo > l.durable {
-		l.durable = l.leo
-		l.fireWaitersLocked(false)
-	}
+	l.setDurable(l.leo)
 	s, err := createSegment(l.fs, l.dir, base, int64(l.cfg.IndexIntervalBytes), nowMs)
 	if err != nil {
 		return l.failLocked("create segment", err)
@@ -429,6 +427,7 @@ func (l *Log) rollLocked(base int64, nowMs int64) error {
 		return l.failLocked("open transaction index", err)
 	}
 	l.segs = append(l.segs, s)
+	l.syncSeg.Store(s)
 	// Kafka snapshots producer state at the log end when rolling.
 	if err := l.producer.snapshot(l.leo); err != nil {
 		return l.failLocked("producer snapshot on roll", err)

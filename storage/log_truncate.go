@@ -61,9 +61,13 @@ func (l *Log) Truncate(to int64) error {
 	if a.size == 0 {
 		l.leo = a.base
 	}
+	l.syncSeg.Store(l.active())
+	l.written.Store(l.leo)
+	l.dmu.Lock()
 	if l.durable > l.leo {
 		l.durable = l.leo
 	}
+	l.dmu.Unlock()
 	if l.logStart > l.leo {
 		l.logStart = l.leo
 	}
@@ -128,14 +132,19 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 		return l.failLocked("open transaction index", err)
 	}
 	l.segs = []*segment{s}
-	l.logStart, l.leo, l.durable = offset, offset, offset
+	l.logStart, l.leo = offset, offset
+	l.syncSeg.Store(s)
+	l.written.Store(offset)
+	l.dmu.Lock()
+	l.durable = offset
+	l.fireWaiters()
+	l.dmu.Unlock()
 	if err := l.epochs.Clear(); err != nil {
 		return l.failLocked("leader-epoch checkpoint", err)
 	}
 	if err := l.producer.ps.TruncateFullyAndStartAt(offset); err != nil {
 		return l.failLocked("producer state", err)
 	}
-	l.fireWaitersLocked(false)
 	return nil
 }
 

@@ -43,7 +43,7 @@ func Open(fs FS, dir string, cfg Config) (*Log, error) {
 		return nil, err
 	}
 	l := &Log{fs: fs, dir: dir, cfg: c}
-	l.durableCond.L = &l.mu
+	l.durableCond.L = &l.dmu
 	if err := l.load(); err != nil {
 		for _, s := range l.segs {
 			s.closeFiles()
@@ -54,6 +54,8 @@ func Open(fs FS, dir string, cfg Config) (*Log, error) {
 		return nil, fmt.Errorf("storage: open %s: %w", dir, err)
 	}
 	l.durable = l.leo
+	l.written.Store(l.leo)
+	l.syncSeg.Store(l.active())
 	l.startFlusher()
 	return l, nil
 }
