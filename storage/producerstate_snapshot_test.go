@@ -463,18 +463,22 @@ func randomLog(t testing.TB, rng *rand.Rand, n int) []logBatch {
 }
 
 func FuzzProducerSnapshot(f *testing.F) {
-	f.Add(handSnapshot())
-	f.Add(handSnapshot(handEntry{pid: 1, epoch: 2, lastSeq: 41, lastOff: 480, offDelta: 9, ts: 10_000, coord: -1, txnFirst: -1}))
+	f.Add(handSnapshot(), false)
+	f.Add(handSnapshot(handEntry{pid: 1, epoch: 2, lastSeq: 41, lastOff: 480, offDelta: 9, ts: 10_000, coord: -1, txnFirst: -1}), false)
 	f.Add(handSnapshot(
 		handEntry{pid: 3, epoch: 0, lastSeq: 4, lastOff: 490, offDelta: 4, ts: 1, coord: 2, txnFirst: 470},
 		handEntry{pid: 3, epoch: 1, lastSeq: -1, lastOff: -1, offDelta: 0, ts: 1, coord: 2, txnFirst: 480},
-	))
-	f.Add([]byte{0, 1, 0, 0, 0, 0, 0, 0, 0, 1})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		entries, err := ParseSnapshot(b)
-		if err != nil {
-			if !errors.Is(err, ErrCorruptSnapshot) {
-				t.Fatalf("error does not wrap ErrCorruptSnapshot: %v", err)
+	), true)
+	f.Add([]byte{0, 1, 0, 0, 0, 0, 0, 0, 0, 1}, true)
+	f.Fuzz(func(t *testing.T, b []byte, fixCRC bool) {
+		// With fixCRC the fuzzer explores the entries behind a valid CRC.
+		if fixCRC && len(b) >= snapshotEntriesStart {
+			binary.BigEndian.PutUint32(b[snapshotCRCOffset:], crc32.Checksum(b[snapshotEntriesStart:], crc32.MakeTable(crc32.Castagnoli)))
+		}
+		entries, parseErr := ParseSnapshot(b)
+		if parseErr != nil {
+			if !errors.Is(parseErr, ErrCorruptSnapshot) {
+				t.Fatalf("error does not wrap ErrCorruptSnapshot: %v", parseErr)
 			}
 		} else if got := AppendSnapshot(nil, entries); !bytes.Equal(got, b) {
 			t.Fatal("accepted snapshot does not re-encode to its bytes")
@@ -491,12 +495,15 @@ func FuzzProducerSnapshot(f *testing.F) {
 			t.Fatal(err)
 		}
 		_, exists := fsys.read("p/" + SnapshotFileName(100))
-		if exists != (err == nil && entries != nil) && exists != (len(s.SnapshotOffsets()) == 1) {
-			t.Fatalf("file kept=%v with parse error %v", exists, err)
+		if exists != (parseErr == nil) || (len(s.SnapshotOffsets()) == 1) != (parseErr == nil) {
+			t.Fatalf("file kept=%v, known %v, parse error %v", exists, s.SnapshotOffsets(), parseErr)
 		}
-		if len(s.SnapshotOffsets()) == 1 {
+		if parseErr == nil {
 			if s.MapEndOffset() != 100 {
 				t.Fatalf("map end %d", s.MapEndOffset())
+			}
+			if s.ProducerCount() > len(entries) {
+				t.Fatalf("%d producers from %d entries", s.ProducerCount(), len(entries))
 			}
 		} else if s.ProducerCount() != 0 || s.MapEndOffset() != 0 {
 			t.Fatalf("state from a rejected snapshot: %d producers, map end %d", s.ProducerCount(), s.MapEndOffset())
