@@ -44,6 +44,9 @@ bench:
 bench-quick:
 	$(GO) test -run '^$$' -bench . -benchtime 200ms -benchmem ./...
 
+bench-hotpath:
+	$(GO) test -run '^$$' -bench '^BenchmarkHotpathReport$$' -benchtime 1x -timeout 30m ./hotpath
+
 fuzz:
 	./scripts/fuzz.sh $(FUZZTIME)
 

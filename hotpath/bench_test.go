@@ -1,0 +1,396 @@
+package hotpath
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/storage"
+)
+
+// The hot-path benchmark: pre-encoded Produce frames -> framing (pooled
+// frame buffers under budgets) -> header and body decoding -> validation ->
+// submission queue -> storage append (real files, OSFS) -> response
+// encoding, one request at a time, against a reference measured in the same
+// run: read the same frame from the same in-memory stream into one reused
+// buffer (the copy every receiver pays), CRC-32C over the batch, and write
+// it to a file in the same directory with the same flush pattern
+// (fdatasync before acknowledging each request under --flush always).
+//
+// `make bench-hotpath` runs BenchmarkHotpathReport, which alternates
+// reference and pipeline rounds and prints the medians as a table;
+// BenchmarkPipeline/BenchmarkReference are the plain `go test -bench` forms.
+
+var benchSizes = []int{1 << 10, 16 << 10, 256 << 10, 1 << 20}
+
+// benchFrame is one pre-encoded Produce request frame carrying one batch of
+// about size bytes for one partition.
+type benchFrame struct {
+	frame     []byte // with the 4-byte size prefix
+	recordsAt int    // offset of the batch in frame
+	batchLen  int
+	lod       int64
+}
+
+func newBenchFrame(tb testing.TB, size int) *benchFrame {
+	tb.Helper()
+	const valueSize = 1000
+	n := max(1, size/(valueSize+30))
+	recs := make([]kbatch.Record, n)
+	for i := range recs {
+		v := make([]byte, valueSize)
+		for j := range v {
+			v[j] = byte(i + j*7)
+		}
+		recs[i] = kbatch.Record{OffsetDelta: int32(i), Key: []byte(fmt.Sprintf("k%06d", i)), Value: v}
+	}
+	batch := mustEncode(tb, kbatch.NewBatch(time.Now().UnixMilli(), recs...))
+	req := kmsg.NewPtrProduceRequest()
+	req.Version = 11
+	req.Acks = -1
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "bench"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("bench")).AppendRequest(nil, req, 1)
+	// Locate the batch inside the frame.
+	_, body, err := SplitProduceFrame(frame[4:])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var pr ProduceRequest
+	if err := pr.Decode(body, 11); err != nil {
+		tb.Fatal(err)
+	}
+	rec := pr.Topics[0].Partitions[0].Records
+	at := int(uintptr(unsafe.Pointer(&rec[0])) - uintptr(unsafe.Pointer(&frame[0])))
+	return &benchFrame{frame: frame, recordsAt: at, batchLen: len(rec), lod: int64(len(recs) - 1)}
+}
+
+// frameSource is an endless stream of the frame, as a socket would deliver
+// it. With verbatim set, each new frame's batch gets the next base offset
+// (outside the CRC), as a mirror's successive batches have.
+type frameSource struct {
+	f        *benchFrame
+	buf      []byte
+	pos      int
+	verbatim bool
+	next     int64
+}
+
+func newFrameSource(f *benchFrame, verbatim bool) *frameSource {
+	s := &frameSource{f: f, buf: slices.Clone(f.frame), verbatim: verbatim}
+	s.pos = len(s.buf)
+	return s
+}
+
+func (s *frameSource) Read(p []byte) (int, error) {
+	if s.pos == len(s.buf) {
+		s.pos = 0
+		if s.verbatim {
+			kbatch.SetBaseOffset(s.buf[s.f.recordsAt:], s.next)
+			s.next += s.f.lod + 1
+		}
+	}
+	n := copy(p, s.buf[s.pos:])
+	s.pos += n
+	return n, nil
+}
+
+// pipeline is the system under test for one partition.
+type pipeline struct {
+	dir    string
+	log    *storage.Log
+	part   *Partition
+	reader *FrameReader
+	src    *frameSource
+	opts   Options
+	req    ProduceRequest
+	resp   ProduceResponse
+	group  *Group
+	app    Append
+	dur    bool
+}
+
+func newPipeline(tb testing.TB, dir string, f *benchFrame, verbatim bool, flush storage.FlushPolicy) *pipeline {
+	tb.Helper()
+	log, err := storage.Open(storage.OSFS{}, filepath.ToSlash(filepath.Join(dir, "bench-0")), storage.Config{Flush: flush})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	fr, err := NewFrameReader(64<<20, NewBudget(256<<20), 8<<20)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p := &pipeline{dir: dir, log: log, part: NewPartition(log, QueueConfig{}), reader: fr,
+		src: newFrameSource(f, verbatim), group: NewGroup(), dur: flush == storage.FlushAlways}
+	p.opts = Options{Mode: Normal, Topic: DefaultTopicConfig(), ProduceVersion: 11}
+	p.opts.Topic.MaxMessageBytes = 0
+	if verbatim {
+		p.opts.Mode = Verbatim
+	}
+	p.resp.Topics = make([]ProduceTopicResponse, 1)
+	p.resp.Topics[0].Partitions = make([]ProducePartitionResponse, 1)
+	return p
+}
+
+// request runs one produce request through the whole path.
+func (p *pipeline) request(tb testing.TB) {
+	frame, err := p.reader.ReadFrame(context.Background(), p.src)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	hdr, body, err := SplitProduceFrame(frame.Buf)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := p.req.Decode(body, hdr.APIVersion); err != nil {
+		tb.Fatal(err)
+	}
+	p.opts.NowMs = time.Now().UnixMilli()
+	part := &p.req.Topics[0].Partitions[0]
+	var res Result
+	if err := Validate(part.Records, &p.opts, &res); err != nil {
+		tb.Fatal(err)
+	}
+	a := &p.app
+	a.Set, a.Verbatim, a.LeaderEpoch, a.NowMs, a.Durable = part.Records, p.opts.Mode == Verbatim, 0, p.opts.NowMs, p.dur
+	p.group.Add(1)
+	if err := p.part.Submit(context.Background(), p.group, a); err != nil {
+		tb.Fatal(err)
+	}
+	p.group.Wait()
+	if a.Err != nil {
+		tb.Fatal(a.Err)
+	}
+	p.resp.Version = hdr.APIVersion
+	p.resp.Topics[0].Name = p.req.Topics[0].Name
+	pr := NewPartitionResponse(part.Index, 0)
+	pr.BaseOffset, pr.LogAppendTimeMs, pr.LogStartOffset = a.Result.FirstOffset, a.Result.LogAppendTime, a.Result.LogStartOffset
+	p.resp.Topics[0].Partitions[0] = pr
+	out := GetResponseBuffer()
+	*out = AppendResponseFrame(*out, hdr.CorrelationID, &p.resp)
+	_, _ = io.Discard.Write(*out)
+	PutResponseBuffer(out)
+	frame.Release()
+}
+
+func (p *pipeline) close(tb testing.TB) {
+	p.part.Close()
+	if err := p.log.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	_ = os.RemoveAll(filepath.Join(p.dir, "bench-0"))
+}
+
+// reference is the floor: receive the frame, CRC the batch, write it.
+type reference struct {
+	file  *os.File
+	pos   int64
+	src   *frameSource
+	buf   []byte
+	f     *benchFrame
+	flush bool
+	path  string
+}
+
+func newReference(tb testing.TB, dir string, f *benchFrame, flush storage.FlushPolicy) *reference {
+	tb.Helper()
+	path := filepath.Join(dir, "reference.log")
+	file, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &reference{file: file, src: newFrameSource(f, false), buf: make([]byte, len(f.frame)), f: f,
+		flush: flush == storage.FlushAlways, path: path}
+}
+
+func (r *reference) request(tb testing.TB) {
+	if _, err := io.ReadFull(r.src, r.buf); err != nil {
+		tb.Fatal(err)
+	}
+	batch := r.buf[r.f.recordsAt : r.f.recordsAt+r.f.batchLen]
+	if kbatch.CRC(batch) != kbatch.StoredCRC(batch) {
+		tb.Fatal("reference CRC mismatch")
+	}
+	if _, err := r.file.WriteAt(batch, r.pos); err != nil {
+		tb.Fatal(err)
+	}
+	r.pos += int64(len(batch))
+	if r.flush {
+		if err := syscall.Fdatasync(int(r.file.Fd())); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+func (r *reference) close() {
+	_ = r.file.Close()
+	_ = os.Remove(r.path)
+}
+
+type benchConfig struct {
+	size     int
+	verbatim bool
+	flush    storage.FlushPolicy
+}
+
+func (c benchConfig) String() string {
+	mode := "normal"
+	if c.verbatim {
+		mode = "verbatim"
+	}
+	return fmt.Sprintf("mode=%s/flush=%s/batch=%s", mode, c.flush, sizeName(c.size))
+}
+
+func sizeName(n int) string {
+	if n >= 1<<20 {
+		return fmt.Sprintf("%dMiB", n>>20)
+	}
+	return fmt.Sprintf("%dKiB", n>>10)
+}
+
+func benchConfigs() []benchConfig {
+	var out []benchConfig
+	for _, flush := range []storage.FlushPolicy{storage.FlushNever, storage.FlushAlways} {
+		for _, verbatim := range []bool{true, false} {
+			for _, s := range benchSizes {
+				out = append(out, benchConfig{s, verbatim, flush})
+			}
+		}
+	}
+	return out
+}
+
+func BenchmarkPipeline(b *testing.B) {
+	for _, c := range benchConfigs() {
+		b.Run(c.String(), func(b *testing.B) {
+			f := newBenchFrame(b, c.size)
+			p := newPipeline(b, b.TempDir(), f, c.verbatim, c.flush)
+			defer p.close(b)
+			p.request(b) // warm pools
+			b.SetBytes(int64(f.batchLen))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				p.request(b)
+			}
+		})
+	}
+}
+
+func BenchmarkReference(b *testing.B) {
+	for _, c := range benchConfigs() {
+		if !c.verbatim {
+			continue // the reference does not depend on the mode
+		}
+		b.Run(strings.Replace(c.String(), "mode=verbatim/", "", 1), func(b *testing.B) {
+			f := newBenchFrame(b, c.size)
+			r := newReference(b, b.TempDir(), f, c.flush)
+			defer r.close()
+			b.SetBytes(int64(f.batchLen))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				r.request(b)
+			}
+		})
+	}
+}
+
+// roundResult is one timed round.
+type roundResult struct {
+	mbps          float64
+	allocsPerReq  float64
+	requests      int
+	elapsed       time.Duration
+	bytesPerRound int64
+}
+
+func runRound(n int, bytesPerReq int, req func(), mallocs func() uint64) roundResult {
+	runtime.GC()
+	m0 := mallocs()
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		req()
+	}
+	el := time.Since(start)
+	m1 := mallocs()
+	total := int64(n) * int64(bytesPerReq)
+	return roundResult{mbps: float64(total) / el.Seconds() / 1e6, allocsPerReq: float64(m1-m0) / float64(n),
+		requests: n, elapsed: el, bytesPerRound: total}
+}
+
+func mallocCount() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.Mallocs
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// BenchmarkHotpathReport alternates reference and pipeline rounds (3 each
+// by default, HOTPATH_ROUNDS to change) for every configuration and logs a
+// Markdown table of medians. Run it with -benchtime 1x (make bench-hotpath).
+func BenchmarkHotpathReport(b *testing.B) {
+	rounds := 3
+	if v := os.Getenv("HOTPATH_ROUNDS"); v != "" {
+		_, _ = fmt.Sscan(v, &rounds)
+	}
+	roundTime := 400 * time.Millisecond
+	for it := 0; it < b.N; it++ {
+		var sb strings.Builder
+		sb.WriteString("| mode | flush | batch | reference MB/s | hot path MB/s | ratio (median of pairs) | allocs/request | rounds (requests each) |\n")
+		sb.WriteString("|---|---|---|---:|---:|---:|---:|---|\n")
+		for _, c := range benchConfigs() {
+			f := newBenchFrame(b, c.size)
+			dir := b.TempDir()
+			// Calibrate the request count on the reference.
+			ref := newReference(b, dir, f, c.flush)
+			n := 0
+			for start := time.Now(); time.Since(start) < roundTime/4; n++ {
+				ref.request(b)
+			}
+			ref.close()
+			n = max(8, n*4)
+			var refs, pipes, allocs, ratios []float64
+			for r := 0; r < rounds; r++ {
+				ref := newReference(b, dir, f, c.flush)
+				rr := runRound(n, f.batchLen, func() { ref.request(b) }, mallocCount)
+				ref.close()
+				p := newPipeline(b, dir, f, c.verbatim, c.flush)
+				p.request(b) // warm pools and the log
+				pr := runRound(n, f.batchLen, func() { p.request(b) }, mallocCount)
+				p.close(b)
+				refs, pipes, allocs = append(refs, rr.mbps), append(pipes, pr.mbps), append(allocs, pr.allocsPerReq)
+				ratios = append(ratios, pr.mbps/rr.mbps)
+			}
+			mode := "normal"
+			if c.verbatim {
+				mode = "verbatim"
+			}
+			fmt.Fprintf(&sb, "| %s | %s | %s | %.0f | %.0f | %.2f | %.2f | %d (%d) |\n", mode, c.flush, sizeName(c.size),
+				median(refs), median(pipes), median(ratios), median(allocs), rounds, n)
+		}
+		b.Logf("hot path vs reference, medians of %d alternating rounds, %s/%s, GOMAXPROCS=%d:\n%s",
+			rounds, runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), sb.String())
+	}
+}
