@@ -285,15 +285,21 @@ func (s *segment) rebuildIndexes() error {
 	s.maxTs, s.maxTsOffset, s.rollTs, s.lastIndexPos = -1, s.base, -1, 0
 	s.indexesLoaded = true
 	var hdr [kbatch.HeaderSize]byte
-	for pos := int64(0); pos < s.size; {
+	limit := s.size // noteBatch moves s.size along
+	s.next, s.lastBatchPos = s.base, -1
+	for pos := int64(0); pos < limit; {
 		if err := readFull(s.log, hdr[:], pos); err != nil {
 			return err
 		}
 		size := int64(kbatch.LogOverhead) + int64(kbatch.Length(hdr[:]))
+		if size < kbatch.HeaderSize || pos+size > limit {
+			return fmt.Errorf("%w: bad batch length at position %d of %s", ErrCorruptLog, pos, s.path(logSuffix))
+		}
 		last := kbatch.BaseOffset(hdr[:]) + int64(kbatch.LastOffsetDelta(hdr[:]))
 		s.noteBatch(pos, size, last, kbatch.MaxTimestamp(hdr[:]))
 		pos += size
 	}
+	s.size = limit
 	s.onRoll()
 	return s.rewriteIndexes()
 }
