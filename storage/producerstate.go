@@ -251,13 +251,14 @@ type ProducerState struct {
 	ongoing      []txnMeta // by firstOffset
 	unreplicated []txnMeta // completed, marker >= high watermark; by firstOffset
 
-	staged      []stagedOp
-	stagedEnd   int64
-	stagedAny   bool
-	lastMapOff  int64 // next offset after the last batch applied (mapEndOffset)
-	lastSnapOff int64
-	snapshots   []int64 // offsets of snapshot files, ascending
-	snapBuf     []byte
+	staged       []stagedOp
+	stagedResets int // MIRROR_PID_RESET barriers among staged
+	stagedEnd    int64
+	stagedAny    bool
+	lastMapOff   int64 // next offset after the last batch applied (mapEndOffset)
+	lastSnapOff  int64
+	snapshots    []int64 // offsets of snapshot files, ascending
+	snapBuf      []byte
 }
 
 // OpenProducerState creates the producer state of the partition in dir and
@@ -311,6 +312,7 @@ func (s *ProducerState) lookup(pid int64) (producerEntry, bool) {
 func (s *ProducerState) Prepare(h *kbatch.Header, ctl ControlRecord, origin ProducerOrigin) (PrepareResult, error) {
 	if h.IsControl() && ctl.Present && ctl.Type == kbatch.ControlMirrorPidReset {
 		s.staged = append(s.staged, stagedOp{kind: stagedReset})
+		s.stagedResets++
 		s.noteEnd(h)
 		return PrepareResult{}, nil
 	}
@@ -337,10 +339,8 @@ func (s *ProducerState) Prepare(h *kbatch.Header, ctl ControlRecord, origin Prod
 // committedForDuplicates returns pid's committed entry, or nil when it has
 // none or a staged MIRROR_PID_RESET will clear it.
 func (s *ProducerState) committedForDuplicates(pid int64) *producerEntry {
-	for i := range s.staged {
-		if s.staged[i].kind == stagedReset {
-			return nil
-		}
+	if s.stagedResets > 0 {
+		return nil
 	}
 	return s.producers[pid]
 }
@@ -454,6 +454,7 @@ func (s *ProducerState) Staged() int { return len(s.staged) }
 // Discard drops everything staged since the last Commit.
 func (s *ProducerState) Discard() {
 	s.staged = s.staged[:0]
+	s.stagedResets = 0
 	s.stagedAny = false
 }
 
@@ -493,6 +494,7 @@ func (s *ProducerState) Commit(dst []CompletedTxn) []CompletedTxn {
 		s.lastMapOff = s.stagedEnd
 	}
 	s.staged = s.staged[:0]
+	s.stagedResets = 0
 	s.stagedAny = false
 	return dst
 }

@@ -181,6 +181,9 @@ func (s *ProducerState) TakeSnapshot() error {
 	if s.lastMapOff <= s.lastSnapOff {
 		return nil
 	}
+	if s.fsys == nil {
+		return errors.New("storage: producer state opened without a filesystem cannot take snapshots")
+	}
 	s.snapBuf = AppendSnapshot(s.snapBuf[:0], s.SnapshotEntries())
 	off := s.lastMapOff
 	if err := AtomicWriteFile(s.fsys, path.Join(s.dir, SnapshotFileName(off)), s.snapBuf); err != nil {

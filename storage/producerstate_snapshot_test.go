@@ -522,3 +522,20 @@ func FuzzProducerSnapshot(f *testing.F) {
 		s.Commit(nil)
 	})
 }
+
+func TestSnapshotWithoutFilesystem(t *testing.T) {
+	s := newTestProducerState(t)
+	if err := s.TakeSnapshot(); err != nil { // nothing to write yet
+		t.Fatal(err)
+	}
+	mustApply(t, s, dataHeader(1, 0, 0, 0, 1, 1, false), ControlRecord{}, OriginClient)
+	if err := s.TakeSnapshot(); err == nil {
+		t.Fatal("snapshot without a filesystem succeeded")
+	}
+	if err := s.TruncateAndReload(0, 5, 0); err != nil {
+		t.Fatal(err)
+	}
+	if s.ProducerCount() != 0 || s.MapEndOffset() != 0 {
+		t.Fatal("reload without snapshots kept state")
+	}
+}

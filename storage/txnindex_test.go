@@ -315,3 +315,52 @@ func FuzzTxnIndexLoad(f *testing.F) {
 		}
 	})
 }
+
+// A read_committed fetch composes the indexes of the segment holding the
+// fetch offset and the following ones until an entry's LSO reaches the
+// upper bound (Kafka's collectAbortedTransactions). A transaction whose
+// data is in the fetched range can be aborted in a later segment whose base
+// is above the upper bound: only that segment's index knows it, so the
+// composition must not stop at segments starting past the upper bound.
+func TestTxnIndexCollectAcrossSegments(t *testing.T) {
+	fsys := newStateTestFS()
+	seg0, _ := OpenTxnIndex(fsys, "00000000000000000000.txnindex", 0)
+	seg1, _ := OpenTxnIndex(fsys, "00000000000000000100.txnindex", 100)
+	seg2, _ := OpenTxnIndex(fsys, "00000000000000000200.txnindex", 200)
+	// Producer 1's transaction starts at 5 and is aborted at 150; producer
+	// 2's starts at 160, aborted at 210 with nothing open after it.
+	if err := seg1.Append(AbortedTxn{ProducerID: 1, FirstOffset: 5, LastOffset: 150, LastStableOffset: 151}); err != nil {
+		t.Fatal(err)
+	}
+	if err := seg2.Append(AbortedTxn{ProducerID: 2, FirstOffset: 160, LastOffset: 210, LastStableOffset: 211}); err != nil {
+		t.Fatal(err)
+	}
+	collect := func(from, upTo int64) []AbortedTxn {
+		var out []AbortedTxn
+		for _, x := range []*TxnIndex{seg0, seg1, seg2} {
+			if x.BaseOffset()+100 <= from { // the floor segment of from starts the search
+				continue
+			}
+			var complete bool
+			out, complete = x.CollectAborted(from, upTo, out)
+			if complete {
+				break
+			}
+		}
+		return out
+	}
+	got := collect(0, 50) // fetched bytes [0, 50) hold producer 1's records
+	if len(got) != 1 || got[0].ProducerID != 1 {
+		t.Fatalf("fetch [0,50): %v", got)
+	}
+	if _, complete := seg0.CollectAborted(0, 50, nil); complete {
+		t.Fatal("segment 0 alone claims completeness")
+	}
+	// Producer 1's LSO 151 >= 120 ends the search in segment 1.
+	if got := collect(110, 120); len(got) != 1 || got[0].ProducerID != 1 {
+		t.Fatalf("fetch [110,120): %v", got)
+	}
+	if got := collect(155, 300); len(got) != 1 || got[0].ProducerID != 2 {
+		t.Fatalf("fetch [155,300): %v", got)
+	}
+}
