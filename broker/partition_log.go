@@ -23,6 +23,7 @@ import (
 	"path"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -32,34 +33,50 @@ import (
 
 // partData is the data-plane state of a partition beside its log.
 type partData struct {
-	// mu guards wake.
-	mu sync.Mutex
-	// wake is closed (and replaced) when something is appended, waking
-	// long-polling fetches.
-	wake chan struct{}
-	// appendMu orders a partition's appends with the leader-epoch
-	// bookkeeping that follows a mirror append.
+	// mu guards waiters: the long-polling fetches to wake on the next
+	// append; nwait mirrors len(waiters) so appends skip the lock when
+	// nobody waits.
+	mu      sync.Mutex
+	waiters map[chan struct{}]struct{}
+	nwait   atomic.Int32
+	// appendMu orders a mirror partition's appends with the leader-epoch
+	// bookkeeping that follows them.
 	appendMu sync.Mutex
 }
 
-// appendSignal returns a channel closed on the next append to p.
-func (p *Partition) appendSignal() <-chan struct{} {
+// addWaiter makes the next append to p signal ch (buffered, capacity 1).
+func (p *Partition) addWaiter(ch chan struct{}) {
 	d := &p.data
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.wake == nil {
-		d.wake = make(chan struct{})
+	if d.waiters == nil {
+		d.waiters = make(map[chan struct{}]struct{})
 	}
-	return d.wake
+	d.waiters[ch] = struct{}{}
+	d.nwait.Store(int32(len(d.waiters)))
+	d.mu.Unlock()
+}
+
+// removeWaiter forgets ch.
+func (p *Partition) removeWaiter(ch chan struct{}) {
+	d := &p.data
+	d.mu.Lock()
+	delete(d.waiters, ch)
+	d.nwait.Store(int32(len(d.waiters)))
+	d.mu.Unlock()
 }
 
 // notifyAppend wakes the fetches waiting on p.
 func (p *Partition) notifyAppend() {
 	d := &p.data
+	if d.nwait.Load() == 0 {
+		return
+	}
 	d.mu.Lock()
-	if d.wake != nil {
-		close(d.wake)
-		d.wake = nil
+	for ch := range d.waiters {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
 	}
 	d.mu.Unlock()
 }

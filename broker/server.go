@@ -113,6 +113,8 @@ type Server struct {
 	clusterID string
 	cluster   *cluster
 	pids      *producerIDs
+	// fetchSessions are the incremental fetch sessions (fetch_sessions.go).
+	fetchSessions fetchSessionCache
 
 	inflight *byteSem
 

@@ -1,0 +1,349 @@
+package broker
+
+// Fetch (key 1), versions 4-17 (Kafka 4.x serves 4 and up).
+//
+// Behaviour:
+//   - Records are the stored batches, byte for byte, read from storage
+//     (storage.Log.Read: from the batch holding the fetch offset, up to the
+//     partition's max bytes from one segment; the first batch is returned
+//     whole even when larger, KIP-74). The response's MaxBytes bounds the
+//     total; a partition after the first with data gets only whole batches
+//     that fit.
+//   - Long polling: with less than MinBytes available the answer waits
+//     until an append to one of the fetched partitions brings enough, or
+//     MaxWaitMs passes (bounded by the request timeout). Errors and
+//     diverging epochs answer at once.
+//   - Isolation: read_uncommitted reads up to the high watermark (the log
+//     end on this single node); read_committed up to the last stable
+//     offset, with the aborted transactions overlapping the returned range.
+//   - Errors per partition: UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID
+//     (v13+), OFFSET_OUT_OF_RANGE outside [log start, log end],
+//     FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for CurrentLeaderEpoch
+//     (v9+, KIP-320), KAFKA_STORAGE_ERROR for an offline log.
+//   - DivergingEpoch (v12+, KIP-595/KIP-320): when LastFetchedEpoch is
+//     given and the log's end offset for that epoch is below the fetch
+//     offset (or the log's epoch is lower), the partition answers the
+//     diverging epoch and end offset instead of records.
+//   - Incremental fetch sessions (KIP-227): fetch_sessions.go.
+//   - Replica fetches (ReplicaID/ReplicaState >= 0) are served as consumer
+//     fetches: this single node has no followers.
+//
+// Deviations from Apache Kafka: a partially fitting trailing batch is left
+// out rather than sent cut (clients drop it anyway); no quotas
+// (ThrottleMillis 0); no preferred read replica (-1); records are copied
+// from the page cache into the response buffer (see benchmarks for the
+// vectored/sendfile measurement).
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/storage"
+)
+
+func init() { register(kmsg.Fetch.Int16(), 4, 17, handleFetch) }
+
+// fetchPart is one partition of a fetch, resolved.
+type fetchPart struct {
+	name string
+	id   [16]byte
+	part int32
+	p    *Partition // nil when resolution failed (errCode set)
+
+	errCode            int16
+	fetchOffset        int64
+	maxBytes           int32
+	currentLeaderEpoch int32
+	lastFetchedEpoch   int32
+
+	sp *sessPart // session entry, nil when sessionless
+
+	// result
+	resp kmsg.FetchResponseTopicPartition
+}
+
+// fetchOp is one fetch request being answered.
+type fetchOp struct {
+	s       *Server
+	req     *kmsg.FetchRequest
+	plan    sessionPlan
+	parts   []*fetchPart
+	started time.Time
+}
+
+func handleFetch(ctx context.Context, s *Server, r *Request) (Reply, error) {
+	req := r.Msg.(*kmsg.FetchRequest)
+	now := time.Now()
+	op := &fetchOp{s: s, req: req, started: now}
+	op.plan = s.fetchSessions.begin(req, now)
+	if op.plan.errCode != 0 {
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		resp.ErrorCode = op.plan.errCode
+		return resp, nil
+	}
+	op.resolve()
+	if op.read() || req.MaxWaitMillis <= 0 {
+		return op.response(), nil
+	}
+	return Defer(op), nil
+}
+
+// resolve builds the partition list: the session's partitions (after
+// applying the request) or the request's own.
+func (op *fetchOp) resolve() {
+	s, req := op.s, op.req
+	if sess := op.plan.sess; sess != nil {
+		for _, sp := range sess.apply(req, &op.plan) {
+			fp := &fetchPart{name: sp.key.name, id: sp.key.id, part: sp.key.part, sp: sp,
+				fetchOffset: sp.fetchOffset, maxBytes: sp.maxBytes,
+				currentLeaderEpoch: sp.currentLeaderEpoch, lastFetchedEpoch: sp.lastFetchedEpoch}
+			op.bind(s, fp)
+			op.parts = append(op.parts, fp)
+		}
+		return
+	}
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			fp := &fetchPart{name: t.Topic, id: t.TopicID, part: p.Partition,
+				fetchOffset: p.FetchOffset, maxBytes: p.PartitionMaxBytes,
+				currentLeaderEpoch: p.CurrentLeaderEpoch, lastFetchedEpoch: p.LastFetchedEpoch}
+			op.bind(s, fp)
+			op.parts = append(op.parts, fp)
+		}
+	}
+}
+
+// bind resolves fp's topic and partition.
+func (op *fetchOp) bind(s *Server, fp *fetchPart) {
+	var t *Topic
+	if op.req.Version >= 13 {
+		if t = s.cluster.topicByID(fp.id); t == nil {
+			fp.errCode = kerr.UnknownTopicID.Code
+			return
+		}
+		fp.name = t.Name
+	} else if t = s.cluster.topic(fp.name); t == nil {
+		fp.errCode = kerr.UnknownTopicOrPartition.Code
+		return
+	}
+	fp.id = t.ID
+	if fp.p = t.Partition(fp.part); fp.p == nil {
+		fp.errCode = kerr.UnknownTopicOrPartition.Code
+	}
+}
+
+// read reads every partition and reports whether the fetch is ready to be
+// answered (enough bytes, or an error or divergence to report).
+func (op *fetchOp) read() bool {
+	remaining := int64(op.req.MaxBytes)
+	if remaining <= 0 {
+		remaining = 1 // KIP-74: the first batch is returned whole anyway
+	}
+	var total int64
+	urgent := false
+	for _, fp := range op.parts {
+		first := total == 0
+		n := op.readPartition(fp, remaining, first)
+		total += int64(n)
+		remaining -= int64(n)
+		if fp.resp.ErrorCode != 0 || fp.resp.DivergingEpoch.Epoch >= 0 {
+			urgent = true
+		}
+	}
+	return urgent || total >= int64(op.req.MinBytes)
+}
+
+// readPartition fills fp.resp and returns the record bytes it holds.
+func (op *fetchOp) readPartition(fp *fetchPart, remaining int64, first bool) int {
+	r := &fp.resp
+	*r = kmsg.NewFetchResponseTopicPartition()
+	r.Partition = fp.part
+	r.HighWatermark, r.LastStableOffset, r.LogStartOffset = -1, -1, -1
+	r.PreferredReadReplica = -1
+	if fp.errCode != 0 {
+		r.ErrorCode = fp.errCode
+		return 0
+	}
+	p := fp.p
+	fail := func(err error) int {
+		r.ErrorCode, _ = dataErrorToKafka(err)
+		return 0
+	}
+	l, err := partitionLog(p)
+	if err != nil {
+		return fail(err)
+	}
+	if op.req.Version >= 9 {
+		if err := checkLeaderEpoch(p, fp.currentLeaderEpoch); err != nil {
+			return fail(err)
+		}
+	}
+	leo := l.LogEndOffset()
+	lso := l.LastStableOffset()
+	r.HighWatermark, r.LastStableOffset, r.LogStartOffset = leo, lso, l.LogStartOffset()
+	if op.req.Version >= 12 && fp.lastFetchedEpoch >= 0 {
+		epoch, end, err := l.EndOffsetForEpoch(fp.lastFetchedEpoch)
+		if err != nil {
+			return fail(err)
+		}
+		if epoch == storage.UndefinedEpoch || end == storage.UndefinedEpochOffset {
+			r.ErrorCode = kerr.OffsetOutOfRange.Code
+			return 0
+		}
+		if epoch < fp.lastFetchedEpoch || end < fp.fetchOffset {
+			r.DivergingEpoch.Epoch, r.DivergingEpoch.EndOffset = epoch, end
+			return 0
+		}
+	}
+	upper := leo
+	if op.req.IsolationLevel == 1 {
+		upper = lso
+	}
+	limit := int64(fp.maxBytes)
+	if remaining < limit {
+		limit = remaining
+	}
+	if limit <= 0 && !first {
+		if fp.fetchOffset < r.LogStartOffset || fp.fetchOffset > leo {
+			r.ErrorCode = kerr.OffsetOutOfRange.Code
+		}
+		return 0
+	}
+	if limit <= 0 {
+		limit = 1
+	}
+	sl, err := l.Read(fp.fetchOffset, int(limit))
+	if err != nil {
+		if errors.Is(err, storage.ErrOffsetOutOfRange) {
+			r.ErrorCode = kerr.OffsetOutOfRange.Code
+			return 0
+		}
+		return fail(err)
+	}
+	if sl.Size == 0 || sl.BaseOffset >= upper {
+		return 0
+	}
+	buf, err := sl.Bytes(make([]byte, 0, sl.Size))
+	if err != nil {
+		// The segment went away under the read (retention, truncation):
+		// an empty answer makes the client fetch again.
+		return 0
+	}
+	// Whole batches below the isolation bound, and within limit unless
+	// this is the first data of the response (KIP-74).
+	keep, last := 0, int64(-1)
+	for b := buf[keep:]; len(b) >= kbatch.HeaderSize; b = buf[keep:] {
+		n := kbatch.LogOverhead + int(kbatch.Length(b))
+		if kbatch.BaseOffset(b) >= upper || (keep > 0 || !first) && int64(keep+n) > limit {
+			break
+		}
+		last = kbatch.BaseOffset(b) + int64(kbatch.LastOffsetDelta(b))
+		keep += n
+	}
+	if keep == 0 {
+		return 0
+	}
+	r.RecordBatches = buf[:keep]
+	if op.req.IsolationLevel == 1 {
+		aborted, err := l.AbortedTransactions(fp.fetchOffset, last+1, nil)
+		if err != nil {
+			r.RecordBatches = nil
+			return fail(err)
+		}
+		r.AbortedTransactions = make([]kmsg.FetchResponseTopicPartitionAbortedTransaction, 0, len(aborted))
+		for _, a := range aborted {
+			at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+			at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+			r.AbortedTransactions = append(r.AbortedTransactions, at)
+		}
+	}
+	return keep
+}
+
+// Await is the long poll: it waits for appends to the fetched partitions
+// until MinBytes is available or MaxWaitMs has passed.
+func (op *fetchOp) Await(ctx context.Context) (Reply, error) {
+	wake := make(chan struct{}, 1)
+	var ps []*Partition
+	for _, fp := range op.parts {
+		if fp.p != nil {
+			fp.p.addWaiter(wake)
+			ps = append(ps, fp.p)
+		}
+	}
+	defer func() {
+		for _, p := range ps {
+			p.removeWaiter(wake)
+		}
+	}()
+	deadline := op.started.Add(time.Duration(op.req.MaxWaitMillis) * time.Millisecond)
+	if d, ok := ctx.Deadline(); ok && d.Add(-100*time.Millisecond).Before(deadline) {
+		deadline = d.Add(-100 * time.Millisecond)
+	}
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for {
+		select {
+		case <-wake:
+			if op.read() {
+				return op.response(), nil
+			}
+		case <-timer.C:
+			op.read()
+			return op.response(), nil
+		case <-ctx.Done():
+			if op.plan.sess != nil {
+				op.s.fetchSessions.end(op.plan.sess, false)
+			}
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// response builds the reply from the last read and updates the session.
+func (op *fetchOp) response() *kmsg.FetchResponse {
+	resp := op.req.ResponseKind().(*kmsg.FetchResponse)
+	sess := op.plan.sess
+	if sess != nil {
+		resp.SessionID = sess.id
+	}
+	var cur *kmsg.FetchResponseTopic
+	for _, fp := range op.parts {
+		if sess != nil && !op.plan.newSession && !op.include(fp) {
+			op.remember(fp)
+			continue
+		}
+		if sess != nil {
+			op.remember(fp)
+		}
+		if cur == nil || cur.Topic != fp.name || cur.TopicID != fp.id {
+			resp.Topics = append(resp.Topics, kmsg.NewFetchResponseTopic())
+			cur = &resp.Topics[len(resp.Topics)-1]
+			cur.Topic, cur.TopicID = fp.name, fp.id
+		}
+		cur.Partitions = append(cur.Partitions, fp.resp)
+	}
+	if sess != nil {
+		op.s.fetchSessions.end(sess, true)
+	}
+	return resp
+}
+
+// include reports whether an incremental response lists fp.
+func (op *fetchOp) include(fp *fetchPart) bool {
+	r, sp := &fp.resp, fp.sp
+	return op.plan.named[sp.key] || len(r.RecordBatches) > 0 || r.ErrorCode != 0 || r.DivergingEpoch.Epoch >= 0 ||
+		r.HighWatermark != sp.hw || r.LastStableOffset != sp.lso || r.LogStartOffset != sp.logStart
+}
+
+// remember records what the client now knows of fp.
+func (op *fetchOp) remember(fp *fetchPart) {
+	if sp := fp.sp; sp != nil {
+		sp.hw, sp.lso, sp.logStart = fp.resp.HighWatermark, fp.resp.LastStableOffset, fp.resp.LogStartOffset
+	}
+}

@@ -1,0 +1,123 @@
+package broker
+
+// ListOffsets (key 2), versions 1-10 (Kafka 4.x serves 1 and up).
+//
+// Behaviour, per partition (errors never fail the request):
+//   - -2 EARLIEST and -4 EARLIEST_LOCAL (v8+, KIP-405; no tiered storage
+//     here, so the same): the log start offset, with the leader epoch of
+//     the batch holding it (v4+).
+//   - -1 LATEST: the high watermark (read_uncommitted) or the last stable
+//     offset (read_committed, v2+), with the partition's current leader
+//     epoch, as Kafka answers.
+//   - -3 MAX_TIMESTAMP (v7+, KIP-734): the offset and timestamp of the
+//     record with the largest timestamp (the first such), or -1/-1 on an
+//     empty log.
+//   - -5 LATEST_TIERED (v9+, KIP-1005): -1/-1, nothing is tiered.
+//   - a timestamp >= 0: the first record with a timestamp at or after it
+//     (storage.Log.OffsetForTimestamp, every codec), bounded by the
+//     isolation level's last fetchable offset; -1/-1 when none.
+//   - CurrentLeaderEpoch (v4+, KIP-320): FENCED_LEADER_EPOCH /
+//     UNKNOWN_LEADER_EPOCH. Unknown topic/partition:
+//     UNKNOWN_TOPIC_OR_PARTITION. A special timestamp newer than the
+//     request version allows: UNSUPPORTED_VERSION.
+//
+// Deviations from Apache Kafka: TimeoutMillis (v10) is not needed (answers
+// are immediate); other negative timestamps answer -1/-1.
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/storage"
+)
+
+func init() { register(kmsg.ListOffsets.Int16(), 1, 10, handleListOffsets) }
+
+// Special ListOffsets timestamps.
+const (
+	tsLatest        = -1
+	tsEarliest      = -2
+	tsMaxTimestamp  = -3
+	tsEarliestLocal = -4
+	tsLatestTiered  = -5
+)
+
+func handleListOffsets(_ context.Context, s *Server, r *Request) (Reply, error) {
+	req := r.Msg.(*kmsg.ListOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, rt := range req.Topics {
+		ot := kmsg.NewListOffsetsResponseTopic()
+		ot.Topic = rt.Topic
+		t := s.cluster.topic(rt.Topic)
+		for _, rp := range rt.Partitions {
+			op := kmsg.NewListOffsetsResponseTopicPartition()
+			op.Partition = rp.Partition
+			var p *Partition
+			if t != nil {
+				p = t.Partition(rp.Partition)
+			}
+			if p == nil {
+				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			} else if err := listOffset(p, req.Version, req.IsolationLevel, &rp, &op); err != nil {
+				op.ErrorCode, _ = dataErrorToKafka(err)
+				op.Timestamp, op.Offset, op.LeaderEpoch = -1, -1, -1
+			}
+			ot.Partitions = append(ot.Partitions, op)
+		}
+		resp.Topics = append(resp.Topics, ot)
+	}
+	return resp, nil
+}
+
+func listOffset(p *Partition, version int16, isolation int8, rp *kmsg.ListOffsetsRequestTopicPartition, op *kmsg.ListOffsetsResponseTopicPartition) error {
+	l, err := partitionLog(p)
+	if err != nil {
+		return err
+	}
+	if version >= 4 {
+		if err := checkLeaderEpoch(p, rp.CurrentLeaderEpoch); err != nil {
+			return err
+		}
+	}
+	fetchable := l.HighWatermark()
+	if isolation == 1 {
+		fetchable = l.LastStableOffset()
+	}
+	epochAt := func(off int64) int32 {
+		if e, ok := l.EpochCache().EpochForOffset(off); ok {
+			return e
+		}
+		return -1
+	}
+	ts := rp.Timestamp
+	switch {
+	case ts == tsMaxTimestamp && version < 7, ts == tsEarliestLocal && version < 8, ts == tsLatestTiered && version < 9:
+		return kafkaErr(kerr.UnsupportedVersion, "this timestamp needs a newer ListOffsets version")
+	case ts == tsEarliest || ts == tsEarliestLocal:
+		start := l.LogStartOffset()
+		op.Offset, op.LeaderEpoch = start, epochAt(start)
+	case ts == tsLatest:
+		op.Offset, op.LeaderEpoch = fetchable, p.LeaderEpoch()
+	case ts == tsMaxTimestamp:
+		m, found, err := l.MaxTimestamp()
+		if err != nil {
+			return err
+		}
+		if found {
+			op.Timestamp, op.Offset, op.LeaderEpoch = m.Timestamp, m.Offset, m.LeaderEpoch
+		}
+	case ts >= 0:
+		m, err := l.OffsetForTimestamp(ts)
+		switch {
+		case errors.Is(err, storage.ErrNoTimestampMatch):
+		case err != nil:
+			return err
+		case m.Offset < fetchable:
+			op.Timestamp, op.Offset, op.LeaderEpoch = m.Timestamp, m.Offset, m.LeaderEpoch
+		}
+	}
+	return nil
+}

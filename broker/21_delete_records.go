@@ -1,0 +1,80 @@
+package broker
+
+// DeleteRecords (key 21), versions 0-2.
+//
+// Behaviour: advances each partition's log start offset to the requested
+// offset (-1: the high watermark); segments entirely below it are deleted
+// and the epoch cache and producer state follow (storage.Log.DeleteRecords).
+// The response's LowWatermark is the new log start offset. Per partition:
+// an offset above the high watermark (or below -1) is OFFSET_OUT_OF_RANGE;
+// a topic whose cleanup.policy does not include delete is POLICY_VIOLATION
+// (as Kafka refuses it on compacted topics); unknown partitions are
+// UNKNOWN_TOPIC_OR_PARTITION.
+//
+// Deviations from Apache Kafka: mirror topics (mirror.mode=push) refuse
+// DeleteRecords from clients with POLICY_VIOLATION: their log start is the
+// source's to move (through the mirror, a later capability) or becomes
+// writable after mirror stop.
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.DeleteRecords.Int16(), 0, 2, handleDeleteRecords) }
+
+func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error) {
+	req := r.Msg.(*kmsg.DeleteRecordsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	for _, rt := range req.Topics {
+		ot := kmsg.NewDeleteRecordsResponseTopic()
+		ot.Topic = rt.Topic
+		t := s.cluster.topic(rt.Topic)
+		for _, rp := range rt.Partitions {
+			op := kmsg.NewDeleteRecordsResponseTopicPartition()
+			op.Partition, op.LowWatermark = rp.Partition, -1
+			var p *Partition
+			if t != nil {
+				p = t.Partition(rp.Partition)
+			}
+			if p == nil {
+				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			} else if low, err := deleteRecords(p, rp.Offset); err != nil {
+				op.ErrorCode, _ = dataErrorToKafka(err)
+			} else {
+				op.LowWatermark = low
+			}
+			ot.Partitions = append(ot.Partitions, op)
+		}
+		resp.Topics = append(resp.Topics, ot)
+	}
+	return resp, nil
+}
+
+func deleteRecords(p *Partition, offset int64) (int64, error) {
+	l, err := partitionLog(p)
+	if err != nil {
+		return -1, err
+	}
+	cfg := p.Topic.Config()
+	if cfg.MirrorPush {
+		return -1, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is a mirror topic (mirror.mode=push): its records cannot be deleted by clients", p.Topic.Name))
+	}
+	if !cfg.CleanupPolicyDelete {
+		return -1, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("Records of partition %s can not be deleted while the partition's cleanup policy is compact", p.Dir()))
+	}
+	hw := l.HighWatermark()
+	if offset == -1 {
+		offset = hw
+	}
+	if offset < 0 || offset > hw {
+		return -1, kafkaErr(kerr.OffsetOutOfRange, fmt.Sprintf("cannot delete records of %s up to %d: the high watermark is %d", p.Dir(), offset, hw))
+	}
+	if _, err := l.DeleteRecords(offset); err != nil {
+		return -1, err
+	}
+	return l.LogStartOffset(), nil
+}

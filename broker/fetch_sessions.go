@@ -1,0 +1,229 @@
+package broker
+
+// Incremental fetch sessions (KIP-227), as Kafka's FetchSession /
+// FetchSessionCache define them for consumers:
+//
+//   - SessionID 0, epoch -1 (FINAL): a sessionless full fetch.
+//   - SessionID 0 or X, epoch 0 (INITIAL): a full fetch that creates a new
+//     session (closing X); the response carries its id. When the cache is
+//     full and no session is idle long enough to evict, the response
+//     carries id 0 and the client goes on with full fetches.
+//   - SessionID X, epoch -1: closes X; the fetch is a sessionless full one.
+//   - SessionID X, epoch N > 0: an incremental fetch. The request lists
+//     only partitions that are new or changed (fetch offset, max bytes,
+//     epochs) and ForgottenTopics removes partitions; the response lists
+//     only partitions with records, an error, a diverging epoch or a
+//     changed high watermark / last stable offset / log start offset since
+//     the last response, plus those the request named. Unknown X:
+//     FETCH_SESSION_ID_NOT_FOUND; N not the expected epoch:
+//     INVALID_FETCH_SESSION_EPOCH; a session created with topic ids used
+//     with names or back: FETCH_SESSION_TOPIC_ID_ERROR.
+//
+// Sessions are bounded (maxFetchSessions, Kafka's
+// max.incremental.fetch.session.cache.slots) and evicted least recently
+// used once idle for fetchSessionEvictIdle.
+
+import (
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+const (
+	maxFetchSessions      = 1000
+	fetchSessionEvictIdle = 2 * time.Minute
+)
+
+// fetchSessionCache holds the sessions of one broker. The zero value is
+// ready to use.
+type fetchSessionCache struct {
+	mu       sync.Mutex
+	sessions map[int32]*fetchSession
+	nextID   int32
+}
+
+// sessKey identifies a partition in a session: by topic id when the
+// session uses ids (v13+), else by name.
+type sessKey struct {
+	name string
+	id   [16]byte
+	part int32
+}
+
+// sessPart is a partition of a session: the fetch parameters last sent by
+// the client and what the last response told it.
+type sessPart struct {
+	key                sessKey
+	fetchOffset        int64
+	maxBytes           int32
+	currentLeaderEpoch int32
+	lastFetchedEpoch   int32
+	// last response's view; -2 = never sent
+	hw, lso, logStart int64
+}
+
+type fetchSession struct {
+	id      int32
+	epoch   int32 // the next expected epoch
+	usesIDs bool
+	parts   map[sessKey]*sessPart
+	order   []sessKey // insertion order, for stable responses
+	used    time.Time
+	inUse   bool
+}
+
+// sessionPlan is how a fetch request maps onto the session cache.
+type sessionPlan struct {
+	sess *fetchSession // nil: sessionless
+	// newSession: the response creates sess (full response).
+	newSession bool
+	// errCode is a top-level session error (the response is empty).
+	errCode int16
+	// named are the keys the request listed (always answered).
+	named map[sessKey]bool
+}
+
+// begin resolves the session of req. On success with a session, the
+// caller must call end when the response is built.
+func (c *fetchSessionCache) begin(req *kmsg.FetchRequest, now time.Time) sessionPlan {
+	if req.Version < 7 {
+		return sessionPlan{}
+	}
+	usesIDs := req.Version >= 13
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sessions == nil {
+		c.sessions = make(map[int32]*fetchSession)
+	}
+	switch {
+	case req.SessionEpoch == -1:
+		if req.SessionID != 0 {
+			if s := c.sessions[req.SessionID]; s == nil {
+				return sessionPlan{errCode: kerr.FetchSessionIDNotFound.Code}
+			}
+			delete(c.sessions, req.SessionID)
+		}
+		return sessionPlan{}
+	case req.SessionEpoch == 0:
+		if req.SessionID != 0 {
+			delete(c.sessions, req.SessionID)
+		}
+		id := c.allocateLocked(now)
+		if id == 0 {
+			return sessionPlan{}
+		}
+		s := &fetchSession{id: id, epoch: 1, usesIDs: usesIDs, parts: make(map[sessKey]*sessPart), used: now, inUse: true}
+		c.sessions[id] = s
+		return sessionPlan{sess: s, newSession: true}
+	case req.SessionEpoch < 0:
+		return sessionPlan{errCode: kerr.InvalidFetchSessionEpoch.Code}
+	}
+	s := c.sessions[req.SessionID]
+	if s == nil {
+		return sessionPlan{errCode: kerr.FetchSessionIDNotFound.Code}
+	}
+	if s.inUse || s.epoch != req.SessionEpoch {
+		return sessionPlan{errCode: kerr.InvalidFetchSessionEpoch.Code}
+	}
+	if s.usesIDs != usesIDs {
+		delete(c.sessions, s.id)
+		return sessionPlan{errCode: kerr.FetchSessionTopicIDError.Code}
+	}
+	s.inUse, s.used = true, now
+	return sessionPlan{sess: s}
+}
+
+// allocateLocked returns a fresh session id, evicting the least recently
+// used idle session when the cache is full; 0 when no slot is free.
+func (c *fetchSessionCache) allocateLocked(now time.Time) int32 {
+	if len(c.sessions) >= maxFetchSessions {
+		var victim *fetchSession
+		for _, s := range c.sessions {
+			if !s.inUse && now.Sub(s.used) >= fetchSessionEvictIdle && (victim == nil || s.used.Before(victim.used)) {
+				victim = s
+			}
+		}
+		if victim == nil {
+			return 0
+		}
+		delete(c.sessions, victim.id)
+	}
+	for {
+		c.nextID++
+		if c.nextID <= 0 {
+			c.nextID = 1
+		}
+		if c.sessions[c.nextID] == nil {
+			return c.nextID
+		}
+	}
+}
+
+// end releases the session after the response; ok=false (the fetch
+// failed without answering) drops it.
+func (c *fetchSessionCache) end(s *fetchSession, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s.inUse = false
+	if !ok {
+		delete(c.sessions, s.id)
+		return
+	}
+	s.epoch++
+	if s.epoch <= 0 {
+		s.epoch = 1
+	}
+}
+
+// apply updates the session with the request's partitions and forgotten
+// topics and returns the partitions to fetch (every partition of the
+// session, in session order).
+func (s *fetchSession) apply(req *kmsg.FetchRequest, plan *sessionPlan) []*sessPart {
+	plan.named = make(map[sessKey]bool)
+	for _, ft := range req.ForgottenTopics {
+		for _, p := range ft.Partitions {
+			k := sessKey{part: p}
+			if s.usesIDs {
+				k.id = ft.TopicID
+			} else {
+				k.name = ft.Topic
+			}
+			delete(s.parts, k)
+		}
+	}
+	if len(req.ForgottenTopics) > 0 {
+		kept := s.order[:0]
+		for _, k := range s.order {
+			if s.parts[k] != nil {
+				kept = append(kept, k)
+			}
+		}
+		s.order = kept
+	}
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			k := sessKey{part: p.Partition}
+			if s.usesIDs {
+				k.id = t.TopicID
+			} else {
+				k.name = t.Topic
+			}
+			sp := s.parts[k]
+			if sp == nil {
+				sp = &sessPart{key: k, hw: -2, lso: -2, logStart: -2}
+				s.parts[k] = sp
+				s.order = append(s.order, k)
+			}
+			sp.fetchOffset, sp.maxBytes = p.FetchOffset, p.PartitionMaxBytes
+			sp.currentLeaderEpoch, sp.lastFetchedEpoch = p.CurrentLeaderEpoch, p.LastFetchedEpoch
+			plan.named[k] = true
+		}
+	}
+	out := make([]*sessPart, 0, len(s.parts))
+	for _, k := range s.order {
+		out = append(out, s.parts[k])
+	}
+	return out
+}
