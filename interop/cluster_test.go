@@ -16,7 +16,9 @@ import (
 func TestKafka3NodeCluster(t *testing.T) {
 	const topic = "replicated"
 	const n = 100
+	start := time.Now()
 	k := StartKafkaCluster(t, 3, KafkaOptions{HeapMB: 320})
+	t.Logf("3 nodes ready in %v: %s", time.Since(start).Round(time.Millisecond), k.Bootstrap())
 	if len(k.Nodes) != 3 {
 		t.Fatalf("got %d nodes", len(k.Nodes))
 	}
@@ -99,5 +101,14 @@ func TestKafka3NodeCluster(t *testing.T) {
 	}
 	if sizes[0] == 0 || sizes[0] != sizes[1] || sizes[0] != sizes[2] {
 		t.Fatalf("replica segment sizes differ or are empty: %v", sizes)
+	}
+
+	start = time.Now()
+	k.Stop()
+	t.Logf("3 nodes stopped in %v", time.Since(start).Round(time.Millisecond))
+	for _, node := range k.Nodes {
+		if node.Running() {
+			t.Errorf("node %d still running after Stop", node.ID)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -140,8 +141,22 @@ func StartKafkaCluster(t testing.TB, n int, opts KafkaOptions) *Kafka {
 	})
 	t.Cleanup(k.Stop)
 
-	for _, node := range k.Nodes {
-		node.format(t)
+	// Formatting is one short JVM per node; run them side by side.
+	errs := make([]error, len(k.Nodes))
+	var wg sync.WaitGroup
+	for i, node := range k.Nodes {
+		argv := javaArgv(t, Cmd{}, "StorageTool", []string{"format", "-t", k.ClusterID, "-c", node.PropsPath})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = node.format(t, argv)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("interop: %v", err)
+		}
 	}
 	for _, node := range k.Nodes {
 		node.start(t)
@@ -242,15 +257,14 @@ func (node *KafkaNode) jvmArgs(heapMB int, logLevel string, extra []string) []st
 }
 
 // format runs the storage tool for the node (static quorum: no
-// --standalone).
-func (node *KafkaNode) format(t testing.TB) {
-	t.Helper()
-	res, err := RunJavaTool(t, Cmd{Dir: node.Dir, Timeout: 90 * time.Second}, "StorageTool",
-		"format", "-t", node.cluster.ClusterID, "-c", node.PropsPath)
+// --standalone). It may run on another goroutine, so it returns its error
+// instead of failing the test.
+func (node *KafkaNode) format(t testing.TB, argv []string) error {
+	res, err := runTool(t, Cmd{Dir: node.Dir, Timeout: 90 * time.Second}, argv)
 	if err != nil {
-		t.Fatalf("interop: format Kafka node %d: %v", node.ID, err)
+		return fmt.Errorf("format Kafka node %d: %w", node.ID, err)
 	}
-	_ = os.WriteFile(filepath.Join(node.Dir, "format.log"), []byte(res.Stdout+res.Stderr), 0o644)
+	return os.WriteFile(filepath.Join(node.Dir, "format.log"), []byte(res.Stdout+res.Stderr), 0o644)
 }
 
 func (node *KafkaNode) start(t testing.TB) {
