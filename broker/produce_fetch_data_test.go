@@ -3,9 +3,9 @@ package broker
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
-	"fmt"
 	"testing"
 	"time"
 
