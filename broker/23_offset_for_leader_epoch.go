@@ -9,7 +9,9 @@ package broker
 // older than every stored epoch). CurrentLeaderEpoch (KIP-320) fences
 // stale (FENCED_LEADER_EPOCH) and future (UNKNOWN_LEADER_EPOCH) callers.
 // Consumers (ReplicaID -1) and replicas are answered alike; a single node
-// has no followers.
+// has no followers. An epoch newer than every stored one but not newer
+// than the partition's current epoch ends at the log end, as on a Kafka
+// leader, whose cache holds its own epoch from its election on.
 //
 // For mirror topics the cache is built from the mirrored batches, so the
 // answer equals the source's for every epoch that has batches (BRIEF I3).
@@ -21,6 +23,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/storage"
 )
 
 func init() { register(kmsg.OffsetForLeaderEpoch.Int16(), 2, 4, handleOffsetForLeaderEpoch) }
@@ -64,6 +68,20 @@ func endOffsetForEpoch(p *Partition, current, epoch int32, op *kmsg.OffsetForLea
 	e, end, err := l.EndOffsetForEpoch(epoch)
 	if err != nil {
 		return err
+	}
+	if e == storage.UndefinedEpoch && epoch >= 0 && epoch <= p.LeaderEpoch() {
+		// Kafka's leader puts its own epoch in the cache when elected,
+		// so an epoch between the latest stored one and the current one
+		// ends at the log end. Here the current epoch enters the cache
+		// with its first batch (a mirror's cache holds only the source's
+		// epochs), so answer as Kafka's cache would.
+		latest, ok := l.EpochCache().LatestEpoch()
+		if !ok || epoch >= latest {
+			e, end = epoch, l.LogEndOffset()
+			if ok && epoch != p.LeaderEpoch() {
+				e = latest
+			}
+		}
 	}
 	op.LeaderEpoch, op.EndOffset = e, end
 	return nil
