@@ -209,7 +209,7 @@ func TestReadCommittedAbortedTransactions(t *testing.T) {
 		{base: 2, epoch: 0, records: 2, pid: 100, txn: true, control: -1, timestampMs: 1_700_000_000_002},
 		{base: 4, epoch: 0, pid: 100, control: 0, timestampMs: 1_700_000_000_004}, // abort
 		{base: 5, epoch: 0, records: 1, pid: 101, txn: true, control: -1, timestampMs: 1_700_000_000_005},
-		{base: 6, epoch: 0, pid: 101, control: 1, timestampMs: 1_700_000_000_006}, // commit
+		{base: 6, epoch: 0, pid: 101, control: 1, timestampMs: 1_700_000_000_006},                         // commit
 		{base: 7, epoch: 0, records: 1, pid: 102, txn: true, control: -1, timestampMs: 1_700_000_000_007}, // open
 	}
 	var set [][]byte
