@@ -334,39 +334,59 @@ func (l *Log) writeLocked(set []byte, nowMs int64, prepared bool) error {
 }
 
 func (l *Log) writeChunkLocked(a *segment, chunk []byte) error {
+	// Leader epochs are recorded before the write so that a checkpoint
+	// write that fails (ENOSPC) fails the append cleanly. Entries starting
+	// at or after the log end describe no stored batch, so truncating the
+	// cache to the log end undoes them.
+	for rest := chunk; len(rest) > 0; rest = rest[batchSize(rest):] {
+		if _, err := l.epochs.Assign(kbatch.LeaderEpoch(rest), kbatch.BaseOffset(rest)); err != nil {
+			return l.undoChunkLocked(a, a.size, false, "leader-epoch checkpoint", err)
+		}
+	}
 	pos := a.size
 	if _, err := a.log.WriteAt(chunk, pos); err != nil {
-		l.producer.ps.Discard()
-		// Undo: nothing of a failed write may stay in the log.
-		if terr := a.log.Truncate(pos); terr != nil {
-			return l.failLocked("truncate after failed write", fmt.Errorf("%v (write error: %v)", terr, err))
-		}
-		if isNoSpace(err) {
-			return fmt.Errorf("%w: appending %d bytes to %s: %v", ErrNoSpace, len(chunk), a.path(logSuffix), err)
-		}
-		return fmt.Errorf("%w: appending %d bytes to %s: %v", ErrWrite, len(chunk), a.path(logSuffix), err)
+		return l.undoChunkLocked(a, pos, true, "append to "+a.path(logSuffix), err)
 	}
 	for rest := chunk; len(rest) > 0; {
 		n := batchSize(rest)
 		b := rest[:n:n]
 		rest = rest[n:]
-		base := kbatch.BaseOffset(b)
-		last := base + int64(kbatch.LastOffsetDelta(b))
+		last := kbatch.BaseOffset(b) + int64(kbatch.LastOffsetDelta(b))
 		a.noteBatch(pos, int64(n), last, kbatch.MaxTimestamp(b))
 		pos += int64(n)
 		l.leo = last + 1
-		// The batch is in the log: a failure to record its epoch takes the
-		// partition offline (memory would no longer match the files).
-		if _, err := l.epochs.Assign(kbatch.LeaderEpoch(b), base); err != nil {
-			l.producer.ps.Discard()
-			return l.failLocked("leader-epoch checkpoint", err)
-		}
 	}
 	l.written.Store(l.leo)
 	if err := l.producer.commit(a, l.leo); err != nil {
 		return l.failLocked("producer state", err)
 	}
 	return nil
+}
+
+// undoChunkLocked reverts a chunk whose write or epoch update failed:
+// staged producer state is dropped, the file is cut back to pos (when the
+// write was attempted) and the epoch cache truncated to the log end. The
+// failure is returned as ErrNoSpace or ErrWrite; if the undo itself fails
+// the partition goes offline. REQUIRES: l.mu.
+func (l *Log) undoChunkLocked(a *segment, pos int64, wrote bool, what string, cause error) error {
+	l.producer.ps.Discard()
+	if wrote {
+		if terr := a.log.Truncate(pos); terr != nil {
+			return l.failLocked("truncate after failed write", fmt.Errorf("%v (write error: %v)", terr, cause))
+		}
+	}
+	if terr := l.epochs.TruncateFromEnd(l.leo); terr != nil && !isNoSpace(terr) {
+		// ENOSPC here means the checkpoint file still holds the state
+		// before the failed Assign, which the in-memory cache now matches.
+		return l.failLocked("leader-epoch checkpoint", terr)
+	}
+	if !wrote && !isNoSpace(cause) {
+		return l.failLocked(what, cause)
+	}
+	if isNoSpace(cause) {
+		return fmt.Errorf("%w: %s: %v", ErrNoSpace, what, cause)
+	}
+	return fmt.Errorf("%w: %s: %v", ErrWrite, what, cause)
 }
 
 // shouldRoll applies Kafka's roll rules before appending set to a.
@@ -408,6 +428,12 @@ func (l *Log) rollLocked(base int64, nowMs int64) error {
 	// would not fit) is kept: it simply holds no batch.
 	old := l.active()
 	old.onRoll()
+	if err := old.writeIndexes(); err != nil {
+		if isNoSpace(err) {
+			return fmt.Errorf("%w: writing the indexes of %s: %v", ErrNoSpace, old.path(logSuffix), err)
+		}
+		return l.failLocked("index write on roll", err)
+	}
 	if err := old.syncIndexes(); err != nil {
 		return l.failLocked("index sync on roll", err)
 	}
@@ -419,17 +445,28 @@ func (l *Log) rollLocked(base int64, nowMs int64) error {
 	}
 	l.setDurable(l.leo)
 	s, err := createSegment(l.fs, l.dir, base, int64(l.cfg.IndexIntervalBytes), nowMs)
-	if err != nil {
-		return l.failLocked("create segment", err)
+	if err == nil {
+		if err = openTxnIndex(s); err != nil {
+			s.closeFiles()
+		}
 	}
-	if err := openTxnIndex(s); err != nil {
-		s.closeFiles()
-		return l.failLocked("open transaction index", err)
+	if err != nil {
+		if !isNoSpace(err) {
+			return l.failLocked("create segment", err)
+		}
+		// Out of space: remove what was created; the old segment stays
+		// active and a later append rolls again.
+		if rerr := removeSegmentFiles(l.fs, l.dir, base); rerr != nil {
+			return l.failLocked("remove partial segment", rerr)
+		}
+		return fmt.Errorf("%w: creating segment %d: %v", ErrNoSpace, base, err)
 	}
 	l.segs = append(l.segs, s)
 	l.syncSeg.Store(s)
-	// Kafka snapshots producer state at the log end when rolling.
-	if err := l.producer.snapshot(l.leo); err != nil {
+	// Kafka snapshots producer state on roll, named by the new base
+	// offset. Without space the snapshot is skipped: recovery then replays
+	// from an older one.
+	if err := l.producer.snapshot(base); err != nil && !isNoSpace(err) {
 		return l.failLocked("producer snapshot on roll", err)
 	}
 	return nil

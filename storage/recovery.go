@@ -292,22 +292,32 @@ func openSegment(fs FS, dir string, base int64, indexInterval int64, nowMs int64
 // headers after the last index entry are read to find the end offset, and
 // must end exactly at the file size.
 func (s *segment) loadRolled() error {
-	if err := s.ensureIndexesNoRebuild(); err != nil {
-		if err := s.rebuildIndexes(); err != nil {
-			return err
-		}
-		if s.lastBatchPos < 0 && s.size > 0 {
-			return fmt.Errorf("%w: %s", ErrCorruptLog, s.path(logSuffix))
-		}
-		return nil
+	if err := s.loadRolledFromIndexes(); err != nil {
+		// Indexes that do not match the log are rebuilt from it; only a
+		// log whose batch headers do not chain is corrupt.
+		return s.loadRolledAfterRebuild()
 	}
-	// Find the end offset from the last index entry.
+	return nil
+}
+
+// loadRolledFromIndexes is the fast path of loadRolled: trust the index
+// files after structural checks and read only the headers after the last
+// offset index entry.
+func (s *segment) loadRolledFromIndexes() error {
+	if err := s.ensureIndexesNoRebuild(); err != nil {
+		return err
+	}
+	s.indexesVerified = false
+	// Find the end offset from the last index entry, which must name the
+	// last offset of the batch at its position.
 	pos := int64(0)
+	entryOff := int64(-1)
 	if n := s.offIdx.entries(); n > 0 {
-		_, pos = s.offIdx.entry(n - 1)
+		entryOff, pos = s.offIdx.entry(n - 1)
 		s.lastIndexPos = pos
 	}
 	var hdr [kbatch.HeaderSize]byte
+	first := true
 	for pos < s.size {
 		if err := readFull(s.log, hdr[:], pos); err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrCorruptLog, s.path(logSuffix), err)
@@ -320,6 +330,10 @@ func (s *segment) loadRolled() error {
 		if last < s.next-1 || last-s.base > math.MaxInt32 {
 			return fmt.Errorf("%w: offsets go back at position %d of %s", ErrCorruptLog, pos, s.path(logSuffix))
 		}
+		if first && entryOff >= 0 && last != entryOff {
+			return fmt.Errorf("%w: last entry of %s names offset %d, the batch there ends at %d", ErrCorruptIndex, s.path(indexSuffix), entryOff, last)
+		}
+		first = false
 		s.next = last + 1
 		s.lastBatchPos = pos
 		if s.rollTs < 0 && pos == 0 {
@@ -338,12 +352,25 @@ func (s *segment) loadRolled() error {
 	if s.timeIdx.entries() > 0 {
 		ts, off := s.timeIdx.last()
 		if off >= s.next {
-			return s.rebuildIndexes()
+			return fmt.Errorf("%w: last entry of %s is beyond the segment", ErrCorruptIndex, s.path(timeIndexSuffix))
 		}
 		s.maxTs, s.maxTsOffset = ts, off
 	} else if s.size > 0 {
-		// No time index entry at all: derive the max timestamp.
-		return s.rebuildIndexes()
+		// No time index entry at all (a rolled segment always has its
+		// final one): derive the max timestamp.
+		return fmt.Errorf("%w: %s is empty", ErrCorruptIndex, s.path(timeIndexSuffix))
+	}
+	return nil
+}
+
+// loadRolledAfterRebuild rebuilds the indexes of a rolled segment from its
+// batch headers (which also finds its end offset).
+func (s *segment) loadRolledAfterRebuild() error {
+	if err := s.rebuildIndexes(); err != nil {
+		return err
+	}
+	if s.lastBatchPos < 0 && s.size > 0 {
+		return fmt.Errorf("%w: %s", ErrCorruptLog, s.path(logSuffix))
 	}
 	return nil
 }

@@ -65,6 +65,9 @@ type segment struct {
 	offIdx          offsetIndex
 	timeIdx         timeIndex
 	indexesLoaded   bool
+	// indexesVerified: every index entry was checked against the batch
+	// headers (lazily, on first lookup, for segments loaded from disk).
+	indexesVerified bool
 	lastIndexPos    int64 // position of the last offset index entry (recovery rule)
 	bytesSinceIndex int64
 
@@ -84,7 +87,8 @@ func (s *segment) path(suffix string) string {
 // directory entries durable.
 func createSegment(fs FS, dir string, base int64, indexInterval int64, nowMs int64) (*segment, error) {
 	s := &segment{fs: fs, dir: dir, base: base, next: base, maxTs: -1, maxTsOffset: base,
-		rollTs: -1, createdMs: nowMs, lastBatchPos: -1, indexInterval: indexInterval, indexesLoaded: true}
+		rollTs: -1, createdMs: nowMs, lastBatchPos: -1, indexInterval: indexInterval,
+		indexesLoaded: true, indexesVerified: true}
 	s.offIdx.base, s.timeIdx.base = base, base
 	var err error
 	// A leftover file of the same name (a segment truncated away whose
@@ -252,29 +256,73 @@ func readAll(fs FS, name string) ([]byte, error) {
 	return b, nil
 }
 
-// ensureIndexes loads the index files of a segment opened without them,
-// rebuilding them from the log when they fail the sanity check.
+// ensureIndexes makes the indexes usable for lookups: loaded (rebuilt from
+// the log when missing or inconsistent) and, once per segment loaded from
+// disk, verified entry by entry against the batch headers. The
+// verification reads one header per entry; it runs on the first lookup in
+// the segment, not at Open.
 func (s *segment) ensureIndexes() error {
-	if s.indexesLoaded {
+	if s.indexesLoaded && s.indexesVerified {
 		return nil
 	}
-	ib, err := readAll(s.fs, s.path(indexSuffix))
-	if err == nil {
-		s.offIdx, err = loadOffsetIndex(s.base, ib, s.size)
-	}
-	if err == nil {
-		var tb []byte
-		tb, err = readAll(s.fs, s.path(timeIndexSuffix))
-		if err == nil {
-			s.timeIdx, err = loadTimeIndex(s.base, tb, s.next)
+	if !s.indexesLoaded {
+		if err := s.ensureIndexesNoRebuild(); err != nil {
+			return s.rebuildIndexes()
 		}
 	}
-	if err == nil {
-		s.indexesLoaded = true
-		return nil
+	if err := s.verifyIndexes(); err != nil {
+		return s.rebuildIndexes()
 	}
-	// Missing or inconsistent: rebuild from the log, as Kafka does.
-	return s.rebuildIndexes()
+	s.indexesVerified = true
+	return nil
+}
+
+// verifyIndexes checks that every offset index entry names the last offset
+// of the batch at its position, and every time index entry the max
+// timestamp and last offset of a batch.
+func (s *segment) verifyIndexes() error {
+	var hdr [kbatch.HeaderSize]byte
+	header := func(pos int64) (last, maxTs, size int64, err error) {
+		if err := readFull(s.log, hdr[:], pos); err != nil {
+			return 0, 0, 0, err
+		}
+		size = int64(kbatch.LogOverhead) + int64(kbatch.Length(hdr[:]))
+		if size < kbatch.HeaderSize || pos+size > s.size {
+			return 0, 0, 0, fmt.Errorf("%w: bad batch length at position %d of %s", ErrCorruptIndex, pos, s.path(logSuffix))
+		}
+		return kbatch.BaseOffset(hdr[:]) + int64(kbatch.LastOffsetDelta(hdr[:])), kbatch.MaxTimestamp(hdr[:]), size, nil
+	}
+	for i := 0; i < s.offIdx.entries(); i++ {
+		off, pos := s.offIdx.entry(i)
+		last, _, _, err := header(pos)
+		if err != nil {
+			return err
+		}
+		if last != off {
+			return fmt.Errorf("%w: entry %d of %s names offset %d, batch there ends at %d", ErrCorruptIndex, i, s.path(indexSuffix), off, last)
+		}
+	}
+	for i := 0; i < s.timeIdx.entries(); i++ {
+		ts, off := s.timeIdx.entry(i)
+		pos := s.offIdx.lookup(off)
+		for {
+			last, maxTs, size, err := header(pos)
+			if err != nil {
+				return err
+			}
+			if last > off {
+				return fmt.Errorf("%w: entry %d of %s names offset %d, not a batch end", ErrCorruptIndex, i, s.path(timeIndexSuffix), off)
+			}
+			if last == off {
+				if maxTs != ts {
+					return fmt.Errorf("%w: entry %d of %s has timestamp %d, batch has %d", ErrCorruptIndex, i, s.path(timeIndexSuffix), ts, maxTs)
+				}
+				break
+			}
+			pos += size
+		}
+	}
+	return nil
 }
 
 // rebuildIndexes re-derives both indexes and the timestamps from the
@@ -283,7 +331,7 @@ func (s *segment) rebuildIndexes() error {
 	s.offIdx = offsetIndex{base: s.base}
 	s.timeIdx = timeIndex{base: s.base}
 	s.maxTs, s.maxTsOffset, s.rollTs, s.lastIndexPos = -1, s.base, -1, 0
-	s.indexesLoaded = true
+	s.indexesLoaded, s.indexesVerified = true, true
 	var hdr [kbatch.HeaderSize]byte
 	limit := s.size // noteBatch moves s.size along
 	s.next, s.lastBatchPos = s.base, -1
