@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -103,6 +104,29 @@ func StartKafkaCluster(t testing.TB, n int, opts KafkaOptions) *Kafka {
 	javaBinary(t)
 	JavaClass(t, "kafka.Kafka") // fail early when the jars are missing
 
+	// Free ports are found by binding and closing; another process can take
+	// one before Kafka binds it. That (and only that) is retried with new
+	// ports and fresh directories.
+	for attempt := 1; ; attempt++ {
+		k, err := startKafkaAttempt(t, n, opts)
+		if err == nil {
+			return k
+		}
+		if attempt < 3 && errors.Is(err, errPortTaken) {
+			t.Logf("interop: Kafka start attempt %d: %v; retrying on new ports", attempt, err)
+			k.Stop()
+			continue
+		}
+		t.Fatalf("interop: Kafka (%d node(s)) did not become ready: %v", n, err)
+	}
+}
+
+// errPortTaken marks a start-up that failed because a listener port was
+// taken between FreePorts and the bind.
+var errPortTaken = errors.New("listener port already in use")
+
+func startKafkaAttempt(t testing.TB, n int, opts KafkaOptions) (*Kafka, error) {
+	t.Helper()
 	k := &Kafka{ClusterID: opts.ClusterID, opts: opts, t: t}
 	base := t.TempDir()
 	ports := FreePorts(t, 2*n)
@@ -164,9 +188,14 @@ func StartKafkaCluster(t testing.TB, n int, opts KafkaOptions) *Kafka {
 	ctx, cancel := context.WithTimeout(context.Background(), opts.StartTimeout)
 	defer cancel()
 	if err := k.waitReady(ctx); err != nil {
-		t.Fatalf("interop: Kafka (%d node(s)) did not become ready: %v", n, err)
+		for _, node := range k.Nodes {
+			if b, rerr := os.ReadFile(node.LogPath); rerr == nil && strings.Contains(string(b), "Address already in use") {
+				return k, fmt.Errorf("node %d: %w: %v", node.ID, errPortTaken, err)
+			}
+		}
+		return k, err
 	}
-	return k
+	return k, nil
 }
 
 func randomClusterID(t testing.TB) string {

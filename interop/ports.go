@@ -3,8 +3,11 @@ package interop
 import (
 	"context"
 	"fmt"
+	mrand "math/rand/v2"
 	"net"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,9 +42,12 @@ func FreePorts(t testing.TB, n int) []int {
 		if attempts > 100*n {
 			t.Fatalf("interop: could not find %d free loopback ports", n)
 		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err := listenOutsideEphemeral()
 		if err != nil {
-			t.Fatalf("interop: listen on 127.0.0.1:0: %v", err)
+			// Fall back to a kernel-chosen port.
+			if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+				t.Fatalf("interop: listen on 127.0.0.1:0: %v", err)
+			}
 		}
 		p := ln.Addr().(*net.TCPAddr).Port
 		if handedOut[p] {
@@ -53,6 +59,40 @@ func FreePorts(t testing.TB, n int) []int {
 		ports = append(ports, p)
 	}
 	return ports
+}
+
+// ephemeralLow is the start of the kernel's ephemeral port range: ports
+// below it are never handed out for outgoing connections or for listeners
+// on port 0, so a port picked there is far less likely to be taken between
+// FreePorts closing it and a server binding it.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil || n <= 20000 {
+		return 32768
+	}
+	return n
+}
+
+// listenOutsideEphemeral binds a random port in [20000, ephemeralLow).
+func listenOutsideEphemeral() (net.Listener, error) {
+	low, high := 20000, ephemeralLow()
+	var err error
+	for i := 0; i < 20; i++ {
+		var ln net.Listener
+		ln, err = net.Listen("tcp", Addr(low+mrand.IntN(high-low)))
+		if err == nil {
+			return ln, nil
+		}
+	}
+	return nil, err
 }
 
 // Addr formats a loopback address for port.

@@ -172,3 +172,21 @@ func keepLogsOnFailure(t testing.TB, procs func() []*Proc) {
 		}
 	})
 }
+
+// WaitForLog polls the process log until it contains s, the process exits,
+// or timeout passes.
+func WaitForLog(p *Proc, s string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if b, err := os.ReadFile(p.LogPath); err == nil && strings.Contains(string(b), s) {
+			return nil
+		}
+		if err := p.Alive(); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: %q not in log after %v", p.Name, s, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -173,32 +173,35 @@ func loadClassIndex() (*classIndex, error) {
 			classIdxErr = err
 			return
 		}
-		jars, _ := filepath.Glob(filepath.Join(lib, "kafka*.jar"))
-		if len(jars) == 0 {
-			classIdxErr = fmt.Errorf("no Kafka jars in %s", lib)
-			return
-		}
-		idx := &classIndex{lib: lib, classes: map[string][]string{}}
-		for _, jar := range jars {
-			zr, err := zip.OpenReader(jar)
-			if err != nil {
-				classIdxErr = fmt.Errorf("open %s: %w", jar, err)
-				return
-			}
-			for _, f := range zr.File {
-				name, ok := strings.CutSuffix(f.Name, ".class")
-				if !ok || strings.Contains(name, "$") || strings.HasPrefix(name, "META-INF/") {
-					continue
-				}
-				fq := strings.ReplaceAll(name, "/", ".")
-				simple := fq[strings.LastIndexByte(fq, '.')+1:]
-				idx.classes[simple] = append(idx.classes[simple], fq)
-			}
-			zr.Close()
-		}
-		classIdx = idx
+		classIdx, classIdxErr = indexJars(lib)
 	})
 	return classIdx, classIdxErr
+}
+
+// indexJars lists the top-level classes of every kafka*.jar in lib.
+func indexJars(lib string) (*classIndex, error) {
+	jars, _ := filepath.Glob(filepath.Join(lib, "kafka*.jar"))
+	if len(jars) == 0 {
+		return nil, fmt.Errorf("no Kafka jars in %s", lib)
+	}
+	idx := &classIndex{lib: lib, classes: map[string][]string{}}
+	for _, jar := range jars {
+		zr, err := zip.OpenReader(jar)
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", jar, err)
+		}
+		for _, f := range zr.File {
+			name, ok := strings.CutSuffix(f.Name, ".class")
+			if !ok || strings.Contains(name, "$") || strings.HasPrefix(name, "META-INF/") {
+				continue
+			}
+			fq := strings.ReplaceAll(name, "/", ".")
+			simple := fq[strings.LastIndexByte(fq, '.')+1:]
+			idx.classes[simple] = append(idx.classes[simple], fq)
+		}
+		zr.Close()
+	}
+	return idx, nil
 }
 
 // packageRank orders candidate packages for a simple class name: the tools

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -59,7 +60,9 @@ func BuildVerbatim(t testing.TB) string {
 
 // StartVerbatim runs `verbatim serve --listen 127.0.0.1:<free> --data-dir
 // <dir>` with the binary bin, waits until the port accepts connections, and
-// stops the process on cleanup (keeping its log on failure).
+// stops the process on cleanup (keeping its log on failure). A listener port
+// taken by someone else between FreePorts and the bind is retried on a new
+// port.
 func StartVerbatim(t testing.TB, bin string, opts VerbatimOptions) *Verbatim {
 	t.Helper()
 	if opts.DataDir == "" {
@@ -68,21 +71,24 @@ func StartVerbatim(t testing.TB, bin string, opts VerbatimOptions) *Verbatim {
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 30 * time.Second
 	}
-	v := &Verbatim{Addr: Addr(FreePorts(t, 1)[0]), DataDir: opts.DataDir, Bin: bin}
-	logPath := filepath.Join(t.TempDir(), "verbatim.log")
-	argv := append([]string{bin, "serve", "--listen", v.Addr, "--data-dir", v.DataDir}, opts.Args...)
-	keepLogsOnFailure(t, func() []*Proc {
-		if v.Proc == nil {
-			return nil
+	for attempt := 1; ; attempt++ {
+		v := &Verbatim{Addr: Addr(FreePorts(t, 1)[0]), DataDir: opts.DataDir, Bin: bin}
+		logPath := filepath.Join(t.TempDir(), "verbatim.log")
+		argv := append([]string{bin, "serve", "--listen", v.Addr, "--data-dir", v.DataDir}, opts.Args...)
+		keepLogsOnFailure(t, func() []*Proc { return []*Proc{v.Proc} })
+		v.Proc = StartProc(t, "verbatim", logPath, filepath.Dir(logPath), nil, argv...)
+		t.Cleanup(func() { v.Proc.Stop(10 * time.Second) })
+		ctx, cancel := context.WithTimeout(context.Background(), opts.StartTimeout)
+		err := WaitForPort(ctx, v.Addr, v.Proc.Alive)
+		cancel()
+		if err == nil {
+			return v
 		}
-		return []*Proc{v.Proc}
-	})
-	v.Proc = StartProc(t, "verbatim", logPath, filepath.Dir(logPath), nil, argv...)
-	t.Cleanup(func() { v.Proc.Stop(10 * time.Second) })
-	ctx, cancel := context.WithTimeout(context.Background(), opts.StartTimeout)
-	defer cancel()
-	if err := WaitForPort(ctx, v.Addr, v.Proc.Alive); err != nil {
-		t.Fatalf("interop: verbatim serve did not start listening: %v\n--- log tail ---\n%s", err, v.Proc.LogTail(40))
+		logTail := v.Proc.LogTail(40)
+		if attempt < 3 && v.Proc.Alive() != nil && strings.Contains(strings.ToLower(logTail), "address already in use") {
+			t.Logf("interop: verbatim start attempt %d: %s taken; retrying on a new port", attempt, v.Addr)
+			continue
+		}
+		t.Fatalf("interop: verbatim serve did not start listening: %v\n--- log tail ---\n%s", err, logTail)
 	}
-	return v
 }
