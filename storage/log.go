@@ -147,10 +147,10 @@ type Log struct {
 	syncSeg atomic.Pointer[segment]
 
 	// dmu guards the durability state. Lock order: syncMu, mu, dmu.
-	dmu      sync.Mutex
-	durable  int64 // every offset below is durable (under the policy's syncs)
-	dfailed  error // copy of failed for waiters
-	dclosed  bool
+	dmu     sync.Mutex
+	durable int64 // every offset below is durable (under the policy's syncs)
+	dfailed error // copy of failed for waiters
+	dclosed bool
 
 	epochs   *EpochCache
 	producer producerHooks

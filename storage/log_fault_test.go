@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // failNext returns a fault hook failing the next op of kind on a file whose
@@ -205,5 +206,73 @@ func TestLogFlushNeverDoesNotSyncAppends(t *testing.T) {
 	}
 	if syncs.Load() != 1 {
 		t.Fatalf("close synced %d times", syncs.Load())
+	}
+}
+
+func TestLogNoSpaceDuringRollAndEpochCheckpoint(t *testing.T) {
+	fs := NewMemFS()
+	l := openLog(t, fs, Config{SegmentBytes: 600})
+	defer l.Close()
+	for i := 0; i < 2; i++ {
+		if _, err := l.AppendLeader(testBatch(t, 0, 1, 1, 1, 200), 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The next append rolls; creating the segment files fails.
+	var n atomic.Int32
+	n.Store(1)
+	fs.SetFault(failNext(OpOpen, ".index", Fault{Err: syscall.ENOSPC}, &n))
+	if _, err := l.AppendLeader(testBatch(t, 0, 1, 1, 1, 200), 1, 1); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("roll without space: %v", err)
+	}
+	if l.Offline() != nil || l.LogEndOffset() != 2 || l.NumSegments() != 1 {
+		t.Fatalf("offline %v LEO %d segments %d", l.Offline(), l.LogEndOffset(), l.NumSegments())
+	}
+	if _, err := fs.Stat("data/t-0/" + SegmentFileName(2, ".log")); err == nil {
+		t.Fatal("partial segment left behind")
+	}
+	// A new leader epoch whose checkpoint cannot be written.
+	n.Store(1)
+	fs.SetFault(failNext(OpWrite, "leader-epoch-checkpoint.tmp", Fault{Err: syscall.ENOSPC}, &n))
+	if _, err := l.AppendLeader(testBatch(t, 0, 2, 1, 1, 200), 2, 1); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("epoch checkpoint without space: %v", err)
+	}
+	if e, _ := l.EpochCache().LatestEpoch(); e != 1 || l.LogEndOffset() != 2 || l.Offline() != nil {
+		t.Fatalf("latest epoch %d LEO %d offline %v", e, l.LogEndOffset(), l.Offline())
+	}
+	// Space is back.
+	fs.SetFault(nil)
+	res, err := l.AppendLeader(testBatch(t, 0, 2, 1, 1, 200), 2, 1)
+	if err != nil || res.FirstOffset != 2 || l.NumSegments() != 2 {
+		t.Fatalf("%+v %v segments %d", res, err, l.NumSegments())
+	}
+	if e, off, _ := l.EndOffsetForEpoch(1); e != 1 || off != 2 {
+		t.Fatalf("epoch 1 ends at %d (%d)", off, e)
+	}
+	if got := readAllBatches(t, l); len(got) != 3 {
+		t.Fatalf("%d batches", len(got))
+	}
+}
+
+func TestLogFlushInterval(t *testing.T) {
+	fs := NewMemFS()
+	l := openLog(t, fs, Config{Flush: FlushInterval, FlushInterval: 5 * time.Millisecond})
+	defer l.Close()
+	res, err := l.AppendLeader(testBatch(t, 0, 1, 1, 3, 10), 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Becomes durable through the periodic sync alone.
+	if err := l.WaitDurable(res.LastOffset + 1); err != nil {
+		t.Fatal(err)
+	}
+	crashed := fs.Crash(CrashDropUnsynced, nil)
+	l2, err := Open(crashed, "data/t-0", Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if l2.LogEndOffset() != 3 {
+		t.Fatalf("LEO %d after crash", l2.LogEndOffset())
 	}
 }

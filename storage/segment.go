@@ -60,11 +60,11 @@ type segment struct {
 	size int64 // bytes of whole batches in the file
 	next int64 // offset after the last batch, base when empty
 
-	idx, tidx       File      // opened when first written
-	txn             *TxnIndex // aborted transactions whose marker is here
-	offIdx          offsetIndex
-	timeIdx         timeIndex
-	indexesLoaded   bool
+	idx, tidx     File      // opened when first written
+	txn           *TxnIndex // aborted transactions whose marker is here
+	offIdx        offsetIndex
+	timeIdx       timeIndex
+	indexesLoaded bool
 	// indexesVerified: every index entry was checked against the batch
 	// headers (lazily, on first lookup, for segments loaded from disk).
 	indexesVerified bool
