@@ -114,7 +114,7 @@ func (c *fetchSessionCache) begin(req *kmsg.FetchRequest, now time.Time) session
 		if id == 0 {
 			return sessionPlan{}
 		}
-		s := &fetchSession{id: id, epoch: 1, usesIDs: usesIDs, parts: make(map[sessKey]*sessPart), used: now, inUse: true}
+		s := &fetchSession{id: id, epoch: 0, usesIDs: usesIDs, parts: make(map[sessKey]*sessPart), used: now, inUse: true}
 		c.sessions[id] = s
 		return sessionPlan{sess: s, newSession: true}
 	case req.SessionEpoch < 0:
