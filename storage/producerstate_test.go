@@ -667,3 +667,125 @@ func FuzzParseControlBatch(f *testing.F) {
 		}
 	})
 }
+
+// FuzzProducerStateOps drives producer state with batch sequences decoded
+// from the input (8 bytes per batch) in verbatim mode, with snapshot and
+// reload steps, checking its invariants: verbatim never refuses, open
+// transactions and producers agree, the first unstable offset is the
+// earliest open transaction, and a snapshot reload keeps what a snapshot
+// records.
+func FuzzProducerStateOps(f *testing.F) {
+	f.Add([]byte{0, 1, 0, 0, 2, 1, 0, 0, 8, 1, 0, 0, 3, 0, 0, 0})
+	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 200, 201, 202, 203, 204, 205, 206, 207})
+	f.Add([]byte{2, 0, 5, 1, 0, 0, 0, 0, 14, 0, 5, 0, 0, 0, 0, 0, 2, 1, 6, 1, 0, 0, 0, 0})
+	// Transactional data, snapshot, reload, marker, snapshot, reload.
+	f.Add([]byte{1, 2, 0, 0, 2, 0, 1, 0, 12, 0, 0, 0, 0, 0, 0, 0, 13, 0, 0, 0, 0, 0, 0, 0,
+		8, 2, 0, 0, 0, 0, 2, 1, 12, 0, 0, 0, 0, 0, 0, 0, 13, 0, 0, 0, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fsys := newStateTestFS()
+		s, err := OpenProducerState(fsys, "p", ProducerStateConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := int64(0)
+		for len(b) >= 8 {
+			op, pid, epoch, seq := b[0], int64(b[1]%4)-1, int16(b[2]%3), int32(b[3])
+			cnt := int32(b[4]%5) + 1
+			gap := int64(b[5] % 4)
+			ts := int64(b[6]) * 1000
+			coord := int32(b[7] % 3)
+			b = b[8:]
+			off += gap
+			var h *kbatch.Header
+			var ctl ControlRecord
+			switch op % 16 {
+			case 0, 1, 2, 3, 4, 5:
+				h = dataHeader(pid, epoch, seq, off, cnt, ts, op%2 == 1)
+			case 6, 7:
+				h, ctl = controlBatch(t, pid, epoch, off, kbatch.ControlCommit, coord, ts)
+			case 8, 9:
+				h, ctl = controlBatch(t, pid, epoch, off, kbatch.ControlAbort, coord, ts)
+			case 10:
+				h, ctl = controlBatch(t, pid, epoch, off, kbatch.ControlMirrorPidReset, 0, ts)
+			case 11:
+				h = &kbatch.Header{BaseOffset: off, Magic: 2, Attributes: kbatch.ControlBit, ProducerID: pid, ProducerEpoch: epoch}
+			case 12:
+				if err := s.TakeSnapshot(); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			case 13:
+				// A fresh state recovering at this end offset: when the newest
+				// snapshot is exactly here, it must hold what a snapshot records.
+				end := s.MapEndOffset()
+				r, err := OpenProducerState(fsys, "p", ProducerStateConfig{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := r.TruncateAndReload(0, end, 0); err != nil {
+					t.Fatal(err)
+				}
+				if latest, ok := s.LatestSnapshotOffset(); ok && latest == end && end > 0 {
+					if got, want := r.SnapshotEntries(), s.SnapshotEntries(); !reflect.DeepEqual(got, want) {
+						t.Fatalf("reloaded snapshot at %d:\n%+v\nwant\n%+v", end, got, want)
+					}
+					if got, want := r.OngoingTxns(), s.OngoingTxns(); !reflect.DeepEqual(got, want) {
+						t.Fatalf("reloaded open transactions %v, want %v", got, want)
+					}
+					checkProducerInvariants(t, r)
+				}
+				continue
+			case 14:
+				s.RemoveExpiredProducers(ts)
+				continue
+			default:
+				s.OnHighWatermarkUpdated(off)
+				continue
+			}
+			if _, err := s.Prepare(h, ctl, OriginVerbatim); err != nil {
+				t.Fatalf("verbatim refused a batch: %v", err)
+			}
+			s.Commit(nil)
+			off = h.NextOffset()
+			if s.MapEndOffset() != off {
+				t.Fatalf("map end %d, want %d", s.MapEndOffset(), off)
+			}
+			checkProducerInvariants(t, s)
+		}
+	})
+}
+
+func checkProducerInvariants(t *testing.T, s *ProducerState) {
+	t.Helper()
+	ongoing := s.OngoingTxns()
+	byPid := map[int64]int64{}
+	for i, o := range ongoing {
+		if i > 0 && o.FirstOffset <= ongoing[i-1].FirstOffset {
+			t.Fatalf("open transactions out of order: %v", ongoing)
+		}
+		byPid[o.ProducerID] = o.FirstOffset
+	}
+	for _, p := range s.Producers() {
+		if p.ProducerID < 0 {
+			t.Fatalf("negative producer id tracked: %+v", p)
+		}
+		first, open := byPid[p.ProducerID]
+		if (p.CurrentTxnFirstOffset >= 0) != open || (open && first != p.CurrentTxnFirstOffset) {
+			t.Fatalf("producer %+v vs open transactions %v", p, ongoing)
+		}
+		if len(p.Batches) > ProducerBatchesRetained {
+			t.Fatalf("%d batches retained", len(p.Batches))
+		}
+		delete(byPid, p.ProducerID)
+	}
+	if len(byPid) != 0 {
+		t.Fatalf("open transactions of unknown producers: %v", byPid)
+	}
+	fu, ok := s.FirstUndecidedOffset()
+	if ok != (len(ongoing) > 0) || (ok && fu != ongoing[0].FirstOffset) {
+		t.Fatalf("first undecided %d/%v with %v", fu, ok, ongoing)
+	}
+	if us, uok := s.FirstUnstableOffset(); ok && (!uok || us > fu) {
+		t.Fatalf("first unstable %d/%v above first undecided %d", us, uok, fu)
+	}
+}
