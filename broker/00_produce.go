@@ -74,6 +74,16 @@ func init() {
 // (docs/protocol.md), request level and partition level.
 const mirrorTag = 22082
 
+// mirrorProduceFeatureName is the ApiVersions supported feature a pusher
+// must see before sending mirror produces.
+const mirrorProduceFeatureName = "verbatim.mirror.produce"
+
+func mirrorProduceFeature() kmsg.ApiVersionsResponseSupportedFeature {
+	f := kmsg.NewApiVersionsResponseSupportedFeature()
+	f.Name, f.MinVersion, f.MaxVersion = mirrorProduceFeatureName, 0, 0
+	return f
+}
+
 // mirrorRequest is the request-level MirrorProduce field.
 type mirrorRequest struct {
 	Version     int16

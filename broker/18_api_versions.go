@@ -12,14 +12,15 @@ package broker
 //     (conn.go); the response header is always v0 (KIP-511).
 //   - v3+: ClientSoftwareName/Version are validated as Kafka validates them
 //     (INVALID_REQUEST when malformed).
-//   - Features (v3+ tagged fields): none are advertised, neither supported
-//     nor finalized, and FinalizedFeaturesEpoch is -1. Clients then fall
+//   - Features (v3+ tagged fields): the only supported feature is
+//     Verbatim's verbatim.mirror.produce (0-0, docs/protocol.md); none is
+//     finalized, and FinalizedFeaturesEpoch is -1. Clients then fall
 //     back to their pre-feature behaviour: producers use transaction
 //     protocol v1 (transaction.version is not finalized), which is what
 //     this broker will serve first. metadata.version is not advertised
 //     because nothing a client does depends on it.
 //
-// Deviations from Apache Kafka: no features advertised. v5 (KIP-1242:
+// Deviations from Apache Kafka: no Kafka features advertised. v5 (KIP-1242:
 // ClusterID/NodeID checks, REBOOTSTRAP_REQUIRED) is not served yet.
 
 import (
@@ -43,5 +44,9 @@ func handleApiVersions(_ context.Context, _ *Server, r *Request) (Reply, error) 
 		return resp, nil
 	}
 	resp.ApiKeys = advertisedAPIs()
+	if req.Version >= 3 {
+		// Verbatim's mirror produce (docs/protocol.md, 00_produce.go).
+		resp.SupportedFeatures = append(resp.SupportedFeatures, mirrorProduceFeature())
+	}
 	return resp, nil
 }

@@ -250,3 +250,34 @@ func TestReadCommittedAbortedTransactions(t *testing.T) {
 		t.Fatalf("read_committed consumer offsets %v, want [0 1 5]", offs)
 	}
 }
+
+func TestApiVersionsAdvertisesMirrorProduce(t *testing.T) {
+	b := startBroker(t, t.TempDir(), nil)
+	for _, v := range []int16{2, 3, 4} {
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.Version = v
+		req.ClientSoftwareName, req.ClientSoftwareVersion = "t", "1"
+		rc := dialRaw(t, b.addr)
+		rc.write(appendRequestFrame(nil, req, 1, "t"))
+		_, body, err := rc.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
+		if err := resp.ReadFrom(body); err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, f := range resp.SupportedFeatures {
+			found = found || f.Name == "verbatim.mirror.produce" && f.MinVersion == 0 && f.MaxVersion == 0
+		}
+		if found != (v >= 3) {
+			t.Fatalf("v%d: verbatim.mirror.produce listed = %v", v, found)
+		}
+		for _, k := range resp.ApiKeys {
+			if k.ApiKey == 0 && (k.MinVersion != 0 || k.MaxVersion != 13) || k.ApiKey == 1 && (k.MinVersion != 4 || k.MaxVersion != 17) {
+				t.Fatalf("v%d: %+v", v, k)
+			}
+		}
+	}
+}
