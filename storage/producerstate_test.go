@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"math"
+	"math/rand"
 	"reflect"
 	"strings"
 	"testing"
@@ -787,5 +788,87 @@ func checkProducerInvariants(t *testing.T, s *ProducerState) {
 	}
 	if us, uok := s.FirstUnstableOffset(); ok && (!uok || us > fu) {
 		t.Fatalf("first unstable %d/%v above first undecided %d", us, uok, fu)
+	}
+}
+
+// Property: the batches a leader accepts (client mode, duplicates and
+// refusals dropped), replayed verbatim as a mirror receives them, give the
+// mirror exactly the leader's producer state, retained batches included.
+func TestProducerVerbatimTracksLikeLeader(t *testing.T) {
+	rng := rand.New(rand.NewSource(5))
+	var accepted, dups, refused int
+	for iter := 0; iter < 200; iter++ {
+		leader := newTestProducerState(t)
+		type prod struct {
+			epoch int16
+			seq   int32
+		}
+		prods := map[int64]*prod{}
+		var log []logBatch
+		off := int64(0)
+		for step := 0; step < 50; step++ {
+			pid := int64(rng.Intn(3))
+			p := prods[pid]
+			if p == nil {
+				p = &prod{seq: int32(rng.Intn(3))}
+				prods[pid] = p
+			}
+			n := int32(1 + rng.Intn(3))
+			seq := p.seq
+			epoch := p.epoch
+			switch rng.Intn(10) {
+			case 0: // retry of an earlier range
+				seq -= int32(1 + rng.Intn(8))
+			case 1: // epoch bump (new session)
+				epoch++
+				seq = 0
+			case 2: // stale epoch
+				epoch--
+			case 3: // sequence jump
+				seq += int32(1 + rng.Intn(3))
+			}
+			h := dataHeader(pid, epoch, seq, off, n, int64(step), false)
+			r, _, err := apply(leader, h, ControlRecord{}, OriginClient)
+			switch {
+			case err != nil:
+				refused++
+				continue
+			case r.Duplicate:
+				dups++
+				continue
+			}
+			accepted++
+			log = append(log, logBatch{h: h})
+			p.epoch, p.seq = epoch, seq+n
+			off = h.NextOffset()
+		}
+		mirror := newTestProducerState(t)
+		for _, b := range log {
+			mustApply(t, mirror, b.h, b.ctl, OriginVerbatim)
+		}
+		if a, b := mirror.Producers(), leader.Producers(); !reflect.DeepEqual(a, b) {
+			t.Fatalf("iter %d: mirror\n%+v\nleader\n%+v", iter, a, b)
+		}
+		if mirror.MapEndOffset() != leader.MapEndOffset() {
+			t.Fatalf("map end %d vs %d", mirror.MapEndOffset(), leader.MapEndOffset())
+		}
+	}
+	if accepted < 1000 || dups < 100 || refused < 100 {
+		t.Fatalf("weak coverage: %d accepted, %d duplicates, %d refused", accepted, dups, refused)
+	}
+}
+
+func BenchmarkProducerStatePrepareCommit(b *testing.B) {
+	s := newTestProducerState(b)
+	h := dataHeader(1, 0, 0, 0, 100, 0, false)
+	var done []CompletedTxn
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := s.Prepare(h, ControlRecord{}, OriginClient); err != nil {
+			b.Fatal(err)
+		}
+		done = s.Commit(done[:0])
+		h.BaseOffset += 100
+		h.BaseSequence = int32((int64(h.BaseSequence) + 100) % (1 << 31)) // Kafka's wrap-around
 	}
 }
