@@ -162,3 +162,12 @@ func (p *producerHooks) snapshot(off int64) error {
 	}
 	return p.ps.TakeSnapshot()
 }
+
+// RemoveExpiredProducers forgets producers without an open transaction
+// whose last batch timestamp is producer.id.expiration.ms before nowMs
+// (Kafka runs this periodically; the broker's housekeeping should too).
+func (l *Log) RemoveExpiredProducers(nowMs int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.producer.ps.RemoveExpiredProducers(nowMs)
+}

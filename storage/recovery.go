@@ -318,6 +318,7 @@ func (s *segment) loadRolledFromIndexes() error {
 	}
 	var hdr [kbatch.HeaderSize]byte
 	first := true
+	tailMaxTs := int64(-1) // max timestamp of the batches read here
 	for pos < s.size {
 		if err := readFull(s.log, hdr[:], pos); err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrCorruptLog, s.path(logSuffix), err)
@@ -334,6 +335,9 @@ func (s *segment) loadRolledFromIndexes() error {
 			return fmt.Errorf("%w: last entry of %s names offset %d, the batch there ends at %d", ErrCorruptIndex, s.path(indexSuffix), entryOff, last)
 		}
 		first = false
+		if ts := kbatch.MaxTimestamp(hdr[:]); ts > tailMaxTs {
+			tailMaxTs = ts
+		}
 		s.next = last + 1
 		s.lastBatchPos = pos
 		if s.rollTs < 0 && pos == 0 {
@@ -353,6 +357,10 @@ func (s *segment) loadRolledFromIndexes() error {
 		ts, off := s.timeIdx.last()
 		if off >= s.next {
 			return fmt.Errorf("%w: last entry of %s is beyond the segment", ErrCorruptIndex, s.path(timeIndexSuffix))
+		}
+		if ts < tailMaxTs {
+			// The final entry written on roll is missing.
+			return fmt.Errorf("%w: last entry of %s is below the segment's max timestamp", ErrCorruptIndex, s.path(timeIndexSuffix))
 		}
 		s.maxTs, s.maxTsOffset = ts, off
 	} else if s.size > 0 {
