@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/verbatim-kafka/verbatim/internal/kbatch"
 )
@@ -55,6 +56,15 @@ func (s Slice) Bytes(dst []byte) ([]byte, error) {
 // maxBytes (KIP-74). offset == LogEndOffset returns an empty Slice.
 // offset outside [LogStartOffset, LogEndOffset] is ErrOffsetOutOfRange.
 func (l *Log) Read(offset int64, maxBytes int) (Slice, error) {
+	return l.ReadBounded(offset, maxBytes, math.MaxInt64)
+}
+
+// ReadBounded is Read limited to the batches whose last offset is below
+// maxOffset, as Kafka bounds fetches by isolation level: the high watermark
+// (or DurableOffset, for a broker that exposes only durable data under
+// FlushAlways) for consumers, LastStableOffset for READ_COMMITTED. A batch
+// containing maxOffset is not returned.
+func (l *Log) ReadBounded(offset int64, maxBytes int, maxOffset int64) (Slice, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.checkLocked(); err != nil {
@@ -63,7 +73,7 @@ func (l *Log) Read(offset int64, maxBytes int) (Slice, error) {
 	if offset < l.logStart || offset > l.leo {
 		return Slice{}, fmt.Errorf("%w: %d not in [%d, %d]", ErrOffsetOutOfRange, offset, l.logStart, l.leo)
 	}
-	if offset == l.leo {
+	if offset == l.leo || offset >= maxOffset {
 		return Slice{}, nil
 	}
 	sb, err := l.storedBatchLocked(offset)
@@ -73,12 +83,24 @@ func (l *Log) Read(offset int64, maxBytes int) (Slice, error) {
 	if err != nil {
 		return Slice{}, err
 	}
+	end := sb.seg.size
+	if maxOffset < sb.seg.next {
+		bound, err := sb.seg.find(maxOffset)
+		if err == nil && bound.pos < end {
+			end = bound.pos
+		} else if err != nil && err != errNoBatch {
+			return Slice{}, err
+		}
+	}
+	if end <= sb.pos {
+		return Slice{}, nil
+	}
 	size := int64(maxBytes)
 	if size < sb.size {
 		size = sb.size
 	}
-	if end := sb.seg.size - sb.pos; size > end {
-		size = end
+	if size > end-sb.pos {
+		size = end - sb.pos
 	}
 	return Slice{File: sb.seg.log, Pos: sb.pos, Size: int(size), BaseOffset: sb.base}, nil
 }

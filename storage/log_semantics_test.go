@@ -295,3 +295,36 @@ func TestLogTruncate(t *testing.T) {
 		t.Fatalf("%+v %v", res, err)
 	}
 }
+
+func TestLogReadBounded(t *testing.T) {
+	fs := NewMemFS()
+	l := openLog(t, fs, Config{})
+	defer l.Close()
+	for i := 0; i < 4; i++ {
+		if _, err := l.AppendLeader(testBatch(t, 0, 1, 1, 3, 10), 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Batches [0,2] [3,5] [6,8] [9,11].
+	for _, c := range []struct {
+		from, bound int64
+		batches     int
+	}{{0, 12, 4}, {0, 9, 3}, {0, 8, 2}, {4, 6, 1}, {4, 5, 0}, {0, 0, 0}, {7, 100, 2}} {
+		sl, err := l.ReadBounded(c.from, 1<<20, c.bound)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := sl.Bytes(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for len(b) > 0 {
+			_, b, _ = kbatch.Next(b)
+			n++
+		}
+		if n != c.batches {
+			t.Fatalf("ReadBounded(%d, bound %d): %d batches, want %d", c.from, c.bound, n, c.batches)
+		}
+	}
+}
