@@ -1,6 +1,7 @@
 package interop
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -133,6 +134,20 @@ func TestKafkaSingleNodeRoundTrip(t *testing.T) {
 	}
 	checkConsumed(t, "confluent-kafka", pyLines[1:], want[:5])
 
+	// Restart on the same ports and data: the records survive and the
+	// partition leader epoch goes up (the lever for epoch bumps on one node).
+	epochBefore := leaderEpoch(t, k, topic)
+	node.Restart(t)
+	epochAfter := leaderEpoch(t, k, topic)
+	if epochAfter <= epochBefore {
+		t.Errorf("leader epoch %d after restart, want > %d", epochAfter, epochBefore)
+	}
+	t.Logf("leader epoch %d -> %d across a restart", epochBefore, epochAfter)
+	res = JavaTool(t, "kafka-get-offsets", "--bootstrap-server", k.Bootstrap(), "--topic", topic)
+	if got, exp := strings.TrimSpace(res.Stdout), fmt.Sprintf("%s:0:%d", topic, 2*n); got != exp {
+		t.Errorf("after restart GetOffsetShell = %q, want %q", got, exp)
+	}
+
 	// Stop by PID: SIGTERM is enough for a clean shutdown.
 	start := time.Now()
 	if !node.Stop() {
@@ -144,6 +159,28 @@ func TestKafkaSingleNodeRoundTrip(t *testing.T) {
 	t.Logf("Kafka stopped in %v", time.Since(start).Round(time.Millisecond))
 	if _, err := os.Stat(node.LogPath); err != nil {
 		t.Errorf("server log missing: %v", err)
+	}
+}
+
+// leaderEpoch waits until partition 0 of topic has a leader and returns its
+// leader epoch.
+func leaderEpoch(t *testing.T, k *Kafka, topic string) int32 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := k.Admin(t)
+	for {
+		md, err := adm.Metadata(ctx, topic)
+		if err == nil {
+			if p, ok := md.Topics[topic].Partitions[0]; ok && p.Leader >= 0 && p.Err == nil {
+				return p.LeaderEpoch
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("partition %s-0 has no leader: %v", topic, err)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 
