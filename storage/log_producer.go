@@ -126,12 +126,12 @@ func (l *Log) AbortedTransactions(from, upTo int64, dst []AbortedTxn) ([]Aborted
 		i = 0
 	}
 	for ; i < len(l.segs); i++ {
-		s := l.segs[i]
-		if s.base >= upTo {
-			break
-		}
+		// No stop at segments starting at or after upTo: an ABORT marker
+		// (and so its index entry) can sit in a later segment than the
+		// aborted data it covers. Only an entry whose LSO reaches upTo
+		// proves later segments cannot matter, as in Kafka.
 		var complete bool
-		dst, complete = s.txn.CollectAborted(from, upTo, dst)
+		dst, complete = l.segs[i].txn.CollectAborted(from, upTo, dst)
 		if complete {
 			break
 		}
