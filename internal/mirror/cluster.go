@@ -1,0 +1,210 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Cluster is a minimal view of one Kafka cluster: its seed address, the
+// broker addresses and partition leaders from Metadata, and one Conn per
+// broker, re-dialled after failures.
+type Cluster struct {
+	seed     string
+	clientID string
+
+	mu      sync.Mutex
+	conns   map[string]*Conn
+	brokers map[int32]string
+	// ClusterID is the cluster id from the last Metadata response.
+	clusterID string
+}
+
+// NewCluster returns a Cluster reached through seed (HOST:PORT).
+func NewCluster(seed, clientID string) (*Cluster, error) {
+	if _, _, err := net.SplitHostPort(seed); err != nil {
+		return nil, fmt.Errorf("address %q: %w", seed, err)
+	}
+	return &Cluster{seed: seed, clientID: clientID, conns: map[string]*Conn{}, brokers: map[int32]string{}}, nil
+}
+
+// Seed is the address the cluster is reached through.
+func (c *Cluster) Seed() string { return c.seed }
+
+// ClusterID is the cluster id seen in the last Metadata response.
+func (c *Cluster) ClusterID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.clusterID
+}
+
+// Conn returns a live connection to addr, dialling when needed.
+func (c *Cluster) Conn(ctx context.Context, addr string) (*Conn, error) {
+	c.mu.Lock()
+	cn := c.conns[addr]
+	c.mu.Unlock()
+	if cn != nil && !cn.Broken() {
+		return cn, nil
+	}
+	cn, err := Dial(ctx, addr, c.clientID)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old := c.conns[addr]; old != nil && !old.Broken() {
+		cn.Close()
+		return old, nil
+	}
+	c.conns[addr] = cn
+	return cn, nil
+}
+
+// Any returns a connection to the seed, or to any known broker when the
+// seed fails.
+func (c *Cluster) Any(ctx context.Context) (*Conn, error) {
+	cn, err := c.Conn(ctx, c.seed)
+	if err == nil {
+		return cn, nil
+	}
+	c.mu.Lock()
+	addrs := make([]string, 0, len(c.brokers))
+	for _, a := range c.brokers {
+		addrs = append(addrs, a)
+	}
+	c.mu.Unlock()
+	for _, a := range addrs {
+		if cn, err2 := c.Conn(ctx, a); err2 == nil {
+			return cn, nil
+		}
+	}
+	return nil, err
+}
+
+// BrokerConn returns a connection to the broker with the given node id.
+func (c *Cluster) BrokerConn(ctx context.Context, id int32) (*Conn, error) {
+	c.mu.Lock()
+	addr, ok := c.brokers[id]
+	c.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("broker %d of %s is unknown (no metadata yet)", id, c.seed)
+	}
+	return c.Conn(ctx, addr)
+}
+
+// Close closes every connection.
+func (c *Cluster) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cn := range c.conns {
+		cn.Close()
+	}
+	c.conns = map[string]*Conn{}
+}
+
+// PartitionMeta is what Metadata says about one partition.
+type PartitionMeta struct {
+	Leader      int32
+	LeaderEpoch int32
+	Err         error
+}
+
+// TopicMeta is what Metadata says about one topic.
+type TopicMeta struct {
+	Name       string
+	ID         [16]byte
+	Err        error
+	Partitions []PartitionMeta // by partition index
+}
+
+// ErrTopicMissing wraps UNKNOWN_TOPIC_OR_PARTITION answers of Metadata.
+var ErrTopicMissing = errors.New("topic does not exist")
+
+// Metadata asks for topics and records the brokers and cluster id.
+func (c *Cluster) Metadata(ctx context.Context, topics []string) (map[string]*TopicMeta, error) {
+	cn, err := c.Any(ctx)
+	if err != nil {
+		return nil, err
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	req.AllowAutoTopicCreation = false
+	resp, err := cn.Request(ctx, req, 12)
+	if err != nil {
+		return nil, err
+	}
+	r := resp.(*kmsg.MetadataResponse)
+	c.mu.Lock()
+	for _, b := range r.Brokers {
+		c.brokers[b.NodeID] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+	}
+	if r.ClusterID != nil {
+		c.clusterID = *r.ClusterID
+	}
+	c.mu.Unlock()
+	out := make(map[string]*TopicMeta, len(r.Topics))
+	for _, t := range r.Topics {
+		if t.Topic == nil {
+			continue
+		}
+		tm := &TopicMeta{Name: *t.Topic, ID: t.TopicID}
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			if errors.Is(err, kerr.UnknownTopicOrPartition) {
+				err = fmt.Errorf("%w: %s on %s", ErrTopicMissing, *t.Topic, c.seed)
+			}
+			tm.Err = err
+		}
+		n := 0
+		for _, p := range t.Partitions {
+			if int(p.Partition)+1 > n {
+				n = int(p.Partition) + 1
+			}
+		}
+		tm.Partitions = make([]PartitionMeta, n)
+		for i := range tm.Partitions {
+			tm.Partitions[i] = PartitionMeta{Leader: -1, LeaderEpoch: -1, Err: kerr.UnknownTopicOrPartition}
+		}
+		for _, p := range t.Partitions {
+			tm.Partitions[p.Partition] = PartitionMeta{Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Err: kerr.ErrorForCode(p.ErrorCode)}
+		}
+		out[tm.Name] = tm
+	}
+	return out, nil
+}
+
+// Leader returns a connection to the leader of topic/partition and the
+// leader epoch Metadata reports.
+func (c *Cluster) Leader(ctx context.Context, topic string, partition int32) (*Conn, int32, error) {
+	md, err := c.Metadata(ctx, []string{topic})
+	if err != nil {
+		return nil, -1, err
+	}
+	tm := md[topic]
+	switch {
+	case tm == nil:
+		return nil, -1, fmt.Errorf("%w: %s on %s", ErrTopicMissing, topic, c.seed)
+	case tm.Err != nil:
+		return nil, -1, tm.Err
+	case int(partition) >= len(tm.Partitions):
+		return nil, -1, fmt.Errorf("%s has no partition %d on %s", topic, partition, c.seed)
+	}
+	pm := tm.Partitions[partition]
+	if pm.Err != nil {
+		return nil, -1, fmt.Errorf("%s/%d on %s: %w", topic, partition, c.seed, pm.Err)
+	}
+	if pm.Leader < 0 {
+		return nil, -1, fmt.Errorf("%s/%d on %s: %w", topic, partition, c.seed, kerr.LeaderNotAvailable)
+	}
+	cn, err := c.BrokerConn(ctx, pm.Leader)
+	return cn, pm.LeaderEpoch, err
+}

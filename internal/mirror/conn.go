@@ -1,0 +1,301 @@
+package mirror
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Conn is a thin Kafka protocol connection: requests are kmsg structs sent
+// exactly as given (no rewriting of acks, isolation or record bytes), and
+// several may be in flight at once (Kafka answers one connection's
+// requests in order, so responses are matched first-in first-out).
+//
+// A Conn that sees any I/O or framing error is closed for good; callers
+// dial a new one (Cluster does this for them).
+type Conn struct {
+	addr     string
+	nc       net.Conn
+	formater *kmsg.RequestFormatter
+
+	// versions holds the broker's max version per API key, from
+	// ApiVersions at dial time; features its supported feature names.
+	versions map[int16]int16
+	features map[string]bool
+
+	wmu     sync.Mutex // orders writes and correlation ids
+	corr    int32
+	pending chan *call
+	closed  chan struct{}
+	once    sync.Once
+	errMu   sync.Mutex
+	err     error
+}
+
+type call struct {
+	corr int32
+	resp kmsg.Response
+	done chan error
+}
+
+// maxResponseBytes bounds a response frame the client accepts.
+const maxResponseBytes = 512 << 20
+
+// Dial connects to addr and negotiates API versions.
+func Dial(ctx context.Context, addr, clientID string) (*Conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", addr, err)
+	}
+	c := &Conn{
+		addr:     addr,
+		nc:       nc,
+		formater: kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID)),
+		pending:  make(chan *call, 256),
+		closed:   make(chan struct{}),
+	}
+	go c.readLoop()
+	if err := c.negotiate(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Addr is the address the connection was dialed to.
+func (c *Conn) Addr() string { return c.addr }
+
+// HasFeature reports whether the broker listed name among its supported
+// features in ApiVersions (v3+).
+func (c *Conn) HasFeature(name string) bool { return c.features[name] }
+
+// MaxVersion is the highest version of key both the broker and kmsg
+// support, or -1 when the broker does not serve key.
+func (c *Conn) MaxVersion(key int16) int16 {
+	v, ok := c.versions[key]
+	if !ok {
+		return -1
+	}
+	if req := kmsg.RequestForKey(key); req != nil && req.MaxVersion() < v {
+		v = req.MaxVersion()
+	}
+	return v
+}
+
+func (c *Conn) negotiate(ctx context.Context) error {
+	for _, v := range []int16{3, 0} {
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.Version = v
+		req.ClientSoftwareName, req.ClientSoftwareVersion = "verbatim-mirror", "1"
+		resp, err := c.roundTrip(ctx, req)
+		if err != nil {
+			return fmt.Errorf("ApiVersions to %s: %w", c.addr, err)
+		}
+		r := resp.(*kmsg.ApiVersionsResponse)
+		if r.ErrorCode == kerr.UnsupportedVersion.Code && v > 0 {
+			continue
+		}
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			return fmt.Errorf("ApiVersions to %s: %w", c.addr, err)
+		}
+		c.versions = make(map[int16]int16, len(r.ApiKeys))
+		for _, k := range r.ApiKeys {
+			c.versions[k.ApiKey] = k.MaxVersion
+		}
+		c.features = map[string]bool{}
+		for _, f := range r.SupportedFeatures {
+			c.features[f.Name] = true
+		}
+		return nil
+	}
+	return fmt.Errorf("ApiVersions to %s: no supported version", c.addr)
+}
+
+// Request sends req at the highest version both sides support, capped at
+// maxVersion when it is >= 0, and waits for its response.
+func (c *Conn) Request(ctx context.Context, req kmsg.Request, maxVersion int16) (kmsg.Response, error) {
+	v := c.MaxVersion(req.Key())
+	if v < 0 {
+		return nil, fmt.Errorf("%s does not serve %s", c.addr, kmsg.NameForKey(req.Key()))
+	}
+	if maxVersion >= 0 && v > maxVersion {
+		v = maxVersion
+	}
+	req.SetVersion(v)
+	return c.roundTrip(ctx, req)
+}
+
+func (c *Conn) roundTrip(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	cl := &call{resp: req.ResponseKind(), done: make(chan error, 1)}
+	cl.resp.SetVersion(req.GetVersion())
+	c.wmu.Lock()
+	select {
+	case <-c.closed:
+		c.wmu.Unlock()
+		return nil, c.closeErr()
+	default:
+	}
+	c.corr++
+	cl.corr = c.corr
+	buf := c.formater.AppendRequest(nil, req, cl.corr)
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.nc.SetWriteDeadline(dl)
+	} else {
+		_ = c.nc.SetWriteDeadline(time.Time{})
+	}
+	select {
+	case c.pending <- cl:
+	case <-c.closed:
+		c.wmu.Unlock()
+		return nil, c.closeErr()
+	}
+	_, err := c.nc.Write(buf)
+	c.wmu.Unlock()
+	if err != nil {
+		c.fail(fmt.Errorf("writing to %s: %w", c.addr, err))
+	}
+	select {
+	case err := <-cl.done:
+		if err != nil {
+			return nil, err
+		}
+		return cl.resp, nil
+	case <-c.closed:
+		select {
+		case err := <-cl.done:
+			if err != nil {
+				return nil, err
+			}
+			return cl.resp, nil
+		default:
+			return nil, c.closeErr()
+		}
+	case <-ctx.Done():
+		// The response can no longer be paired reliably with a waiter
+		// that gave up; the connection is dropped.
+		c.fail(fmt.Errorf("request to %s abandoned: %w", c.addr, ctx.Err()))
+		return nil, ctx.Err()
+	}
+}
+
+func (c *Conn) readLoop() {
+	br := bufio.NewReaderSize(c.nc, 64<<10)
+	var size [4]byte
+	for {
+		if _, err := io.ReadFull(br, size[:]); err != nil {
+			c.fail(fmt.Errorf("reading from %s: %w", c.addr, err))
+			return
+		}
+		n := int32(binary.BigEndian.Uint32(size[:]))
+		if n < 4 || n > maxResponseBytes {
+			c.fail(fmt.Errorf("response from %s has invalid size %d", c.addr, n))
+			return
+		}
+		body := make([]byte, n)
+		if _, err := io.ReadFull(br, body); err != nil {
+			c.fail(fmt.Errorf("reading from %s: %w", c.addr, err))
+			return
+		}
+		var cl *call
+		select {
+		case cl = <-c.pending:
+		default:
+			c.fail(fmt.Errorf("unsolicited response from %s", c.addr))
+			return
+		}
+		corr := int32(binary.BigEndian.Uint32(body))
+		if corr != cl.corr {
+			err := fmt.Errorf("response from %s has correlation id %d, want %d", c.addr, corr, cl.corr)
+			cl.done <- err
+			c.fail(err)
+			return
+		}
+		body = body[4:]
+		if cl.resp.IsFlexible() && cl.resp.Key() != kmsg.ApiVersions.Int16() {
+			var err error
+			if body, err = skipTags(body); err != nil {
+				cl.done <- err
+				c.fail(err)
+				return
+			}
+		}
+		if err := cl.resp.ReadFrom(body); err != nil {
+			err = fmt.Errorf("decoding %s v%d response from %s: %w", kmsg.NameForKey(cl.resp.Key()), cl.resp.GetVersion(), c.addr, err)
+			cl.done <- err
+			c.fail(err)
+			return
+		}
+		cl.done <- nil
+	}
+}
+
+// skipTags skips a response header's tagged fields.
+func skipTags(b []byte) ([]byte, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 {
+		return nil, errors.New("malformed response header tags")
+	}
+	b = b[k:]
+	for ; n > 0; n-- {
+		if _, k = binary.Uvarint(b); k <= 0 {
+			return nil, errors.New("malformed response header tags")
+		}
+		b = b[k:]
+		size, k := binary.Uvarint(b)
+		if k <= 0 || size > uint64(len(b)-k) {
+			return nil, errors.New("malformed response header tags")
+		}
+		b = b[k+int(size):]
+	}
+	return b, nil
+}
+
+func (c *Conn) fail(err error) {
+	c.once.Do(func() {
+		c.errMu.Lock()
+		c.err = err
+		c.errMu.Unlock()
+		close(c.closed)
+		c.nc.Close()
+		for {
+			select {
+			case cl := <-c.pending:
+				cl.done <- err
+			default:
+				return
+			}
+		}
+	})
+}
+
+func (c *Conn) closeErr() error {
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
+	if c.err == nil {
+		return errors.New("connection closed")
+	}
+	return c.err
+}
+
+// Broken reports whether the connection has failed or been closed.
+func (c *Conn) Broken() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Close closes the connection; pending requests fail.
+func (c *Conn) Close() { c.fail(fmt.Errorf("connection to %s closed", c.addr)) }

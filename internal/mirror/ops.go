@@ -1,0 +1,205 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+)
+
+// Special ListOffsets timestamps.
+const (
+	Latest       int64 = -1
+	Earliest     int64 = -2
+	MaxTimestamp int64 = -3
+)
+
+// Isolation levels of Fetch and ListOffsets.
+const (
+	ReadUncommitted int8 = 0
+	ReadCommitted   int8 = 1
+)
+
+// OffsetAnswer is one ListOffsets answer.
+type OffsetAnswer struct {
+	Offset      int64
+	Timestamp   int64
+	LeaderEpoch int32
+}
+
+// ListOffset asks the connection's broker (the partition leader) for one
+// partition's offset at ts (Latest, Earliest, MaxTimestamp or a
+// timestamp in ms).
+func ListOffset(ctx context.Context, cn *Conn, topic string, partition int32, ts int64, isolation int8) (OffsetAnswer, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	req.IsolationLevel = isolation
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = partition, ts, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := cn.Request(ctx, req, 9)
+	if err != nil {
+		return OffsetAnswer{}, err
+	}
+	r := resp.(*kmsg.ListOffsetsResponse)
+	if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
+		return OffsetAnswer{}, fmt.Errorf("ListOffsets %s/%d: malformed answer from %s", topic, partition, cn.Addr())
+	}
+	p := r.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+		return OffsetAnswer{}, fmt.Errorf("ListOffsets %s/%d at %d on %s: %w", topic, partition, ts, cn.Addr(), err)
+	}
+	return OffsetAnswer{Offset: p.Offset, Timestamp: p.Timestamp, LeaderEpoch: p.LeaderEpoch}, nil
+}
+
+// EpochEnd is one OffsetForLeaderEpoch answer.
+type EpochEnd struct {
+	LeaderEpoch int32
+	EndOffset   int64
+}
+
+// OffsetForLeaderEpoch asks the leader where epoch ends (as a consumer:
+// ReplicaID -1).
+func OffsetForLeaderEpoch(ctx context.Context, cn *Conn, topic string, partition int32, epoch int32) (EpochEnd, error) {
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.ReplicaID = -1
+	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = partition, -1, epoch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := cn.Request(ctx, req, 4)
+	if err != nil {
+		return EpochEnd{}, err
+	}
+	r := resp.(*kmsg.OffsetForLeaderEpochResponse)
+	if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
+		return EpochEnd{}, fmt.Errorf("OffsetForLeaderEpoch %s/%d: malformed answer from %s", topic, partition, cn.Addr())
+	}
+	p := r.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+		return EpochEnd{}, fmt.Errorf("OffsetForLeaderEpoch %s/%d epoch %d on %s: %w", topic, partition, epoch, cn.Addr(), err)
+	}
+	return EpochEnd{LeaderEpoch: p.LeaderEpoch, EndOffset: p.EndOffset}, nil
+}
+
+// FetchArgs describe a one-partition fetch.
+type FetchArgs struct {
+	Topic            string
+	Partition        int32
+	Offset           int64
+	MaxBytes         int32
+	Isolation        int8
+	MaxWaitMs        int32
+	CurrentEpoch     int32 // -1: no fencing
+	LastFetchedEpoch int32 // -1: no divergence check (Fetch v12+)
+}
+
+// FetchResult is one partition's fetch answer.
+type FetchResult struct {
+	Err            error
+	HighWatermark  int64
+	LastStable     int64
+	LogStart       int64
+	Records        []byte
+	Aborted        []kmsg.FetchResponseTopicPartitionAbortedTransaction
+	DivergingEpoch EpochEnd // LeaderEpoch -1: none
+}
+
+// FetchPartition fetches one partition (sessionless, as a consumer).
+func FetchPartition(ctx context.Context, cn *Conn, a FetchArgs) (FetchResult, error) {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis = a.MaxWaitMs
+	req.MinBytes = 1
+	req.MaxBytes = a.MaxBytes
+	req.IsolationLevel = a.Isolation
+	req.SessionID, req.SessionEpoch = 0, -1
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = a.Topic
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = a.Partition, a.Offset, a.MaxBytes
+	rp.CurrentLeaderEpoch, rp.LastFetchedEpoch, rp.LogStartOffset = a.CurrentEpoch, a.LastFetchedEpoch, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	// v12: topic names, LastFetchedEpoch and DivergingEpoch; v13+ would
+	// need topic ids.
+	resp, err := cn.Request(ctx, req, 12)
+	if err != nil {
+		return FetchResult{}, err
+	}
+	r := resp.(*kmsg.FetchResponse)
+	if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+		return FetchResult{}, fmt.Errorf("fetch %s/%d from %s: %w", a.Topic, a.Partition, cn.Addr(), err)
+	}
+	if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
+		return FetchResult{}, fmt.Errorf("fetch %s/%d: malformed answer from %s", a.Topic, a.Partition, cn.Addr())
+	}
+	p := r.Topics[0].Partitions[0]
+	res := FetchResult{
+		Err:            kerr.ErrorForCode(p.ErrorCode),
+		HighWatermark:  p.HighWatermark,
+		LastStable:     p.LastStableOffset,
+		LogStart:       p.LogStartOffset,
+		Records:        p.RecordBatches,
+		Aborted:        p.AbortedTransactions,
+		DivergingEpoch: EpochEnd{LeaderEpoch: p.DivergingEpoch.Epoch, EndOffset: p.DivergingEpoch.EndOffset},
+	}
+	if r.Version < 12 {
+		res.DivergingEpoch.LeaderEpoch = -1
+	}
+	return res, nil
+}
+
+// ErrOldMagic is returned for message format v0/v1 data, which cannot be
+// mirrored: it has no batch leader epoch or producer state and Verbatim
+// stores only v2 batches.
+var ErrOldMagic = errors.New("message format v0/v1 (magic 0 or 1)")
+
+// Split cuts a fetched record set into whole v2 batches whose last offset
+// is at or above from; span is the bytes of those batches (they are
+// consecutive in set). A partial batch at the end (Kafka cuts responses at
+// the byte limit) is dropped: partial reports whether one was. A batch in
+// an older message format is an error wrapping ErrOldMagic.
+func Split(set []byte, from int64) (batches [][]byte, span []byte, partial bool, err error) {
+	pos, spanStart := 0, -1
+	for pos < len(set) {
+		b, _, err := kbatch.Next(set[pos:])
+		if err != nil {
+			partial = true
+			break
+		}
+		if m := kbatch.Magic(b); m != 2 {
+			return nil, nil, false, fmt.Errorf("%w at offset %d (magic %d): only v2 record batches can be mirrored; rewrite the source topic with a v2 producer", ErrOldMagic, kbatch.BaseOffset(b), m)
+		}
+		if len(b) < kbatch.HeaderSize {
+			return nil, nil, false, fmt.Errorf("batch at offset %d is %d bytes, shorter than a v2 header", kbatch.BaseOffset(b), len(b))
+		}
+		if LastOffset(b) >= from {
+			if spanStart < 0 {
+				spanStart = pos
+			}
+			batches = append(batches, b)
+		}
+		pos += len(b)
+	}
+	if spanStart >= 0 {
+		end := spanStart
+		for _, b := range batches {
+			end += len(b)
+		}
+		span = set[spanStart:end:end]
+	}
+	return batches, span, partial, nil
+}
+
+// LastOffset is the offset of a batch's last record (by LastOffsetDelta).
+func LastOffset(b []byte) int64 { return kbatch.BaseOffset(b) + int64(kbatch.LastOffsetDelta(b)) }

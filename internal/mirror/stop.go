@@ -1,0 +1,191 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+)
+
+// StopResult is what mirror stop did to one partition.
+type StopResult struct {
+	Topic     string
+	Partition int32
+	// LastMirroredOffset is the last offset the mirror wrote (-1: none),
+	// LastMirroredEpoch the leader epoch of that batch (-1: none).
+	LastMirroredOffset int64
+	LastMirroredEpoch  int32
+	// NewEpoch is the partition's leader epoch after the stop.
+	NewEpoch int32
+	// AbortedTransactions counts the ABORT markers the stop wrote.
+	AbortedTransactions int
+	// Barrier is true when a MIRROR_PID_RESET (type 7) batch was found
+	// after the mirrored data.
+	Barrier bool
+}
+
+// Stop performs the failover of every partition of topics on the
+// destination: an IncrementalAlterConfigs DELETE of mirror.mode, which the
+// broker turns into the stop sequence (docs/mirroring.md), then reads back
+// what it wrote.
+func Stop(ctx context.Context, dest string, topics []string) ([]StopResult, error) {
+	if dest == "" || len(topics) == 0 {
+		return nil, Usage("--dest and --topics are required")
+	}
+	cl, err := NewCluster(dest, "verbatim-mirror-stop")
+	if err != nil {
+		return nil, Usage("--dest: %v", err)
+	}
+	defer cl.Close()
+	md, err := cl.Metadata(ctx, topics)
+	if err != nil {
+		return nil, Usage("destination metadata: %v", err)
+	}
+	var out []StopResult
+	for _, name := range topics {
+		tm := md[name]
+		if tm == nil || tm.Err != nil {
+			return out, Usage("destination topic %s: %v", name, errOr(tm))
+		}
+		before := make([]StopResult, len(tm.Partitions))
+		leos := make([]int64, len(tm.Partitions))
+		for i := range tm.Partitions {
+			r, leo, err := lastBatch(ctx, cl, name, int32(i))
+			if err != nil {
+				return out, Usage("%s/%d: %v", name, i, err)
+			}
+			before[i], leos[i] = r, leo
+		}
+		if err := deleteMirrorMode(ctx, cl, name); err != nil {
+			return out, err
+		}
+		md2, err := cl.Metadata(ctx, []string{name})
+		if err != nil || md2[name] == nil || md2[name].Err != nil {
+			return out, Usage("destination metadata after stopping %s: %v", name, err)
+		}
+		for i := range before {
+			r := before[i]
+			r.NewEpoch = md2[name].Partitions[i].LeaderEpoch
+			if err := countStopMarkers(ctx, cl, name, int32(i), leos[i], &r); err != nil {
+				return out, Usage("%s/%d: reading back the stop markers: %v", name, i, err)
+			}
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// lastBatch reads a partition's log end and the epoch of its last batch.
+func lastBatch(ctx context.Context, cl *Cluster, topic string, part int32) (StopResult, int64, error) {
+	r := StopResult{Topic: topic, Partition: part, LastMirroredOffset: -1, LastMirroredEpoch: -1}
+	cn, _, err := cl.Leader(ctx, topic, part)
+	if err != nil {
+		return r, 0, err
+	}
+	end, err := ListOffset(ctx, cn, topic, part, Latest, ReadUncommitted)
+	if err != nil {
+		return r, 0, err
+	}
+	start, err := ListOffset(ctx, cn, topic, part, Earliest, ReadUncommitted)
+	if err != nil {
+		return r, 0, err
+	}
+	if end.Offset > start.Offset {
+		res, err := FetchPartition(ctx, cn, FetchArgs{Topic: topic, Partition: part, Offset: end.Offset - 1, MaxBytes: 1 << 20, CurrentEpoch: -1, LastFetchedEpoch: -1})
+		if err == nil {
+			err = res.Err
+		}
+		if err != nil {
+			return r, 0, err
+		}
+		bs, _, _, err := Split(res.Records, end.Offset-1)
+		if err != nil {
+			return r, 0, err
+		}
+		if len(bs) > 0 {
+			r.LastMirroredOffset, r.LastMirroredEpoch = LastOffset(bs[0]), kbatch.LeaderEpoch(bs[0])
+		}
+	}
+	return r, end.Offset, nil
+}
+
+func deleteMirrorMode(ctx context.Context, cl *Cluster, topic string) error {
+	cn, err := cl.Any(ctx)
+	if err != nil {
+		return Usage("destination: %v", err)
+	}
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, topic
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Op = "mirror.mode", kmsg.IncrementalAlterConfigOpDelete
+	rr.Configs = append(rr.Configs, c)
+	req.Resources = append(req.Resources, rr)
+	resp, err := cn.Request(ctx, req, 1)
+	if err != nil {
+		return Usage("stopping %s: %v", topic, err)
+	}
+	r := resp.(*kmsg.IncrementalAlterConfigsResponse)
+	if len(r.Resources) != 1 {
+		return Usage("IncrementalAlterConfigs %s: malformed answer", topic)
+	}
+	if err := kerr.ErrorForCode(r.Resources[0].ErrorCode); err != nil {
+		msg := ""
+		if m := r.Resources[0].ErrorMessage; m != nil {
+			msg = ": " + *m
+		}
+		return Refusal("the destination refused to stop mirror topic %s: %v%s", topic, err, msg)
+	}
+	return nil
+}
+
+// countStopMarkers reads the partition from the pre-stop log end and counts
+// the ABORT markers and the MIRROR_PID_RESET barrier the stop appended.
+func countStopMarkers(ctx context.Context, cl *Cluster, topic string, part int32, from int64, r *StopResult) error {
+	cn, _, err := cl.Leader(ctx, topic, part)
+	if err != nil {
+		return err
+	}
+	end, err := ListOffset(ctx, cn, topic, part, Latest, ReadUncommitted)
+	if err != nil {
+		return err
+	}
+	for next := from; next < end.Offset; {
+		res, err := FetchPartition(ctx, cn, FetchArgs{Topic: topic, Partition: part, Offset: next, MaxBytes: 1 << 20, CurrentEpoch: -1, LastFetchedEpoch: -1})
+		if err == nil {
+			err = res.Err
+		}
+		if err != nil {
+			return err
+		}
+		bs, _, _, err := Split(res.Records, next)
+		if err != nil {
+			return err
+		}
+		if len(bs) == 0 {
+			return errors.New("no batch below the log end")
+		}
+		for _, b := range bs {
+			if typ, ok := kbatch.ControlType(b); ok {
+				switch typ {
+				case 0:
+					r.AbortedTransactions++
+				case 7:
+					r.Barrier = true
+				}
+			}
+			next = LastOffset(b) + 1
+		}
+	}
+	return nil
+}
+
+// String renders a stop result as one line.
+func (r StopResult) String() string {
+	return fmt.Sprintf("%s/%d: last mirrored offset %d (epoch %d), new leader epoch %d, %d transactions aborted, barrier %v",
+		r.Topic, r.Partition, r.LastMirroredOffset, r.LastMirroredEpoch, r.NewEpoch, r.AbortedTransactions, r.Barrier)
+}
