@@ -37,7 +37,11 @@ func run(args []string) int {
 	case "version", "--version", "-version":
 		fmt.Println("verbatim", Version)
 		return 0
-	case "mirror", "verify", "policy":
+	case "mirror":
+		return mirrorCmd(args[1:])
+	case "verify":
+		return verifyCmd(args[1:])
+	case "policy":
 		fmt.Fprintf(os.Stderr, "verbatim %s: not available in this build yet (see README status table)\n", args[0])
 		return 2
 	case "help", "-h", "--help":

@@ -1,0 +1,461 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/internal/mirror"
+)
+
+// Statuses of a partition.
+const (
+	Identical            = "identical"
+	SourceCompactedSince = "source-compacted-since"
+	Mismatch             = "mismatch"
+)
+
+// Options configure a verification.
+type Options struct {
+	Source, Dest string
+	Topics       []string
+	Logger       *slog.Logger
+}
+
+// FirstMismatch locates the first difference found in a partition.
+type FirstMismatch struct {
+	Offset int64  `json:"offset"`
+	Field  string `json:"field"`
+	// Detail says what each side holds, for humans.
+	Detail string `json:"detail,omitempty"`
+}
+
+// PartitionReport is one partition's verdict.
+type PartitionReport struct {
+	Topic         string         `json:"topic"`
+	Partition     int32          `json:"partition"`
+	Batches       int64          `json:"batches"`
+	Bytes         int64          `json:"bytes"`
+	Status        string         `json:"status"`
+	FirstMismatch *FirstMismatch `json:"first_mismatch"`
+	// CommonRange is [from, to) of offsets both sides hold.
+	CommonRange [2]int64 `json:"common_range"`
+	// Checks lists what was compared beyond the batch bytes.
+	Checks []string `json:"checks"`
+}
+
+// Report is the whole verdict.
+type Report struct {
+	Exact      bool              `json:"exact"`
+	Partitions []PartitionReport `json:"partitions"`
+}
+
+// Run verifies every partition of the topics. The error is non-nil only
+// when the verification could not run (exit 2); mismatches are in the
+// report.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if o.Source == "" || o.Dest == "" || len(o.Topics) == 0 {
+		return nil, mirror.Usage("--source, --dest and --topics are required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	src, err := mirror.NewCluster(o.Source, "verbatim-verify")
+	if err != nil {
+		return nil, mirror.Usage("--source: %v", err)
+	}
+	defer src.Close()
+	dst, err := mirror.NewCluster(o.Dest, "verbatim-verify")
+	if err != nil {
+		return nil, mirror.Usage("--dest: %v", err)
+	}
+	defer dst.Close()
+	smd, err := src.Metadata(ctx, o.Topics)
+	if err != nil {
+		return nil, mirror.Usage("source metadata: %v", err)
+	}
+	dmd, err := dst.Metadata(ctx, o.Topics)
+	if err != nil {
+		return nil, mirror.Usage("destination metadata: %v", err)
+	}
+	rep := &Report{Exact: true}
+	for _, name := range o.Topics {
+		st := smd[name]
+		if st == nil || st.Err != nil {
+			return nil, mirror.Usage("source topic %s: %v", name, topicErr(st))
+		}
+		compacted, err := isCompacted(ctx, src, name)
+		if err != nil {
+			return nil, mirror.Usage("source configs of %s: %v", name, err)
+		}
+		dt := dmd[name]
+		for i := range st.Partitions {
+			pr := PartitionReport{Topic: name, Partition: int32(i), Status: Identical, Checks: []string{}}
+			switch {
+			case dt == nil || dt.Err != nil:
+				pr.Status = Mismatch
+				pr.FirstMismatch = &FirstMismatch{Offset: -1, Field: "topic", Detail: fmt.Sprintf("destination: %v", topicErr(dt))}
+			case i >= len(dt.Partitions):
+				pr.Status = Mismatch
+				pr.FirstMismatch = &FirstMismatch{Offset: -1, Field: "partition", Detail: fmt.Sprintf("the destination has %d partitions", len(dt.Partitions))}
+			default:
+				v := &partitionCheck{src: src, dst: dst, topic: name, part: int32(i), compacted: compacted, rep: &pr, log: o.Logger}
+				if err := v.run(ctx); err != nil {
+					return nil, mirror.Usage("%s/%d: %v", name, i, err)
+				}
+			}
+			if pr.Status == Mismatch {
+				rep.Exact = false
+			}
+			rep.Partitions = append(rep.Partitions, pr)
+		}
+		if dt != nil && dt.Err == nil && len(dt.Partitions) > len(st.Partitions) {
+			rep.Exact = false
+			rep.Partitions = append(rep.Partitions, PartitionReport{Topic: name, Partition: int32(len(st.Partitions)), Status: Mismatch, Checks: []string{},
+				FirstMismatch: &FirstMismatch{Offset: -1, Field: "partition", Detail: fmt.Sprintf("the destination has %d partitions, the source %d", len(dt.Partitions), len(st.Partitions))}})
+		}
+	}
+	return rep, nil
+}
+
+func topicErr(t *mirror.TopicMeta) error {
+	if t == nil {
+		return mirror.ErrTopicMissing
+	}
+	return t.Err
+}
+
+// isCompacted reports whether the source topic's cleanup.policy includes
+// compact.
+func isCompacted(ctx context.Context, cl *mirror.Cluster, topic string) (bool, error) {
+	cn, err := cl.Any(ctx)
+	if err != nil {
+		return false, err
+	}
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	rr := kmsg.NewDescribeConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName, rr.ConfigNames = kmsg.ConfigResourceTypeTopic, topic, []string{"cleanup.policy"}
+	req.Resources = append(req.Resources, rr)
+	resp, err := cn.Request(ctx, req, 4)
+	if err != nil {
+		return false, err
+	}
+	r := resp.(*kmsg.DescribeConfigsResponse)
+	if len(r.Resources) != 1 {
+		return false, errors.New("malformed DescribeConfigs answer")
+	}
+	if err := kerr.ErrorForCode(r.Resources[0].ErrorCode); err != nil {
+		return false, err
+	}
+	for _, c := range r.Resources[0].Configs {
+		if c.Name == "cleanup.policy" && c.Value != nil && strings.Contains(*c.Value, "compact") {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// partitionCheck verifies one partition.
+type partitionCheck struct {
+	src, dst       *mirror.Cluster
+	sc, dc         *mirror.Conn
+	topic          string
+	part           int32
+	compacted      bool
+	rep            *PartitionReport
+	log            *slog.Logger
+	minEp, maxEp   int32
+	transactional  bool
+	sampleTimes    []int64
+	compactedSince bool
+}
+
+func (v *partitionCheck) mismatch(offset int64, field, format string, args ...any) {
+	if v.rep.FirstMismatch != nil {
+		return
+	}
+	v.rep.Status = Mismatch
+	v.rep.FirstMismatch = &FirstMismatch{Offset: offset, Field: field, Detail: fmt.Sprintf(format, args...)}
+}
+
+func (v *partitionCheck) run(ctx context.Context) error {
+	var err error
+	if v.sc, _, err = v.src.Leader(ctx, v.topic, v.part); err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	if v.dc, _, err = v.dst.Leader(ctx, v.topic, v.part); err != nil {
+		return fmt.Errorf("destination: %w", err)
+	}
+	type lo struct {
+		name      string
+		ts        int64
+		isolation int8
+	}
+	views := []lo{{"earliest", mirror.Earliest, mirror.ReadUncommitted}, {"latest", mirror.Latest, mirror.ReadUncommitted},
+		{"last_stable", mirror.Latest, mirror.ReadCommitted}, {"max_timestamp", mirror.MaxTimestamp, mirror.ReadUncommitted}}
+	sv := make([]mirror.OffsetAnswer, len(views))
+	dv := make([]mirror.OffsetAnswer, len(views))
+	for i, w := range views {
+		if sv[i], err = mirror.ListOffset(ctx, v.sc, v.topic, v.part, w.ts, w.isolation); err != nil {
+			return fmt.Errorf("source: %w", err)
+		}
+		if dv[i], err = mirror.ListOffset(ctx, v.dc, v.topic, v.part, w.ts, w.isolation); err != nil {
+			return fmt.Errorf("destination: %w", err)
+		}
+	}
+	from := max(sv[0].Offset, dv[0].Offset)
+	to := min(sv[1].Offset, dv[1].Offset)
+	if to < from {
+		to = from
+	}
+	v.rep.CommonRange = [2]int64{from, to}
+	v.minEp, v.maxEp = -1, -1
+
+	if err := v.compareBatches(ctx, from, to); err != nil {
+		return err
+	}
+	if v.compactedSince && v.rep.Status != Mismatch {
+		v.rep.Status = SourceCompactedSince
+	}
+	// The views of I4: ListOffsets and the last stable offset. After the
+	// source compacted, timestamps may legitimately differ.
+	for i, w := range views {
+		if v.compactedSince && w.name == "max_timestamp" {
+			continue
+		}
+		v.rep.Checks = append(v.rep.Checks, "list_offsets."+w.name)
+		if sv[i].Offset != dv[i].Offset || (w.name == "max_timestamp" && sv[i].Timestamp != dv[i].Timestamp) {
+			v.mismatch(sv[i].Offset, "list_offsets."+w.name, "source offset %d timestamp %d, destination offset %d timestamp %d", sv[i].Offset, sv[i].Timestamp, dv[i].Offset, dv[i].Timestamp)
+		}
+	}
+	if !v.compactedSince {
+		for _, ts := range v.sampleTimes {
+			s, err := mirror.ListOffset(ctx, v.sc, v.topic, v.part, ts, mirror.ReadUncommitted)
+			if err != nil {
+				return fmt.Errorf("source: %w", err)
+			}
+			d, err := mirror.ListOffset(ctx, v.dc, v.topic, v.part, ts, mirror.ReadUncommitted)
+			if err != nil {
+				return fmt.Errorf("destination: %w", err)
+			}
+			if s.Offset != d.Offset || s.Timestamp != d.Timestamp {
+				v.mismatch(s.Offset, "list_offsets.timestamp", "for timestamp %d the source answers offset %d (timestamp %d), the destination offset %d (timestamp %d)", ts, s.Offset, s.Timestamp, d.Offset, d.Timestamp)
+			}
+		}
+		if len(v.sampleTimes) > 0 {
+			v.rep.Checks = append(v.rep.Checks, fmt.Sprintf("list_offsets.by_timestamp(%d)", len(v.sampleTimes)))
+		}
+	}
+	// I3: OffsetForLeaderEpoch for every epoch with batches and the ones
+	// between them.
+	if v.minEp >= 0 {
+		for e := v.minEp; e <= v.maxEp; e++ {
+			s, err := mirror.OffsetForLeaderEpoch(ctx, v.sc, v.topic, v.part, e)
+			if err != nil {
+				return fmt.Errorf("source: %w", err)
+			}
+			d, err := mirror.OffsetForLeaderEpoch(ctx, v.dc, v.topic, v.part, e)
+			if err != nil {
+				return fmt.Errorf("destination: %w", err)
+			}
+			if s != d {
+				v.mismatch(s.EndOffset, "offset_for_leader_epoch", "epoch %d: source answers epoch %d end offset %d, destination epoch %d end offset %d", e, s.LeaderEpoch, s.EndOffset, d.LeaderEpoch, d.EndOffset)
+			}
+		}
+		v.rep.Checks = append(v.rep.Checks, fmt.Sprintf("offset_for_leader_epoch(%d-%d)", v.minEp, v.maxEp))
+	}
+	// I4/I5: what read_committed consumers drop, by meaning.
+	if v.transactional {
+		upto := min(sv[2].Offset, dv[2].Offset)
+		if err := v.compareAborted(ctx, from, upto); err != nil {
+			return err
+		}
+		v.rep.Checks = append(v.rep.Checks, "aborted_transactions")
+	}
+	return nil
+}
+
+// compareBatches compares every batch of [from, to) byte for byte. On a
+// compacted source, a difference starts a record-level check that the
+// destination is a superset of the source.
+func (v *partitionCheck) compareBatches(ctx context.Context, from, to int64) error {
+	si := newBatches(v.sc, v.topic, v.part, from, to, mirror.ReadUncommitted)
+	di := newBatches(v.dc, v.topic, v.part, from, to, mirror.ReadUncommitted)
+	var nb int
+	for {
+		s, err := si.Next(ctx)
+		if err != nil {
+			return fmt.Errorf("source: %w", err)
+		}
+		d, err := di.Next(ctx)
+		if err != nil {
+			return fmt.Errorf("destination: %w", err)
+		}
+		if s == nil && d == nil {
+			return nil
+		}
+		if s == nil || d == nil {
+			if v.compacted && s == nil {
+				// The source cleaned away batches the destination still
+				// has: the superset check decides.
+				return v.superset(ctx, from, to)
+			}
+			side, b := "source", d
+			if d == nil {
+				side, b = "destination", s
+			}
+			v.mismatch(baseOffset(b), "batch_missing", "the %s has no batch where the other has one at offset %d", side, baseOffset(b))
+			return nil
+		}
+		if f := diffBatch(s, d); f != "" {
+			if v.compacted {
+				return v.superset(ctx, from, to)
+			}
+			off := min(baseOffset(s), baseOffset(d))
+			v.mismatch(off, f, "source batch %s, destination batch %s", describe(s), describe(d))
+			return nil
+		}
+		v.note(s)
+		nb++
+		v.rep.Batches++
+		v.rep.Bytes += int64(len(s))
+		if nb%64 == 1 && kbatch.Attributes(s)&kbatch.ControlBit == 0 {
+			h, _ := kbatch.ParseHeader(s)
+			v.sampleTimes = append(v.sampleTimes, h.MaxTimestamp)
+		}
+	}
+}
+
+// note records the epochs and transactionality of an identical batch.
+func (v *partitionCheck) note(b []byte) {
+	e := kbatch.LeaderEpoch(b)
+	if v.minEp < 0 || e < v.minEp {
+		v.minEp = e
+	}
+	if e > v.maxEp {
+		v.maxEp = e
+	}
+	if kbatch.Attributes(b)&kbatch.TransactionalBit != 0 {
+		v.transactional = true
+	}
+}
+
+func describe(b []byte) string {
+	h, err := kbatch.ParseHeader(b)
+	if err != nil {
+		return fmt.Sprintf("(%d bytes, unreadable header)", len(b))
+	}
+	return fmt.Sprintf("[offsets %d-%d epoch %d attributes %#x producer %d/%d seq %d timestamps %d-%d crc %08x, %d bytes]",
+		h.BaseOffset, h.LastOffset(), h.LeaderEpoch, h.Attributes, h.ProducerID, h.ProducerEpoch, h.BaseSequence, h.BaseTimestamp, h.MaxTimestamp, h.CRC, len(b))
+}
+
+// superset checks, from the start of the common range, that every record
+// the compacted source still holds sits on the destination at the same
+// offset with the same key, value, headers and timestamp.
+func (v *partitionCheck) superset(ctx context.Context, from, to int64) error {
+	v.rep.Batches, v.rep.Bytes = 0, 0
+	v.sampleTimes = nil
+	v.compactedSince = true
+	v.rep.Checks = append(v.rep.Checks, "compacted_superset")
+	si := newBatches(v.sc, v.topic, v.part, from, to, mirror.ReadUncommitted)
+	di := newBatches(v.dc, v.topic, v.part, from, to, mirror.ReadUncommitted)
+	var drecs []record
+	for {
+		s, err := si.Next(ctx)
+		if err != nil {
+			return fmt.Errorf("source: %w", err)
+		}
+		if s == nil {
+			break
+		}
+		srecs, err := decodeRecords(s)
+		if err != nil {
+			v.mismatch(baseOffset(s), "records", "source batch unreadable: %v", err)
+			return nil
+		}
+		for _, sr := range srecs {
+			for len(drecs) == 0 || drecs[len(drecs)-1].offset < sr.offset {
+				d, err := di.Next(ctx)
+				if err != nil {
+					return fmt.Errorf("destination: %w", err)
+				}
+				if d == nil {
+					v.mismatch(sr.offset, "record_missing", "the destination has no record at offset %d", sr.offset)
+					return nil
+				}
+				v.note(d)
+				v.rep.Batches++
+				v.rep.Bytes += int64(len(d))
+				if drecs, err = decodeRecords(d); err != nil {
+					v.mismatch(baseOffset(d), "records", "destination batch unreadable: %v", err)
+					return nil
+				}
+			}
+			var dr *record
+			for i := range drecs {
+				if drecs[i].offset == sr.offset {
+					dr = &drecs[i]
+					break
+				}
+			}
+			if dr == nil {
+				v.mismatch(sr.offset, "record_missing", "the destination has no record at offset %d", sr.offset)
+				return nil
+			}
+			if f := diffRecord(sr, *dr); f != "" {
+				v.mismatch(sr.offset, f, "record at offset %d differs (%s)", sr.offset, f)
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// compareAborted compares, over [from, upto), which producer's data a
+// read_committed consumer drops on each side.
+func (v *partitionCheck) compareAborted(ctx context.Context, from, upto int64) error {
+	collect := func(cn *mirror.Conn) ([]abortedRange, error) {
+		it := newBatches(cn, v.topic, v.part, from, upto, mirror.ReadCommitted)
+		var bs [][]byte
+		for {
+			b, err := it.Next(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if b == nil {
+				break
+			}
+			bs = append(bs, b)
+		}
+		return abortedData(bs, it.aborted), nil
+	}
+	sa, err := collect(v.sc)
+	if err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	da, err := collect(v.dc)
+	if err != nil {
+		return fmt.Errorf("destination: %w", err)
+	}
+	for i := 0; i < max(len(sa), len(da)); i++ {
+		switch {
+		case i >= len(sa):
+			v.mismatch(da[i].first, "aborted_transactions", "the destination treats %s as aborted, the source does not", da[i])
+			return nil
+		case i >= len(da):
+			v.mismatch(sa[i].first, "aborted_transactions", "the source treats %s as aborted, the destination does not", sa[i])
+			return nil
+		case sa[i] != da[i]:
+			v.mismatch(min(sa[i].first, da[i].first), "aborted_transactions", "source aborts %s, destination %s", sa[i], da[i])
+			return nil
+		}
+	}
+	return nil
+}
