@@ -424,9 +424,16 @@ func (l *Log) shouldRoll(a *segment, set []byte, nowMs int64) bool {
 // entry, indexes written and synced, log synced, producer snapshot) and
 // starts a new one at base. REQUIRES: l.mu.
 func (l *Log) rollLocked(base int64, nowMs int64) error {
-	// An empty active segment that cannot take the batch (its offsets
-	// would not fit) is kept: it simply holds no batch.
 	old := l.active()
+	if old.size == 0 {
+		// An empty active segment that cannot take the batch (offsets
+		// below its base after a failed write that had rolled, or too far
+		// above it) is replaced.
+		if err := l.retireEmptyActiveLocked(); err != nil {
+			return err
+		}
+		return l.createActiveLocked(base, nowMs)
+	}
 	old.onRoll()
 	if err := old.writeIndexes(); err != nil {
 		if isNoSpace(err) {
@@ -444,6 +451,35 @@ func (l *Log) rollLocked(base int64, nowMs int64) error {
 		return l.failLocked("transaction index sync on roll", err)
 	}
 	l.setDurable(l.leo)
+	return l.createActiveLocked(base, nowMs)
+}
+
+// retireEmptyActiveLocked deletes the empty active segment. The flusher may
+// be syncing its file at this moment; the retired flag tells it that the
+// failure of that sync means nothing (the segment held no data). Stale
+// producer snapshots above the log end (named by the segment's base) go
+// too. REQUIRES: l.mu.
+func (l *Log) retireEmptyActiveLocked() error {
+	old := l.active()
+	old.retired.Store(true)
+	old.closeFiles()
+	old.txn.Close()
+	if err := removeSegmentFiles(l.fs, l.dir, old.base); err != nil {
+		return l.failLocked("remove empty segment", err)
+	}
+	l.segs = l.segs[:len(l.segs)-1]
+	if err := l.producer.ps.DeleteSnapshotsAbove(l.leo); err != nil {
+		return l.failLocked("producer snapshots", err)
+	}
+	if l.producer.ps.MapEndOffset() > l.leo {
+		l.producer.ps.UpdateMapEndOffset(l.leo)
+	}
+	return nil
+}
+
+// createActiveLocked creates the segment at base and makes it active.
+// REQUIRES: l.mu.
+func (l *Log) createActiveLocked(base, nowMs int64) error {
 	s, err := createSegment(l.fs, l.dir, base, int64(l.cfg.IndexIntervalBytes), nowMs)
 	if err == nil {
 		if err = openTxnIndex(s); err != nil {
@@ -459,6 +495,12 @@ func (l *Log) rollLocked(base int64, nowMs int64) error {
 		if rerr := removeSegmentFiles(l.fs, l.dir, base); rerr != nil {
 			return l.failLocked("remove partial segment", rerr)
 		}
+		if len(l.segs) == 0 {
+			// The empty active segment was retired and no segment can be
+			// created: without an active segment the log cannot go on.
+			return l.failLocked("create segment", err)
+		}
+		l.syncSeg.Store(l.active())
 		return fmt.Errorf("%w: creating segment %d: %v", ErrNoSpace, base, err)
 	}
 	l.segs = append(l.segs, s)

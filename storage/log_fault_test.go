@@ -276,3 +276,48 @@ func TestLogFlushInterval(t *testing.T) {
 		t.Fatalf("LEO %d after crash", l2.LogEndOffset())
 	}
 }
+
+// A verbatim append with a gap rolls to a segment at its base and then
+// fails to write; the next append starts lower. The empty segment must be
+// replaced, not left out of order.
+func TestLogFailedWriteAfterRollThenLowerBase(t *testing.T) {
+	fs := NewMemFS()
+	l := openLog(t, fs, Config{SegmentBytes: 500})
+	if _, err := l.AppendVerbatim(testBatch(t, 0, 1, 1, 2, 300)); err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int32
+	n.Store(1)
+	fs.SetFault(failNext(OpWrite, SegmentFileName(50, ".log"), Fault{Err: syscall.ENOSPC}, &n))
+	if _, err := l.AppendVerbatim(testBatch(t, 50, 1, 1, 2, 300)); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("got %v", err)
+	}
+	fs.SetFault(nil)
+	if _, err := l.AppendVerbatim(testBatch(t, 10, 1, 1, 2, 300)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AppendVerbatim(testBatch(t, 20, 1, 1, 2, 300)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.Stat("data/t-0/" + SegmentFileName(50, ".log")); err == nil {
+		t.Fatal("empty segment 50 left behind")
+	}
+	want := readAllBatches(t, l)
+	if len(want) != 3 {
+		t.Fatalf("%d batches", len(want))
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l2 := openLog(t, fs, Config{SegmentBytes: 500})
+	defer l2.Close()
+	got := readAllBatches(t, l2)
+	if len(got) != 3 || l2.LogEndOffset() != 22 {
+		t.Fatalf("reopen: %d batches, LEO %d", len(got), l2.LogEndOffset())
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("batch %d differs", i)
+		}
+	}
+}

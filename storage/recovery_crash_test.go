@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"syscall"
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/internal/kbatch"
@@ -16,10 +17,40 @@ import (
 // reported.
 type crashRun struct {
 	attempted [][]byte // batches, in log order, whose append was attempted
+	failed    []bool   // the append of attempted[i] returned an error
 	durable   int64    // everything below was reported durable
 }
 
-func runCrashWorkload(t *testing.T, rng *rand.Rand, fs *MemFS, cfg Config, n int) crashRun {
+// injectRandomFault arms one fault on a random future operation: EIO or
+// ENOSPC on a write, a short write, EIO on a sync, or ENOSPC on a create.
+func injectRandomFault(rng *rand.Rand, fs *MemFS) {
+	countdown := 1 + rng.Intn(60)
+	kind := rng.Intn(5)
+	fs.SetFault(func(op Op, name string) Fault {
+		var f Fault
+		switch {
+		case kind == 0 && op == OpWrite:
+			f = Fault{Err: syscall.EIO}
+		case kind == 1 && op == OpWrite:
+			f = Fault{Err: syscall.ENOSPC, Short: true}
+		case kind == 2 && op == OpWrite:
+			f = Fault{Short: true}
+		case kind == 3 && op == OpSync:
+			f = Fault{Err: syscall.EIO}
+		case kind == 4 && op == OpOpen:
+			f = Fault{Err: syscall.ENOSPC}
+		default:
+			return Fault{}
+		}
+		countdown--
+		if countdown != 0 {
+			return Fault{}
+		}
+		return f
+	})
+}
+
+func runCrashWorkload(t *testing.T, rng *rand.Rand, fs *MemFS, cfg Config, n int, faults bool) crashRun {
 	t.Helper()
 	var run crashRun
 	l, err := Open(fs, "data/t-0", cfg)
@@ -30,6 +61,9 @@ func runCrashWorkload(t *testing.T, rng *rand.Rand, fs *MemFS, cfg Config, n int
 		t.Fatalf("open: %v", err)
 	}
 	defer l.Close()
+	if faults {
+		injectRandomFault(rng, fs)
+	}
 	next := int64(0)
 	epoch := int32(0)
 	for i := 0; i < n; i++ {
@@ -63,9 +97,15 @@ func runCrashWorkload(t *testing.T, rng *rand.Rand, fs *MemFS, cfg Config, n int
 		for pos := 0; pos < len(set); {
 			sz := batchSize(set[pos:])
 			run.attempted = append(run.attempted, set[pos:pos+sz])
+			run.failed = append(run.failed, err != nil)
 			pos += sz
 		}
 		if err != nil {
+			if errors.Is(err, ErrNoSpace) || errors.Is(err, ErrWrite) {
+				// Failed cleanly: the log goes on from where it was.
+				next = l.LogEndOffset()
+				continue
+			}
 			return run
 		}
 		next = res.LastOffset + 1
@@ -85,7 +125,10 @@ func runCrashWorkload(t *testing.T, rng *rand.Rand, fs *MemFS, cfg Config, n int
 	return run
 }
 
-// checkPrefix opens the crashed FS and checks the prefix property.
+// checkPrefix opens the crashed FS and checks the prefix property: the
+// recovered batches are, in order, the attempted ones, where only batches
+// whose append failed may be missing, and everything reported durable is
+// there.
 func checkPrefix(t *testing.T, fs FS, cfg Config, run crashRun, what string) *Log {
 	t.Helper()
 	l, err := Open(fs, "data/t-0", cfg)
@@ -93,13 +136,18 @@ func checkPrefix(t *testing.T, fs FS, cfg Config, run crashRun, what string) *Lo
 		t.Fatalf("%s: open after crash: %v", what, err)
 	}
 	got := readAllBatches(t, l)
-	if len(got) > len(run.attempted) {
-		t.Fatalf("%s: %d batches after crash, only %d attempted", what, len(got), len(run.attempted))
-	}
+	j := 0
 	for i := range got {
-		if !bytes.Equal(got[i], run.attempted[i]) {
-			t.Fatalf("%s: batch %d differs from the one appended (base %d vs %d)", what, i, kbatch.BaseOffset(got[i]), kbatch.BaseOffset(run.attempted[i]))
+		for j < len(run.attempted) && !bytes.Equal(got[i], run.attempted[j]) {
+			if !run.failed[j] && j < lastOK(run) {
+				t.Fatalf("%s: batch %d (base %d) is not the next appended one (base %d)", what, i, kbatch.BaseOffset(got[i]), kbatch.BaseOffset(run.attempted[j]))
+			}
+			j++
 		}
+		if j == len(run.attempted) {
+			t.Fatalf("%s: batch %d (base %d) was never appended", what, i, kbatch.BaseOffset(got[i]))
+		}
+		j++
 	}
 	end := int64(0)
 	if len(got) > 0 {
@@ -115,6 +163,19 @@ func checkPrefix(t *testing.T, fs FS, cfg Config, run crashRun, what string) *Lo
 	return l
 }
 
+// lastOK is the index after the last successfully appended batch: a
+// successful batch may only be missing from the tail (not durable, lost in
+// the crash), never from the middle.
+func lastOK(run crashRun) int {
+	n := 0
+	for i, f := range run.failed {
+		if !f {
+			n = i + 1
+		}
+	}
+	return n
+}
+
 // TestCrashPrefixProperty cuts the MemFS at random points of a random
 // workload, crashes it in every mode, and checks that the recovered log is
 // a whole-batch prefix of what was appended and holds everything reported
@@ -126,42 +187,44 @@ func TestCrashPrefixProperty(t *testing.T) {
 	}
 	for _, mode := range CrashModes {
 		for _, policy := range []FlushPolicy{FlushAlways, FlushNever} {
-			t.Run(fmt.Sprintf("%v/%v", mode, policy), func(t *testing.T) {
-				for trial := 0; trial < trials; trial++ {
-					seed := int64(trial)*7919 + int64(mode)*131 + int64(policy)
-					rng := rand.New(rand.NewSource(seed))
-					cfg := Config{SegmentBytes: 2048 + int64(rng.Intn(4096)), IndexIntervalBytes: 256, Flush: policy}
-					fs := NewMemFS()
-					fs.CutAfter(1 + rng.Intn(400))
-					run := runCrashWorkload(t, rng, fs, cfg, 60)
-					crashed := fs.Crash(mode, rng)
-					what := fmt.Sprintf("seed %d", seed)
-					l := checkPrefix(t, crashed, cfg, run, what)
-					// The recovered log accepts appends and survives a clean reopen.
-					b := testBatch(t, 0, 1000, 9999, 2, 10)
-					if _, err := l.AppendLeader(b, 1000, 1); err != nil {
-						t.Fatalf("%s: append after recovery: %v", what, err)
-					}
-					want := readAllBatches(t, l)
-					if err := l.Close(); err != nil {
-						t.Fatalf("%s: close: %v", what, err)
-					}
-					l2, err := Open(crashed, "data/t-0", cfg)
-					if err != nil {
-						t.Fatalf("%s: reopen: %v", what, err)
-					}
-					got := readAllBatches(t, l2)
-					if len(got) != len(want) {
-						t.Fatalf("%s: reopen has %d batches, want %d", what, len(got), len(want))
-					}
-					for i := range got {
-						if !bytes.Equal(got[i], want[i]) {
-							t.Fatalf("%s: reopen batch %d differs", what, i)
+			for _, faults := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%v/%v/faults=%v", mode, policy, faults), func(t *testing.T) {
+					for trial := 0; trial < trials; trial++ {
+						seed := int64(trial)*7919 + int64(mode)*131 + int64(policy)
+						rng := rand.New(rand.NewSource(seed))
+						cfg := Config{SegmentBytes: 2048 + int64(rng.Intn(4096)), IndexIntervalBytes: 256, Flush: policy}
+						fs := NewMemFS()
+						fs.CutAfter(1 + rng.Intn(400))
+						run := runCrashWorkload(t, rng, fs, cfg, 60, faults)
+						crashed := fs.Crash(mode, rng)
+						what := fmt.Sprintf("seed %d", seed)
+						l := checkPrefix(t, crashed, cfg, run, what)
+						// The recovered log accepts appends and survives a clean reopen.
+						b := testBatch(t, 0, 1000, 9999, 2, 10)
+						if _, err := l.AppendLeader(b, 1000, 1); err != nil {
+							t.Fatalf("%s: append after recovery: %v", what, err)
 						}
+						want := readAllBatches(t, l)
+						if err := l.Close(); err != nil {
+							t.Fatalf("%s: close: %v", what, err)
+						}
+						l2, err := Open(crashed, "data/t-0", cfg)
+						if err != nil {
+							t.Fatalf("%s: reopen: %v", what, err)
+						}
+						got := readAllBatches(t, l2)
+						if len(got) != len(want) {
+							t.Fatalf("%s: reopen has %d batches, want %d", what, len(got), len(want))
+						}
+						for i := range got {
+							if !bytes.Equal(got[i], want[i]) {
+								t.Fatalf("%s: reopen batch %d differs", what, i)
+							}
+						}
+						l2.Close()
 					}
-					l2.Close()
-				}
-			})
+				})
+			}
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/verbatim-kafka/verbatim/internal/kbatch"
 )
@@ -68,6 +69,10 @@ type segment struct {
 	// indexesVerified: every index entry was checked against the batch
 	// headers (lazily, on first lookup, for segments loaded from disk).
 	indexesVerified bool
+
+	// retired is set when an empty active segment is deleted and replaced
+	// (read by the flusher without l.mu).
+	retired atomic.Bool
 	lastIndexPos    int64 // position of the last offset index entry (recovery rule)
 	bytesSinceIndex int64
 
