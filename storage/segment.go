@@ -72,7 +72,7 @@ type segment struct {
 
 	// retired is set when an empty active segment is deleted and replaced
 	// (read by the flusher without l.mu).
-	retired atomic.Bool
+	retired         atomic.Bool
 	lastIndexPos    int64 // position of the last offset index entry (recovery rule)
 	bytesSinceIndex int64
 
