@@ -258,3 +258,25 @@ func TestRepoRootHasGoMod(t *testing.T) {
 		t.Fatalf("go.mod at %s: %v", root, err)
 	}
 }
+
+// TestToolNamesResolveInKafkaJars checks every bin-script alias against the
+// installed Kafka 4.4 jars, so a class that moved in a new release shows up
+// here rather than in the middle of a larger test.
+func TestToolNamesResolveInKafkaJars(t *testing.T) {
+	want := map[string]string{
+		"kafka-storage":          "kafka.tools.StorageTool",
+		"kafka-server":           "kafka.Kafka",
+		"kafka-topics":           "org.apache.kafka.tools.TopicCommand",
+		"kafka-configs":          "org.apache.kafka.tools.ConfigCommand",
+		"kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
+		"kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
+		"kafka-dump-log":         "org.apache.kafka.tools.DumpLogSegments",
+	}
+	for alias := range toolAliases {
+		fq := JavaClass(t, alias)
+		if w, ok := want[alias]; ok && fq != w {
+			t.Errorf("%s resolves to %s, want %s", alias, fq, w)
+		}
+		t.Logf("%-27s %s", alias, fq)
+	}
+}

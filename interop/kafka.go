@@ -73,7 +73,6 @@ type Kafka struct {
 	Nodes     []*KafkaNode
 
 	opts KafkaOptions
-	t    testing.TB
 }
 
 // StartKafka starts a single combined KRaft node (static quorum) on
@@ -133,7 +132,7 @@ var errPortTaken = errors.New("listener port already in use")
 
 func startKafkaAttempt(t testing.TB, n int, opts KafkaOptions) (*Kafka, error) {
 	t.Helper()
-	k := &Kafka{ClusterID: opts.ClusterID, opts: opts, t: t}
+	k := &Kafka{ClusterID: opts.ClusterID, opts: opts}
 	base := t.TempDir()
 	ports := FreePorts(t, 2*n)
 	var voters []string
