@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"errors"
+	"math/rand"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -319,5 +320,40 @@ func TestLogFailedWriteAfterRollThenLowerBase(t *testing.T) {
 		if !bytes.Equal(got[i], want[i]) {
 			t.Fatalf("batch %d differs", i)
 		}
+	}
+}
+
+// TruncateFullyAndStartAt commits with the log-start checkpoint: a crash
+// right after it (old segments still on disk) recovers to the new, empty
+// log.
+func TestLogTruncateFullyCrashAfterCheckpoint(t *testing.T) {
+	for cut := 1; cut < 12; cut++ {
+		fs := NewMemFS()
+		l := openLog(t, fs, Config{})
+		for i := 0; i < 3; i++ {
+			if _, err := l.AppendLeader(testBatch(t, 0, 1, 1, 2, 10), 1, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		fs.CutAfter(cut)
+		err := l.TruncateFullyAndStartAt(500)
+		l.Close()
+		l2, oerr := Open(fs.Crash(CrashLoseDirEntries, rand.New(rand.NewSource(int64(cut)))), "data/t-0", Config{})
+		if oerr != nil {
+			t.Fatalf("cut %d: %v", cut, oerr)
+		}
+		start, end := l2.LogStartOffset(), l2.LogEndOffset()
+		switch {
+		case start == 0 && end == 6 && err != nil:
+			// Crashed before the checkpoint: the old log.
+		case start == 500 && end == 500:
+			// The checkpoint made it: the new log.
+		default:
+			t.Fatalf("cut %d (truncate err %v): start %d end %d", cut, err, start, end)
+		}
+		l2.Close()
 	}
 }

@@ -221,6 +221,37 @@ func (l *Log) load() error {
 	if checkpointed > l.logStart && checkpointed <= l.leo {
 		l.logStart = checkpointed
 	}
+	if checkpointed > l.leo {
+		// The checkpoint is the commit point of TruncateFullyAndStartAt
+		// (and of DeleteRecords up to a log end that a crash then cut
+		// back): every remaining batch is below the log start, so the log
+		// restarts empty there, as Kafka's log loading does.
+		for len(l.segs) > 0 {
+			s := l.segs[len(l.segs)-1]
+			s.closeFiles()
+			s.txn.Close()
+			if err := removeSegmentFiles(fs, dir, s.base); err != nil {
+				return err
+			}
+			l.segs = l.segs[:len(l.segs)-1]
+		}
+		s, err := createSegment(fs, dir, checkpointed, int64(l.cfg.IndexIntervalBytes), nowMs)
+		if err != nil {
+			return err
+		}
+		if err := openTxnIndex(s); err != nil {
+			return err
+		}
+		l.segs = []*segment{s}
+		l.logStart, l.leo = checkpointed, checkpointed
+		if err := l.epochs.Clear(); err != nil {
+			return err
+		}
+		if err := ps.TruncateFullyAndStartAt(checkpointed); err != nil {
+			return err
+		}
+		return l.removeCleanMarker(clean)
+	}
 
 	// Leader epochs: forget epochs that start beyond the recovered end,
 	// and re-learn the epochs of the recovered segment.
@@ -252,15 +283,19 @@ func (l *Log) load() error {
 	if err := l.replayLocked(ps.MapEndOffset(), !clean); err != nil {
 		return err
 	}
-	if clean {
-		if err := fs.Remove(dir + "/" + cleanShutdownFile); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-		if err := fs.SyncDir(dir); err != nil {
-			return err
-		}
+	return l.removeCleanMarker(clean)
+}
+
+// removeCleanMarker deletes the clean-shutdown marker durably: from now on
+// the files change and a crash must be recovered.
+func (l *Log) removeCleanMarker(present bool) error {
+	if !present {
+		return nil
 	}
-	return nil
+	if err := l.fs.Remove(l.dir + "/" + cleanShutdownFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return l.fs.SyncDir(l.dir)
 }
 
 // openSegment opens the files of an existing segment (its size from the
