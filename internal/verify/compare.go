@@ -30,13 +30,12 @@ var headerFields = []struct {
 	{"producer_epoch", kbatch.ProducerEpochOffset, kbatch.BaseSequenceOffset},
 	{"base_sequence", kbatch.BaseSequenceOffset, kbatch.RecordCountOffset},
 	{"record_count", kbatch.RecordCountOffset, kbatch.HeaderSize},
-	{"crc", kbatch.CRCOffset, kbatch.AttributesOffset},
 }
 
 // diffBatch names the first field in which two batches differ ("" when
 // they are byte-identical). Header fields are compared in wire order
-// (the CRC last, since it only summarises the others and the records),
-// then the records.
+// (except the CRC), then the records, then the CRC, which only
+// summarises the others.
 func diffBatch(src, dst []byte) string {
 	if bytes.Equal(src, dst) {
 		return ""
@@ -49,7 +48,10 @@ func diffBatch(src, dst []byte) string {
 			return f.name
 		}
 	}
-	return "records"
+	if !bytes.Equal(src[kbatch.HeaderSize:], dst[kbatch.HeaderSize:]) {
+		return "records"
+	}
+	return "crc"
 }
 
 // record is one record with its absolute offset and timestamp.
