@@ -114,7 +114,7 @@ func (s *frameSource) Read(p []byte) (int, error) {
 // pipeline is the system under test for one partition.
 type pipeline struct {
 	dir    string
-	log    *storage.Log
+	log    *storage.Log // nil in the no-disk configuration
 	part   *Partition
 	reader *FrameReader
 	src    *frameSource
@@ -126,17 +126,23 @@ type pipeline struct {
 	dur    bool
 }
 
-func newPipeline(tb testing.TB, dir string, f *benchFrame, verbatim bool, flush storage.FlushPolicy) *pipeline {
+func newPipeline(tb testing.TB, dir string, f *benchFrame, verbatim bool, flush storage.FlushPolicy, disk bool) *pipeline {
 	tb.Helper()
-	log, err := storage.Open(storage.OSFS{}, filepath.ToSlash(filepath.Join(dir, "bench-0")), storage.Config{Flush: flush})
-	if err != nil {
-		tb.Fatal(err)
+	var log *storage.Log
+	var sink Log = &nullLog{}
+	if disk {
+		var err error
+		log, err = storage.Open(storage.OSFS{}, filepath.ToSlash(filepath.Join(dir, "bench-0")), storage.Config{Flush: flush})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		sink = log
 	}
 	fr, err := NewFrameReader(64<<20, NewBudget(256<<20), 8<<20)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	p := &pipeline{dir: dir, log: log, part: NewPartition(log, QueueConfig{}), reader: fr,
+	p := &pipeline{dir: dir, log: log, part: NewPartition(sink, QueueConfig{}), reader: fr,
 		src: newFrameSource(f, verbatim), group: NewGroup(), dur: flush == storage.FlushAlways}
 	p.opts = Options{Mode: Normal, Topic: DefaultTopicConfig(), ProduceVersion: 11}
 	p.opts.Topic.MaxMessageBytes = 0
@@ -191,15 +197,36 @@ func (p *pipeline) request(tb testing.TB) {
 
 func (p *pipeline) close(tb testing.TB) {
 	p.part.Close()
+	if p.log == nil {
+		return
+	}
 	if err := p.log.Close(); err != nil {
 		tb.Fatal(err)
 	}
 	_ = os.RemoveAll(filepath.Join(p.dir, "bench-0"))
 }
 
+// nullLog stands in for storage in the no-disk configuration: it assigns
+// offsets as a leader append does and keeps nothing.
+type nullLog struct{ leo int64 }
+
+func (n *nullLog) AppendLeader(set []byte, epoch int32, nowMs int64) (storage.AppendResult, error) {
+	first := n.leo
+	n.leo = AssignOffsets(set, n.leo, epoch)
+	return storage.AppendResult{FirstOffset: first, LastOffset: n.leo - 1, LogAppendTime: -1}, nil
+}
+
+func (n *nullLog) AppendVerbatim(set []byte) (storage.AppendResult, error) {
+	n.leo = lastOffset(set) + 1
+	return storage.AppendResult{FirstOffset: kbatch.BaseOffset(set), LastOffset: n.leo - 1, LogAppendTime: -1}, nil
+}
+
+func (n *nullLog) OnDurable(upTo int64, fn func(error)) { fn(nil) }
+func (n *nullLog) LogEndOffset() int64                  { return n.leo }
+
 // reference is the floor: receive the frame, CRC the batch, write it.
 type reference struct {
-	file  *os.File
+	file  *os.File // nil in the no-disk configuration
 	pos   int64
 	src   *frameSource
 	buf   []byte
@@ -208,8 +235,11 @@ type reference struct {
 	path  string
 }
 
-func newReference(tb testing.TB, dir string, f *benchFrame, flush storage.FlushPolicy) *reference {
+func newReference(tb testing.TB, dir string, f *benchFrame, flush storage.FlushPolicy, disk bool) *reference {
 	tb.Helper()
+	if !disk {
+		return &reference{src: newFrameSource(f, false), buf: make([]byte, len(f.frame)), f: f}
+	}
 	path := filepath.Join(dir, "reference.log")
 	file, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -227,6 +257,9 @@ func (r *reference) request(tb testing.TB) {
 	if kbatch.CRC(batch) != kbatch.StoredCRC(batch) {
 		tb.Fatal("reference CRC mismatch")
 	}
+	if r.file == nil {
+		return
+	}
 	if _, err := r.file.WriteAt(batch, r.pos); err != nil {
 		tb.Fatal(err)
 	}
@@ -239,6 +272,9 @@ func (r *reference) request(tb testing.TB) {
 }
 
 func (r *reference) close() {
+	if r.file == nil {
+		return
+	}
 	_ = r.file.Close()
 	_ = os.Remove(r.path)
 }
@@ -247,6 +283,14 @@ type benchConfig struct {
 	size     int
 	verbatim bool
 	flush    storage.FlushPolicy
+	disk     bool // false: no storage at all (hot-path overhead only)
+}
+
+func (c benchConfig) flushName() string {
+	if !c.disk {
+		return "no-disk"
+	}
+	return c.flush.String()
 }
 
 func (c benchConfig) String() string {
@@ -254,7 +298,7 @@ func (c benchConfig) String() string {
 	if c.verbatim {
 		mode = "verbatim"
 	}
-	return fmt.Sprintf("mode=%s/flush=%s/batch=%s", mode, c.flush, sizeName(c.size))
+	return fmt.Sprintf("mode=%s/flush=%s/batch=%s", mode, c.flushName(), sizeName(c.size))
 }
 
 func sizeName(n int) string {
@@ -266,10 +310,15 @@ func sizeName(n int) string {
 
 func benchConfigs() []benchConfig {
 	var out []benchConfig
-	for _, flush := range []storage.FlushPolicy{storage.FlushNever, storage.FlushAlways} {
-		for _, verbatim := range []bool{true, false} {
-			for _, s := range benchSizes {
-				out = append(out, benchConfig{s, verbatim, flush})
+	for _, disk := range []bool{true, false} {
+		for _, flush := range []storage.FlushPolicy{storage.FlushNever, storage.FlushAlways} {
+			if !disk && flush == storage.FlushAlways {
+				continue
+			}
+			for _, verbatim := range []bool{true, false} {
+				for _, s := range benchSizes {
+					out = append(out, benchConfig{s, verbatim, flush, disk})
+				}
 			}
 		}
 	}
@@ -280,7 +329,7 @@ func BenchmarkPipeline(b *testing.B) {
 	for _, c := range benchConfigs() {
 		b.Run(c.String(), func(b *testing.B) {
 			f := newBenchFrame(b, c.size)
-			p := newPipeline(b, b.TempDir(), f, c.verbatim, c.flush)
+			p := newPipeline(b, b.TempDir(), f, c.verbatim, c.flush, c.disk)
 			defer p.close(b)
 			p.request(b) // warm pools
 			b.SetBytes(int64(f.batchLen))
@@ -300,7 +349,7 @@ func BenchmarkReference(b *testing.B) {
 		}
 		b.Run(strings.Replace(c.String(), "mode=verbatim/", "", 1), func(b *testing.B) {
 			f := newBenchFrame(b, c.size)
-			r := newReference(b, b.TempDir(), f, c.flush)
+			r := newReference(b, b.TempDir(), f, c.flush, c.disk)
 			defer r.close()
 			b.SetBytes(int64(f.batchLen))
 			b.ReportAllocs()
@@ -351,7 +400,7 @@ func median(xs []float64) float64 {
 // by default, HOTPATH_ROUNDS to change) for every configuration and logs a
 // Markdown table of medians. Run it with -benchtime 1x (make bench-hotpath).
 func BenchmarkHotpathReport(b *testing.B) {
-	rounds := 3
+	rounds := 5
 	if v := os.Getenv("HOTPATH_ROUNDS"); v != "" {
 		_, _ = fmt.Sscan(v, &rounds)
 	}
@@ -364,7 +413,7 @@ func BenchmarkHotpathReport(b *testing.B) {
 			f := newBenchFrame(b, c.size)
 			dir := b.TempDir()
 			// Calibrate the request count on the reference.
-			ref := newReference(b, dir, f, c.flush)
+			ref := newReference(b, dir, f, c.flush, c.disk)
 			n := 0
 			for start := time.Now(); time.Since(start) < roundTime/4; n++ {
 				ref.request(b)
@@ -373,10 +422,10 @@ func BenchmarkHotpathReport(b *testing.B) {
 			n = max(8, n*4)
 			var refs, pipes, allocs, ratios []float64
 			for r := 0; r < rounds; r++ {
-				ref := newReference(b, dir, f, c.flush)
+				ref := newReference(b, dir, f, c.flush, c.disk)
 				rr := runRound(n, f.batchLen, func() { ref.request(b) }, mallocCount)
 				ref.close()
-				p := newPipeline(b, dir, f, c.verbatim, c.flush)
+				p := newPipeline(b, dir, f, c.verbatim, c.flush, c.disk)
 				p.request(b) // warm pools and the log
 				pr := runRound(n, f.batchLen, func() { p.request(b) }, mallocCount)
 				p.close(b)
@@ -387,10 +436,11 @@ func BenchmarkHotpathReport(b *testing.B) {
 			if c.verbatim {
 				mode = "verbatim"
 			}
-			fmt.Fprintf(&sb, "| %s | %s | %s | %.0f | %.0f | %.2f | %.2f | %d (%d) |\n", mode, c.flush, sizeName(c.size),
+			fmt.Fprintf(&sb, "| %s | %s | %s | %.0f | %.0f | %.2f | %.2f | %d (%d) |\n", mode, c.flushName(), sizeName(c.size),
 				median(refs), median(pipes), median(ratios), median(allocs), rounds, n)
 		}
-		b.Logf("hot path vs reference, medians of %d alternating rounds, %s/%s, GOMAXPROCS=%d:\n%s",
+		// Printed rather than logged: go test truncates benchmark logs.
+		fmt.Printf("hot path vs reference, medians of %d alternating rounds, %s/%s, GOMAXPROCS=%d:\n%s",
 			rounds, runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), sb.String())
 	}
 }

@@ -122,6 +122,15 @@ type Partition struct {
 	submitMu    sync.RWMutex
 	stopAccepts bool
 
+	// writer is held by whoever writes to the log: the owner goroutine, or
+	// a submitter that found the partition idle and writes its own append
+	// inline (no goroutine hand-off, the common case for a lone producer).
+	// queued counts appends submitted through the queue and not yet
+	// written; inline writing is allowed only when it is zero, so an append
+	// never overtakes one submitted before it.
+	writer sync.Mutex
+	queued atomic.Int64
+
 	// Owner-goroutine state.
 	batch []*Append
 	sets  [][]byte
@@ -162,10 +171,21 @@ func (p *Partition) Submit(ctx context.Context, g *Group, a *Append) error {
 	if p.stopAccepts {
 		return ErrPartitionClosed
 	}
+	if p.queued.Load() == 0 && p.writer.TryLock() {
+		if p.queued.Load() == 0 {
+			p.batch = append(p.batch[:0], a)
+			p.write()
+			p.writer.Unlock()
+			return nil
+		}
+		p.writer.Unlock()
+	}
+	p.queued.Add(1)
 	select {
 	case p.queue <- a:
 		return nil
 	case <-ctx.Done():
+		p.queued.Add(-1)
 		return ctx.Err()
 	}
 }
@@ -192,13 +212,17 @@ func (p *Partition) run() {
 			for {
 				select {
 				case a = <-p.queue:
+					p.writer.Lock()
 					p.batch = append(p.batch[:0], a)
 					p.write()
+					p.queued.Add(-1)
+					p.writer.Unlock()
 				default:
 					return
 				}
 			}
 		}
+		p.writer.Lock()
 		p.batch = append(p.batch[:0], a)
 	drain:
 		for len(p.batch) < p.cfg.MaxCoalesce {
@@ -209,12 +233,15 @@ func (p *Partition) run() {
 				break drain
 			}
 		}
+		n := len(p.batch)
 		p.write()
+		p.queued.Add(int64(-n))
+		p.writer.Unlock()
 	}
 }
 
 // write appends the coalesced batch in queue order and completes or parks
-// each append.
+// each append. REQUIRES: p.writer.
 func (p *Partition) write() {
 	upTo := int64(-1)
 	parked := 0

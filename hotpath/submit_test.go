@@ -121,6 +121,7 @@ type fakeLog struct {
 	calls         []int // sets per append call (1, or n for vectored)
 	registrations []int64
 	failSet       []byte // AppendVerbatim of this set fails
+	order         []int64 // base offsets in the order AppendVerbatim saw them
 	durableErr    error  // OnDurable fires with this error
 	vecFail       bool
 }
@@ -146,6 +147,7 @@ func (f *fakeLog) AppendVerbatim(set []byte) (storage.AppendResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, 1)
+	f.order = append(f.order, kbatch.BaseOffset(set))
 	if f.failSet != nil && &set[0] == &f.failSet[0] {
 		return storage.AppendResult{}, storage.ErrOffsetBelowLogEnd
 	}
@@ -181,27 +183,41 @@ func (f *fakeVecLog) AppendVerbatimVec(sets [][]byte) (storage.AppendResult, err
 	return storage.AppendResult{FirstOffset: first, LastOffset: f.leo - 1, LogAppendTime: -1, LogStartOffset: 3}, nil
 }
 
-// queueWhileBlocked submits the first append, waits until the owner is
-// blocked inside the log, then queues the rest, and releases the log.
+// queueWhileBlocked submits the first append (which an idle partition
+// writes inline, on the submitting goroutine), waits until that write is
+// blocked inside the log, queues the rest, and releases the log.
 func queueWhileBlocked(t *testing.T, p *Partition, gate chan struct{}, g *Group, appends []*Append) {
 	t.Helper()
 	g.Add(len(appends))
-	if err := p.Submit(context.Background(), g, appends[0]); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; len(p.queue) != 0; i++ { // the owner took it and is blocked
-		if i > 1_000_000 {
-			t.Fatal("owner never took the first append")
-		}
-		runtime.Gosched()
-	}
+	first := make(chan error, 1)
+	go func() { first <- p.Submit(context.Background(), g, appends[0]) }()
+	waitWriterBusy(t, p)
 	for _, a := range appends[1:] {
 		if err := p.Submit(context.Background(), g, a); err != nil {
 			t.Fatal(err)
 		}
 	}
 	close(gate)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
 	g.Wait()
+}
+
+// waitWriterBusy yields until someone holds p's writer lock.
+func waitWriterBusy(t *testing.T, p *Partition) {
+	t.Helper()
+	for i := 0; ; i++ {
+		if p.writer.TryLock() {
+			p.writer.Unlock()
+		} else {
+			return
+		}
+		if i > 1_000_000 {
+			t.Fatal("nobody started writing")
+		}
+		runtime.Gosched()
+	}
 }
 
 func verbatimAppends(t *testing.T, n int, durable bool) []*Append {
@@ -293,7 +309,10 @@ func TestQueueCloseDrainsAndRefuses(t *testing.T) {
 	g := NewGroup()
 	appends := verbatimAppends(t, 3, false)
 	g.Add(3)
-	for _, a := range appends {
+	first := make(chan error, 1)
+	go func() { first <- p.Submit(context.Background(), g, appends[0]) }()
+	waitWriterBusy(t, p) // the first append is being written inline
+	for _, a := range appends[1:] {
 		if err := p.Submit(context.Background(), g, a); err != nil {
 			t.Fatal(err)
 		}
@@ -302,6 +321,9 @@ func TestQueueCloseDrainsAndRefuses(t *testing.T) {
 	go func() { p.Close(); close(closed) }()
 	close(f.gate)
 	<-closed
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
 	g.Wait() // everything queued before Close was written
 	for i, a := range appends {
 		if a.Err != nil {
@@ -320,16 +342,91 @@ func TestQueueBackPressure(t *testing.T) {
 	p := NewPartition(f, QueueConfig{Depth: 1, MaxCoalesce: 1})
 	defer func() { close(f.gate); p.Close() }()
 	g := NewGroup()
-	appends := verbatimAppends(t, 3, false)
-	g.Add(2)
-	_ = p.Submit(context.Background(), g, appends[0]) // taken by the owner, blocked in the log
+	appends := verbatimAppends(t, 4, false)
+	g.Add(3)
+	go func() { _ = p.Submit(context.Background(), g, appends[0]) }() // written inline, blocked in the log
+	waitWriterBusy(t, p)
+	_ = p.Submit(context.Background(), g, appends[1]) // taken by the owner, which waits for the writer
 	for len(p.queue) != 0 {
 		runtime.Gosched()
 	}
-	_ = p.Submit(context.Background(), g, appends[1]) // fills the queue
+	_ = p.Submit(context.Background(), g, appends[2]) // fills the queue
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := p.Submit(ctx, NewGroup(), appends[2]); !errors.Is(err, context.Canceled) {
+	if err := p.Submit(ctx, NewGroup(), appends[3]); !errors.Is(err, context.Canceled) {
 		t.Fatalf("submit on a full queue: %v", err)
+	}
+}
+
+// Appends submitted one after the other (a pipelining connection) are
+// written in submission order whether they go inline or through the queue.
+func TestQueueNeverReordersSuccessiveSubmits(t *testing.T) {
+	f := &fakeLog{gate: make(chan struct{})}
+	p := NewPartition(f, QueueConfig{Depth: 64, MaxCoalesce: 3})
+	defer p.Close()
+	appends := verbatimAppends(t, 40, false)
+	g := NewGroup()
+	g.Add(len(appends))
+	first := make(chan error, 1)
+	go func() { first <- p.Submit(context.Background(), g, appends[0]) }()
+	waitWriterBusy(t, p)
+	for i, a := range appends[1:20] {
+		if err := p.Submit(context.Background(), g, a); err != nil {
+			t.Fatal(i, err)
+		}
+	}
+	close(f.gate)
+	// The rest race with the owner draining the queue: some may find the
+	// partition idle and go inline, but only once everything before them
+	// has been written.
+	for _, a := range appends[20:] {
+		if err := p.Submit(context.Background(), g, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	g.Wait()
+	for i, a := range appends {
+		if a.Err != nil {
+			t.Fatalf("append %d: %v", i, a.Err)
+		}
+	}
+	if len(f.order) != len(appends) {
+		t.Fatalf("%d appends written, want %d", len(f.order), len(appends))
+	}
+	for i, base := range f.order {
+		if base != int64(2*i) {
+			t.Fatalf("write %d had base offset %d: written out of submission order %v", i, base, f.order)
+		}
+	}
+}
+
+// An idle-looking partition (writer lock free) with an append still queued
+// must not let a later submit write inline ahead of it.
+func TestQueueInlineNeverOvertakesQueued(t *testing.T) {
+	for round := 0; round < 50; round++ {
+		f := &fakeLog{}
+		p := NewPartition(f, QueueConfig{})
+		appends := verbatimAppends(t, 2, false)
+		g := NewGroup()
+		g.Add(2)
+		p.writer.Lock() // as if the owner were mid-write
+		if err := p.Submit(context.Background(), g, appends[0]); err != nil {
+			t.Fatal(err)
+		}
+		for len(p.queue) != 0 { // the owner took it and waits for the writer lock
+			runtime.Gosched()
+		}
+		p.writer.Unlock()
+		if err := p.Submit(context.Background(), g, appends[1]); err != nil {
+			t.Fatal(err)
+		}
+		g.Wait()
+		p.Close()
+		if len(f.order) != 2 || f.order[0] != 0 || f.order[1] != 2 {
+			t.Fatalf("round %d: write order %v, want [0 2]", round, f.order)
+		}
 	}
 }
