@@ -120,9 +120,9 @@ type fakeLog struct {
 	gate          chan struct{}
 	calls         []int // sets per append call (1, or n for vectored)
 	registrations []int64
-	failSet       []byte // AppendVerbatim of this set fails
+	failSet       []byte  // AppendVerbatim of this set fails
 	order         []int64 // base offsets in the order AppendVerbatim saw them
-	durableErr    error  // OnDurable fires with this error
+	durableErr    error   // OnDurable fires with this error
 	vecFail       bool
 }
 
