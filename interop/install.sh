@@ -29,23 +29,30 @@ note() { echo "interop/install.sh: $*"; }
 
 mkdir -p "$PEERS"
 
-# --- kcat ------------------------------------------------------------------
-if ! command -v kcat >/dev/null 2>&1; then
-	command -v apt-get >/dev/null 2>&1 || fail "kcat is missing and apt-get is not available; install kcat (Debian package 'kcat') by hand"
-	SUDO=""
+# --- Debian packages -----------------------------------------------------------
+APT_UPDATED=0
+apt_install() { # apt_install PACKAGE...: installs with apt-get, updating the lists once
+	command -v apt-get >/dev/null 2>&1 || fail "apt-get is not available to install: $*; install them by hand"
+	local sudo=""
 	if [ "$(id -u)" != 0 ]; then
-		command -v sudo >/dev/null 2>&1 || fail "kcat is missing and installing it needs root (no sudo found)"
-		SUDO="sudo"
+		command -v sudo >/dev/null 2>&1 || fail "installing $* needs root (no sudo found)"
+		sudo="sudo"
 	fi
-	note "installing kcat with apt-get"
-	$SUDO apt-get update -qq >/dev/null || fail "apt-get update failed"
-	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq kcat >/dev/null ||
-		fail "apt-get install kcat failed"
-	command -v kcat >/dev/null 2>&1 || fail "kcat still not on PATH after apt-get install"
-fi
+	if [ "$APT_UPDATED" = 0 ]; then
+		$sudo apt-get update -qq >/dev/null || fail "apt-get update failed"
+		APT_UPDATED=1
+	fi
+	note "installing $* with apt-get"
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null ||
+		fail "apt-get install $* failed"
+}
 
-# --- Java and Maven --------------------------------------------------------
-command -v java >/dev/null 2>&1 || fail "java (JDK 17+) not found; install e.g. the Debian package openjdk-17-jdk-headless"
+command -v kcat >/dev/null 2>&1 || apt_install kcat
+command -v kcat >/dev/null 2>&1 || fail "kcat still not on PATH after apt-get install kcat"
+
+# --- Java ------------------------------------------------------------------
+command -v java >/dev/null 2>&1 || apt_install openjdk-17-jdk-headless
+command -v java >/dev/null 2>&1 || fail "java (JDK 17+) not found and could not be installed"
 JAVA_MAJOR="$(java -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p' | head -n1)"
 case "$JAVA_MAJOR" in
 '' | 1.*) fail "Kafka 4.4 needs Java 17+, found '${JAVA_MAJOR:-unknown}'" ;;
@@ -61,7 +68,8 @@ if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] && [ -d "$LIB" ] &&
 	ls "$LIB"/kafka_2.13-*.jar "$LIB"/kafka-tools-[0-9]*.jar >/dev/null 2>&1; then
 	:
 else
-	command -v mvn >/dev/null 2>&1 || fail "mvn (Apache Maven) not found; install the Debian package 'maven'"
+	command -v mvn >/dev/null 2>&1 || apt_install maven
+	command -v mvn >/dev/null 2>&1 || fail "mvn (Apache Maven) not found and could not be installed"
 	note "resolving Kafka jars with Maven into $LIB"
 	rm -rf "$LIB" "$STAMP"
 	mkdir -p "$LIB"
