@@ -96,11 +96,15 @@ venv_ok() {
 		"$VENV/bin/python" -c "import confluent_kafka, sys; sys.exit(0 if confluent_kafka.__version__ == '$CONFLUENT_KAFKA_VERSION' else 1)" >/dev/null 2>&1
 }
 if ! venv_ok; then
-	PY="$(command -v python3 || true)"
-	[ -n "$PY" ] || fail "python3 not found; it is needed for the confluent-kafka virtualenv"
+	command -v python3 >/dev/null 2>&1 || apt_install python3 python3-venv
 	note "creating $VENV with confluent-kafka==$CONFLUENT_KAFKA_VERSION"
 	rm -rf "$VENV"
-	"$PY" -m venv "$VENV" || fail "python3 -m venv failed (Debian: install python3-venv)"
+	if ! python3 -m venv "$VENV" >/dev/null 2>&1; then
+		# Debian's python3 ships venv (ensurepip) separately.
+		rm -rf "$VENV"
+		apt_install python3-venv
+		python3 -m venv "$VENV" || fail "python3 -m venv failed"
+	fi
 	# pip's HTTP cache is not reliable behind every index mirror, so the
 	# wheels are kept in a user-level wheelhouse: downloaded once per machine,
 	# installed from there with --no-index ever after.
