@@ -3,5 +3,10 @@
 // its Java tools, kcat, confluent-kafka in a virtualenv, franz-go's kgo
 // integration suite) and the tests that need those peers.
 //
+// StartKafka and StartKafkaCluster run KRaft nodes on loopback; JavaTool,
+// Kcat and Python run the client tools; BuildVerbatim and StartVerbatim run
+// the broker under test. interop/install.sh (`make peers`) installs the
+// peers; a missing peer fails a test, it never skips it. See README.md.
+//
 // Product packages must not import it.
 package interop
