@@ -22,9 +22,10 @@ var (
 )
 
 // FreePorts returns n distinct TCP ports on 127.0.0.1 that were free a
-// moment ago. The listeners are closed before returning, so a port can in
-// principle be taken by someone else before the caller binds it; callers
-// that start servers should treat a bind failure as fatal with a clear log.
+// moment ago, picked below the kernel's ephemeral range when possible. The
+// listeners are closed before returning, so a port can still be taken by
+// someone else before the caller binds it: StartKafka and StartVerbatim
+// retry on new ports when that happens.
 func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
 	portsMu.Lock()
