@@ -84,6 +84,23 @@ func (x *offsetIndex) lookup(target int64) int64 {
 	return best
 }
 
+// lookupEntry returns the entry with the largest offset <= target; ok is
+// false when there is none (the segment start is the lower bound).
+func (x *offsetIndex) lookupEntry(target int64) (offset, pos int64, ok bool) {
+	lo, hi := 0, x.entries()-1
+	for lo <= hi {
+		mid := int(uint(lo+hi) >> 1)
+		o, p := x.entry(mid)
+		if o <= target {
+			offset, pos, ok = o, p, true
+			lo = mid + 1
+		} else {
+			hi = mid - 1
+		}
+	}
+	return offset, pos, ok
+}
+
 // truncateToPos drops every entry whose position is >= pos.
 func (x *offsetIndex) truncateToPos(pos int64) {
 	n := x.entries()

@@ -136,11 +136,23 @@ func (l *Log) OffsetForTimestamp(ts int64) (TimestampOffset, error) {
 		if err := s.ensureIndexes(); err != nil {
 			return TimestampOffset{}, err
 		}
-		_, tsOff := s.timeIdx.lookup(ts)
+		entryTs, tsOff := s.timeIdx.lookup(ts)
+		if entryTs >= 0 {
+			ok, err := s.checkTimeEntry(entryTs, tsOff)
+			if err != nil {
+				return TimestampOffset{}, err
+			}
+			if !ok { // rebuilt: look again
+				_, tsOff = s.timeIdx.lookup(ts)
+			}
+		}
 		if tsOff < l.logStart {
 			tsOff = l.logStart
 		}
-		pos := s.offIdx.lookup(tsOff)
+		pos, err := s.lookupChecked(tsOff)
+		if err != nil {
+			return TimestampOffset{}, err
+		}
 		r, found, err := l.scanForTimestamp(s, pos, ts)
 		if err != nil || found {
 			return r, err
@@ -235,7 +247,10 @@ func (l *Log) MaxTimestamp() (r TimestampOffset, found bool, err error) {
 		return TimestampOffset{}, false, err
 	}
 	target := best.maxTs
-	pos := best.offIdx.lookup(best.maxTsOffset)
+	pos, err := best.lookupChecked(best.maxTsOffset)
+	if err != nil {
+		return TimestampOffset{}, false, err
+	}
 	var hdr [kbatch.HeaderSize]byte
 	for pos < best.size {
 		if err := readFull(best.log, hdr[:], pos); err != nil {

@@ -342,7 +342,6 @@ func (s *segment) loadRolledFromIndexes() error {
 	if err := s.ensureIndexesNoRebuild(); err != nil {
 		return err
 	}
-	s.indexesVerified = false
 	// Find the end offset from the last index entry, which must name the
 	// last offset of the batch at its position.
 	pos := int64(0)

@@ -66,9 +66,6 @@ type segment struct {
 	offIdx        offsetIndex
 	timeIdx       timeIndex
 	indexesLoaded bool
-	// indexesVerified: every index entry was checked against the batch
-	// headers (lazily, on first lookup, for segments loaded from disk).
-	indexesVerified bool
 
 	// retired is set when an empty active segment is deleted and replaced
 	// (read by the flusher without l.mu).
@@ -93,7 +90,7 @@ func (s *segment) path(suffix string) string {
 func createSegment(fs FS, dir string, base int64, indexInterval int64, nowMs int64) (*segment, error) {
 	s := &segment{fs: fs, dir: dir, base: base, next: base, maxTs: -1, maxTsOffset: base,
 		rollTs: -1, createdMs: nowMs, lastBatchPos: -1, indexInterval: indexInterval,
-		indexesLoaded: true, indexesVerified: true}
+		indexesLoaded: true}
 	s.offIdx.base, s.timeIdx.base = base, base
 	var err error
 	// A leftover file of the same name (a segment truncated away whose
@@ -261,73 +258,83 @@ func readAll(fs FS, name string) ([]byte, error) {
 	return b, nil
 }
 
-// ensureIndexes makes the indexes usable for lookups: loaded (rebuilt from
-// the log when missing or inconsistent) and, once per segment loaded from
-// disk, verified entry by entry against the batch headers. The
-// verification reads one header per entry; it runs on the first lookup in
-// the segment, not at Open.
+// ensureIndexes loads the indexes of a segment opened without them,
+// rebuilding them from the log when they are missing or inconsistent.
+// Entries are not all verified against the log here (that would read one
+// header per entry); every lookup checks the entry it uses instead (see
+// find and checkTimeEntry), and a wrong entry makes the segment rebuild
+// its indexes.
 func (s *segment) ensureIndexes() error {
-	if s.indexesLoaded && s.indexesVerified {
+	if s.indexesLoaded {
 		return nil
 	}
-	if !s.indexesLoaded {
-		if err := s.ensureIndexesNoRebuild(); err != nil {
-			return s.rebuildIndexes()
-		}
-	}
-	if err := s.verifyIndexes(); err != nil {
+	if err := s.ensureIndexesNoRebuild(); err != nil {
 		return s.rebuildIndexes()
 	}
-	s.indexesVerified = true
 	return nil
 }
 
-// verifyIndexes checks that every offset index entry names the last offset
-// of the batch at its position, and every time index entry the max
-// timestamp and last offset of a batch.
-func (s *segment) verifyIndexes() error {
+// batchEndAt reads the header at pos and returns the batch's last offset,
+// max timestamp and size; the batch must lie inside the segment.
+func (s *segment) batchEndAt(pos int64) (last, maxTs, size int64, err error) {
 	var hdr [kbatch.HeaderSize]byte
-	header := func(pos int64) (last, maxTs, size int64, err error) {
-		if err := readFull(s.log, hdr[:], pos); err != nil {
-			return 0, 0, 0, err
-		}
-		size = int64(kbatch.LogOverhead) + int64(kbatch.Length(hdr[:]))
-		if size < kbatch.HeaderSize || pos+size > s.size {
-			return 0, 0, 0, fmt.Errorf("%w: bad batch length at position %d of %s", ErrCorruptIndex, pos, s.path(logSuffix))
-		}
-		return kbatch.BaseOffset(hdr[:]) + int64(kbatch.LastOffsetDelta(hdr[:])), kbatch.MaxTimestamp(hdr[:]), size, nil
+	if err := readFull(s.log, hdr[:], pos); err != nil {
+		return 0, 0, 0, err
 	}
-	for i := 0; i < s.offIdx.entries(); i++ {
-		off, pos := s.offIdx.entry(i)
-		last, _, _, err := header(pos)
-		if err != nil {
-			return err
-		}
-		if last != off {
-			return fmt.Errorf("%w: entry %d of %s names offset %d, batch there ends at %d", ErrCorruptIndex, i, s.path(indexSuffix), off, last)
-		}
+	size = int64(kbatch.LogOverhead) + int64(kbatch.Length(hdr[:]))
+	if size < kbatch.HeaderSize || pos+size > s.size {
+		return 0, 0, 0, fmt.Errorf("%w: no batch at position %d of %s", ErrCorruptIndex, pos, s.path(logSuffix))
 	}
-	for i := 0; i < s.timeIdx.entries(); i++ {
-		ts, off := s.timeIdx.entry(i)
-		pos := s.offIdx.lookup(off)
-		for {
-			last, maxTs, size, err := header(pos)
-			if err != nil {
-				return err
-			}
-			if last > off {
-				return fmt.Errorf("%w: entry %d of %s names offset %d, not a batch end", ErrCorruptIndex, i, s.path(timeIndexSuffix), off)
-			}
-			if last == off {
-				if maxTs != ts {
-					return fmt.Errorf("%w: entry %d of %s has timestamp %d, batch has %d", ErrCorruptIndex, i, s.path(timeIndexSuffix), ts, maxTs)
-				}
-				break
-			}
-			pos += size
+	return kbatch.BaseOffset(hdr[:]) + int64(kbatch.LastOffsetDelta(hdr[:])), kbatch.MaxTimestamp(hdr[:]), size, nil
+}
+
+// lookupChecked is offIdx.lookup with the entry it returns checked against
+// the log: the batch at the entry's position must end at the entry's
+// offset. A wrong entry rebuilds the indexes.
+func (s *segment) lookupChecked(target int64) (int64, error) {
+	if err := s.ensureIndexes(); err != nil {
+		return 0, err
+	}
+	for attempt := 0; ; attempt++ {
+		off, pos, ok := s.offIdx.lookupEntry(target)
+		if !ok {
+			return 0, nil
+		}
+		last, _, _, err := s.batchEndAt(pos)
+		if err == nil && last == off {
+			return pos, nil
+		}
+		if attempt > 0 {
+			return 0, fmt.Errorf("%w: rebuilt index of %s still inconsistent", ErrCorruptLog, s.path(logSuffix))
+		}
+		if err := s.rebuildIndexes(); err != nil {
+			return 0, err
 		}
 	}
-	return nil
+}
+
+// checkTimeEntry checks a time index entry against the log: the batch
+// ending at offset must have max timestamp ts. A wrong entry rebuilds the
+// indexes and reports false.
+func (s *segment) checkTimeEntry(ts, offset int64) (bool, error) {
+	pos, err := s.lookupChecked(offset)
+	if err != nil {
+		return false, err
+	}
+	for pos < s.size {
+		last, maxTs, size, err := s.batchEndAt(pos)
+		if err != nil || last > offset {
+			break
+		}
+		if last == offset {
+			if maxTs == ts {
+				return true, nil
+			}
+			break
+		}
+		pos += size
+	}
+	return false, s.rebuildIndexes()
 }
 
 // rebuildIndexes re-derives both indexes and the timestamps from the
@@ -336,7 +343,7 @@ func (s *segment) rebuildIndexes() error {
 	s.offIdx = offsetIndex{base: s.base}
 	s.timeIdx = timeIndex{base: s.base}
 	s.maxTs, s.maxTsOffset, s.rollTs, s.lastIndexPos = -1, s.base, -1, 0
-	s.indexesLoaded, s.indexesVerified = true, true
+	s.indexesLoaded = true
 	var hdr [kbatch.HeaderSize]byte
 	limit := s.size // noteBatch moves s.size along
 	s.next, s.lastBatchPos = s.base, -1
@@ -368,10 +375,10 @@ var errNoBatch = errors.New("storage: no batch at or after offset")
 // find returns the first batch of the segment whose last offset >= offset,
 // scanning headers from the offset index's lower bound.
 func (s *segment) find(offset int64) (batchPos, error) {
-	if err := s.ensureIndexes(); err != nil {
+	pos, err := s.lookupChecked(offset)
+	if err != nil {
 		return batchPos{}, err
 	}
-	pos := s.offIdx.lookup(offset)
 	return s.scanFrom(pos, s.size, offset)
 }
 
