@@ -139,3 +139,19 @@ func rawLog(t *testing.T, addr, topic string, part int32) []byte {
 	}
 	return out
 }
+
+// produceBatches writes n batches of per records each (one ProduceSync per
+// batch), so the source log has many small batches.
+func produceBatches(t *testing.T, cl *kgo.Client, topic string, n, per int) {
+	t.Helper()
+	ctx := ctxT(t)
+	for i := 0; i < n; i++ {
+		rs := make([]*kgo.Record, per)
+		for j := range rs {
+			rs[j] = &kgo.Record{Topic: topic, Value: []byte{byte(i), byte(j)}}
+		}
+		if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -2,25 +2,283 @@ package mirror
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+func sameLogs(t *testing.T, src, dst, topic string, parts int32) {
+	t.Helper()
+	for p := int32(0); p < parts; p++ {
+		s, d := rawLog(t, src, topic, p), rawLog(t, dst, topic, p)
+		if len(s) == 0 || !bytes.Equal(s, d) {
+			t.Fatalf("%s/%d: source %d bytes, destination %d bytes, equal %v", topic, p, len(s), len(d), bytes.Equal(s, d))
+		}
+	}
+}
 
 func TestPushPlain(t *testing.T) {
 	src := startSource(t, kfake.SeedTopics(2, "t"))
+	sa := src.ListenAddrs()[0]
 	dst := startDest(t, t.TempDir())
-	produceN(t, client(t, src.ListenAddrs()[0], kgo.ProducerBatchCompression(kgo.ZstdCompression()), kgo.ProducerLinger(0)), "t", 500, true)
-	stats, err := Push(ctxT(t), Options{Source: src.ListenAddrs()[0], Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true})
+	produceN(t, client(t, sa, kgo.ProducerBatchCompression(kgo.ZstdCompression())), "t", 500, true)
+	stats, err := Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true})
 	if err != nil {
 		t.Fatalf("push: %v (exit %d)", err, ExitCode(err))
 	}
-	t.Logf("%+v", stats)
-	for p := int32(0); p < 2; p++ {
-		s, d := rawLog(t, src.ListenAddrs()[0], "t", p), rawLog(t, dst.addr, "t", p)
-		if len(s) == 0 || !bytes.Equal(s, d) {
-			t.Fatalf("partition %d: source %d bytes, destination %d bytes, equal %v", p, len(s), len(d), bytes.Equal(s, d))
+	var total int64
+	for _, s := range stats {
+		if s.End != s.Target || s.Start != 0 {
+			t.Fatalf("stats %+v", s)
+		}
+		total += s.End
+	}
+	if total != 500 {
+		t.Fatalf("copied %d offsets, want 500", total)
+	}
+	sameLogs(t, sa, dst.addr, "t", 2)
+	// The destination topic is a mirror with the source's cluster id.
+	cfg := describeConfigs(t, dst.addr, "t")
+	if cfg["mirror.mode"] != "push" || cfg["mirror.source.cluster.id"] == "" {
+		t.Fatalf("destination configs %v", cfg)
+	}
+	// A second push has nothing to do and changes nothing.
+	stats, err = Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stats {
+		if s.Batches != 0 || s.Start != s.Target {
+			t.Fatalf("second push copied: %+v", s)
 		}
 	}
+	sameLogs(t, sa, dst.addr, "t", 2)
+}
+
+func describeConfigs(t *testing.T, addr, topic string) map[string]string {
+	t.Helper()
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	rr := kmsg.NewDescribeConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, topic
+	req.Resources = append(req.Resources, rr)
+	resp, err := client(t, addr).Request(ctxT(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, c := range resp.(*kmsg.DescribeConfigsResponse).Resources[0].Configs {
+		if c.Value != nil {
+			out[c.Name] = *c.Value
+		}
+	}
+	return out
+}
+
+// TestPushResumeAndEpochs: a push interrupted part way (context cancelled,
+// as a killed process), more data at new leader epochs, then a push that
+// resumes from the destination's log end: the logs are identical.
+func TestPushResumeAndEpochs(t *testing.T) {
+	src := startSource(t, kfake.SeedTopics(1, "t"), kfake.NumBrokers(2))
+	sa := src.ListenAddrs()[0]
+	dst := startDest(t, t.TempDir())
+	cl := client(t, sa)
+	produceBatches(t, cl, "t", 200, 10)
+	// Small fetches so the copy takes many round trips; stop it early.
+	ctx, cancel := context.WithCancel(ctxT(t))
+	o := Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true, FetchBytes: 2048}
+	p, err := NewPusher(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for p.stats() == nil || len(p.stats()) == 0 || p.stats()[0].Batches < 3 {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	stats, err := p.Run(ctx)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted push: %v", err)
+	}
+	if len(stats) != 1 || stats[0].End == 0 || stats[0].End >= 2000 {
+		t.Fatalf("interrupted push reached %+v; want part of the log", stats)
+	}
+	// New leader epochs on the source, with data in each.
+	for i := 0; i < 2; i++ {
+		src.ShufflePartitionLeaders()
+		produceBatches(t, cl, "t", 5, 10)
+	}
+	stats, err = Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}})
+	if err != nil {
+		t.Fatalf("resumed push: %v", err)
+	}
+	if stats[0].Start == 0 || stats[0].End != 2100 {
+		t.Fatalf("resumed push: %+v", stats[0])
+	}
+	sameLogs(t, sa, dst.addr, "t", 1)
+}
+
+// TestPushFollow tails the source until cancelled.
+func TestPushFollow(t *testing.T) {
+	src := startSource(t, kfake.SeedTopics(1, "t"))
+	sa := src.ListenAddrs()[0]
+	dst := startDest(t, t.TempDir())
+	cl := client(t, sa)
+	produceN(t, cl, "t", 10, false)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	p, err := NewPusher(Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true, Follow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := p.Run(ctx); done <- err }()
+	waitEnd := func(want int64) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if s := p.stats(); len(s) == 1 && s[0].End == want {
+				return
+			}
+		}
+		t.Fatalf("follow did not reach %d: %+v", want, p.stats())
+	}
+	waitEnd(10)
+	produceN(t, cl, "t", 15, false)
+	waitEnd(25)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("follow ended with %v", err)
+	}
+	sameLogs(t, sa, dst.addr, "t", 1)
+}
+
+// TestPushDivergence: the destination holds offsets the source no longer
+// has in that epoch (as after an unclean election): exit 1, precise
+// message, nothing written.
+func TestPushDivergence(t *testing.T) {
+	a := startSource(t, kfake.SeedTopics(1, "t"))
+	dst := startDest(t, t.TempDir())
+	produceN(t, client(t, a.ListenAddrs()[0]), "t", 100, false)
+	if _, err := Push(ctxT(t), Options{Source: a.ListenAddrs()[0], Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true}); err != nil {
+		t.Fatal(err)
+	}
+	before := rawLog(t, dst.addr, "t", 0)
+	// The "same" source after losing its tail: epoch 0 ends at 40.
+	b := startSource(t, kfake.SeedTopics(1, "t"))
+	cl := client(t, b.ListenAddrs()[0])
+	produceN(t, cl, "t", 40, false)
+	b.ShufflePartitionLeaders()
+	produceN(t, cl, "t", 100, false)
+	_, err := Push(ctxT(t), Options{Source: b.ListenAddrs()[0], Dest: dst.addr, Topics: []string{"t"}})
+	if ExitCode(err) != ExitRefused || !errors.Is(err, ErrDivergence) {
+		t.Fatalf("push onto a diverged source: %v (exit %d), want divergence (exit 1)", err, ExitCode(err))
+	}
+	for _, want := range []string{"t/0", "up to 100", "epoch 0", "offset 40"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("message %q lacks %q", err, want)
+		}
+	}
+	if after := rawLog(t, dst.addr, "t", 0); !bytes.Equal(before, after) {
+		t.Fatal("the destination changed after a refused push")
+	}
+}
+
+// TestPushSmallFetchAndLargeBatch: a batch far larger than the fetch size
+// is copied whole.
+func TestPushSmallFetchAndLargeBatch(t *testing.T) {
+	src := startSource(t, kfake.SeedTopics(1, "t"))
+	sa := src.ListenAddrs()[0]
+	dst := startDest(t, t.TempDir())
+	cl := client(t, sa)
+	produceN(t, cl, "t", 5, false)
+	if err := cl.ProduceSync(ctxT(t), &kgo.Record{Topic: "t", Value: bytes.Repeat([]byte("x"), 300<<10)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	produceN(t, cl, "t", 5, false)
+	if _, err := Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true, FetchBytes: 1024}); err != nil {
+		t.Fatal(err)
+	}
+	sameLogs(t, sa, dst.addr, "t", 1)
+}
+
+func TestPushUsageAndRefusals(t *testing.T) {
+	src := startSource(t, kfake.SeedTopics(1, "t"))
+	sa := src.ListenAddrs()[0]
+	dst := startDest(t, t.TempDir())
+	for _, tc := range []struct {
+		name string
+		o    Options
+		code int
+		msg  string
+	}{
+		{"no topics", Options{Source: sa, Dest: dst.addr}, ExitUsage, "--topics"},
+		{"bad address", Options{Source: "nohostport", Dest: dst.addr, Topics: []string{"t"}}, ExitUsage, "--source"},
+		{"missing source topic", Options{Source: sa, Dest: dst.addr, Topics: []string{"nope"}, CreateTopics: true}, ExitUsage, "source topic nope does not exist"},
+		{"missing destination topic", Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}}, ExitUsage, "--create-topics"},
+		{"destination is not Verbatim", Options{Source: sa, Dest: sa, Topics: []string{"t"}}, ExitUsage, "mirror produce"},
+		{"connection refused", Options{Source: "127.0.0.1:1", Dest: dst.addr, Topics: []string{"t"}, RetryFor: time.Second}, ExitUsage, "source"},
+	} {
+		_, err := Push(ctxT(t), tc.o)
+		if ExitCode(err) != tc.code || err == nil || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%s: %v (exit %d), want exit %d mentioning %q", tc.name, err, ExitCode(err), tc.code, tc.msg)
+		}
+	}
+	// An ordinary destination topic refuses mirror produces: exit 1.
+	cl := client(t, dst.addr)
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "t", 1, -1
+	req.Topics = append(req.Topics, rt)
+	if _, err := cl.Request(ctxT(t), req); err != nil {
+		t.Fatal(err)
+	}
+	produceN(t, client(t, sa), "t", 3, false)
+	_, err := Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}})
+	if ExitCode(err) != ExitRefused || !strings.Contains(err.Error(), "POLICY_VIOLATION") {
+		t.Fatalf("push into an ordinary topic: %v (exit %d)", err, ExitCode(err))
+	}
+}
+
+func TestSplit(t *testing.T) {
+	var set []byte
+	for i := 0; i < 3; i++ {
+		set = append(set, batchAt(t, int64(i*2), 2)...)
+	}
+	full := len(set)
+	bs, span, partial, err := Split(set, 0)
+	if err != nil || partial || len(bs) != 3 || len(span) != full {
+		t.Fatalf("whole set: %d batches, %d bytes, partial %v, %v", len(bs), len(span), partial, err)
+	}
+	// A cut in the last batch drops it and says so.
+	bs, span, partial, err = Split(set[:full-5], 0)
+	if err != nil || !partial || len(bs) != 2 || len(span) != len(bs[0])+len(bs[1]) {
+		t.Fatalf("cut set: %d batches, %d bytes, partial %v, %v", len(bs), len(span), partial, err)
+	}
+	// Batches that end before from are skipped.
+	bs, span, _, _ = Split(set, 3)
+	if len(bs) != 2 || &span[0] != &set[len(bs[0])] {
+		t.Fatalf("from 3: %d batches", len(bs))
+	}
+	// Message format v1: a clear error.
+	old := append([]byte(nil), set...)
+	old[16] = 1
+	if _, _, _, err := Split(old, 0); !errors.Is(err, ErrOldMagic) || !strings.Contains(err.Error(), "offset 0") {
+		t.Fatalf("magic 1: %v", err)
+	}
+}
+
+func batchAt(t testing.TB, base int64, n int) []byte {
+	t.Helper()
+	return newTestBatch(base, n)
+}
+
+func ExampleStopResult_String() {
+	fmt.Println(StopResult{Topic: "t", Partition: 0, LastMirroredOffset: 99, LastMirroredEpoch: 4, NewEpoch: 15, AbortedTransactions: 1, Barrier: true})
+	// Output: t/0: last mirrored offset 99 (epoch 4), new leader epoch 15, 1 transactions aborted, barrier true
 }
