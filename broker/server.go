@@ -115,6 +115,10 @@ type Server struct {
 	pids      *producerIDs
 	// fetchSessions are the incremental fetch sessions (fetch_sessions.go).
 	fetchSessions fetchSessionCache
+	// groups and txns are the coordinators (group_coordinator*.go,
+	// txn_coordinator*.go).
+	groups *groupCoordinator
+	txns   *txnCoordinator
 
 	inflight *byteSem
 
@@ -169,6 +173,11 @@ func Open(cfg Config) (*Server, error) {
 	s.inflight = newByteSem(cfg.MaxInFlightBytes)
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	go s.retentionLoop(s.baseCtx)
+	if err := s.startCoordinators(); err != nil {
+		s.cancelBase()
+		s.cluster.close()
+		return fail(err)
+	}
 	s.mu.listeners = make(map[net.Listener]struct{})
 	s.mu.conns = make(map[*conn]struct{})
 	s.log.Info("data dir opened", "data_dir", cfg.DataDir, "cluster_id", s.clusterID, "node_id", cfg.NodeID,
@@ -266,6 +275,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		c.stopReading()
 	}
 	s.mu.Unlock()
+	s.stopCoordinators()
 
 	done := make(chan struct{})
 	go func() { s.connWG.Wait(); close(done) }()

@@ -1,0 +1,243 @@
+package broker
+
+// Internal topics: __consumer_offsets and __transaction_state.
+//
+// The group and transaction coordinators keep their state in these two
+// topics as Kafka does, with Kafka's record schemas (kmsg's
+// OffsetCommitKey/Value, GroupMetadataKey/Value, TxnMetadataKey/Value), so
+// a dump of the topics reads as a Kafka one. They are ordinary partition
+// logs created on first use (FindCoordinator or the first write) with
+// cleanup.policy=compact; on start the coordinators replay them.
+//
+// Keys map to partitions as Kafka maps them: abs(Java String.hashCode) mod
+// the partition count.
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/storage"
+)
+
+const (
+	offsetsTopic  = "__consumer_offsets"
+	txnStateTopic = "__transaction_state"
+	// Kafka's defaults are 50 partitions each; a single node gains nothing
+	// from that many logs, and the count only spreads keys.
+	offsetsTopicPartitions  = 10
+	txnStateTopicPartitions = 10
+)
+
+// isInternalTopic reports whether name is one of the coordinators' topics.
+func isInternalTopic(name string) bool { return name == offsetsTopic || name == txnStateTopic }
+
+// javaStringHash is Java's String.hashCode over the UTF-16 code units.
+func javaStringHash(s string) int32 {
+	var h int32
+	for _, r := range s {
+		if r >= 0x10000 {
+			r -= 0x10000
+			h = 31*h + int32(0xD800+(r>>10))
+			h = 31*h + int32(0xDC00+(r&0x3FF))
+			continue
+		}
+		h = 31*h + int32(r)
+	}
+	return h
+}
+
+// partitionForKey is Kafka's Utils.abs(key.hashCode) % n.
+func partitionForKey(key string, n int32) int32 {
+	h := javaStringHash(key)
+	if h == -1<<31 {
+		h = 0
+	} else if h < 0 {
+		h = -h
+	}
+	return h % n
+}
+
+// internalTopic returns the named internal topic, creating it on first use.
+func (s *Server) internalTopic(name string) (*Topic, error) {
+	if t := s.cluster.topic(name); t != nil {
+		return t, nil
+	}
+	n := int32(offsetsTopicPartitions)
+	if name == txnStateTopic {
+		n = txnStateTopicPartitions
+	}
+	cfg, err := newTopicConfig(map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"})
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.cluster.createTopic(name, n, cfg, false)
+	if err != nil {
+		if t := s.cluster.topic(name); t != nil { // created concurrently
+			return t, nil
+		}
+		return nil, err
+	}
+	s.log.Info("created internal topic", "topic", name, "partitions", n)
+	return t, nil
+}
+
+// internalLog returns the log of partition p of an internal topic.
+func (s *Server) internalLog(name string, p int32) (*Partition, *storage.Log, error) {
+	t, err := s.internalTopic(name)
+	if err != nil {
+		return nil, nil, kafkaErr(kerr.CoordinatorNotAvailable, fmt.Sprintf("internal topic %s: %v", name, err))
+	}
+	part := t.Partition(p)
+	if part == nil {
+		return nil, nil, kafkaErr(kerr.CoordinatorNotAvailable, fmt.Sprintf("internal topic %s has no partition %d", name, p))
+	}
+	l, err := partitionLog(part)
+	if err != nil {
+		return nil, nil, kafkaErr(kerr.CoordinatorNotAvailable, err.Error())
+	}
+	return part, l, nil
+}
+
+// kv is one record of an internal topic; a nil value is a tombstone.
+type kv struct{ key, value []byte }
+
+// internalBatch describes how a batch of internal records is written.
+type internalBatch struct {
+	// producerID >= 0 with transactional: the batch belongs to that
+	// producer's transaction (TxnOffsetCommit).
+	producerID    int64
+	producerEpoch int16
+	transactional bool
+}
+
+// appendInternal writes recs as one batch to partition p of topic name and
+// returns the offset of the first record.
+func (s *Server) appendInternal(name string, p int32, recs []kv, how internalBatch, now time.Time) (int64, error) {
+	part, l, err := s.internalLog(name, p)
+	if err != nil {
+		return -1, err
+	}
+	records := make([]kbatch.Record, len(recs))
+	for i, r := range recs {
+		records[i] = kbatch.Record{OffsetDelta: int32(i), Key: r.key, Value: r.value}
+	}
+	b := kbatch.NewBatch(now.UnixMilli(), records...)
+	b.ProducerID, b.ProducerEpoch, b.BaseSequence = -1, -1, -1
+	if how.transactional {
+		b.ProducerID, b.ProducerEpoch = how.producerID, how.producerEpoch
+		b.Attributes |= kbatch.TransactionalBit
+	}
+	set, err := kbatch.Encode(b)
+	if err != nil {
+		return -1, err
+	}
+	var ar storage.AppendResult
+	if how.transactional {
+		ar, err = l.AppendCoordinator(set, part.LeaderEpoch(), now.UnixMilli(), 1)
+	} else {
+		ar, err = l.AppendLeader(set, part.LeaderEpoch(), now.UnixMilli())
+	}
+	if err != nil {
+		return -1, err
+	}
+	part.notifyAppend()
+	return ar.FirstOffset, nil
+}
+
+// writeTxnMarker appends a COMMIT or ABORT marker for producer pid to p.
+func (s *Server) writeTxnMarker(p *Partition, pid int64, epoch int16, commit bool, coordinatorEpoch int32, now time.Time) error {
+	l, err := partitionLog(p)
+	if err != nil {
+		return err
+	}
+	typ := kbatch.ControlAbort
+	if commit {
+		typ = kbatch.ControlCommit
+	}
+	b := kbatch.NewBatch(now.UnixMilli(), kbatch.Record{Key: kbatch.ControlKey(typ), Value: kbatch.EndTxnMarkerValue(coordinatorEpoch)})
+	b.ProducerID, b.ProducerEpoch, b.BaseSequence = pid, epoch, -1
+	b.Attributes |= kbatch.TransactionalBit | kbatch.ControlBit
+	set, err := kbatch.Encode(b)
+	if err != nil {
+		return err
+	}
+	if _, err := l.AppendCoordinator(set, p.LeaderEpoch(), now.UnixMilli(), 1); err != nil {
+		return err
+	}
+	p.notifyAppend()
+	return nil
+}
+
+// internalEntry is one replayed record with its batch context.
+type internalEntry struct {
+	offset        int64
+	timestamp     int64
+	producerID    int64
+	transactional bool
+	// control: the batch is a transaction marker; commit tells which.
+	control bool
+	commit  bool
+	key     []byte
+	value   []byte
+}
+
+// replayInternal calls fn for every record of partition p of an internal
+// topic, in offset order. Records that do not decode are reported to fn
+// like any other (fn decides); a batch whose records do not decode is
+// skipped with a warning, as Kafka skips what it cannot read on load.
+func (s *Server) replayInternal(l *storage.Log, fn func(e internalEntry)) error {
+	off := l.LogStartOffset()
+	end := l.LogEndOffset()
+	var buf []byte
+	for off < end {
+		sl, err := l.Read(off, 1<<20)
+		if err != nil {
+			return err
+		}
+		if sl.Size == 0 {
+			break
+		}
+		buf, err = sl.Bytes(buf[:0])
+		if err != nil {
+			return err
+		}
+		if len(buf) == 0 {
+			return fmt.Errorf("replaying %s: batch at %d larger than the read", l.Dir(), off)
+		}
+		for rest := buf; len(rest) > 0; {
+			var b []byte
+			b, rest, err = kbatch.Next(rest)
+			if err != nil {
+				break
+			}
+			h, err := kbatch.ParseHeader(b)
+			if err != nil {
+				return fmt.Errorf("replaying %s at %d: %w", l.Dir(), off, err)
+			}
+			off = h.NextOffset()
+			if h.IsControl() {
+				typ, ok := kbatch.ControlType(b)
+				if !ok || (typ != kbatch.ControlCommit && typ != kbatch.ControlAbort) {
+					continue
+				}
+				fn(internalEntry{offset: h.BaseOffset, producerID: h.ProducerID, control: true, commit: typ == kbatch.ControlCommit, timestamp: h.MaxTimestamp})
+				continue
+			}
+			recs, err := kbatch.Records(b)
+			if err != nil {
+				s.log.Warn("skipping an undecodable batch of an internal topic", "dir", l.Dir(), "offset", h.BaseOffset, "err", err)
+				continue
+			}
+			for _, r := range recs {
+				fn(internalEntry{
+					offset: h.BaseOffset + int64(r.OffsetDelta), timestamp: h.BaseTimestamp + r.TimestampDelta,
+					producerID: h.ProducerID, transactional: h.IsTransactional(), key: r.Key, value: r.Value,
+				})
+			}
+		}
+	}
+	return nil
+}
