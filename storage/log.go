@@ -280,6 +280,9 @@ func (l *Log) Close() error {
 	defer l.syncMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed { // a concurrent Close won
+		return ErrClosed
+	}
 	err := l.failed
 	if err == nil {
 		a := l.active()
