@@ -204,3 +204,38 @@ func TestLogMirrorPidResetClearsProducerState(t *testing.T) {
 		l.Close()
 	}
 }
+
+// A marker whose transaction start was trimmed by DeleteRecords still
+// completes it and feeds the transaction index.
+func TestLogAbortMarkerAfterTransactionStartTrimmed(t *testing.T) {
+	fs := NewMemFS()
+	l := openLog(t, fs, Config{SegmentBytes: 200})
+	defer l.Close()
+	if _, err := l.AppendVerbatim(pidBatch(t, 0, 7, 0, 0, 2, true)); err != nil {
+		t.Fatal(err)
+	}
+	for i := int64(2); i < 8; i++ {
+		if _, err := l.AppendVerbatim(testBatch(t, i, 1, 1, 1, 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.DeleteRecords(5); err != nil {
+		t.Fatal(err)
+	}
+	if l.LastStableOffset() != 0 {
+		t.Fatalf("LSO %d with the transaction open", l.LastStableOffset())
+	}
+	if _, err := l.AppendVerbatim(markerBatch(t, 8, 7, 0, kbatch.ControlAbort)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := l.AbortedTransactions(5, 9, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].FirstOffset != 0 || got[0].LastOffset != 8 {
+		t.Fatalf("aborted %+v", got)
+	}
+	if l.LastStableOffset() != 9 {
+		t.Fatalf("LSO %d", l.LastStableOffset())
+	}
+}
