@@ -177,6 +177,9 @@ func Split(set []byte, from int64) (batches [][]byte, span []byte, partial bool,
 			partial = true
 			break
 		}
+		if len(b) <= kbatch.MagicOffset {
+			return nil, nil, false, fmt.Errorf("batch at offset %d is %d bytes, too short to hold a magic byte", kbatch.BaseOffset(b), len(b))
+		}
 		if m := kbatch.Magic(b); m != 2 {
 			return nil, nil, false, fmt.Errorf("%w at offset %d (magic %d): only v2 record batches can be mirrored; rewrite the source topic with a v2 producer", ErrOldMagic, kbatch.BaseOffset(b), m)
 		}

@@ -1,0 +1,55 @@
+package verify
+
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/internal/mirror"
+)
+
+func fuzzBatch(base int64, txn bool) []byte {
+	b := kbatch.NewBatch(1000, kbatch.Record{Key: []byte("k"), Value: []byte("v"), Headers: []kbatch.RecordHeader{{Key: "h"}}})
+	b.BaseOffset = base
+	if txn {
+		b.Attributes, b.ProducerID, b.ProducerEpoch, b.BaseSequence = kbatch.TransactionalBit, 5, 0, 0
+	}
+	out, err := kbatch.Encode(b)
+	if err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// FuzzCompare: verify's comparisons accept any bytes a broker could send:
+// no panic, a batch always equals itself, and decoded records compare
+// equal to themselves.
+func FuzzCompare(f *testing.F) {
+	a, b := fuzzBatch(0, false), fuzzBatch(1, true)
+	f.Add(a, b, int64(0))
+	f.Add(append(a, b...), b, int64(5))
+	f.Add(a[:40], a, int64(-1))
+	f.Fuzz(func(t *testing.T, s, d []byte, first int64) {
+		if diffBatch(s, s) != "" {
+			t.Fatal("a batch differs from itself")
+		}
+		_ = diffBatch(s, d)
+		bs, _, _, err := mirror.Split(s, -1)
+		if err != nil {
+			return
+		}
+		for _, b := range bs {
+			recs, err := decodeRecords(b)
+			if err != nil {
+				continue
+			}
+			for _, r := range recs {
+				if f := diffRecord(r, r); f != "" {
+					t.Fatalf("record differs from itself in %s", f)
+				}
+			}
+		}
+		_ = abortedData(bs, []kmsg.FetchResponseTopicPartitionAbortedTransaction{{ProducerID: 5, FirstOffset: first}})
+	})
+}
