@@ -1,0 +1,86 @@
+package mirror
+
+import (
+	"context"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestStopFailover is the failover of brief I6 through `mirror stop`: an
+// open transaction is aborted, the barrier written, the epoch raised
+// above every mirrored one, and ordinary producers can write afterwards.
+// The broker side (the stop sequence behind the DELETE of mirror.mode) is
+// owned by the broker; until it lands this test fails with the broker's
+// refusal.
+func TestStopFailover(t *testing.T) {
+	src := startSource(t, kfake.SeedTopics(1, "t"))
+	sa := src.ListenAddrs()[0]
+	dst := startDest(t, t.TempDir())
+	produceN(t, client(t, sa), "t", 20, false)
+	txn := client(t, sa, kgo.TransactionalID("open"), kgo.DefaultProduceTopic("t"))
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.ProduceSync(ctxT(t), &kgo.Record{Value: []byte("left open")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Stop(ctxT(t), dst.addr, []string{"t"})
+	if err != nil {
+		t.Fatalf("mirror stop: %v (exit %d)", err, ExitCode(err))
+	}
+	r := res[0]
+	if r.LastMirroredOffset != 20 || r.NewEpoch <= r.LastMirroredEpoch || r.AbortedTransactions != 1 || !r.Barrier {
+		t.Fatalf("stop result: %v", r)
+	}
+	// The former mirror takes ordinary idempotent writes.
+	cl := client(t, dst.addr, kgo.DefaultProduceTopic("t"))
+	pr, err := cl.ProduceSync(context.Background(), &kgo.Record{Value: []byte("after failover")}).First()
+	if err != nil || pr.Offset <= 21 {
+		t.Fatalf("produce after stop: offset %d, %v", pr.Offset, err)
+	}
+}
+
+// TestPushForwardsLogStart: the source's log start (DeleteRecords,
+// retention) is forwarded to the destination, before and after the data
+// was copied. Needs the broker to accept DeleteRecords from the pusher on
+// a mirror topic (docs/mirroring.md); until then it fails.
+func TestPushForwardsLogStart(t *testing.T) {
+	src := startSource(t, kfake.SeedTopics(1, "t"))
+	sa := src.ListenAddrs()[0]
+	dst := startDest(t, t.TempDir())
+	cl := client(t, sa)
+	produceBatches(t, cl, "t", 10, 10)
+	adm := kadm.NewClient(cl)
+	del := func(off int64) {
+		t.Helper()
+		os := kadm.Offsets{}
+		os.Add(kadm.Offset{Topic: "t", Partition: 0, At: off})
+		if _, err := adm.DeleteRecords(ctxT(t), os); err != nil {
+			t.Fatal(err)
+		}
+	}
+	del(30) // before any copy: the copy starts at 30
+	if _, err := Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true}); err != nil {
+		t.Fatal(err)
+	}
+	del(70) // after the copy: forwarded by the next push
+	produceBatches(t, cl, "t", 1, 10)
+	if _, err := Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}}); err != nil {
+		t.Fatal(err)
+	}
+	sameLogs(t, sa, dst.addr, "t", 1)
+	cn, err := Dial(ctxT(t), dst.addr, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cn.Close()
+	if a, err := ListOffset(ctxT(t), cn, "t", 0, Earliest, ReadUncommitted); err != nil || a.Offset != 70 {
+		t.Fatalf("destination log start %d (%v), want the source's 70", a.Offset, err)
+	}
+}
