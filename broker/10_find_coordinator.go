@@ -1,22 +1,17 @@
 package broker
 
-// FindCoordinator (key 10), versions 0-6 — a clean refusal until consumer
-// groups and transactions exist.
+// FindCoordinator (key 10), versions 0-6.
 //
-// Behaviour: every lookup (group, transaction, share group; single key
-// before v4, batched keys v4+) is answered with INVALID_REQUEST and a
-// message saying groups/transactions are not supported yet. The error is
-// not retriable, so clients fail at once with that message: the Java
-// producer raises "Could not find a coordinator ... due to unexpected
-// error: <message>", the Java consumer throws from poll(), franz-go returns
-// the error. Consumers in assign mode without a group never send this.
+// Behaviour: this node coordinates every group and every transactional id
+// (it leads every partition of __consumer_offsets and __transaction_state),
+// so a lookup answers this broker's node id, host and port; the internal
+// topic is created on the first lookup, as Kafka creates it. v4+ batched
+// keys are answered one by one. Errors: a transactional id that is empty
+// gets INVALID_REQUEST; share-group lookups (type 2, KIP-932) get
+// INVALID_REQUEST (share groups are not served); COORDINATOR_NOT_AVAILABLE
+// if the internal topic cannot be created.
 //
-// Why registered at all: without it franz-go still sends FindCoordinator,
-// the broker closes the connection for the unknown key, and the client
-// reports a misleading "is SASL missing?" error after retrying.
-//
-// Deviations from Apache Kafka: Kafka serves coordinators. Replaced by the
-// groups and transactions issue.
+// Deviations from Apache Kafka: none known for groups and transactions.
 
 import (
 	"context"
@@ -27,32 +22,41 @@ import (
 
 func init() { register(kmsg.FindCoordinator.Int16(), 0, 6, handleFindCoordinator) }
 
-func coordinatorRefusal(typ int8) string {
+// findCoordinator answers one key.
+func (s *Server) findCoordinator(key string, typ int8) (int32, string, int32, int16, *string) {
+	var topic string
 	switch typ {
+	case 0:
+		topic = offsetsTopic
 	case 1:
-		return "Transactions are not supported by this Verbatim broker yet; use an idempotent (non-transactional) producer."
+		if key == "" {
+			msg := "Transactional id must not be empty."
+			return -1, "", -1, kerr.InvalidRequest.Code, &msg
+		}
+		topic = txnStateTopic
 	default:
-		return "Consumer groups are not supported by this Verbatim broker yet; consume in assign mode (explicit partitions, no group.id)."
+		msg := "Only group (0) and transaction (1) coordinators are served by this broker."
+		return -1, "", -1, kerr.InvalidRequest.Code, &msg
 	}
+	if _, err := s.internalTopic(topic); err != nil {
+		msg := err.Error()
+		return -1, "", -1, kerr.CoordinatorNotAvailable.Code, &msg
+	}
+	host, port := s.advertised()
+	return s.cfg.NodeID, host, port, 0, nil
 }
 
-func handleFindCoordinator(_ context.Context, _ *Server, r *Request) (Reply, error) {
+func handleFindCoordinator(_ context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	msg := coordinatorRefusal(req.CoordinatorType)
 	if req.Version < 4 {
-		resp.ErrorCode = kerr.InvalidRequest.Code
-		resp.ErrorMessage = &msg
-		resp.NodeID, resp.Port = -1, -1
+		resp.NodeID, resp.Host, resp.Port, resp.ErrorCode, resp.ErrorMessage = s.findCoordinator(req.CoordinatorKey, req.CoordinatorType)
 		return resp, nil
 	}
 	for _, key := range req.CoordinatorKeys {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = key
-		c.NodeID, c.Port = -1, -1
-		c.ErrorCode = kerr.InvalidRequest.Code
-		m := msg
-		c.ErrorMessage = &m
+		c.NodeID, c.Host, c.Port, c.ErrorCode, c.ErrorMessage = s.findCoordinator(key, req.CoordinatorType)
 		resp.Coordinators = append(resp.Coordinators, c)
 	}
 	return resp, nil

@@ -9,21 +9,24 @@ package broker
 //     ignored for idempotent producers, as in Kafka. Ids come from a
 //     persisted block allocator (producerids.go), so they never repeat
 //     across restarts or crashes.
-//   - Transactional producers are refused until transactions exist:
-//     FindCoordinator is not advertised, so Java and franz-go clients fail
-//     when they look up the transaction coordinator; a client that sends
-//     InitProducerId with a transactional id anyway gets
-//     UNSUPPORTED_VERSION, a non-retriable error both clients surface at
-//     once (COORDINATOR_NOT_AVAILABLE would make them retry until their
-//     timeout).
+//   - Transactional producers (TransactionalID set) are served by the
+//     transaction coordinator (txn_coordinator.go): a new id gets a fresh
+//     producer id with epoch 0; an existing one gets its epoch bumped
+//     (a new producer id once the epoch would reach 32767), which fences
+//     older instances; an ongoing transaction of the id is aborted first
+//     (epoch fence). v3+ (KIP-360): a given ProducerID/ProducerEpoch must
+//     be the current pair (or the pair just replaced, for a retried bump)
+//     else PRODUCER_FENCED. Errors: INVALID_REQUEST (empty id),
+//     INVALID_TRANSACTION_TIMEOUT (<= 0 or above 15 minutes,
+//     transaction.max.timeout.ms), CONCURRENT_TRANSACTIONS (markers being
+//     written).
 //
-// Deviations from Apache Kafka: no transactions yet (issue: groups and
-// transactions).
+// Deviations from Apache Kafka: v6 (KIP-939 two-phase commit) is not
+// served.
 
 import (
 	"context"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -34,8 +37,12 @@ func handleInitProducerID(_ context.Context, s *Server, r *Request) (Reply, erro
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
-		resp.ErrorCode = kerr.UnsupportedVersion.Code
-		s.log.Info("refused transactional producer: transactions are not supported yet", "transactional_id", *req.TransactionalID, "client_id", r.ClientID)
+		reqPid, reqEpoch := int64(-1), int16(-1)
+		if req.Version >= 3 {
+			reqPid, reqEpoch = req.ProducerID, req.ProducerEpoch
+		}
+		res := s.txns.initProducerID(*req.TransactionalID, req.TransactionTimeoutMillis, reqPid, reqEpoch)
+		resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = fencedCode(res.code, req.Version, 4), res.pid, res.epoch
 		return resp, nil
 	}
 	id, err := s.pids.allocate()

@@ -1,0 +1,69 @@
+package broker
+
+// OffsetCommit (key 8), versions 2-9 (Kafka 4.x removed v0-1, KIP-896).
+//
+// Behaviour: stores committed offsets, their leader epoch (v6+; -1 below)
+// and metadata as OffsetCommitKey/Value records in __consumer_offsets
+// (group_coordinator_offsets.go), as Kafka's group coordinator does:
+//   - generation -1 with an empty or unknown group: a standalone commit
+//     (no group management; the group is created empty);
+//   - otherwise the member must be known (UNKNOWN_MEMBER_ID), its instance
+//     id current (v7+, FENCED_INSTANCE_ID), the generation current
+//     (ILLEGAL_GENERATION); during CompletingRebalance the answer is
+//     REBALANCE_IN_PROGRESS; commits during PreparingRebalance with the
+//     current generation are accepted;
+//   - per partition: UNKNOWN_TOPIC_OR_PARTITION for partitions that do not
+//     exist, OFFSET_METADATA_TOO_LARGE above 4096 bytes of metadata.
+//
+// Deviations from Apache Kafka: RetentionTimeMillis (v2-4) is ignored (the
+// broker-wide offsets retention of 7 days applies, as Kafka does since
+// 2.1 for v5+).
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.OffsetCommit.Int16(), 2, 9, handleOffsetCommit) }
+
+func handleOffsetCommit(_ context.Context, s *Server, r *Request) (Reply, error) {
+	req := r.Msg.(*kmsg.OffsetCommitRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	var commits []offsetCommit
+	for _, t := range req.Topics {
+		topic := s.cluster.topic(t.Topic)
+		for _, p := range t.Partitions {
+			oc := offsetCommit{tp: topicPartition{t.Topic, p.Partition}, entry: offsetEntry{offset: p.Offset, leaderEpoch: -1}}
+			if req.Version >= 6 {
+				oc.entry.leaderEpoch = p.LeaderEpoch
+			}
+			if p.Metadata != nil {
+				oc.entry.metadata = *p.Metadata
+			}
+			if topic == nil || topic.Partition(p.Partition) == nil {
+				oc.code = kerr.UnknownTopicOrPartition.Code
+			}
+			commits = append(commits, oc)
+		}
+	}
+	inst := req.InstanceID
+	if req.Version < 7 {
+		inst = nil
+	}
+	s.groups.commitOffsets(req.Group, req.MemberID, inst, req.Generation, commits)
+	i := 0
+	for _, t := range req.Topics {
+		rt := kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, commits[i].code
+			i++
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}

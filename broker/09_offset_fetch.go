@@ -1,0 +1,87 @@
+package broker
+
+// OffsetFetch (key 9), versions 1-9 (Kafka 4.x removed v0, KIP-896).
+//
+// Behaviour: committed offsets with their leader epoch (v5+) and metadata;
+// a partition without a committed offset answers offset -1, epoch -1,
+// empty metadata, no error; null topics (v2+) means every committed
+// partition of the group. v7+ RequireStable: a partition with a
+// transactional offset commit not yet decided answers
+// UNSTABLE_OFFSET_COMMIT (the consumer retries). v8+: several groups per
+// request, each answered separately. Member id/epoch (v9) are for the
+// KIP-848 protocol, which is not served; they are ignored for classic
+// groups.
+//
+// Deviations from Apache Kafka: none known.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.OffsetFetch.Int16(), 1, 9, handleOffsetFetch) }
+
+func handleOffsetFetch(_ context.Context, s *Server, r *Request) (Reply, error) {
+	req := r.Msg.(*kmsg.OffsetFetchRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	if req.Version >= 8 {
+		for _, g := range req.Groups {
+			var tps []topicPartition
+			if g.Topics != nil {
+				tps = []topicPartition{}
+				for _, t := range g.Topics {
+					for _, p := range t.Partitions {
+						tps = append(tps, topicPartition{t.Topic, p})
+					}
+				}
+			}
+			code, offs := s.groups.fetchOffsets(g.Group, tps, req.RequireStable)
+			rg := kmsg.NewOffsetFetchResponseGroup()
+			rg.Group, rg.ErrorCode = g.Group, code
+			for _, f := range offs {
+				if len(rg.Topics) == 0 || rg.Topics[len(rg.Topics)-1].Topic != f.tp.topic {
+					rt := kmsg.NewOffsetFetchResponseGroupTopic()
+					rt.Topic = f.tp.topic
+					rg.Topics = append(rg.Topics, rt)
+				}
+				rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+				rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode = f.tp.partition, f.offset, f.epoch, f.code
+				md := f.metadata
+				rp.Metadata = &md
+				rt := &rg.Topics[len(rg.Topics)-1]
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Groups = append(resp.Groups, rg)
+		}
+		return resp, nil
+	}
+	var tps []topicPartition
+	if req.Topics != nil || req.Version < 2 {
+		tps = []topicPartition{}
+		for _, t := range req.Topics {
+			for _, p := range t.Partitions {
+				tps = append(tps, topicPartition{t.Topic, p})
+			}
+		}
+	}
+	code, offs := s.groups.fetchOffsets(req.Group, tps, req.Version >= 7 && req.RequireStable)
+	resp.ErrorCode = code
+	for _, f := range offs {
+		if len(resp.Topics) == 0 || resp.Topics[len(resp.Topics)-1].Topic != f.tp.topic {
+			rt := kmsg.NewOffsetFetchResponseTopic()
+			rt.Topic = f.tp.topic
+			resp.Topics = append(resp.Topics, rt)
+		}
+		rp := kmsg.NewOffsetFetchResponseTopicPartition()
+		rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode = f.tp.partition, f.offset, f.epoch, f.code
+		md := f.metadata
+		rp.Metadata = &md
+		if code != 0 && req.Version < 2 {
+			rp.ErrorCode = code
+		}
+		rt := &resp.Topics[len(resp.Topics)-1]
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	return resp, nil
+}

@@ -1,0 +1,29 @@
+package broker
+
+// Heartbeat (key 12), versions 0-4.
+//
+// Behaviour: keeps a member's session alive (group_coordinator.go). NONE in
+// Stable and CompletingRebalance, REBALANCE_IN_PROGRESS while the group is
+// rejoining (the member must rejoin), UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID
+// (v3+), ILLEGAL_GENERATION, as Kafka.
+//
+// Deviations from Apache Kafka: none known.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.Heartbeat.Int16(), 0, 4, handleHeartbeat) }
+
+func handleHeartbeat(_ context.Context, s *Server, r *Request) (Reply, error) {
+	req := r.Msg.(*kmsg.HeartbeatRequest)
+	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+	inst := req.InstanceID
+	if req.Version < 3 {
+		inst = nil
+	}
+	resp.ErrorCode = s.groups.heartbeat(req.Group, req.MemberID, inst, req.Generation)
+	return resp, nil
+}

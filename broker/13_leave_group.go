@@ -1,0 +1,51 @@
+package broker
+
+// LeaveGroup (key 13), versions 0-5.
+//
+// Behaviour: removes members at once (no wait for the session timeout) and
+// rebalances the group (group_coordinator.go). v0-2: one member id. v3+
+// (KIP-345): a batch of members by member id and/or group instance id,
+// with per-member errors (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID when the
+// instance is held by another member id). A member id handed out by
+// KIP-394 but not yet joined is forgotten. v5 reasons are logged.
+//
+// Deviations from Apache Kafka: none known.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.LeaveGroup.Int16(), 0, 5, handleLeaveGroup) }
+
+func handleLeaveGroup(_ context.Context, s *Server, r *Request) (Reply, error) {
+	req := r.Msg.(*kmsg.LeaveGroupRequest)
+	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+	if req.Version < 3 {
+		code, ms := s.groups.leave(req.Group, []leaveMember{{memberID: req.MemberID}})
+		resp.ErrorCode = code
+		if code == 0 && len(ms) == 1 {
+			resp.ErrorCode = ms[0].code
+		}
+		return resp, nil
+	}
+	in := make([]leaveMember, len(req.Members))
+	for i, m := range req.Members {
+		in[i] = leaveMember{memberID: m.MemberID, instanceID: m.InstanceID}
+		if m.Reason != nil && *m.Reason != "" {
+			s.log.Debug("leave group", "group", req.Group, "member", m.MemberID, "reason", *m.Reason)
+		}
+	}
+	code, ms := s.groups.leave(req.Group, in)
+	resp.ErrorCode = code
+	if code != 0 {
+		return resp, nil
+	}
+	for _, m := range ms {
+		rm := kmsg.NewLeaveGroupResponseMember()
+		rm.MemberID, rm.InstanceID, rm.ErrorCode = m.memberID, m.instanceID, m.code
+		resp.Members = append(resp.Members, rm)
+	}
+	return resp, nil
+}

@@ -1,0 +1,71 @@
+package broker
+
+// SyncGroup (key 14), versions 0-5.
+//
+// Behaviour: the sync phase of Kafka's classic rebalance
+// (group_coordinator.go). The leader's assignments are stored (group
+// metadata record in __consumer_offsets) and every member gets its own
+// once they are durable; followers wait (deferred) for the leader. Errors
+// as Kafka: UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID (v3+ instance ids),
+// ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS (the group is rejoining),
+// INCONSISTENT_GROUP_PROTOCOL (v5+ protocol type/name mismatch). Members
+// that do not sync within the rebalance timeout are removed and the group
+// rebalances.
+//
+// Deviations from Apache Kafka: none known.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.SyncGroup.Int16(), 0, 5, handleSyncGroup) }
+
+func handleSyncGroup(_ context.Context, s *Server, r *Request) (Reply, error) {
+	req := r.Msg.(*kmsg.SyncGroupRequest)
+	sr := syncRequest{group: req.Group, memberID: req.MemberID, instanceID: req.InstanceID, generation: req.Generation,
+		assignments: make(map[string][]byte, len(req.GroupAssignment))}
+	if req.Version >= 5 {
+		sr.protocolType, sr.protocol = req.ProtocolType, req.Protocol
+	}
+	if req.Version < 3 {
+		sr.instanceID = nil
+	}
+	for _, a := range req.GroupAssignment {
+		sr.assignments[a.MemberID] = a.MemberAssignment
+	}
+	res, ch := s.groups.sync(sr)
+	if ch == nil {
+		return syncResponse(req, res), nil
+	}
+	return Defer(syncAwait{req: req, ch: ch}), nil
+}
+
+type syncAwait struct {
+	req *kmsg.SyncGroupRequest
+	ch  chan syncResult
+}
+
+func (a syncAwait) Await(ctx context.Context) (Reply, error) {
+	select {
+	case res := <-a.ch:
+		return syncResponse(a.req, res), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func syncResponse(req *kmsg.SyncGroupRequest, res syncResult) *kmsg.SyncGroupResponse {
+	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+	resp.ErrorCode = res.code
+	if res.code == 0 {
+		pt, p := res.protocolType, res.protocol
+		resp.ProtocolType, resp.Protocol = &pt, &p
+		resp.MemberAssignment = res.assignment
+		if resp.MemberAssignment == nil {
+			resp.MemberAssignment = []byte{}
+		}
+	}
+	return resp
+}

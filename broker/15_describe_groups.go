@@ -1,0 +1,54 @@
+package broker
+
+// DescribeGroups (key 15), versions 0-6.
+//
+// Behaviour: state (Empty, PreparingRebalance, CompletingRebalance, Stable,
+// Dead), protocol type, and members (member id, v4+ instance id, client id
+// and host); in Stable the selected protocol and each member's metadata
+// and assignment, as Kafka answers. An unknown group is answered as Kafka
+// does: state Dead with no error before v6, GROUP_ID_NOT_FOUND from v6.
+// v3+ authorized operations: -2147483648 (not computed) unless asked, then
+// every group operation.
+//
+// Deviations from Apache Kafka: no ACLs, so authorized operations are all
+// of them.
+
+import (
+	"context"
+	"math"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.DescribeGroups.Int16(), 0, 6, handleDescribeGroups) }
+
+// groupOperations is the bit set of Kafka ACL operations on a group:
+// READ(3), DELETE(6), DESCRIBE(8).
+const groupOperations = 1<<3 | 1<<6 | 1<<8
+
+func handleDescribeGroups(_ context.Context, s *Server, r *Request) (Reply, error) {
+	req := r.Msg.(*kmsg.DescribeGroupsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+	for _, id := range req.Groups {
+		dg := kmsg.NewDescribeGroupsResponseGroup()
+		dg.Group = id
+		dg.AuthorizedOperations = math.MinInt32
+		if req.IncludeAuthorizedOperations {
+			dg.AuthorizedOperations = groupOperations
+		}
+		found := s.groups.describe(id, &dg)
+		if !found && req.Version >= 6 {
+			dg.ErrorCode = kerr.GroupIDNotFound.Code
+			msg := "Group " + id + " not found."
+			dg.ErrorMessage = &msg
+		}
+		if req.Version < 4 {
+			for i := range dg.Members {
+				dg.Members[i].InstanceID = nil
+			}
+		}
+		resp.Groups = append(resp.Groups, dg)
+	}
+	return resp, nil
+}

@@ -1,0 +1,52 @@
+package broker
+
+// ListGroups (key 16), versions 0-5.
+//
+// Behaviour: every group this broker coordinates (all of them) with its
+// protocol type; v4+ its state and the StatesFilter (case-insensitive, as
+// Kafka); v5+ its type ("classic": only the classic protocol is served)
+// and the TypesFilter (a filter without "classic" lists nothing).
+//
+// Deviations from Apache Kafka: none known.
+
+import (
+	"context"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.ListGroups.Int16(), 0, 5, handleListGroups) }
+
+func handleListGroups(_ context.Context, s *Server, r *Request) (Reply, error) {
+	req := r.Msg.(*kmsg.ListGroupsRequest)
+	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
+	if req.Version >= 5 && len(req.TypesFilter) > 0 {
+		ok := false
+		for _, t := range req.TypesFilter {
+			if strings.EqualFold(t, "classic") {
+				ok = true
+			}
+		}
+		if !ok {
+			return resp, nil
+		}
+	}
+	for _, g := range s.groups.list() {
+		if req.Version >= 4 && len(req.StatesFilter) > 0 {
+			ok := false
+			for _, st := range req.StatesFilter {
+				if strings.EqualFold(st, g.state) {
+					ok = true
+				}
+			}
+			if !ok {
+				continue
+			}
+		}
+		lg := kmsg.NewListGroupsResponseGroup()
+		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = g.id, g.protocolType, g.state, "classic"
+		resp.Groups = append(resp.Groups, lg)
+	}
+	return resp, nil
+}

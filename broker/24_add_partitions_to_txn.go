@@ -1,0 +1,89 @@
+package broker
+
+// AddPartitionsToTxn (key 24), versions 0-4.
+//
+// Behaviour: adds partitions to the producer's transaction
+// (txn_coordinator.go), persisted in __transaction_state before the answer;
+// the first add starts the transaction (Ongoing, its timeout runs from
+// here). Errors as Kafka: INVALID_PRODUCER_ID_MAPPING (unknown id or
+// producer id), PRODUCER_FENCED (stale epoch; INVALID_PRODUCER_EPOCH for
+// v0-1 clients, which predate PRODUCER_FENCED), CONCURRENT_TRANSACTIONS
+// (markers of the previous transaction still being written),
+// UNKNOWN_TOPIC_OR_PARTITION for missing partitions with
+// OPERATION_NOT_ATTEMPTED for the rest. v4+ (KIP-890 part 1) carries
+// several transactions and VerifyOnly: a verification answers per
+// partition NONE when it is in the ongoing transaction of that producer
+// and epoch, INVALID_TXN_STATE otherwise, and changes nothing.
+//
+// Deviations from Apache Kafka: v5 (transaction version 2 clients) is not
+// advertised: transaction.version 2 is not offered (docs/compat.md).
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.AddPartitionsToTxn.Int16(), 0, 4, handleAddPartitionsToTxn) }
+
+// fencedCode maps PRODUCER_FENCED for clients older than the error (v0-1
+// of the transactional APIs), as Kafka does.
+func fencedCode(code, version, since int16) int16 {
+	if code == kerr.ProducerFenced.Code && version < since {
+		return kerr.InvalidProducerEpoch.Code
+	}
+	return code
+}
+
+func handleAddPartitionsToTxn(_ context.Context, s *Server, r *Request) (Reply, error) {
+	req := r.Msg.(*kmsg.AddPartitionsToTxnRequest)
+	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	if req.Version < 4 {
+		var tps []topicPartition
+		for _, t := range req.Topics {
+			for _, p := range t.Partitions {
+				tps = append(tps, topicPartition{t.Topic, p})
+			}
+		}
+		codes := s.txns.addPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, tps, false)
+		i := 0
+		for _, t := range req.Topics {
+			rt := kmsg.NewAddPartitionsToTxnResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p, fencedCode(codes[i], req.Version, 2)
+				i++
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil
+	}
+	for _, tx := range req.Transactions {
+		var tps []topicPartition
+		for _, t := range tx.Topics {
+			for _, p := range t.Partitions {
+				tps = append(tps, topicPartition{t.Topic, p})
+			}
+		}
+		codes := s.txns.addPartitions(tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tps, tx.VerifyOnly)
+		rtx := kmsg.NewAddPartitionsToTxnResponseTransaction()
+		rtx.TransactionalID = tx.TransactionalID
+		i := 0
+		for _, t := range tx.Topics {
+			rt := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewAddPartitionsToTxnResponseTransactionTopicPartition()
+				rp.Partition, rp.ErrorCode = p, codes[i]
+				i++
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			rtx.Topics = append(rtx.Topics, rt)
+		}
+		resp.Transactions = append(resp.Transactions, rtx)
+	}
+	return resp, nil
+}

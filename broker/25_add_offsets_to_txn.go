@@ -1,0 +1,33 @@
+package broker
+
+// AddOffsetsToTxn (key 25), versions 0-3.
+//
+// Behaviour: adds the group's __consumer_offsets partition to the
+// producer's transaction (so its COMMIT/ABORT marker decides the offsets
+// TxnOffsetCommit writes), with AddPartitionsToTxn's checks and errors.
+// An empty group id gets INVALID_GROUP_ID.
+//
+// Deviations from Apache Kafka: v4 (transaction version 2) is not
+// advertised (docs/compat.md).
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.AddOffsetsToTxn.Int16(), 0, 3, handleAddOffsetsToTxn) }
+
+func handleAddOffsetsToTxn(_ context.Context, s *Server, r *Request) (Reply, error) {
+	req := r.Msg.(*kmsg.AddOffsetsToTxnRequest)
+	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+	if req.Group == "" {
+		resp.ErrorCode = kerr.InvalidGroupID.Code
+		return resp, nil
+	}
+	tp := topicPartition{offsetsTopic, s.groups.partitionFor(req.Group)}
+	codes := s.txns.addPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, []topicPartition{tp}, false)
+	resp.ErrorCode = fencedCode(codes[0], req.Version, 2)
+	return resp, nil
+}

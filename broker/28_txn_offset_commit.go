@@ -1,0 +1,77 @@
+package broker
+
+// TxnOffsetCommit (key 28), versions 0-4.
+//
+// Behaviour: writes the offsets into __consumer_offsets as part of the
+// producer's transaction (a transactional batch with its producer id and
+// epoch); they are visible to OffsetFetch only after the COMMIT marker
+// (dropped on ABORT), and OffsetFetch with RequireStable answers
+// UNSTABLE_OFFSET_COMMIT for them meanwhile. Checks: the transaction must
+// be ongoing with the group's offsets partition added (INVALID_TXN_STATE;
+// AddOffsetsToTxn first), producer id and epoch current
+// (INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED), v3+ group member checks
+// when a member id or generation is given (UNKNOWN_MEMBER_ID,
+// ILLEGAL_GENERATION, FENCED_INSTANCE_ID); UNKNOWN_TOPIC_OR_PARTITION and
+// OFFSET_METADATA_TOO_LARGE per partition.
+//
+// Deviations from Apache Kafka: v5+ (transaction version 2) is not
+// advertised (docs/compat.md).
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.TxnOffsetCommit.Int16(), 0, 4, handleTxnOffsetCommit) }
+
+func handleTxnOffsetCommit(_ context.Context, s *Server, r *Request) (Reply, error) {
+	req := r.Msg.(*kmsg.TxnOffsetCommitRequest)
+	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	var commits []offsetCommit
+	for _, t := range req.Topics {
+		topic := s.cluster.topic(t.Topic)
+		for _, p := range t.Partitions {
+			oc := offsetCommit{tp: topicPartition{t.Topic, p.Partition}, entry: offsetEntry{offset: p.Offset, leaderEpoch: -1}}
+			if req.Version >= 2 {
+				oc.entry.leaderEpoch = p.LeaderEpoch
+			}
+			if p.Metadata != nil {
+				oc.entry.metadata = *p.Metadata
+			}
+			if topic == nil || topic.Partition(p.Partition) == nil {
+				oc.code = kerr.UnknownTopicOrPartition.Code
+			}
+			commits = append(commits, oc)
+		}
+	}
+	if req.Group == "" {
+		for i := range commits {
+			commits[i].code = kerr.InvalidGroupID.Code
+		}
+	} else if code := s.txns.verifyOffsets(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group); code != 0 {
+		for i := range commits {
+			commits[i].code = code
+		}
+	} else {
+		memberID, inst, gen := "", (*string)(nil), int32(-1)
+		if req.Version >= 3 {
+			memberID, inst, gen = req.MemberID, req.InstanceID, req.Generation
+		}
+		s.groups.txnCommitOffsets(req.Group, memberID, inst, gen, req.ProducerID, req.ProducerEpoch, commits)
+	}
+	i := 0
+	for _, t := range req.Topics {
+		rt := kmsg.NewTxnOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, fencedCode(commits[i].code, req.Version, 2)
+			i++
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}

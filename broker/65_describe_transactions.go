@@ -1,0 +1,31 @@
+package broker
+
+// DescribeTransactions (key 65), version 0.
+//
+// Behaviour: per transactional id, its state (Kafka's names: Empty,
+// Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort,
+// PrepareEpochFence), timeout, start timestamp (-1 when no transaction is
+// open), producer id and epoch, and the partitions of the open
+// transaction. Unknown ids: TRANSACTIONAL_ID_NOT_FOUND.
+//
+// Deviations from Apache Kafka: none known.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.DescribeTransactions.Int16(), 0, 0, handleDescribeTransactions) }
+
+func handleDescribeTransactions(_ context.Context, s *Server, r *Request) (Reply, error) {
+	req := r.Msg.(*kmsg.DescribeTransactionsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+	for _, id := range req.TransactionalIDs {
+		d := kmsg.NewDescribeTransactionsResponseTransactionState()
+		d.TransactionalID = id
+		s.txns.describe(id, &d)
+		resp.TransactionStates = append(resp.TransactionStates, d)
+	}
+	return resp, nil
+}
