@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -209,9 +208,10 @@ func TestInitProducerID(t *testing.T) {
 	}
 	tresp := kmsg.NewPtrInitProducerIDResponse()
 	tresp.Version = 4
-	if err := tresp.ReadFrom(body[1:]); err != nil || tresp.ErrorCode != kerr.UnsupportedVersion.Code || tresp.ProducerID != -1 {
+	if err := tresp.ReadFrom(body[1:]); err != nil || tresp.ErrorCode != 0 || tresp.ProducerID <= last || tresp.ProducerEpoch != 0 {
 		t.Fatalf("transactional: %v %+v", err, tresp)
 	}
+	last = tresp.ProducerID
 	b.stop()
 	b2 := startBroker(t, dir, nil)
 	resp, err := kmsg.NewPtrInitProducerIDRequest().RequestWith(ctxT(t), b2.client())
@@ -220,12 +220,8 @@ func TestInitProducerID(t *testing.T) {
 	}
 }
 
-func TestTransactionalAndGroupClientsFailFast(t *testing.T) {
+func TestFindCoordinatorAnswersThisNode(t *testing.T) {
 	b := startBroker(t, t.TempDir(), nil)
-	cl := b.client(kgo.TransactionalID("tx"))
-	if err := cl.BeginTransaction(); !errors.Is(err, kerr.InvalidRequest) {
-		t.Fatalf("transactional producer: %v", err)
-	}
 	for _, typ := range []int8{0, 1} {
 		req := kmsg.NewPtrFindCoordinatorRequest()
 		req.CoordinatorType = typ
@@ -238,9 +234,26 @@ func TestTransactionalAndGroupClientsFailFast(t *testing.T) {
 			t.Fatalf("%d coordinators", len(resp.Coordinators))
 		}
 		for _, c := range resp.Coordinators {
-			if c.ErrorCode != kerr.InvalidRequest.Code || c.ErrorMessage == nil || !strings.Contains(*c.ErrorMessage, "not supported") {
+			if c.ErrorCode != 0 || c.NodeID != 1 || c.Port <= 0 {
 				t.Fatalf("%+v", c)
 			}
+		}
+	}
+	// Share groups (type 2) are not served; an empty transactional id is
+	// invalid.
+	for _, tc := range []struct {
+		typ int8
+		key string
+	}{{2, "share"}, {1, ""}} {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorType = tc.typ
+		req.CoordinatorKeys = []string{tc.key}
+		resp, err := req.RequestWith(ctxT(t), b.client())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := resp.Coordinators[0]; c.ErrorCode != kerr.InvalidRequest.Code || c.ErrorMessage == nil {
+			t.Fatalf("type %d key %q: %+v", tc.typ, tc.key, c)
 		}
 	}
 }
