@@ -16,7 +16,7 @@ import (
 // here rather than with wazero's full wasi_snapshot_preview1 so that the
 // set is closed. There are no arguments, no environment, no preopened
 // directories, no sockets; stdout is discarded and stderr is kept (the
-// last stderrMax bytes) to explain a guest's crash. A module importing
+// first stderrMax bytes of a call) to explain a guest's crash. A module importing
 // anything else is refused when it is loaded.
 
 const wasiModule = "wasi_snapshot_preview1"
@@ -52,10 +52,11 @@ func stateOf(ctx context.Context) *guestState {
 	return s
 }
 
+// writeStderr keeps the first stderrMax bytes a call writes: the first
+// lines of a Go crash say what it was.
 func (s *guestState) writeStderr(p []byte) {
-	s.stderr = append(s.stderr, p...)
-	if len(s.stderr) > stderrMax {
-		s.stderr = append(s.stderr[:0], s.stderr[len(s.stderr)-stderrMax:]...)
+	if room := stderrMax - len(s.stderr); room > 0 {
+		s.stderr = append(s.stderr, p[:min(room, len(p))]...)
 	}
 }
 

@@ -1,0 +1,299 @@
+package wasmpolicy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+
+	"github.com/verbatim-kafka/verbatim/policies"
+)
+
+// Options configure a Host. The zero value is usable.
+type Options struct {
+	// PolicyDir holds user modules as NAME.wasm (verbatim serve
+	// --policy-dir); empty: built-ins only.
+	PolicyDir string
+	// CacheDir keeps compiled machine code across restarts (the broker
+	// passes <data-dir>/.wasm-cache); empty: compile in memory.
+	CacheDir string
+	// CallTimeout bounds one judge call (default 100ms). A call that runs
+	// longer is stopped, its batches rejected and its instance replaced.
+	CallTimeout time.Duration
+	// InitTimeout bounds instantiation and initialisation (default 5s).
+	InitTimeout time.Duration
+	// MemoryLimitPages caps each instance's linear memory in 64 KiB pages
+	// (default 512 = 32 MiB).
+	MemoryLimitPages uint32
+	// MaxInstances caps concurrent instances per (module, topic); callers
+	// beyond it wait (default GOMAXPROCS).
+	MaxInstances int
+	// Interpreter forces wazero's interpreter instead of its compiler.
+	Interpreter bool
+	// Logger receives reloads and instance failures (default: discard).
+	Logger *slog.Logger
+}
+
+func (o *Options) defaults() {
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = 100 * time.Millisecond
+	}
+	if o.InitTimeout <= 0 {
+		o.InitTimeout = 5 * time.Second
+	}
+	if o.MemoryLimitPages == 0 {
+		o.MemoryLimitPages = 512
+	}
+	if o.MaxInstances <= 0 {
+		o.MaxInstances = runtime.GOMAXPROCS(0)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// ErrClosed is returned by a closed Host or Binding.
+var ErrClosed = errors.New("wasmpolicy: closed")
+
+// Host compiles policy modules once and binds them to topics. It is safe
+// for concurrent use.
+type Host struct {
+	opts  Options
+	rt    wazero.Runtime
+	cache wazero.CompilationCache
+
+	mu       sync.Mutex
+	modules  map[string]*module
+	bindings map[*Binding]struct{}
+	closed   bool
+}
+
+// NewHost starts a wazero runtime with the sandbox's WASI. Nothing is
+// compiled until a policy is first used.
+func NewHost(opts Options) (*Host, error) {
+	opts.defaults()
+	cfg := wazero.NewRuntimeConfig()
+	if opts.Interpreter {
+		cfg = wazero.NewRuntimeConfigInterpreter()
+	}
+	cfg = cfg.WithCloseOnContextDone(true).WithMemoryLimitPages(opts.MemoryLimitPages)
+	h := &Host{opts: opts, modules: map[string]*module{}, bindings: map[*Binding]struct{}{}}
+	if opts.CacheDir != "" {
+		if err := os.MkdirAll(opts.CacheDir, 0o755); err != nil {
+			return nil, fmt.Errorf("wasmpolicy: compilation cache: %w", err)
+		}
+		c, err := wazero.NewCompilationCacheWithDir(opts.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("wasmpolicy: compilation cache: %w", err)
+		}
+		h.cache = c
+		cfg = cfg.WithCompilationCache(c)
+	}
+	h.rt = wazero.NewRuntimeWithConfig(context.Background(), cfg)
+	if err := instantiateWASI(context.Background(), h.rt); err != nil {
+		h.rt.Close(context.Background())
+		return nil, err
+	}
+	return h, nil
+}
+
+// Close closes every binding and the runtime.
+func (h *Host) Close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	bs := make([]*Binding, 0, len(h.bindings))
+	for b := range h.bindings {
+		bs = append(bs, b)
+	}
+	h.mu.Unlock()
+	for _, b := range bs {
+		b.Close()
+	}
+	err := h.rt.Close(context.Background())
+	if h.cache != nil {
+		_ = h.cache.Close(context.Background())
+	}
+	return err
+}
+
+// module returns the loaded module called name, loading it if needed.
+// REQUIRES: h.mu is held.
+func (h *Host) moduleLocked(name string) (*module, error) {
+	if h.closed {
+		return nil, ErrClosed
+	}
+	if m, ok := h.modules[name]; ok {
+		return m, nil
+	}
+	wasm, source, stamp, err := h.locate(name)
+	if err != nil {
+		return nil, err
+	}
+	m, err := h.compile(wasm, source, name)
+	if err != nil {
+		return nil, err
+	}
+	m.stamp = stamp
+	h.modules[name] = m
+	return m, nil
+}
+
+// Describe loads a policy and returns its descriptor.
+func (h *Host) Describe(name string) (Descriptor, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m, err := h.moduleLocked(name)
+	if err != nil {
+		return Descriptor{}, err
+	}
+	return m.desc, nil
+}
+
+// Check loads every named policy, so that a config naming an unknown
+// module or one that breaks the ABI is refused when it is set.
+func (h *Host) Check(names []string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, n := range names {
+		if _, err := h.moduleLocked(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ParseList splits a mirror.policies value: a comma list, blanks ignored,
+// duplicates refused.
+func ParseList(v string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, n := range strings.Split(v, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
+		}
+		if seen[n] {
+			return nil, fmt.Errorf("policy %q listed twice", n)
+		}
+		seen[n] = true
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// Effective is the policy list of a topic: mirror.policies when set (an
+// empty value means none), else the built-in defaults for mirror topics
+// and nothing for ordinary ones.
+func Effective(value string, set, mirror bool) ([]string, error) {
+	if set {
+		return ParseList(value)
+	}
+	if mirror {
+		return append([]string(nil), policies.DefaultMirror...), nil
+	}
+	return nil, nil
+}
+
+// Refresh reloads every policy-directory module whose file changed since
+// it was loaded, and swaps the new version into the bindings using it. A
+// new version that fails to load is reported and the old one kept.
+func (h *Host) Refresh() []error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed || h.opts.PolicyDir == "" {
+		return nil
+	}
+	var errs []error
+	names := make([]string, 0, len(h.modules))
+	for n, m := range h.modules {
+		if m.source != "built-in" {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		old := h.modules[name]
+		fi, err := os.Stat(old.source)
+		if err != nil || (fi.Size() == old.stamp.size && fi.ModTime().Equal(old.stamp.modTime)) {
+			continue
+		}
+		wasm, source, stamp, err := h.locate(name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		m, err := h.compile(wasm, source, name)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("reloading %s: kept the running version: %w", name, err))
+			continue
+		}
+		m.stamp = stamp
+		if err := h.swapLocked(old, m); err != nil {
+			m.compiled.Close(context.Background())
+			errs = append(errs, fmt.Errorf("reloading %s: kept the running version: %w", name, err))
+			continue
+		}
+		h.modules[name] = m
+		h.opts.Logger.Info("mirror policy reloaded", "policy", name, "file", source)
+	}
+	return errs
+}
+
+// swapLocked gives every binding using old a pool of m; on failure no
+// binding changes.
+// REQUIRES: h.mu is held.
+func (h *Host) swapLocked(old, m *module) error {
+	type swap struct {
+		bm *boundModule
+		p  *pool
+	}
+	var swaps []swap
+	for b := range h.bindings {
+		for _, bm := range b.mods {
+			if bm.pool.Load().m != old {
+				continue
+			}
+			p, err := h.newPool(m, b.topic, b.cfg)
+			if err != nil {
+				for _, s := range swaps {
+					s.p.close()
+				}
+				return err
+			}
+			swaps = append(swaps, swap{bm, p})
+		}
+	}
+	for _, s := range swaps {
+		s.bm.pool.Swap(s.p).close()
+	}
+	old.compiled.Close(context.Background())
+	return nil
+}
+
+// Watch calls Refresh every interval until ctx ends, logging failures.
+func (h *Host) Watch(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			for _, err := range h.Refresh() {
+				h.opts.Logger.Warn("mirror policy reload failed", "err", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package wasmpolicy
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+)
+
+func newHost(t testing.TB, opts Options) *Host {
+	t.Helper()
+	h, err := NewHost(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+func batch(t testing.TB, off int64, epoch int32, mod func(*kbatch.Batch)) []byte {
+	t.Helper()
+	b := kbatch.NewBatch(1000, kbatch.Record{Value: []byte("value")})
+	b.BaseOffset, b.LeaderEpoch = off, epoch
+	if mod != nil {
+		mod(&b)
+	}
+	out, err := kbatch.Encode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func concat(bs ...[]byte) []byte {
+	var out []byte
+	for _, b := range bs {
+		out = append(out, b...)
+	}
+	return out
+}
+
+func mirrorCtx(leo int64, lastEpoch int32) PartitionContext {
+	return PartitionContext{Mode: ModePush, State: StateMirroring, LeaderEpoch: 100, LogEndOffset: leo, LastBatchEpoch: lastEpoch}
+}
+
+func TestBuiltinsJudge(t *testing.T) {
+	h := newHost(t, Options{})
+	b, err := h.Bind("orders", []string{"epoch-monotonic", "control-records", "producer-ids"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	good := concat(batch(t, 10, 3, nil), batch(t, 11, 4, nil))
+	v, err := b.Judge(ctx, mirrorCtx(10, 3), good)
+	if err != nil || !v.Accepted() {
+		t.Fatalf("good set: %+v %v", v, err)
+	}
+	bad := concat(batch(t, 10, 4, nil), batch(t, 11, 2, nil), batch(t, 12, 5, func(b *kbatch.Batch) { b.ProducerID = -7 }))
+	v, err = b.Judge(ctx, mirrorCtx(10, 3), bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Rejected) != 2 {
+		t.Fatalf("rejections %+v", v.Rejected)
+	}
+	r0, r1 := v.Rejected[0], v.Rejected[1]
+	if r0.Batch != 1 || r0.BaseOffset != 11 || r0.Policy != "epoch-monotonic" || r0.Code != 44 || !strings.Contains(r0.Reason, "rewinds") {
+		t.Fatalf("first rejection %+v", r0)
+	}
+	if r1.Batch != 2 || r1.BaseOffset != 12 || r1.Policy != "producer-ids" || r1.Code != 87 {
+		t.Fatalf("second rejection %+v", r1)
+	}
+	var re *RejectedError
+	if err := v.Err(); !errors.As(err, &re) || re.KafkaCode() != 44 || !strings.Contains(err.Error(), "offset 11") {
+		t.Fatalf("Err() = %v", err)
+	}
+}
+
+func TestUnknownPolicy(t *testing.T) {
+	h := newHost(t, Options{})
+	for _, n := range []string{"nope", "../etc/passwd", ""} {
+		if _, err := h.Bind("t", []string{n}, nil); !errors.Is(err, ErrUnknownPolicy) {
+			t.Errorf("Bind(%q): %v", n, err)
+		}
+		if err := h.Check([]string{n}); !errors.Is(err, ErrUnknownPolicy) {
+			t.Errorf("Check(%q): %v", n, err)
+		}
+	}
+}

@@ -1,0 +1,10 @@
+;; trap: a hostile policy module for wasmpolicy's tests (see host tests).
+;; Rebuild: wat2wasm trap.wat -o trap.wasm
+(module
+  
+  (memory (export "memory") 2)
+  (data (i32.const 16) "abi=1\nname=trap\n")
+  (func (export "verbatim_describe") (result i64) (i64.or (i64.shl (i64.const 16) (i64.const 32)) (i64.const 16)))
+  (func (export "verbatim_alloc") (param i32) (result i32) (i32.const 1024))
+  (func (export "verbatim_judge") (param i32 i32) (result i64) unreachable)
+)
