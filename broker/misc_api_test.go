@@ -200,6 +200,7 @@ func TestInitProducerID(t *testing.T) {
 	req := kmsg.NewPtrInitProducerIDRequest()
 	req.Version = 4
 	req.TransactionalID = sp("txn")
+	req.TransactionTimeoutMillis = 60000
 	c := dialRaw(t, b.addr)
 	c.write(appendRequestFrame(nil, req, 1, "x"))
 	_, body, err := c.read()
