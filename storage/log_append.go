@@ -139,7 +139,10 @@ func (l *Log) appendAssignedLocked(set []byte, leaderEpoch int32, nowMs int64, o
 // the set is new, that suffix is appended. Anything else is
 // ErrOffsetBelowLogEnd and nothing is written.
 //
-// Other errors as AppendLeader. Steady-state appends do not allocate.
+// Other errors as AppendLeader. A set whose offsets span more than 2^31
+// (huge gaps) is written segment by segment; if a later part fails, the
+// earlier parts stay in the log and an identical retry appends the rest.
+// Steady-state appends do not allocate.
 func (l *Log) AppendVerbatim(set []byte) (AppendResult, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
