@@ -226,9 +226,14 @@ func (h *Host) Refresh() []error {
 	for _, name := range names {
 		old := h.modules[name]
 		fi, err := os.Stat(old.source)
-		if err != nil || (fi.Size() == old.stamp.size && fi.ModTime().Equal(old.stamp.modTime)) {
+		if err != nil {
+			continue // a removed file keeps the running version
+		}
+		now := fileStamp{size: fi.Size(), modTime: fi.ModTime()}
+		if now == old.stamp || now == old.failed {
 			continue
 		}
+		old.failed = now // until this version loads, do not retry it
 		wasm, source, stamp, err := h.locate(name)
 		if err != nil {
 			errs = append(errs, err)
@@ -240,6 +245,7 @@ func (h *Host) Refresh() []error {
 			continue
 		}
 		m.stamp = stamp
+		m.failed = fileStamp{}
 		if err := h.swapLocked(old, m); err != nil {
 			m.compiled.Close(context.Background())
 			errs = append(errs, fmt.Errorf("reloading %s: kept the running version: %w", name, err))

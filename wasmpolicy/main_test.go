@@ -12,8 +12,20 @@ import (
 // each Go guest is compiled to machine code once per run.
 var testCacheDir string
 
-// goGuest is the hostile Go guest (testdata/goguest) built for this run.
-var goGuest []byte
+// goGuest is the hostile Go guest (testdata/goguest) and sdkExample the
+// SDK example (policies/examples/max-batch-bytes), built for this run.
+var goGuest, sdkExample []byte
+
+// buildGuest builds a Go policy with the standard toolchain.
+func buildGuest(dir, pkg string) ([]byte, error) {
+	out := filepath.Join(dir, filepath.Base(pkg)+".wasm")
+	cmd := exec.Command("go", "build", "-trimpath", "-buildmode=c-shared", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("building %s: %v\n%s", pkg, err, msg)
+	}
+	return os.ReadFile(out)
+}
 
 func TestMain(m *testing.M) {
 	os.Exit(func() int {
@@ -24,14 +36,10 @@ func TestMain(m *testing.M) {
 		}
 		defer os.RemoveAll(dir)
 		testCacheDir = filepath.Join(dir, "cache")
-		out := filepath.Join(dir, "goguest.wasm")
-		cmd := exec.Command("go", "build", "-trimpath", "-buildmode=c-shared", "-o", out, "./testdata/goguest")
-		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-		if msg, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building testdata/goguest: %v\n%s", err, msg)
-			return 1
+		if goGuest, err = buildGuest(dir, "./testdata/goguest"); err == nil {
+			sdkExample, err = buildGuest(dir, "../policies/examples/max-batch-bytes")
 		}
-		if goGuest, err = os.ReadFile(out); err != nil {
+		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}

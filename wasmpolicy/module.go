@@ -42,6 +42,8 @@ type module struct {
 	desc     Descriptor
 	hasInit  bool
 	stamp    fileStamp
+	// failed is the file version that last failed to reload.
+	failed fileStamp
 }
 
 // fileStamp identifies a version of a module file.
