@@ -8,4 +8,67 @@
 // It must not decide topic policy (wasmpolicy does) nor own files or offsets
 // (storage does); it never copies record bytes between the socket buffer and
 // the storage write.
+//
+// # Path of a produce request
+//
+//	FrameReader.ReadFrame   4-byte size, budget acquire (blocks: back-pressure), one read
+//	SplitProduceFrame       request header v1/v2
+//	ProduceRequest.Decode   v3-13, record sets alias the frame, 0 allocations when reused
+//	Validate                per partition, in place (normal or verbatim)
+//	Partition.Submit        inline write when the partition is idle, else queued to its owner
+//	Group.Wait              completions (after the group commit when Append.Durable)
+//	AppendResponseFrame     into GetResponseBuffer; ResponseWriter batches frames into one writev
+//	Frame.Release           after the response is written
+//
+// # Validation modes
+//
+// Normal mode applies Kafka 4's leader rules for client produce
+// (ProduceRequest.validateRecords, UnifiedLog.analyzeAndValidateRecords,
+// LogValidator with origin CLIENT). Verbatim mode applies the follower
+// rules (appendAsFollower) plus structural checks that every batch of a real
+// Kafka log passes; it patches nothing and decompresses nothing.
+//
+// Error codes (normal / verbatim):
+//
+//	length field < 14, magic < 0 or > 2, size < 61, CRC   CORRUPT_MESSAGE / same
+//	magic 0 or 1                                            INVALID_RECORD (Kafka's produce check) / UNSUPPORTED_FOR_MESSAGE_FORMAT
+//	no complete batch; more than one batch                  INVALID_RECORD / (several allowed; partial tail CORRUPT_MESSAGE)
+//	base offset != 0                                        INVALID_RECORD / (any offset; must be >= 0 and increase)
+//	batch over max.message.bytes                            MESSAGE_TOO_LARGE / (not checked, as a follower)
+//	zstd with Produce < v7                                  UNSUPPORTED_COMPRESSION_TYPE / -
+//	codec 5-7                                               INVALID_RECORD / INVALID_RECORD
+//	LastOffsetDelta/count inconsistent                      INVALID_RECORD (count == lod+1 > 0) / INVALID_RECORD (0 <= count <= lod+1)
+//	control batch                                           INVALID_RECORD / checked (below)
+//	producer id without sequence                            INVALID_RECORD / accepted (markers, coordinator writes)
+//	transactional without producer id                       INVALID_RECORD / INVALID_RECORD
+//	malformed record (uncompressed, or decompressed)        INVALID_RECORD / (records not read)
+//	record without key on a compacted topic                 INVALID_RECORD + per-record errors / -
+//	timestamp out of bounds, client LogAppendTime           INVALID_TIMESTAMP + per-record errors / -
+//
+// Control batches in verbatim mode: uncompressed, LastOffsetDelta 0, one
+// record at offset delta 0 or none (a marker removed by compaction), key
+// version 0, type ABORT (0), COMMIT (1) or MIRROR_PID_RESET (7). Types 2-6
+// (LEADER_CHANGE, SNAPSHOT_HEADER/FOOTER, KRAFT_VERSION, KRAFT_VOTERS) exist
+// only in the KRaft metadata log and are refused, as are unknown types.
+// ABORT/COMMIT need the transactional bit, a producer id and a value of at
+// least {version >= 0, coordinator epoch}; longer values (later versions)
+// pass, so transaction-version-2 markers (bumped producer epoch, same
+// layout) pass. MIRROR_PID_RESET needs a decodable MirrorPidResetRecord.
+//
+// # Deliberate differences from Kafka
+//
+//   - Trailing bytes after the batch (normal) are refused; Kafka silently
+//     drops a trailing partial batch.
+//   - Unknown codecs get INVALID_RECORD; Kafka fails with an unexpected
+//     server error.
+//   - A compressed batch whose inner offset deltas are not 0..n-1 is refused
+//     (when it is decompressed at all); Kafka re-encodes it. Verbatim never
+//     re-encodes.
+//   - Compressed batches are decompressed only for compacted topics (keys)
+//     or with TopicConfig.ExactTimestamps; otherwise timestamps are checked
+//     on BaseTimestamp and MaxTimestamp and MaxTimestamp is trusted, where
+//     Kafka inspects every record.
+//   - Varints longer than their type (bits past 32/64) are refused; Kafka
+//     drops the excess bits.
+//   - Per-record error lists are capped at 1024 entries.
 package hotpath
