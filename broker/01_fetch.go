@@ -165,14 +165,23 @@ func (op *fetchOp) readPartition(fp *fetchPart, remaining int64, first bool) int
 	r.Partition = fp.part
 	r.HighWatermark, r.LastStableOffset, r.LogStartOffset = -1, -1, -1
 	r.PreferredReadReplica = -1
+	// Empty, not null: librdkafka refuses a null record set (Kafka sends
+	// an empty one).
+	r.RecordBatches = []byte{}
 	if fp.errCode != 0 {
 		r.ErrorCode = fp.errCode
 		return 0
 	}
 	p := fp.p
+	// Errors carry no offsets, as Kafka answers them.
 	fail := func(err error) int {
 		r.ErrorCode, _ = dataErrorToKafka(err)
+		r.HighWatermark, r.LastStableOffset, r.LogStartOffset = -1, -1, -1
+		r.RecordBatches, r.AbortedTransactions = []byte{}, nil
 		return 0
+	}
+	outOfRange := func() int {
+		return fail(kafkaErr(kerr.OffsetOutOfRange, ""))
 	}
 	l, err := partitionLog(p)
 	if err != nil {
@@ -192,8 +201,7 @@ func (op *fetchOp) readPartition(fp *fetchPart, remaining int64, first bool) int
 			return fail(err)
 		}
 		if epoch == storage.UndefinedEpoch || end == storage.UndefinedEpochOffset {
-			r.ErrorCode = kerr.OffsetOutOfRange.Code
-			return 0
+			return outOfRange()
 		}
 		if epoch < fp.lastFetchedEpoch || end < fp.fetchOffset {
 			r.DivergingEpoch.Epoch, r.DivergingEpoch.EndOffset = epoch, end
@@ -203,6 +211,7 @@ func (op *fetchOp) readPartition(fp *fetchPart, remaining int64, first bool) int
 	upper := leo
 	if op.req.IsolationLevel == 1 {
 		upper = lso
+		r.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
 	}
 	limit := int64(fp.maxBytes)
 	if remaining < limit {
@@ -210,7 +219,7 @@ func (op *fetchOp) readPartition(fp *fetchPart, remaining int64, first bool) int
 	}
 	if limit <= 0 && !first {
 		if fp.fetchOffset < r.LogStartOffset || fp.fetchOffset > leo {
-			r.ErrorCode = kerr.OffsetOutOfRange.Code
+			return outOfRange()
 		}
 		return 0
 	}
@@ -220,8 +229,7 @@ func (op *fetchOp) readPartition(fp *fetchPart, remaining int64, first bool) int
 	sl, err := l.Read(fp.fetchOffset, int(limit))
 	if err != nil {
 		if errors.Is(err, storage.ErrOffsetOutOfRange) {
-			r.ErrorCode = kerr.OffsetOutOfRange.Code
-			return 0
+			return outOfRange()
 		}
 		return fail(err)
 	}
@@ -252,7 +260,6 @@ func (op *fetchOp) readPartition(fp *fetchPart, remaining int64, first bool) int
 	if op.req.IsolationLevel == 1 {
 		aborted, err := l.AbortedTransactions(fp.fetchOffset, last+1, nil)
 		if err != nil {
-			r.RecordBatches = nil
 			return fail(err)
 		}
 		r.AbortedTransactions = make([]kmsg.FetchResponseTopicPartitionAbortedTransaction, 0, len(aborted))

@@ -91,7 +91,7 @@ func TestListOffsetsAndDeleteRecords(t *testing.T) {
 	if off := listOffsetT(t, b, "ts", 0, -2); off != 2 {
 		t.Fatalf("earliest after DeleteRecords: %d", off)
 	}
-	if f := fetchAll(t, b, "ts", 1, 0); f.ErrorCode != kerr.OffsetOutOfRange.Code || f.LogStartOffset != 2 {
+	if f := fetchAll(t, b, "ts", 1, 0); f.ErrorCode != kerr.OffsetOutOfRange.Code || f.LogStartOffset != -1 {
 		t.Fatalf("fetch below the log start: %+v", f)
 	}
 	if p := listOffsetsPart(t, b, 9, "ts", 0, base, 0); p.Offset != 2 || p.Timestamp != base+5 {

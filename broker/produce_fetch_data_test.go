@@ -274,3 +274,20 @@ func TestIdempotentProducerDuplicatesAndSequenceErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// librdkafka refuses a null record set ("invalid MessageSetSize -1"):
+// an empty fetch must carry an empty one, as Kafka sends.
+func TestFetchEmptyRecordSetIsNotNull(t *testing.T) {
+	b := startBroker(t, t.TempDir(), nil)
+	createTopic(t, b, "empty", 1, nil)
+	for _, v := range []int16{4, 11, 12, 17} {
+		f := fetchReq(v, "empty", 0, 0)
+		if v >= 13 {
+			f.Topics[0].TopicID = b.srv.Topic("empty").ID
+		}
+		p := rawRequest[*kmsg.FetchResponse](t, b, f).Topics[0].Partitions[0]
+		if p.ErrorCode != 0 || p.RecordBatches == nil || p.HighWatermark != 0 {
+			t.Fatalf("v%d: err %d, records nil %v, hw %d", v, p.ErrorCode, p.RecordBatches == nil, p.HighWatermark)
+		}
+	}
+}
