@@ -19,6 +19,7 @@ type crashRun struct {
 	attempted [][]byte // batches, in log order, whose append was attempted
 	failed    []bool   // the append of attempted[i] returned an error
 	durable   int64    // everything below was reported durable
+	deletes   bool     // the log start was advanced during the run
 }
 
 // injectRandomFault arms one fault on a random future operation: EIO or
@@ -51,8 +52,14 @@ func injectRandomFault(rng *rand.Rand, fs *MemFS) {
 }
 
 func runCrashWorkload(t *testing.T, rng *rand.Rand, fs *MemFS, cfg Config, n int, faults bool) crashRun {
+	return runCrashWorkloadOpts(t, rng, fs, cfg, n, faults, false)
+}
+
+// runCrashWorkloadOpts is runCrashWorkload; with deletes it also advances
+// the log start now and then (DeleteRecords, size retention).
+func runCrashWorkloadOpts(t *testing.T, rng *rand.Rand, fs *MemFS, cfg Config, n int, faults, deletes bool) crashRun {
 	t.Helper()
-	var run crashRun
+	run := crashRun{deletes: deletes}
 	l, err := Open(fs, "data/t-0", cfg)
 	if err != nil {
 		if errors.Is(err, ErrMachineDown) {
@@ -121,6 +128,18 @@ func runCrashWorkload(t *testing.T, rng *rand.Rand, fs *MemFS, cfg Config, n int
 			}
 			run.durable = res.LastOffset + 1
 		}
+		if deletes && rng.Intn(8) == 0 {
+			start, end := l.LogStartOffset(), l.LogEndOffset()
+			var err error
+			if rng.Intn(2) == 0 {
+				_, err = l.DeleteRecords(start + rng.Int63n(end-start+1))
+			} else {
+				_, err = l.ApplyRetention(1)
+			}
+			if err != nil {
+				return run
+			}
+		}
 	}
 	return run
 }
@@ -137,6 +156,12 @@ func checkPrefix(t *testing.T, fs FS, cfg Config, run crashRun, what string) *Lo
 	}
 	got := readAllBatches(t, l)
 	j := 0
+	if run.deletes && len(got) > 0 {
+		// The head may have been deleted: start where the first batch is.
+		for j < len(run.attempted) && !bytes.Equal(got[0], run.attempted[j]) {
+			j++
+		}
+	}
 	for i := range got {
 		for j < len(run.attempted) && !bytes.Equal(got[i], run.attempted[j]) {
 			if !run.failed[j] && j < lastOK(run) {
@@ -154,7 +179,7 @@ func checkPrefix(t *testing.T, fs FS, cfg Config, run crashRun, what string) *Lo
 		lb := got[len(got)-1]
 		end = kbatch.BaseOffset(lb) + int64(kbatch.LastOffsetDelta(lb)) + 1
 	}
-	if end < run.durable {
+	if end < run.durable && !(run.deletes && len(got) == 0 && l.LogEndOffset() >= run.durable) {
 		t.Fatalf("%s: log ends at %d, but offsets below %d were reported durable", what, end, run.durable)
 	}
 	if l.LogEndOffset() < end {
@@ -174,6 +199,36 @@ func lastOK(run crashRun) int {
 		}
 	}
 	return n
+}
+
+// TestCrashWithLogStartAdvances crashes a workload that also deletes
+// records and applies size retention: the recovered log is a contiguous run
+// of the appended batches (its head possibly deleted) that reaches every
+// durable offset.
+func TestCrashWithLogStartAdvances(t *testing.T) {
+	trials := 40
+	if testing.Short() {
+		trials = 10
+	}
+	for _, mode := range CrashModes {
+		t.Run(mode.String(), func(t *testing.T) {
+			for trial := 0; trial < trials; trial++ {
+				seed := int64(trial)*104729 + int64(mode)
+				rng := rand.New(rand.NewSource(seed))
+				cfg := Config{SegmentBytes: 1024 + int64(rng.Intn(2048)), IndexIntervalBytes: 256,
+					Flush: FlushAlways, RetentionBytes: 4096, RetentionMs: -1}
+				fs := NewMemFS()
+				fs.CutAfter(1 + rng.Intn(500))
+				run := runCrashWorkloadOpts(t, rng, fs, cfg, 60, false, true)
+				l := checkPrefix(t, fs.Crash(mode, rng), cfg, run, fmt.Sprintf("seed %d", seed))
+				got := readAllBatches(t, l)
+				if len(got) > 0 && kbatch.BaseOffset(got[0])+int64(kbatch.LastOffsetDelta(got[0])) < l.LogStartOffset() {
+					t.Fatalf("seed %d: first batch ends below the log start %d", seed, l.LogStartOffset())
+				}
+				l.Close()
+			}
+		})
+	}
 }
 
 // TestCrashPrefixProperty cuts the MemFS at random points of a random
