@@ -145,7 +145,7 @@ func (h *Host) moduleLocked(name string) (*module, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.stamp = stamp
+	m.stamp, m.reloadable = stamp, source != "built-in"
 	h.modules[name] = m
 	return m, nil
 }
@@ -218,7 +218,7 @@ func (h *Host) Refresh() []error {
 	var errs []error
 	names := make([]string, 0, len(h.modules))
 	for n, m := range h.modules {
-		if m.source != "built-in" {
+		if m.reloadable {
 			names = append(names, n)
 		}
 	}
@@ -244,8 +244,7 @@ func (h *Host) Refresh() []error {
 			errs = append(errs, fmt.Errorf("reloading %s: kept the running version: %w", name, err))
 			continue
 		}
-		m.stamp = stamp
-		m.failed = fileStamp{}
+		m.stamp, m.reloadable = stamp, true
 		if err := h.swapLocked(old, m); err != nil {
 			m.compiled.Close(context.Background())
 			errs = append(errs, fmt.Errorf("reloading %s: kept the running version: %w", name, err))
@@ -302,4 +301,53 @@ func (h *Host) Watch(ctx context.Context, interval time.Duration) {
 			}
 		}
 	}
+}
+
+// ModuleInfo describes a loaded module for tools (verbatim policy check).
+type ModuleInfo struct {
+	Descriptor
+	Source  string
+	Imports []string
+	Exports []string
+}
+
+func (m *module) info() ModuleInfo {
+	mi := ModuleInfo{Descriptor: m.desc, Source: m.source}
+	for _, def := range m.compiled.ImportedFunctions() {
+		mod, name, _ := def.Import()
+		mi.Imports = append(mi.Imports, mod+"."+name)
+	}
+	for name, def := range m.compiled.ExportedFunctions() {
+		mi.Exports = append(mi.Exports, name+sig(def.ParamTypes(), def.ResultTypes()))
+	}
+	sort.Strings(mi.Imports)
+	sort.Strings(mi.Exports)
+	return mi
+}
+
+// LoadFile loads a module file under the name its descriptor declares, so
+// that Bind can then use that name (it shadows a built-in of the same
+// name in this Host). Tools use it; the broker resolves names instead.
+func (h *Host) LoadFile(path string) (ModuleInfo, error) {
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		return ModuleInfo{}, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return ModuleInfo{}, ErrClosed
+	}
+	m, err := h.compile(wasm, path, "")
+	if err != nil {
+		return ModuleInfo{}, err
+	}
+	if old, ok := h.modules[m.name]; ok {
+		if err := h.swapLocked(old, m); err != nil {
+			m.compiled.Close(context.Background())
+			return ModuleInfo{}, err
+		}
+	}
+	h.modules[m.name] = m
+	return m.info(), nil
 }

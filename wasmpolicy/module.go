@@ -44,6 +44,8 @@ type module struct {
 	stamp    fileStamp
 	// failed is the file version that last failed to reload.
 	failed fileStamp
+	// reloadable: a --policy-dir module, watched by Refresh.
+	reloadable bool
 }
 
 // fileStamp identifies a version of a module file.

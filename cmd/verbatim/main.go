@@ -42,8 +42,7 @@ func run(args []string) int {
 	case "verify":
 		return verifyCmd(args[1:])
 	case "policy":
-		fmt.Fprintf(os.Stderr, "verbatim %s: not available in this build yet (see README status table)\n", args[0])
-		return 2
+		return policyCmd(args[1:])
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return 0
