@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/verbatim-kafka/verbatim/hotpath"
 )
 
 var errTooManyFiles = syscall.EMFILE
@@ -28,15 +29,36 @@ type Request struct {
 	// null client id.
 	ClientID     string
 	ClientIDNull bool
-	// Body is the request body after the header. It is owned by this
-	// request (not reused by the connection), so handlers may keep
-	// slices of it, for example record batches passed to storage.
+	// Body is the request body after the header. It aliases the
+	// connection's pooled frame buffer, which is recycled once the
+	// response has been written (for a deferred reply: after Await
+	// returned and the bytes were sent). A handler that needs the bytes
+	// longer (an acks=0 produce whose append completes later) calls
+	// KeepFrame.
 	Body []byte
 	// Msg is the body decoded by kmsg, or nil for raw-body handlers.
 	Msg kmsg.Request
 	// ConnID and Remote identify the connection, for logs.
 	ConnID uint64
 	Remote net.Addr
+
+	frame *hotpath.Frame
+	kept  bool
+}
+
+// KeepFrame hands the frame buffer behind Body to the caller: the
+// connection will not recycle it, and the caller must call the returned
+// function exactly once when nothing references Body any more (it returns
+// the buffer to its pool and the bytes to the in-flight budgets). Only the
+// handler's own goroutine may call KeepFrame, before the handler returns.
+func (r *Request) KeepFrame() (release func()) {
+	if r.frame == nil || r.kept {
+		return func() {}
+	}
+	r.kept = true
+	f := *r.frame
+	var once sync.Once
+	return func() { once.Do(f.Release) }
 }
 
 // DeferredReply lets a handler submit work in request order (so appends
@@ -66,7 +88,9 @@ type pending struct {
 	reply    Reply
 	ctx      context.Context
 	cancel   context.CancelFunc
-	frameLen int64
+	// frame is released once the response is written, unless the
+	// handler kept it (req.kept).
+	frame hotpath.Frame
 }
 
 // conn serves one client connection with two goroutines: the reader
@@ -74,26 +98,41 @@ type pending struct {
 // responses in the same order. The bounded queue between them is the
 // per-connection in-flight limit.
 type conn struct {
-	s      *Server
-	nc     net.Conn
-	id     uint64
-	log    *slog.Logger
-	queue  chan *pending
-	stopMu sync.Mutex
+	s     *Server
+	nc    net.Conn
+	id    uint64
+	log   *slog.Logger
+	queue chan *pending
+	// frames reads frames into pooled buffers under the connection's and
+	// the broker's byte budgets.
+	frames *hotpath.FrameReader
+	// ctx ends when the reader must stop (shutdown), unblocking a reader
+	// waiting for budget.
+	ctx        context.Context
+	cancelRead context.CancelFunc
+	stopMu     sync.Mutex
 	// stopped is set by stopReading: the reader finishes, the writer
 	// drains what was already read.
 	stopped bool
 }
 
-func newConn(s *Server, nc net.Conn) *conn {
+func newConn(s *Server, nc net.Conn) (*conn, error) {
 	id := s.connSeq.Add(1)
-	return &conn{
-		s:     s,
-		nc:    nc,
-		id:    id,
-		log:   s.log.With("conn", id, "remote", nc.RemoteAddr().String()),
-		queue: make(chan *pending, s.cfg.MaxInFlightPerConn),
+	fr, err := hotpath.NewFrameReader(s.cfg.MaxInFlightBytesPerConn, s.budget, int(s.cfg.MaxFrameBytes))
+	if err != nil {
+		return nil, err
 	}
+	ctx, cancel := context.WithCancel(s.baseCtx)
+	return &conn{
+		s:          s,
+		nc:         nc,
+		id:         id,
+		log:        s.log.With("conn", id, "remote", nc.RemoteAddr().String()),
+		queue:      make(chan *pending, s.cfg.MaxInFlightPerConn),
+		frames:     fr,
+		ctx:        ctx,
+		cancelRead: cancel,
+	}, nil
 }
 
 // stopReading makes the reader stop at the next frame boundary (or abort
@@ -102,6 +141,7 @@ func (c *conn) stopReading() {
 	c.stopMu.Lock()
 	c.stopped = true
 	c.stopMu.Unlock()
+	c.cancelRead()
 	_ = c.nc.SetReadDeadline(time.Now())
 }
 
@@ -134,6 +174,7 @@ func (c *conn) serve() {
 	err := c.readLoop()
 	close(c.queue)
 	<-writerDone
+	c.cancelRead()
 	c.nc.Close()
 	switch {
 	case err == nil, errors.Is(err, io.EOF), c.isStopped():
@@ -153,80 +194,94 @@ func (e *errClose) Error() string { return e.msg }
 func closeErr(format string, args ...any) error { return &errClose{msg: fmt.Sprintf(format, args...)} }
 
 func (c *conn) readLoop() error {
-	br := bufio.NewReaderSize(c.nc, 16<<10)
-	var sizeBuf [4]byte
+	fr := &frameDeadlines{c: c, r: bufio.NewReaderSize(c.nc, 16<<10)}
 	for {
+		// Between frames the idle timeout applies; once a frame's size
+		// has been read its body must arrive within the request timeout
+		// (frameDeadlines), so a peer stalling mid-frame is dropped.
 		if !c.armRead(c.s.cfg.IdleTimeout) {
 			return nil
 		}
-		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
+		fr.n = 0
+		frame, err := c.frames.ReadFrame(c.ctx, fr)
+		if err != nil {
 			if c.isStopped() {
 				return nil
 			}
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			var ne net.Error
+			switch {
+			case errors.Is(err, hotpath.ErrFrameTooLarge):
+				return closeErr("frame size exceeds the maximum %d (max frame bytes): %v", c.s.cfg.MaxFrameBytes, err)
+			case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF) && fr.n > 0:
+				return closeErr("truncated frame: connection ended inside a frame")
+			case errors.As(err, &ne) && ne.Timeout() && fr.n >= 4:
+				return closeErr("frame body not received within the request timeout %s", c.s.cfg.RequestTimeout)
+			case errors.As(err, &ne) && ne.Timeout():
 				return fmt.Errorf("idle for %s", c.s.cfg.IdleTimeout)
 			}
 			return err
 		}
-		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
-		if size < 8 {
-			return closeErr("frame size %d is too small for a request header", size)
-		}
-		if size > c.s.cfg.MaxFrameBytes {
-			return closeErr("frame size %d exceeds the maximum %d (max frame bytes)", size, c.s.cfg.MaxFrameBytes)
-		}
-		// The in-flight byte budget is taken before the body is read,
-		// so memory held by all connections stays bounded.
-		if err := c.s.inflight.acquire(c.s.baseCtx, int64(size)); err != nil {
-			return err
-		}
-		// A frame must arrive within the request timeout once its size
-		// is known; a peer that stalls mid-frame is dropped.
-		if !c.armRead(c.s.cfg.RequestTimeout) {
-			c.s.inflight.release(int64(size))
-			return nil
-		}
-		frame := make([]byte, size)
-		if _, err := io.ReadFull(br, frame); err != nil {
-			c.s.inflight.release(int64(size))
-			if c.isStopped() {
-				return nil
-			}
-			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-				return closeErr("truncated frame: connection ended inside a %d-byte frame", size)
-			}
-			return err
-		}
-		p, err := c.handleFrame(frame)
+		p, err := c.handleFrame(&frame)
 		if err != nil {
-			c.s.inflight.release(int64(size))
+			frame.Release()
 			return err
 		}
-		p.frameLen = int64(size)
 		c.queue <- p
 	}
 }
 
+// frameDeadlines is the reader under hotpath.FrameReader: it counts the
+// bytes of the current frame and, once the 4-byte size is in, switches the
+// connection's read deadline from the idle timeout to the request timeout.
+type frameDeadlines struct {
+	c *conn
+	r io.Reader
+	n int
+}
+
+func (f *frameDeadlines) Read(p []byte) (int, error) {
+	if f.n == 4 {
+		if !f.c.armRead(f.c.s.cfg.RequestTimeout) {
+			return 0, io.ErrUnexpectedEOF
+		}
+	}
+	n, err := f.r.Read(p)
+	f.n += n
+	return n, err
+}
+
 // handleFrame parses and decodes a frame and runs its handler. An error
 // closes the connection.
-func (c *conn) handleFrame(frame []byte) (*pending, error) {
+func (c *conn) handleFrame(frame *hotpath.Frame) (*pending, error) {
 	ctx, cancel := context.WithTimeout(c.s.baseCtx, c.s.cfg.RequestTimeout)
-	p, e, req, err := decodeFrame(frame)
+	p, e, req, err := decodeFrame(frame.Buf)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
 	p.ctx, p.cancel = ctx, cancel
 	if p.reply != nil {
+		p.frame = *frame
 		return p, nil
 	}
 	req.ConnID, req.Remote = c.id, c.nc.RemoteAddr()
+	req.frame = frame
 	reply, err := callHandler(ctx, c.s, e, req)
 	if err != nil {
 		cancel()
+		if req.kept {
+			// The handler owns the frame now; it must not be
+			// released twice.
+			*frame = hotpath.Frame{}
+		}
 		return nil, closeErr("%s v%d (correlation id %d): %v", kmsg.NameForKey(req.Key), req.Version, req.CorrelationID, err)
 	}
 	p.reply = reply
+	req.frame = nil
+	if !req.kept {
+		p.frame = *frame
+	}
+	*frame = hotpath.Frame{}
 	return p, nil
 }
 
@@ -343,7 +398,7 @@ func (c *conn) finish(p *pending, reply Reply) {
 		v.Release()
 	}
 	p.cancel()
-	c.s.inflight.release(p.frameLen)
+	p.frame.Release()
 }
 
 // writeResponse frames reply: size, correlation id, the header's empty

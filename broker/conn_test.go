@@ -110,9 +110,9 @@ func assertHealthy(t *testing.T, b *testBroker) {
 
 func waitInflightZero(t *testing.T, s *Server) {
 	t.Helper()
-	for i := 0; s.inflight.inUse() != 0; i++ {
+	for i := 0; s.budget.InUse() != 0; i++ {
 		if i > 2000 {
-			t.Fatalf("in-flight bytes stuck at %d", s.inflight.inUse())
+			t.Fatalf("in-flight bytes stuck at %d", s.budget.InUse())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -441,5 +441,68 @@ func TestRequestTimeoutClosesConnection(t *testing.T) {
 	// overtake it: the connection is closed.
 	c.expectClosed()
 	assertHealthy(t, b)
+	waitInflightZero(t, b.srv)
+}
+
+func TestTinyBudgetsStillServePipelines(t *testing.T) {
+	// One 4 KiB frame buffer per connection: every request waits for the
+	// previous one's response to be written. Back-pressure, no deadlock.
+	b := startBroker(t, t.TempDir(), func(c *Config) {
+		c.MaxFrameBytes, c.MaxInFlightBytesPerConn, c.MaxInFlightBytes = 4096, 4096, 8192
+	})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := dialRaw(t, b.addr)
+			var buf []byte
+			for i := range 100 {
+				buf = append(buf, apiVersionsFrame(int32(i), 3)...)
+			}
+			c.write(buf)
+			for i := range 100 {
+				corr, _, err := c.read()
+				if err != nil || corr != int32(i) {
+					t.Errorf("response %d: corr %d err %v", i, corr, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	waitInflightZero(t, b.srv)
+}
+
+func TestStalledFrameClosedAfterRequestTimeout(t *testing.T) {
+	b := startBroker(t, t.TempDir(), func(c *Config) { c.RequestTimeout = 50 * time.Millisecond })
+	c := dialRaw(t, b.addr)
+	f := apiVersionsFrame(1, 3)
+	c.write(f[:len(f)-3]) // and then nothing, connection left open
+	c.expectClosed()
+	assertHealthy(t, b)
+	waitInflightZero(t, b.srv)
+}
+
+func TestKeepFrameTransfersOwnership(t *testing.T) {
+	kept := make(chan func(), 1)
+	swapAPI(t, &apiEntry{key: kmsg.Produce.Int16(), minVersion: 3, maxVersion: 13, servedFrom: 3, rawBody: true,
+		handler: func(_ context.Context, _ *Server, r *Request) (Reply, error) {
+			kept <- r.KeepFrame()
+			return nil, nil // as acks=0: no response
+		}})
+	b := startBroker(t, t.TempDir(), nil)
+	c := dialRaw(t, b.addr)
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks = 9, 0
+	c.write(appendRequestFrame(nil, req, 1, "p"))
+	release := <-kept
+	// The response-less request is finished, but the frame is still held.
+	assertHealthy(t, b)
+	if b.srv.budget.InUse() == 0 {
+		t.Fatal("kept frame was released by the connection")
+	}
+	release()
+	release() // idempotent
 	waitInflightZero(t, b.srv)
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/verbatim-kafka/verbatim/hotpath"
 )
 
 // Config is everything a Server needs. Zero values take the defaults named
@@ -35,9 +37,16 @@ type Config struct {
 	// connection (default 128). The reader stops reading when it is hit.
 	MaxInFlightPerConn int
 	// MaxInFlightBytes bounds the request bytes held by all connections
-	// together (default 256 MiB; at least MaxFrameBytes). A hard bound:
-	// readers wait before reading a frame body that would exceed it.
+	// together (default 256 MiB). A hard bound: readers wait before
+	// reading a frame body that would exceed it. Frames are charged by
+	// their pooled buffer's size class (the next power of two, at least
+	// 4 KiB; hotpath.FrameReader), so it must hold one class of
+	// MaxFrameBytes.
 	MaxInFlightBytes int64
+	// MaxInFlightBytesPerConn bounds the same per connection (default:
+	// one size class of MaxFrameBytes, the least that can read a largest
+	// frame).
+	MaxInFlightBytesPerConn int64
 	// RequestTimeout bounds how long one request may take from decode to
 	// response (default 30s). A request that exceeds it closes its
 	// connection, since later responses cannot be sent before it.
@@ -77,8 +86,15 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxInFlightBytes == 0 {
 		c.MaxInFlightBytes = 256 << 20
 	}
-	if c.MaxInFlightBytes < int64(c.MaxFrameBytes) {
-		return c, fmt.Errorf("broker: max in-flight bytes %d is below max frame bytes %d; one frame could never be read", c.MaxInFlightBytes, c.MaxFrameBytes)
+	frameClass := frameSizeClass(c.MaxFrameBytes)
+	if c.MaxInFlightBytes < frameClass {
+		return c, fmt.Errorf("broker: max in-flight bytes %d is below %d, the buffer class of a %d-byte frame; a largest frame could never be read", c.MaxInFlightBytes, frameClass, c.MaxFrameBytes)
+	}
+	if c.MaxInFlightBytesPerConn == 0 {
+		c.MaxInFlightBytesPerConn = frameClass
+	}
+	if c.MaxInFlightBytesPerConn < frameClass {
+		return c, fmt.Errorf("broker: max in-flight bytes per connection %d is below %d, the buffer class of a %d-byte frame", c.MaxInFlightBytesPerConn, frameClass, c.MaxFrameBytes)
 	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 30 * time.Second
@@ -120,7 +136,8 @@ type Server struct {
 	groups *groupCoordinator
 	txns   *txnCoordinator
 
-	inflight *byteSem
+	// budget bounds request bytes in flight over all connections.
+	budget *hotpath.Budget
 
 	// baseCtx is cancelled when shutdown gives up waiting, which aborts
 	// handlers still running (long polls, waits on storage).
@@ -170,7 +187,7 @@ func Open(cfg Config) (*Server, error) {
 	}
 	s.cluster.openLog = s.openPartitionLog
 	s.openAllLogs()
-	s.inflight = newByteSem(cfg.MaxInFlightBytes)
+	s.budget = hotpath.NewBudget(cfg.MaxInFlightBytes)
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	go s.retentionLoop(s.baseCtx)
 	if err := s.startCoordinators(); err != nil {
@@ -243,7 +260,14 @@ func (s *Server) Serve(ln net.Listener) error {
 			return err
 		}
 		backoff = 0
-		c := newConn(s, nc)
+		c, err := newConn(s, nc)
+		if err != nil {
+			// Config validation makes this unreachable; refuse the
+			// connection rather than the broker.
+			s.log.Error("cannot serve connection", "err", err)
+			nc.Close()
+			continue
+		}
 		s.mu.Lock()
 		if s.mu.closing {
 			s.mu.Unlock()
@@ -304,6 +328,16 @@ func (s *Server) removeConn(c *conn) {
 	delete(s.mu.conns, c)
 	s.mu.Unlock()
 	s.connWG.Done()
+}
+
+// frameSizeClass is the pooled buffer size hotpath charges for a frame of
+// n bytes: the next power of two, at least 4 KiB.
+func frameSizeClass(n int32) int64 {
+	c := int64(4096)
+	for c < int64(n) {
+		c <<= 1
+	}
+	return c
 }
 
 // hostPort formats an advertised address.

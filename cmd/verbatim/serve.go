@@ -39,7 +39,8 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 	flush := fs.String("flush", "never", "durability: never (page cache, as Kafka's default), interval, or always (ack after fsync)")
 	maxFrame := fs.Int("max-frame-bytes", 100<<20, "largest request frame accepted; larger frames close the connection")
 	inflightReqs := fs.Int("max-inflight-requests", 128, "requests read but not answered, per connection")
-	inflightBytes := fs.Int64("max-inflight-bytes", 256<<20, "request bytes held in memory by all connections together")
+	inflightBytes := fs.Int64("max-inflight-bytes", 256<<20, "request bytes held in memory by all connections together (frames are charged by buffer size class: the next power of two)")
+	inflightConnBytes := fs.Int64("max-inflight-bytes-per-conn", 0, "request bytes held in memory per connection (default: the buffer class of --max-frame-bytes)")
 	reqTimeout := fs.Duration("request-timeout", 30*time.Second, "longest a request may take before its connection is closed")
 	idleTimeout := fs.Duration("idle-timeout", 10*time.Minute, "close connections idle this long")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long shutdown waits for in-flight requests")
@@ -90,11 +91,13 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 		MaxFrameBytes:      int32(*maxFrame),
 		MaxInFlightPerConn: *inflightReqs,
 		MaxInFlightBytes:   *inflightBytes,
-		RequestTimeout:     *reqTimeout,
-		IdleTimeout:        *idleTimeout,
-		Flush:              *flush,
-		AutoCreateTopics:   *autoCreate,
-		DefaultPartitions:  int32(*numPartitions),
+		// Per-connection bytes: 0 selects the default.
+		MaxInFlightBytesPerConn: *inflightConnBytes,
+		RequestTimeout:          *reqTimeout,
+		IdleTimeout:             *idleTimeout,
+		Flush:                   *flush,
+		AutoCreateTopics:        *autoCreate,
+		DefaultPartitions:       int32(*numPartitions),
 	}
 	if *advertised != "" {
 		host, port, err := net.SplitHostPort(*advertised)
