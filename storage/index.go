@@ -47,16 +47,6 @@ func (x *offsetIndex) entry(i int) (offset int64, pos int64) {
 	return x.base + int64(int32(binary.BigEndian.Uint32(b))), int64(int32(binary.BigEndian.Uint32(b[4:])))
 }
 
-// lastOffset returns the offset of the last entry, or base when empty.
-func (x *offsetIndex) lastOffset() int64 {
-	n := x.entries()
-	if n == 0 {
-		return x.base
-	}
-	o, _ := x.entry(n - 1)
-	return o
-}
-
 // add appends an entry. Offsets must increase and fit the relative int32;
 // the caller guarantees both (segments roll before overflow).
 func (x *offsetIndex) add(offset int64, pos int64) {
@@ -99,21 +89,6 @@ func (x *offsetIndex) lookupEntry(target int64) (offset, pos int64, ok bool) {
 		}
 	}
 	return offset, pos, ok
-}
-
-// truncateToPos drops every entry whose position is >= pos.
-func (x *offsetIndex) truncateToPos(pos int64) {
-	n := x.entries()
-	for n > 0 {
-		if _, p := x.entry(n - 1); p < pos {
-			break
-		}
-		n--
-	}
-	x.buf = x.buf[:n*offsetIndexEntrySize]
-	if x.written > len(x.buf) {
-		x.written = len(x.buf)
-	}
 }
 
 // loadOffsetIndex checks and adopts the bytes of an .index file of the
@@ -193,21 +168,6 @@ func (x *timeIndex) lookup(ts int64) (int64, int64) {
 		}
 	}
 	return bts, boff
-}
-
-// truncateToOffset drops entries whose offset is >= offset.
-func (x *timeIndex) truncateToOffset(offset int64) {
-	n := x.entries()
-	for n > 0 {
-		if _, o := x.entry(n - 1); o < offset {
-			break
-		}
-		n--
-	}
-	x.buf = x.buf[:n*timeIndexEntrySize]
-	if x.written > len(x.buf) {
-		x.written = len(x.buf)
-	}
 }
 
 // loadTimeIndex checks and adopts the bytes of a .timeindex file: entries

@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"path"
@@ -334,5 +333,3 @@ func (l *Log) segmentFor(offset int64) int {
 	}
 	return best
 }
-
-var errNotV2 = errors.New("not v2")

@@ -17,8 +17,6 @@ const (
 	logSuffix       = ".log"
 	indexSuffix     = ".index"
 	timeIndexSuffix = ".timeindex"
-	txnIndexSuffix  = ".txnindex"
-	snapshotSuffix  = ".snapshot"
 	deletedSuffix   = ".deleted"
 	cleanedSuffix   = ".cleaned"
 	swapSuffix      = ".swap"
