@@ -1,0 +1,133 @@
+package interop
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+)
+
+// splitBatches cuts a record set (a whole .log file, a Fetch partition's
+// records) into batches; a partial trailing batch (a fetch cut by
+// max bytes) is dropped, anything else malformed fails the test.
+func splitBatches(t testing.TB, who string, set []byte) [][]byte {
+	t.Helper()
+	var out [][]byte
+	for len(set) > 0 {
+		if len(set) < kbatch.LogOverhead {
+			break
+		}
+		b, rest, err := kbatch.Next(set)
+		if err != nil {
+			if n := int(kbatch.Length(set)); n >= 0 && kbatch.LogOverhead+n > len(set) {
+				break // partial tail
+			}
+			t.Fatalf("%s: batch %d: %v", who, len(out), err)
+		}
+		out = append(out, b)
+		set = rest
+	}
+	return out
+}
+
+// segmentFiles lists the files of dir with the given suffix, sorted by name
+// (that is, by base offset: names are 20-digit offsets).
+func segmentFiles(t testing.TB, dir, suffix string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "*"+suffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(m)
+	return m
+}
+
+// readLogBatches returns every batch of every .log segment in dir, in
+// offset order, as stored on disk.
+func readLogBatches(t testing.TB, dir string) [][]byte {
+	t.Helper()
+	var out [][]byte
+	for _, f := range segmentFiles(t, dir, ".log") {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, splitBatches(t, f, b)...)
+	}
+	return out
+}
+
+// dumpFields parses one DumpLogSegments line of "name: value" pairs
+// ("baseOffset: 0 lastOffset: 4 count: 5 ..."). Values are single tokens
+// except for headerKeys ("[a, b]"), which is kept whole.
+var dumpFieldRE = regexp.MustCompile(`(\w+): (\[[^\]]*\]|\S+)`)
+
+func dumpFields(line string) map[string]string {
+	m := map[string]string{}
+	for _, sm := range dumpFieldRE.FindAllStringSubmatch(line, -1) {
+		if _, dup := m[sm[1]]; !dup {
+			m[sm[1]] = sm[2]
+		}
+	}
+	return m
+}
+
+// codecName is the name Kafka's CompressionType prints.
+func codecName(c kbatch.Codec) string {
+	return [...]string{"none", "gzip", "snappy", "lz4", "zstd"}[c]
+}
+
+// describeBatch is a short identification of a batch for failure messages.
+func describeBatch(b []byte) string {
+	h, err := kbatch.ParseHeader(b)
+	if err != nil {
+		return fmt.Sprintf("<%d bytes: %v>", len(b), err)
+	}
+	return fmt.Sprintf("base %d last %d count %d epoch %d pid %d attrs %#x size %d",
+		h.BaseOffset, h.LastOffset(), h.RecordCount, h.LeaderEpoch, h.ProducerID, h.Attributes, h.Size())
+}
+
+// firstDiff names the first differing byte of two batches.
+func firstDiff(a, b []byte) string {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		if a[i] != b[i] {
+			return fmt.Sprintf("byte %d: %#x vs %#x (sizes %d, %d)", i, a[i], b[i], len(a), len(b))
+		}
+	}
+	if len(a) != len(b) {
+		return fmt.Sprintf("sizes %d vs %d", len(a), len(b))
+	}
+	return "identical"
+}
+
+// sameBatches fails unless got and want hold the same batches byte for byte.
+func sameBatches(t testing.TB, who string, got, want [][]byte) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d batches, want %d", who, len(got), len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("%s: batch %d (%s) differs from (%s): %s", who, i, describeBatch(got[i]), describeBatch(want[i]), firstDiff(got[i], want[i]))
+		}
+	}
+}
+
+// linesWithPrefix returns the lines of s that start with prefix (after
+// leading spaces).
+func linesWithPrefix(s, prefix string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(strings.TrimLeft(l, " "), prefix) {
+			out = append(out, strings.TrimLeft(l, " "))
+		}
+	}
+	return out
+}
