@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -43,6 +44,7 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 	inflightConnBytes := fs.Int64("max-inflight-bytes-per-conn", 0, "request bytes held in memory per connection (default: the buffer class of --max-frame-bytes)")
 	reqTimeout := fs.Duration("request-timeout", 30*time.Second, "longest a request may take before its connection is closed")
 	idleTimeout := fs.Duration("idle-timeout", 10*time.Minute, "close connections idle this long")
+	memLimit := fs.Int64("memory-limit", -1, "Go soft memory limit in bytes (GOMEMLIMIT); -1: the GOMEMLIMIT environment variable if set, else --max-inflight-bytes + 96 MiB; 0: no limit")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long shutdown waits for in-flight requests")
 	autoCreate := fs.Bool("auto-create-topics", false, "create unknown topics on Metadata requests (Kafka's auto.create.topics.enable)")
 	numPartitions := fs.Int("num-partitions", 1, "partitions of auto-created topics and of CreateTopics with -1")
@@ -115,6 +117,11 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 		return 2
 	}
 
+	if limit, source := memoryLimit(*memLimit, *inflightBytes); limit > 0 {
+		debug.SetMemoryLimit(limit)
+		log.Info("memory limit set", "bytes", limit, "from", source)
+	}
+
 	srv, err := broker.Open(cfg)
 	if err != nil {
 		log.Error("refusing to start", "err", err)
@@ -155,4 +162,22 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 	}
 	<-served
 	return 0
+}
+
+// memoryLimit picks the Go soft memory limit: an explicit flag value, else
+// the GOMEMLIMIT environment variable (which the runtime has already
+// applied; 0 is returned so it is left alone), else the request bytes the
+// broker may hold in flight plus headroom for everything else (buffers of
+// responses, metadata, goroutine stacks), so that the garbage collector
+// keeps the heap near what the configured limits allow instead of letting
+// it grow to twice the live heap.
+func memoryLimit(flagValue, inflightBytes int64) (int64, string) {
+	switch {
+	case flagValue >= 0:
+		return flagValue, "--memory-limit"
+	case os.Getenv("GOMEMLIMIT") != "":
+		return 0, "GOMEMLIMIT"
+	default:
+		return inflightBytes + 96<<20, "--max-inflight-bytes + 96 MiB"
+	}
 }

@@ -141,3 +141,17 @@ func TestServeUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestMemoryLimitFromConfig(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "")
+	if got, _ := memoryLimit(-1, 256<<20); got != 352<<20 {
+		t.Fatalf("derived limit %d", got)
+	}
+	if got, _ := memoryLimit(1<<30, 256<<20); got != 1<<30 {
+		t.Fatalf("explicit limit %d", got)
+	}
+	t.Setenv("GOMEMLIMIT", "2GiB")
+	if got, src := memoryLimit(-1, 256<<20); got != 0 || src != "GOMEMLIMIT" {
+		t.Fatalf("environment limit not respected: %d %s", got, src)
+	}
+}
