@@ -178,4 +178,3 @@ func FuzzDataPlane(f *testing.F) {
 		}
 	})
 }
-
