@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -29,12 +30,13 @@ type Request struct {
 	// null client id.
 	ClientID     string
 	ClientIDNull bool
-	// Body is the request body after the header. It aliases the
-	// connection's pooled frame buffer, which is recycled once the
-	// response has been written (for a deferred reply: after Await
-	// returned and the bytes were sent). A handler that needs the bytes
-	// longer (an acks=0 produce whose append completes later) calls
-	// KeepFrame.
+	// Body is the request body after the header. For raw-body handlers
+	// it aliases the connection's pooled frame buffer, which is recycled
+	// once the response has been written (for a deferred reply: after
+	// Await returned and the bytes were sent); a raw-body handler that
+	// needs the bytes longer (an acks=0 produce whose append completes
+	// later) calls KeepFrame. For kmsg-decoded requests Body (and
+	// everything Msg aliases) is a copy owned by the request.
 	Body []byte
 	// Msg is the body decoded by kmsg, or nil for raw-body handlers.
 	Msg kmsg.Request
@@ -324,8 +326,17 @@ func decodeFrame(frame []byte) (*pending, *apiEntry, *Request, error) {
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	req.Body = body
 	p.headerV1 = kreq.IsFlexible() && h.key != kmsg.ApiVersions.Int16()
+	if !e.rawBody {
+		// kmsg's decoded byte fields alias its input, and handlers keep
+		// some of them past the response (the group coordinator keeps
+		// member metadata and assignments), while the frame buffer is
+		// recycled once the response is written. So kmsg decodes a copy
+		// owned by the request; only raw-body handlers (Produce) work
+		// on the pooled frame itself.
+		body = bytes.Clone(body)
+	}
+	req.Body = body
 	if !e.rawBody {
 		if err := kreq.ReadFrom(body); err != nil {
 			return nil, nil, nil, closeErr("malformed %s v%d request (correlation id %d): %v", kmsg.NameForKey(h.key), h.version, h.correlationID, err)

@@ -506,3 +506,23 @@ func TestKeepFrameTransfersOwnership(t *testing.T) {
 	release() // idempotent
 	waitInflightZero(t, b.srv)
 }
+
+func TestKmsgDecodedRequestsDoNotAliasTheFrame(t *testing.T) {
+	req := kmsg.NewPtrJoinGroupRequest()
+	req.Version = 9
+	req.Group, req.ProtocolType = "g", "consumer"
+	req.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte("member-metadata")}}
+	frame := appendRequestFrame(nil, req, 3, "c")[4:]
+	if e := lookupAPI(kmsg.JoinGroup.Int16()); e == nil || e.rawBody {
+		t.Fatal("JoinGroup is not a kmsg-decoded API any more; pick another one")
+	}
+	_, _, r, err := decodeFrame(frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clear(frame) // the pooled buffer is reused for the next frame
+	got := r.Msg.(*kmsg.JoinGroupRequest).Protocols[0].Metadata
+	if string(got) != "member-metadata" {
+		t.Fatalf("decoded metadata changed with the frame buffer: %q", got)
+	}
+}
