@@ -615,6 +615,7 @@ func (w *worker) divergence(epoch int32, leo int64, ee EpochEnd) error {
 // them to the produce loop.
 func (w *worker) fetchLoop(ctx context.Context, out chan<- chunk, next int64, lastEpoch int32, cn *Conn, epoch int32) error {
 	maxBytes := w.p.o.FetchBytes
+	destEnd := next // where the destination's log will end once the chunks sent are written
 	wait := int32(100)
 	if w.p.o.Follow {
 		wait = 500
@@ -718,8 +719,12 @@ func (w *worker) fetchLoop(ctx context.Context, out chan<- chunk, next int64, la
 			}
 			continue
 		}
-		if b := kbatch.BaseOffset(bs[0]); b < next {
-			return &Error{Code: ExitRefused, Err: fmt.Errorf("%w: %s: the source batch %d-%d straddles the destination log end %d: source and destination batch boundaries differ, so the source log changed under the copy", ErrDivergence, w.name(), b, LastOffset(bs[0]), next)}
+		// A first batch starting below the fetch position is expected
+		// right after the source's log start moved into the middle of it
+		// (Kafka serves the whole batch); below what the destination
+		// already holds, batch boundaries disagree.
+		if b := kbatch.BaseOffset(bs[0]); b < destEnd {
+			return &Error{Code: ExitRefused, Err: fmt.Errorf("%w: %s: the source batch %d-%d straddles the destination log end %d: source and destination batch boundaries differ, so the source log changed under the copy", ErrDivergence, w.name(), b, LastOffset(bs[0]), destEnd)}
 		}
 		first := bs[0]
 		last := bs[len(bs)-1]
@@ -732,7 +737,7 @@ func (w *worker) fetchLoop(ctx context.Context, out chan<- chunk, next int64, la
 				lastEpoch = e
 			}
 		}
-		next = c.end
+		next, destEnd = c.end, c.end
 		maxBytes = w.p.o.FetchBytes
 		select {
 		case out <- c:
