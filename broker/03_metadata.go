@@ -124,6 +124,7 @@ func (s *Server) metadataTopic(t *Topic, withOps bool) kmsg.MetadataResponseTopi
 	name := t.Name
 	mt.Topic = &name
 	mt.TopicID = t.ID
+	mt.IsInternal = isInternalTopic(name)
 	if withOps {
 		mt.AuthorizedOperations = topicAllOps
 	}

@@ -83,6 +83,7 @@ func handleDescribeTopicPartitions(_ context.Context, s *Server, r *Request) (Re
 			continue
 		}
 		st.TopicID = e.t.ID
+		st.IsInternal = isInternalTopic(e.t.Name)
 		st.AuthorizedOperations = topicAllOps
 		first := int32(0)
 		if i == 0 {
