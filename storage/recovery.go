@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -216,6 +217,11 @@ func (l *Log) load() error {
 			return err
 		}
 	}
+	// Appends add entries to the active segment's in-memory indexes,
+	// which must therefore hold the entries already in the files.
+	if err := a.ensureIndexes(); err != nil {
+		return err
+	}
 	l.leo = a.next
 	l.logStart = l.segs[0].base
 	if checkpointed > l.logStart && checkpointed <= l.leo {
@@ -339,15 +345,29 @@ func (s *segment) loadRolled() error {
 // files after structural checks and read only the headers after the last
 // offset index entry.
 func (s *segment) loadRolledFromIndexes() error {
-	if err := s.ensureIndexesNoRebuild(); err != nil {
+	// Only the last entry of each index is read here; the whole indexes
+	// are loaded on the first lookup in the segment (ensureIndexes), so
+	// opening a long log does not hold every index in memory.
+	s.indexesLoaded = false
+	ib, ni, err := readLastEntry(s.fs, s.path(indexSuffix), offsetIndexEntrySize)
+	if err != nil {
+		return err
+	}
+	tb, nt, err := readLastEntry(s.fs, s.path(timeIndexSuffix), timeIndexEntrySize)
+	if err != nil {
 		return err
 	}
 	// Find the end offset from the last index entry, which must name the
 	// last offset of the batch at its position.
 	pos := int64(0)
 	entryOff := int64(-1)
-	if n := s.offIdx.entries(); n > 0 {
-		entryOff, pos = s.offIdx.entry(n - 1)
+	if ni > 0 {
+		rel := int32(binary.BigEndian.Uint32(ib))
+		p := int64(int32(binary.BigEndian.Uint32(ib[4:])))
+		if rel < 0 || p < 0 || p >= s.size {
+			return fmt.Errorf("%w: last entry of %s is outside the segment", ErrCorruptIndex, s.path(indexSuffix))
+		}
+		entryOff, pos = s.base+int64(rel), p
 		s.lastIndexPos = pos
 	}
 	var hdr [kbatch.HeaderSize]byte
@@ -387,9 +407,11 @@ func (s *segment) loadRolledFromIndexes() error {
 	}
 	// The time index's last entry is the segment's max timestamp (written
 	// on roll); check it against the offsets now known.
-	if s.timeIdx.entries() > 0 {
-		ts, off := s.timeIdx.last()
-		if off >= s.next {
+	if nt > 0 {
+		ts := int64(binary.BigEndian.Uint64(tb))
+		rel := int32(binary.BigEndian.Uint32(tb[8:]))
+		off := s.base + int64(rel)
+		if rel < 0 || off >= s.next {
 			return fmt.Errorf("%w: last entry of %s is beyond the segment", ErrCorruptIndex, s.path(timeIndexSuffix))
 		}
 		if ts < tailMaxTs {
@@ -417,6 +439,32 @@ func (s *segment) loadRolledAfterRebuild() error {
 	return nil
 }
 
+// readLastEntry returns the last entry of an index file and the number of
+// entries; the size must be a multiple of the entry size.
+func readLastEntry(fs FS, name string, entrySize int) ([]byte, int, error) {
+	f, err := fs.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	if st.Size()%int64(entrySize) != 0 {
+		return nil, 0, fmt.Errorf("%w: %s has %d bytes, not a multiple of %d", ErrCorruptIndex, name, st.Size(), entrySize)
+	}
+	n := int(st.Size() / int64(entrySize))
+	if n == 0 {
+		return nil, 0, nil
+	}
+	b := make([]byte, entrySize)
+	if err := readFull(f, b, st.Size()-int64(entrySize)); err != nil {
+		return nil, 0, err
+	}
+	return b, n, nil
+}
+
 // ensureIndexesNoRebuild loads the index files, failing when they are
 // missing or inconsistent.
 func (s *segment) ensureIndexesNoRebuild() error {
@@ -431,7 +479,7 @@ func (s *segment) ensureIndexesNoRebuild() error {
 	if err != nil {
 		return err
 	}
-	if s.timeIdx, err = loadTimeIndex(s.base, tb, math.MaxInt64); err != nil {
+	if s.timeIdx, err = loadTimeIndex(s.base, tb, s.next); err != nil {
 		return err
 	}
 	s.indexesLoaded = true
