@@ -187,3 +187,53 @@ func TestSegmentRollOnRelativeOffsetOverflow(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestSegmentIndexesLoadLazily(t *testing.T) {
+	fs := NewMemFS()
+	cfg := Config{SegmentBytes: 1000, IndexIntervalBytes: 100}
+	l := openLog(t, fs, cfg)
+	for i := 0; i < 30; i++ {
+		if _, err := l.AppendLeader(testBatch(t, 0, 1, int64(i), 2, 100), 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := readAllBatches(t, l)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openLog(t, fs, cfg)
+	defer l.Close()
+	if l.NumSegments() < 4 {
+		t.Fatalf("%d segments", l.NumSegments())
+	}
+	for i, s := range l.segs[:len(l.segs)-1] {
+		if s.indexesLoaded {
+			t.Fatalf("rolled segment %d loaded its indexes at Open", i)
+		}
+	}
+	if !l.active().indexesLoaded {
+		t.Fatal("active segment indexes not loaded")
+	}
+	// A read in segment 1 loads that segment's indexes only.
+	off := l.segs[1].base + 1
+	if _, err := l.Read(off, 10); err != nil {
+		t.Fatal(err)
+	}
+	if !l.segs[1].indexesLoaded || l.segs[0].indexesLoaded {
+		t.Fatal("lookup did not load exactly the segment it used")
+	}
+	got := readAllBatches(t, l)
+	if len(got) != len(want) {
+		t.Fatalf("%d batches, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if string(got[i]) != string(want[i]) {
+			t.Fatalf("batch %d differs", i)
+		}
+	}
+	// Timestamps of lazily loaded segments are known without loading.
+	mt, ok, err := l.MaxTimestamp()
+	if err != nil || !ok || mt.Timestamp != 30 {
+		t.Fatalf("%+v %v %v", mt, ok, err)
+	}
+}
