@@ -83,6 +83,9 @@ type cluster struct {
 	// openLog attaches a storage log to a new partition before it is
 	// published (nil: partitions get no log, as in control-plane tests).
 	openLog func(*Partition) error
+	// maxPartitions bounds the partitions of all topics together
+	// (Config.MaxPartitions).
+	maxPartitions int
 
 	snap atomic.Pointer[clusterSnap]
 	mu   sync.Mutex
@@ -278,8 +281,8 @@ func (c *cluster) createTopic(name string, partitions int32, cfg *TopicConfig, v
 	if partitions < 1 {
 		return nil, fmt.Errorf("%w: Number of partitions must be larger than 0.", errInvalidPartitions)
 	}
-	if partitions > maxPartitionsPerTopic {
-		return nil, fmt.Errorf("%w: Number of partitions %d exceeds this broker's limit of %d per topic.", errInvalidPartitions, partitions, maxPartitionsPerTopic)
+	if err := c.checkPartitionLimitLocked(snap, int64(partitions)); err != nil {
+		return nil, err
 	}
 	n := c.cloneSnap()
 	id, err := c.newTopicID(n)
@@ -306,9 +309,21 @@ func (c *cluster) createTopic(name string, partitions int32, cfg *TopicConfig, v
 	return t, nil
 }
 
-// maxPartitionsPerTopic bounds one topic's partition count so a request
-// cannot make the broker allocate without limit.
-const maxPartitionsPerTopic = 10000
+// checkPartitionLimitLocked refuses adding n partitions when the broker
+// would then hold more than its partition limit (Config.MaxPartitions):
+// every partition holds open files and memory, so one request must not be
+// able to exhaust them.
+// REQUIRES: c.mu is held.
+func (c *cluster) checkPartitionLimitLocked(snap *clusterSnap, n int64) error {
+	var total int64
+	for _, t := range snap.byName {
+		total += int64(len(t.Partitions()))
+	}
+	if total+n > int64(c.maxPartitions) {
+		return fmt.Errorf("%w: Adding %d partition(s) would exceed this broker's limit of %d partitions (%d exist; --max-partitions).", errInvalidPartitions, n, c.maxPartitions, total)
+	}
+	return nil
+}
 
 // deleteTopic removes the topic from the metadata (durably) and then its
 // partition directories: each is first renamed to "<dir>.<id>-delete" so a
@@ -382,8 +397,8 @@ func (c *cluster) addPartitions(t *Topic, count int32, validateOnly bool) error 
 	if count == int32(len(old)) {
 		return fmt.Errorf("%w: Topic already has %d partitions.", errInvalidPartitions, len(old))
 	}
-	if count > maxPartitionsPerTopic {
-		return fmt.Errorf("%w: Number of partitions %d exceeds this broker's limit of %d per topic.", errInvalidPartitions, count, maxPartitionsPerTopic)
+	if err := c.checkPartitionLimitLocked(c.snap.Load(), int64(count)-int64(len(old))); err != nil {
+		return err
 	}
 	if validateOnly {
 		return nil

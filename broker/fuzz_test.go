@@ -88,7 +88,11 @@ func FuzzRequest(f *testing.F) {
 		f.Add(frame[4:])
 	}
 	dir := f.TempDir()
-	s, err := Open(quietConfig(dir))
+	cfg := quietConfig(dir)
+	// Few partitions: each opens a storage log, and the fuzzer would
+	// otherwise spend its time (and file descriptors) creating thousands.
+	cfg.MaxPartitions = 64
+	s, err := Open(cfg)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -62,6 +62,10 @@ type Config struct {
 	// DefaultPartitions is num.partitions for auto-created topics and
 	// CreateTopics with -1 partitions (default 1).
 	DefaultPartitions int32
+	// MaxPartitions bounds the partitions of all topics together
+	// (default 10000): each holds open files and memory, so creating
+	// topics or partitions beyond it is refused with INVALID_PARTITIONS.
+	MaxPartitions int
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -111,6 +115,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.DefaultPartitions == 0 {
 		c.DefaultPartitions = 1
+	}
+	if c.MaxPartitions == 0 {
+		c.MaxPartitions = 10000
+	}
+	if c.MaxPartitions < 1 {
+		return c, fmt.Errorf("broker: max partitions must be >= 1, got %d", c.MaxPartitions)
 	}
 	if c.DefaultPartitions < 1 {
 		return c, fmt.Errorf("broker: default partitions must be >= 1, got %d", c.DefaultPartitions)
@@ -182,6 +192,7 @@ func Open(cfg Config) (*Server, error) {
 	if s.cluster, err = loadCluster(s.fs, s.log); err != nil {
 		return fail(err)
 	}
+	s.cluster.maxPartitions = cfg.MaxPartitions
 	if s.pids, err = openProducerIDs(s.fs); err != nil {
 		return fail(err)
 	}

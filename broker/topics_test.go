@@ -509,3 +509,26 @@ func TestMetadataAutoCreate(t *testing.T) {
 		t.Fatalf("auto-create disallowed by request: code %d", resp.Topics[0].ErrorCode)
 	}
 }
+
+func TestPartitionLimit(t *testing.T) {
+	b := startBroker(t, t.TempDir(), func(c *Config) { c.MaxPartitions = 5 })
+	adm := b.admin()
+	ctx := ctxT(t)
+	if r, _ := adm.CreateTopic(ctx, 3, 1, nil, "a"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	r, _ := adm.CreateTopic(ctx, 3, 1, nil, "b")
+	if !errors.Is(r.Err, kerr.InvalidPartitions) || !strings.Contains(r.ErrMessage, "limit of 5 partitions") {
+		t.Fatalf("create over the limit: %v %q", r.Err, r.ErrMessage)
+	}
+	rs, _ := adm.UpdatePartitions(ctx, 6, "a")
+	if !errors.Is(rs["a"].Err, kerr.InvalidPartitions) {
+		t.Fatalf("grow over the limit: %v", rs["a"].Err)
+	}
+	if rs, _ := adm.UpdatePartitions(ctx, 5, "a"); rs["a"].Err != nil {
+		t.Fatalf("grow to the limit: %v", rs["a"].Err)
+	}
+	if b.srv.Topic("b") != nil || len(b.srv.Topic("a").Partitions()) != 5 {
+		t.Fatal("limit not enforced as expected")
+	}
+}

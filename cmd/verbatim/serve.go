@@ -48,6 +48,7 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long shutdown waits for in-flight requests")
 	autoCreate := fs.Bool("auto-create-topics", false, "create unknown topics on Metadata requests (Kafka's auto.create.topics.enable)")
 	numPartitions := fs.Int("num-partitions", 1, "partitions of auto-created topics and of CreateTopics with -1")
+	maxPartitions := fs.Int("max-partitions", 10000, "partitions of all topics together; creating more is refused (INVALID_PARTITIONS)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -82,7 +83,11 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 		fmt.Fprintf(stderr, "verbatim serve: bad --max-frame-bytes %d\n", *maxFrame)
 		return 2
 	}
-	if *numPartitions < 1 || *numPartitions > 10000 {
+	if *maxPartitions < 1 {
+		fmt.Fprintf(stderr, "verbatim serve: bad --max-partitions %d\n", *maxPartitions)
+		return 2
+	}
+	if *numPartitions < 1 || *numPartitions > *maxPartitions {
 		fmt.Fprintf(stderr, "verbatim serve: bad --num-partitions %d\n", *numPartitions)
 		return 2
 	}
@@ -100,6 +105,7 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 		Flush:                   *flush,
 		AutoCreateTopics:        *autoCreate,
 		DefaultPartitions:       int32(*numPartitions),
+		MaxPartitions:           *maxPartitions,
 	}
 	if *advertised != "" {
 		host, port, err := net.SplitHostPort(*advertised)
