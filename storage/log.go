@@ -19,6 +19,7 @@ const (
 	DefaultIndexIntervalBytes = 4096                 // index.interval.bytes
 	DefaultRetentionMs        = 7 * 24 * 3600 * 1000 // retention.ms
 	DefaultFlushInterval      = time.Second
+	DefaultFileDeleteDelay    = time.Minute // file.delete.delay.ms
 )
 
 // Config configures a Log. The zero value of a field means its default.
@@ -57,6 +58,10 @@ type Config struct {
 	// a batch.
 	LogAppendTime bool
 
+	// FileDeleteDelay is how long the file of a deleted segment stays open
+	// for reads in progress (file.delete.delay.ms, default one minute).
+	FileDeleteDelay time.Duration
+
 	// NowMs is the clock in Unix milliseconds (tests set it).
 	NowMs func() int64
 }
@@ -89,6 +94,9 @@ func (c *Config) withDefaults(dir string) Config {
 	}
 	if out.FlushInterval <= 0 {
 		out.FlushInterval = DefaultFlushInterval
+	}
+	if out.FileDeleteDelay <= 0 {
+		out.FileDeleteDelay = DefaultFileDeleteDelay
 	}
 	if out.NowMs == nil {
 		out.NowMs = func() int64 { return time.Now().UnixMilli() }
@@ -163,6 +171,9 @@ type Log struct {
 
 	// scratch buffer for identical-retry comparisons (guarded by mu)
 	cmpBuf []byte
+
+	// log files of deleted segments kept open for readers (guarded by mu)
+	pendingClose []File
 }
 
 // Dir returns the partition directory.
@@ -309,6 +320,10 @@ func (l *Log) Close() error {
 			s.txn.Close()
 		}
 	}
+	for _, f := range l.pendingClose {
+		f.Close()
+	}
+	l.pendingClose = nil
 	l.closed = true
 	l.dmu.Lock()
 	l.dclosed = true

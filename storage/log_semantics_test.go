@@ -328,3 +328,30 @@ func TestLogReadBounded(t *testing.T) {
 		}
 	}
 }
+
+// A fetch holding a Slice of a segment that retention deletes can still
+// read it (the file stays open for FileDeleteDelay).
+func TestLogSliceSurvivesSegmentDeletion(t *testing.T) {
+	fs := NewMemFS()
+	l := openLog(t, fs, Config{SegmentBytes: 500, RetentionBytes: 600, RetentionMs: -1})
+	defer l.Close()
+	for i := 0; i < 10; i++ {
+		if _, err := l.AppendLeader(testBatch(t, 0, 1, 1, 1, 200), 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sl, err := l.Read(0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := l.ApplyRetention(1); err != nil || n == 0 {
+		t.Fatalf("retention: %d %v", n, err)
+	}
+	if _, err := fs.Stat("data/t-0/" + SegmentFileName(0, ".log")); err == nil {
+		t.Fatal("segment 0 still has a name")
+	}
+	b, err := sl.Bytes(nil)
+	if err != nil || len(b) == 0 || kbatch.BaseOffset(b) != 0 {
+		t.Fatalf("read after deletion: %d bytes, %v", len(b), err)
+	}
+}

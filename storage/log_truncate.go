@@ -2,6 +2,7 @@ package storage
 
 import (
 	"fmt"
+	"time"
 )
 
 // Truncate removes every batch whose last offset is >= to (Kafka's
@@ -116,11 +117,10 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	}
 	for len(l.segs) > 0 {
 		s := l.segs[len(l.segs)-1]
-		s.closeFiles()
-		s.txn.Close()
 		if err := removeSegmentFiles(l.fs, l.dir, s.base); err != nil {
 			return l.failLocked("delete segment", err)
 		}
+		l.closeLaterLocked(s)
 		l.segs = l.segs[:len(l.segs)-1]
 	}
 	s, err := createSegment(l.fs, l.dir, offset, int64(l.cfg.IndexIntervalBytes), nowMs)
@@ -152,11 +152,10 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 // l.mu.
 func (l *Log) deleteSegmentLocked(i int) error {
 	s := l.segs[i]
-	s.closeFiles()
-	s.txn.Close()
 	if err := removeSegmentFiles(l.fs, l.dir, s.base); err != nil {
 		return l.failLocked("delete segment", err)
 	}
+	l.closeLaterLocked(s)
 	l.segs = append(l.segs[:i], l.segs[i+1:]...)
 	return nil
 }
@@ -277,4 +276,31 @@ func (l *Log) ApplyRetention(nowMs int64) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// closeLaterLocked closes a deleted segment's files, except that its log
+// file stays open for Config.FileDeleteDelay (Kafka's
+// file.delete.delay.ms) so that fetches holding a Slice of it can finish:
+// the name is gone, the open file still reads. Close closes what is still
+// pending. REQUIRES: l.mu.
+func (l *Log) closeLaterLocked(s *segment) {
+	f := s.log
+	s.log = nil
+	s.closeFiles()
+	s.txn.Close()
+	if f == nil {
+		return
+	}
+	l.pendingClose = append(l.pendingClose, f)
+	time.AfterFunc(l.cfg.FileDeleteDelay, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for i, p := range l.pendingClose {
+			if p == f {
+				f.Close()
+				l.pendingClose = append(l.pendingClose[:i], l.pendingClose[i+1:]...)
+				return
+			}
+		}
+	})
 }
