@@ -13,9 +13,10 @@ import (
 // when File implements FDFile). A Slice with Size 0 means nothing to read.
 //
 // As in Kafka, the last batch of a Slice may be cut by maxBytes (clients
-// ignore a partial trailing batch); Bytes drops it. The File stays valid
-// until the segment is deleted by retention or truncation; a read after
-// that fails, and the fetch should be retried.
+// ignore a partial trailing batch); Bytes drops it. The File stays
+// readable until Config.FileDeleteDelay after its segment is deleted by
+// retention or truncation (or until the Log is closed); a read after that
+// fails, and the fetch should be retried.
 type Slice struct {
 	File File
 	Pos  int64
