@@ -30,9 +30,9 @@ package broker
 //
 // Deviations from Apache Kafka: a partially fitting trailing batch is left
 // out rather than sent cut (clients drop it anyway); no quotas
-// (ThrottleMillis 0); no preferred read replica (-1); records are copied
-// from the page cache into the response buffer (see benchmarks for the
-// vectored/sendfile measurement).
+// (ThrottleMillis 0); no preferred read replica (-1). Records are read into
+// pooled buffers and written with one vectored write (fetch_reply.go has
+// the measurement against sendfile).
 
 import (
 	"context"
@@ -62,6 +62,9 @@ type fetchPart struct {
 	lastFetchedEpoch   int32
 
 	sp *sessPart // session entry, nil when sessionless
+
+	// pooled holds resp.RecordBatches (fetch_reply.go).
+	pooled *[]byte
 
 	// result
 	resp kmsg.FetchResponseTopicPartition
@@ -161,6 +164,7 @@ func (op *fetchOp) read() bool {
 // readPartition fills fp.resp and returns the record bytes it holds.
 func (op *fetchOp) readPartition(fp *fetchPart, remaining int64, first bool) int {
 	r := &fp.resp
+	fp.release()
 	*r = kmsg.NewFetchResponseTopicPartition()
 	r.Partition = fp.part
 	r.HighWatermark, r.LastStableOffset, r.LogStartOffset = -1, -1, -1
@@ -236,7 +240,10 @@ func (op *fetchOp) readPartition(fp *fetchPart, remaining int64, first bool) int
 	if sl.Size == 0 || sl.BaseOffset >= upper {
 		return 0
 	}
-	buf, err := sl.Bytes(make([]byte, 0, sl.Size))
+	pb := getFetchBuf(sl.Size)
+	buf, err := sl.Bytes((*pb)[:0])
+	*pb = buf
+	fp.pooled = pb
 	if err != nil {
 		// The segment went away under the read (retention, truncation):
 		// an empty answer makes the client fetch again.
@@ -254,6 +261,7 @@ func (op *fetchOp) readPartition(fp *fetchPart, remaining int64, first bool) int
 		keep += n
 	}
 	if keep == 0 {
+		fp.release()
 		return 0
 	}
 	r.RecordBatches = buf[:keep]
@@ -304,6 +312,9 @@ func (op *fetchOp) Await(ctx context.Context) (Reply, error) {
 			op.read()
 			return op.response(), nil
 		case <-ctx.Done():
+			for _, fp := range op.parts {
+				fp.release()
+			}
 			if op.plan.sess != nil {
 				op.s.fetchSessions.end(op.plan.sess, false)
 			}
@@ -313,8 +324,9 @@ func (op *fetchOp) Await(ctx context.Context) (Reply, error) {
 }
 
 // response builds the reply from the last read and updates the session.
-func (op *fetchOp) response() *kmsg.FetchResponse {
+func (op *fetchOp) response() *fetchReply {
 	resp := op.req.ResponseKind().(*kmsg.FetchResponse)
+	reply := &fetchReply{resp: resp}
 	sess := op.plan.sess
 	if sess != nil {
 		resp.SessionID = sess.id
@@ -323,7 +335,12 @@ func (op *fetchOp) response() *kmsg.FetchResponse {
 	for _, fp := range op.parts {
 		if sess != nil && !op.plan.newSession && !op.include(fp) {
 			op.remember(fp)
+			fp.release()
 			continue
+		}
+		if fp.pooled != nil {
+			reply.pooled = append(reply.pooled, fp.pooled)
+			fp.pooled = nil
 		}
 		if sess != nil {
 			op.remember(fp)
@@ -338,7 +355,16 @@ func (op *fetchOp) response() *kmsg.FetchResponse {
 	if sess != nil {
 		op.s.fetchSessions.end(sess, true)
 	}
-	return resp
+	return reply
+}
+
+// release returns fp's record buffer to its pool.
+func (fp *fetchPart) release() {
+	if fp.pooled != nil {
+		putFetchBuf(fp.pooled)
+		fp.pooled = nil
+		fp.resp.RecordBatches = []byte{}
+	}
 }
 
 // include reports whether an incremental response lists fp.
