@@ -185,26 +185,42 @@ func (c *Cluster) Metadata(ctx context.Context, topics []string) (map[string]*To
 // Leader returns a connection to the leader of topic/partition and the
 // leader epoch Metadata reports.
 func (c *Cluster) Leader(ctx context.Context, topic string, partition int32) (*Conn, int32, error) {
-	md, err := c.Metadata(ctx, []string{topic})
+	addr, epoch, err := c.LeaderAddr(ctx, topic, partition)
 	if err != nil {
 		return nil, -1, err
+	}
+	cn, err := c.Conn(ctx, addr)
+	return cn, epoch, err
+}
+
+// LeaderAddr returns the address of the leader of topic/partition and the
+// leader epoch Metadata reports.
+func (c *Cluster) LeaderAddr(ctx context.Context, topic string, partition int32) (string, int32, error) {
+	md, err := c.Metadata(ctx, []string{topic})
+	if err != nil {
+		return "", -1, err
 	}
 	tm := md[topic]
 	switch {
 	case tm == nil:
-		return nil, -1, fmt.Errorf("%w: %s on %s", ErrTopicMissing, topic, c.seed)
+		return "", -1, fmt.Errorf("%w: %s on %s", ErrTopicMissing, topic, c.seed)
 	case tm.Err != nil:
-		return nil, -1, tm.Err
+		return "", -1, tm.Err
 	case int(partition) >= len(tm.Partitions):
-		return nil, -1, fmt.Errorf("%s has no partition %d on %s", topic, partition, c.seed)
+		return "", -1, fmt.Errorf("%s has no partition %d on %s", topic, partition, c.seed)
 	}
 	pm := tm.Partitions[partition]
 	if pm.Err != nil {
-		return nil, -1, fmt.Errorf("%s/%d on %s: %w", topic, partition, c.seed, pm.Err)
+		return "", -1, fmt.Errorf("%s/%d on %s: %w", topic, partition, c.seed, pm.Err)
 	}
 	if pm.Leader < 0 {
-		return nil, -1, fmt.Errorf("%s/%d on %s: %w", topic, partition, c.seed, kerr.LeaderNotAvailable)
+		return "", -1, fmt.Errorf("%s/%d on %s: %w", topic, partition, c.seed, kerr.LeaderNotAvailable)
 	}
-	cn, err := c.BrokerConn(ctx, pm.Leader)
-	return cn, pm.LeaderEpoch, err
+	c.mu.Lock()
+	addr, ok := c.brokers[pm.Leader]
+	c.mu.Unlock()
+	if !ok {
+		return "", -1, fmt.Errorf("%s/%d on %s: leader %d is not among the brokers", topic, partition, c.seed, pm.Leader)
+	}
+	return addr, pm.LeaderEpoch, nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -154,4 +155,8 @@ func produceBatches(t *testing.T, cl *kgo.Client, topic string, n, per int) {
 			t.Fatal(err)
 		}
 	}
+}
+
+func kadmClient(t *testing.T, addr string) *kadm.Client {
+	return kadm.NewClient(client(t, addr))
 }

@@ -454,14 +454,14 @@ type worker struct {
 	p  *Pusher
 	tp tp
 
-	start, target   int64
+	start, target   atomic.Int64
 	end             atomic.Int64
 	batches, nbytes atomic.Int64
 }
 
 func (w *worker) snapshot() PartitionStats {
-	return PartitionStats{Topic: w.tp.topic, Partition: w.tp.partition, Start: w.start, End: w.end.Load(),
-		Batches: w.batches.Load(), Bytes: w.nbytes.Load(), Target: w.target}
+	return PartitionStats{Topic: w.tp.topic, Partition: w.tp.partition, Start: w.start.Load(), End: w.end.Load(),
+		Batches: w.batches.Load(), Bytes: w.nbytes.Load(), Target: w.target.Load()}
 }
 
 func (w *worker) name() string { return fmt.Sprintf("%s/%d", w.tp.topic, w.tp.partition) }
@@ -538,7 +538,7 @@ func (w *worker) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w.start = dleo
+	w.start.Store(dleo)
 	w.end.Store(dleo)
 
 	// The source must still extend what the destination holds.
@@ -555,7 +555,7 @@ func (w *worker) run(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			w.target = hw.Offset
+			w.target.Store(hw.Offset)
 		}
 		if lastEpoch < 0 {
 			return nil
@@ -578,8 +578,8 @@ func (w *worker) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w.p.log.Info("partition start", "partition", w.name(), "dest_log_end", dleo, "dest_log_start", dstart, "last_epoch", lastEpoch, "target", w.target, "follow", w.p.o.Follow)
-	if !w.p.o.Follow && dleo >= w.target {
+	w.p.log.Info("partition start", "partition", w.name(), "dest_log_end", dleo, "dest_log_start", dstart, "last_epoch", lastEpoch, "target", w.target.Load(), "follow", w.p.o.Follow)
+	if !w.p.o.Follow && dleo >= w.target.Load() {
 		return nil
 	}
 
@@ -634,16 +634,33 @@ func (w *worker) fetchLoop(ctx context.Context, out chan<- chunk, next int64, la
 		backoff = min(backoff*2, 2*time.Second)
 		return nil
 	}
+	// Each partition fetches on its own connection: Kafka serves one
+	// request per connection at a time, so long polls of idle partitions
+	// would otherwise delay busy ones.
+	var own *Conn
+	defer func() {
+		if own != nil {
+			own.Close()
+		}
+	}()
 	refresh := func() error {
-		c, e, err := w.p.src.Leader(ctx, w.tp.topic, w.tp.partition)
+		addr, e, err := w.p.src.LeaderAddr(ctx, w.tp.topic, w.tp.partition)
 		if err != nil {
 			return err
 		}
-		cn, epoch = c, e
+		if own != nil {
+			own.Close()
+		}
+		if own, err = Dial(ctx, addr, "verbatim-mirror-push"); err != nil {
+			own = nil
+			return err
+		}
+		cn, epoch = own, e
 		return nil
 	}
+	cn = nil // the shared connection served the checks; fetch on our own
 	for {
-		if !w.p.o.Follow && next >= w.target {
+		if !w.p.o.Follow && next >= w.target.Load() {
 			return nil
 		}
 		if cn == nil || cn.Broken() {
@@ -712,8 +729,8 @@ func (w *worker) fetchLoop(ctx context.Context, out chan<- chunk, next int64, la
 				// The source's high watermark fell below the target
 				// read at start (truncation): the divergence check on
 				// the next fetch or resume reports it.
-				if res.HighWatermark < w.target {
-					return &Error{Code: ExitRefused, Err: fmt.Errorf("%w: %s: the source high watermark went down from %d to %d while copying", ErrDivergence, w.name(), w.target, res.HighWatermark)}
+				if res.HighWatermark < w.target.Load() {
+					return &Error{Code: ExitRefused, Err: fmt.Errorf("%w: %s: the source high watermark went down from %d to %d while copying", ErrDivergence, w.name(), w.target.Load(), res.HighWatermark)}
 				}
 				return nil
 			}

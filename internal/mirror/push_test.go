@@ -282,3 +282,78 @@ func ExampleStopResult_String() {
 	fmt.Println(StopResult{Topic: "t", Partition: 0, LastMirroredOffset: 99, LastMirroredEpoch: 4, NewEpoch: 15, AbortedTransactions: 1, Barrier: true})
 	// Output: t/0: last mirrored offset 99 (epoch 4), new leader epoch 15, 1 transactions aborted, barrier true
 }
+
+// TestTwoPushers: two pushers on one topic at once. Each produce states
+// the log end it expects, so whichever loses a race is refused (exit 1)
+// or acknowledged as an identical retry; the destination never gets a
+// gap or a duplicate.
+func TestTwoPushers(t *testing.T) {
+	src := startSource(t, kfake.SeedTopics(1, "t"))
+	sa := src.ListenAddrs()[0]
+	dst := startDest(t, t.TempDir())
+	produceBatches(t, client(t, sa), "t", 300, 3)
+	if _, err := Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true, FetchBytes: 1024}); err != nil {
+		t.Fatal(err)
+	}
+	produceBatches(t, client(t, sa), "t", 300, 3)
+	errs := make(chan error, 2)
+	for i := 0; i < 2; i++ {
+		go func() {
+			_, err := Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, FetchBytes: 1024})
+			errs <- err
+		}()
+	}
+	for i := 0; i < 2; i++ {
+		if err := <-errs; err != nil && ExitCode(err) != ExitRefused {
+			t.Fatalf("pusher %d: %v (exit %d), want success or refusal", i, err, ExitCode(err))
+		} else if err != nil {
+			t.Logf("pusher refused: %v", err)
+		}
+	}
+	// Whatever the race did, one more push completes the copy exactly.
+	if _, err := Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}}); err != nil {
+		t.Fatal(err)
+	}
+	sameLogs(t, sa, dst.addr, "t", 1)
+}
+
+// TestPushFollowNewPartitions: partitions added on the source while
+// following are created on the destination and copied.
+func TestPushFollowNewPartitions(t *testing.T) {
+	src := startSource(t, kfake.SeedTopics(1, "t"))
+	sa := src.ListenAddrs()[0]
+	dst := startDest(t, t.TempDir())
+	cl := client(t, sa, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	produceN(t, cl, "t", 5, false)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	p, err := NewPusher(Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true, Follow: true, MetadataEvery: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := p.Run(ctx); done <- err }()
+	if _, err := kadmClient(t, sa).UpdatePartitions(ctxT(t), 3, "t"); err != nil {
+		t.Fatal(err)
+	}
+	fresh := client(t, sa, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := fresh.ProduceSync(ctxT(t), &kgo.Record{Topic: "t", Partition: 2, Value: []byte("new partition")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		s := p.stats()
+		if len(s) == 3 && s[2].End == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("new partition not copied: %+v", s)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	sameLogs(t, sa, dst.addr, "t", 1)
+	if s, d := rawLog(t, sa, "t", 2), rawLog(t, dst.addr, "t", 2); !bytes.Equal(s, d) || len(s) == 0 {
+		t.Fatal("partition 2 differs")
+	}
+}
