@@ -543,35 +543,7 @@ func (c *txnCoordinator) load() error {
 			if err != nil {
 				return fmt.Errorf("loading %s: %w", p.Dir(), err)
 			}
-			err = c.s.replayInternal(l, func(e internalEntry) {
-				if e.control || len(e.key) < 2 {
-					return
-				}
-				var k kmsg.TxnMetadataKey
-				if k.ReadFrom(e.key) != nil {
-					return
-				}
-				if e.value == nil {
-					delete(c.txns, k.TransactionalID)
-					return
-				}
-				var v kmsg.TxnMetadataValue
-				if v.ReadFrom(e.value) != nil {
-					return
-				}
-				m := &txnMeta{id: k.TransactionalID, pid: v.ProducerID, epoch: v.ProducerEpoch, lastPid: -1, lastEpoch: -1,
-					timeout: time.Duration(v.TimeoutMillis) * time.Millisecond, state: txnState(v.State),
-					parts: map[topicPartition]bool{}, updateTs: time.UnixMilli(v.LastUpdateTimestamp)}
-				if v.StartTimestamp >= 0 {
-					m.startTs = time.UnixMilli(v.StartTimestamp)
-				}
-				for _, vt := range v.Topics {
-					for _, p := range vt.Partitions {
-						m.parts[topicPartition{vt.Topic, p}] = true
-					}
-				}
-				c.txns[m.id] = m
-			})
+			err = c.s.replayInternal(l, c.replayRecord)
 			if err != nil {
 				return fmt.Errorf("loading %s: %w", p.Dir(), err)
 			}
@@ -611,6 +583,40 @@ func (c *txnCoordinator) load() error {
 	}
 	c.s.log.Info("transaction coordinator loaded", "transactional_ids", len(c.txns), "completed_on_load", n)
 	return nil
+}
+
+// replayRecord applies one __transaction_state record: the latest value
+// of a transactional id wins; a tombstone removes it.
+func (c *txnCoordinator) replayRecord(e internalEntry) {
+	if e.control || len(e.key) < 2 {
+		return
+	}
+	var k kmsg.TxnMetadataKey
+	if k.ReadFrom(e.key) != nil {
+		return
+	}
+	if e.value == nil {
+		delete(c.txns, k.TransactionalID)
+		return
+	}
+	var v kmsg.TxnMetadataValue
+	if v.ReadFrom(e.value) != nil || v.State < 0 || txnState(v.State) > txnPrepareEpochFence || v.TimeoutMillis < 0 || v.ProducerID < 0 {
+		// Not a record this coordinator (or Kafka) writes: skipped,
+		// as Kafka skips what it cannot load.
+		return
+	}
+	m := &txnMeta{id: k.TransactionalID, pid: v.ProducerID, epoch: v.ProducerEpoch, lastPid: -1, lastEpoch: -1,
+		timeout: time.Duration(v.TimeoutMillis) * time.Millisecond, state: txnState(v.State),
+		parts: map[topicPartition]bool{}, updateTs: time.UnixMilli(v.LastUpdateTimestamp)}
+	if v.StartTimestamp >= 0 {
+		m.startTs = time.UnixMilli(v.StartTimestamp)
+	}
+	for _, vt := range v.Topics {
+		for _, p := range vt.Partitions {
+			m.parts[topicPartition{vt.Topic, p}] = true
+		}
+	}
+	c.txns[m.id] = m
 }
 
 // txnListing is one ListTransactions entry.
