@@ -14,7 +14,9 @@ package broker
 //   - Each topic is answered on its own.
 //
 // Deviations from Apache Kafka: deletion is synchronous (Kafka deletes
-// files after file.delete.delay.ms); delete.topic.enable does not exist.
+// files after file.delete.delay.ms); delete.topic.enable does not exist;
+// the internal topics (__consumer_offsets, __transaction_state) cannot be
+// deleted (INVALID_REQUEST): the coordinators hold them open.
 
 import (
 	"context"
@@ -71,6 +73,9 @@ func (s *Server) deleteTopicEntry(e kmsg.DeleteTopicsRequestTopic) error {
 		}
 	default:
 		return kafkaErr(kerr.InvalidRequest, "Neither topic name nor id were specified.")
+	}
+	if isInternalTopic(t.Name) {
+		return kafkaErr(kerr.InvalidRequest, fmt.Sprintf("Internal topic %s cannot be deleted: the coordinators keep their state in it.", t.Name))
 	}
 	if err := s.cluster.deleteTopic(t); err != nil {
 		return err

@@ -12,7 +12,9 @@ package broker
 //   - A topic repeated in one request is INVALID_REQUEST for every
 //     occurrence; unknown topics UNKNOWN_TOPIC_OR_PARTITION.
 //
-// Deviations from Apache Kafka: none known beyond the single node.
+// Deviations from Apache Kafka: the internal topics (__consumer_offsets,
+// __transaction_state) keep their partition count (INVALID_REQUEST): the
+// coordinators map keys to partitions by that count.
 
 import (
 	"context"
@@ -50,6 +52,9 @@ func (s *Server) createPartitions(rt *kmsg.CreatePartitionsRequestTopic, validat
 	t := s.cluster.topic(rt.Topic)
 	if t == nil {
 		return fmt.Errorf("%w: This server does not host this topic-partition.", errUnknownTopic)
+	}
+	if isInternalTopic(t.Name) {
+		return kafkaErr(kerr.InvalidRequest, fmt.Sprintf("The partition count of internal topic %s cannot change: the coordinators map keys to its partitions.", t.Name))
 	}
 	if rt.Assignment != nil {
 		want := int(rt.Count) - len(t.Partitions())

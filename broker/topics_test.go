@@ -532,3 +532,25 @@ func TestPartitionLimit(t *testing.T) {
 		t.Fatal("limit not enforced as expected")
 	}
 }
+
+func TestInternalTopicsProtected(t *testing.T) {
+	b := startBroker(t, t.TempDir(), nil)
+	if _, err := b.srv.internalTopic(offsetsTopic); err != nil {
+		t.Fatal(err)
+	}
+	adm := b.admin()
+	ctx := ctxT(t)
+	md, err := adm.Metadata(ctx, offsetsTopic)
+	if err != nil || !md.Topics[offsetsTopic].IsInternal {
+		t.Fatalf("metadata: %v internal=%v", err, md.Topics[offsetsTopic].IsInternal)
+	}
+	dr, _ := adm.DeleteTopics(ctx, offsetsTopic)
+	if !errors.Is(dr[offsetsTopic].Err, kerr.InvalidRequest) || b.srv.Topic(offsetsTopic) == nil {
+		t.Fatalf("delete internal topic: %v", dr[offsetsTopic].Err)
+	}
+	n := len(b.srv.Topic(offsetsTopic).Partitions())
+	rs, _ := adm.UpdatePartitions(ctx, n+1, offsetsTopic)
+	if !errors.Is(rs[offsetsTopic].Err, kerr.InvalidRequest) || len(b.srv.Topic(offsetsTopic).Partitions()) != n {
+		t.Fatalf("grow internal topic: %v", rs[offsetsTopic].Err)
+	}
+}
