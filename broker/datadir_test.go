@@ -130,3 +130,29 @@ func TestProducerIDsNeverRepeat(t *testing.T) {
 		}
 	}
 }
+
+func TestHalfWrittenMetadataTempFileIgnored(t *testing.T) {
+	dir := t.TempDir()
+	b := startBroker(t, dir, nil)
+	if r, _ := b.admin().CreateTopic(ctxT(t), 1, 1, nil, "kept"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	b.stop()
+	// A crash between writing the temporary file and renaming it leaves
+	// this behind; the committed file is the truth.
+	tmp := filepath.Join(dir, filepath.FromSlash(topicsFile)+".tmp")
+	if err := os.WriteFile(tmp, []byte(`{"version":1,"topics":[{"name":"half`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b2 := startBroker(t, dir, nil)
+	if b2.srv.Topic("kept") == nil || b2.srv.cluster.topicCount() != 1 {
+		t.Fatal("committed metadata not recovered")
+	}
+	// The next change overwrites the leftover.
+	if r, _ := b2.admin().CreateTopic(ctxT(t), 1, 1, nil, "next"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
+		t.Fatalf("temporary file left after a successful write: %v", err)
+	}
+}

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -153,5 +158,91 @@ func TestMemoryLimitFromConfig(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "2GiB")
 	if got, src := memoryLimit(-1, 256<<20); got != 0 || src != "GOMEMLIMIT" {
 		t.Fatalf("environment limit not respected: %d %s", got, src)
+	}
+}
+
+// TestMain lets a test run `verbatim serve` as a child process of the test
+// binary (VERBATIM_SERVE_CHILD holds its flags, one per line), so a test
+// can kill it with SIGKILL like a crash.
+func TestMain(m *testing.M) {
+	if args := os.Getenv("VERBATIM_SERVE_CHILD"); args != "" {
+		os.Exit(serveMain(strings.Split(args, "\n"), os.Stderr, func(a net.Addr) {
+			fmt.Println("LISTENING", a.String())
+		}))
+	}
+	os.Exit(m.Run())
+}
+
+// startChildServe starts serve in a child process and returns it with its
+// address.
+func startChildServe(t *testing.T, dataDir string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "VERBATIM_SERVE_CHILD="+strings.Join([]string{"--listen", "127.0.0.1:0", "--data-dir", dataDir}, "\n"))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if addr, ok := strings.CutPrefix(sc.Text(), "LISTENING "); ok {
+			go func() { _, _ = io.Copy(io.Discard, out) }()
+			return cmd, addr
+		}
+	}
+	t.Fatalf("child serve did not start:\n%s", stderr.String())
+	return nil, ""
+}
+
+func TestCrashLeavesNoStaleLockAndKeepsTopics(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	cmd, addr := startChildServe(t, dir)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	created, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 1, map[string]*string{"retention.ms": kadm.StringPtr("123456")}, "survivor")
+	cl.Close()
+	if err != nil || created.Err != nil {
+		t.Fatalf("create: %v %v", err, created.Err)
+	}
+	// Crash: no shutdown code runs, the lock file keeps the dead pid.
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+
+	_, addr2 := startChildServe(t, dir)
+	cl2, err := kgo.NewClient(kgo.SeedBrokers(addr2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl2.Close()
+	adm := kadm.NewClient(cl2)
+	md, err := adm.Metadata(ctx, "survivor")
+	if err != nil || md.Topics["survivor"].Err != nil || md.Topics["survivor"].ID != created.ID || len(md.Topics["survivor"].Partitions) != 2 {
+		t.Fatalf("topic after crash: %v %+v", err, md.Topics["survivor"])
+	}
+	rcs, err := adm.DescribeTopicConfigs(ctx, "survivor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, _ := rcs.On("survivor", nil)
+	found := false
+	for _, c := range rc.Configs {
+		if c.Key == "retention.ms" && c.MaybeValue() == "123456" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("retention.ms override lost in the crash")
 	}
 }
