@@ -13,8 +13,10 @@ package broker
 //
 // Deviations from Apache Kafka: mirror topics (mirror.mode=push) refuse
 // DeleteRecords from clients with POLICY_VIOLATION: their log start is the
-// source's to move (through the mirror, a later capability) or becomes
-// writable after mirror stop.
+// source's to move. A pusher forwards it with a v2 request carrying the
+// request-level tag 22082 (docs/mirroring.md), accepted on mirror topics
+// only and whatever their cleanup.policy (the log start follows the
+// source's); the same tag on an ordinary topic is POLICY_VIOLATION.
 
 import (
 	"context"
@@ -29,6 +31,8 @@ func init() { register(kmsg.DeleteRecords.Int16(), 0, 2, handleDeleteRecords) }
 func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.DeleteRecordsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	mirror := false
+	req.UnknownTags.Each(func(tag uint32, _ []byte) { mirror = mirror || tag == mirrorTag })
 	for _, rt := range req.Topics {
 		ot := kmsg.NewDeleteRecordsResponseTopic()
 		ot.Topic = rt.Topic
@@ -42,7 +46,7 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 			}
 			if p == nil {
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			} else if low, err := deleteRecords(p, rp.Offset); err != nil {
+			} else if low, err := deleteRecords(p, rp.Offset, mirror); err != nil {
 				op.ErrorCode, _ = dataErrorToKafka(err)
 			} else {
 				op.LowWatermark = low
@@ -54,16 +58,19 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 	return resp, nil
 }
 
-func deleteRecords(p *Partition, offset int64) (int64, error) {
+func deleteRecords(p *Partition, offset int64, mirror bool) (int64, error) {
 	l, err := partitionLog(p)
 	if err != nil {
 		return -1, err
 	}
 	cfg := p.Topic.Config()
-	if cfg.MirrorPush {
+	switch {
+	case cfg.MirrorPush && !mirror:
 		return -1, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is a mirror topic (mirror.mode=push): its records cannot be deleted by clients", p.Topic.Name))
+	case !cfg.MirrorPush && mirror:
+		return -1, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is not a mirror topic: mirror DeleteRecords need mirror.mode=push", p.Topic.Name))
 	}
-	if !cfg.CleanupPolicyDelete {
+	if !cfg.CleanupPolicyDelete && !mirror {
 		return -1, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("Records of partition %s can not be deleted while the partition's cleanup policy is compact", p.Dir()))
 	}
 	hw := l.HighWatermark()
