@@ -1,8 +1,8 @@
 // Command producer-ids is the built-in policy that checks producer fields
-// for shapes Kafka never writes: producer ids below -1, epochs or
-// sequences below -1, a producer id without an epoch, idempotent data
-// without a sequence, transactional or control batches without a producer
-// id, and a producer's epoch going backwards within one request.
+// for shapes Kafka never writes: producer ids below -1, transactional
+// batches without a producer id, a producer id with a negative epoch,
+// idempotent data without a sequence, control batches with one, and a
+// producer's epoch going backwards within one request.
 package main
 
 import (
@@ -17,24 +17,23 @@ func init() { sdk.Register(policy) }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// check returns why a header is refused, or "".
+// check returns why a header is refused, or "". Without a producer id
+// (-1) Kafka ignores the epoch and sequence, and clients fill them in
+// differently (franz-go writes sequence 0, the Java client -1), so only the
+// id itself is checked then.
 func check(h *sdk.Header) string {
 	control := h.Attributes&0x20 != 0
 	switch {
 	case h.ProducerID < -1:
 		return "producer id " + itoa(h.ProducerID) + " is negative (only -1, no producer, is valid)"
-	case h.ProducerEpoch < -1:
-		return "producer epoch " + itoa(int64(h.ProducerEpoch)) + " is below -1"
-	case h.BaseSequence < -1:
-		return "base sequence " + itoa(int64(h.BaseSequence)) + " is below -1"
 	case h.ProducerID == -1 && h.Attributes&0x10 != 0:
 		return "transactional batch without a producer id"
-	case h.ProducerID == -1 && h.BaseSequence != -1:
-		return "sequence " + itoa(int64(h.BaseSequence)) + " without a producer id"
-	case h.ProducerID >= 0 && h.ProducerEpoch < 0:
-		return "producer id " + itoa(h.ProducerID) + " without a producer epoch"
-	case h.ProducerID >= 0 && !control && h.BaseSequence < 0:
-		return "idempotent batch of producer " + itoa(h.ProducerID) + " without a sequence"
+	case h.ProducerID == -1:
+		return ""
+	case h.ProducerEpoch < 0:
+		return "producer id " + itoa(h.ProducerID) + " with epoch " + itoa(int64(h.ProducerEpoch))
+	case !control && h.BaseSequence < 0:
+		return "idempotent batch of producer " + itoa(h.ProducerID) + " with sequence " + itoa(int64(h.BaseSequence))
 	case control && h.BaseSequence != -1:
 		return "control batch with sequence " + itoa(int64(h.BaseSequence)) + " (Kafka writes -1)"
 	}

@@ -20,9 +20,10 @@ func enc(t *testing.T, mod func(*kbatch.Batch)) []byte {
 func TestProducerIDs(t *testing.T) {
 	c := &sdk.Context{Mode: sdk.ModePush, LastBatchEpoch: -1}
 	accept := map[string]func(*kbatch.Batch){
-		"plain":         func(*kbatch.Batch) {},
-		"idempotent":    func(b *kbatch.Batch) { b.ProducerID, b.ProducerEpoch, b.BaseSequence = 4, 0, 0 },
-		"sequence wrap": func(b *kbatch.Batch) { b.ProducerID, b.ProducerEpoch, b.BaseSequence = 4, 1, 0x7fffffff },
+		"plain":                              func(*kbatch.Batch) {},
+		"plain, franz-go style (sequence 0)": func(b *kbatch.Batch) { b.BaseSequence = 0 },
+		"idempotent":                         func(b *kbatch.Batch) { b.ProducerID, b.ProducerEpoch, b.BaseSequence = 4, 0, 0 },
+		"sequence wrap":                      func(b *kbatch.Batch) { b.ProducerID, b.ProducerEpoch, b.BaseSequence = 4, 1, 0x7fffffff },
 		"marker": func(b *kbatch.Batch) {
 			b.ProducerID, b.ProducerEpoch, b.Attributes = 4, 3, kbatch.ControlBit|kbatch.TransactionalBit
 			b.Records = []kbatch.Record{{Key: kbatch.ControlKey(1), Value: kbatch.EndTxnMarkerValue(0)}}
@@ -34,13 +35,12 @@ func TestProducerIDs(t *testing.T) {
 		}
 	}
 	reject := map[string]func(*kbatch.Batch){
-		"negative id":         func(b *kbatch.Batch) { b.ProducerID, b.ProducerEpoch, b.BaseSequence = -3, 0, 0 },
-		"epoch below -1":      func(b *kbatch.Batch) { b.ProducerID, b.ProducerEpoch, b.BaseSequence = 1, -2, 0 },
-		"sequence below -1":   func(b *kbatch.Batch) { b.ProducerID, b.ProducerEpoch, b.BaseSequence = 1, 0, -5 },
-		"txn without id":      func(b *kbatch.Batch) { b.Attributes = kbatch.TransactionalBit },
-		"sequence without id": func(b *kbatch.Batch) { b.BaseSequence = 3 },
-		"id without epoch":    func(b *kbatch.Batch) { b.ProducerID, b.BaseSequence = 9, 0 },
-		"idempotent no seq":   func(b *kbatch.Batch) { b.ProducerID, b.ProducerEpoch = 9, 0 },
+		"negative id":       func(b *kbatch.Batch) { b.ProducerID, b.ProducerEpoch, b.BaseSequence = -3, 0, 0 },
+		"epoch below -1":    func(b *kbatch.Batch) { b.ProducerID, b.ProducerEpoch, b.BaseSequence = 1, -2, 0 },
+		"sequence below -1": func(b *kbatch.Batch) { b.ProducerID, b.ProducerEpoch, b.BaseSequence = 1, 0, -5 },
+		"txn without id":    func(b *kbatch.Batch) { b.Attributes = kbatch.TransactionalBit },
+		"id without epoch":  func(b *kbatch.Batch) { b.ProducerID, b.BaseSequence = 9, 0 },
+		"idempotent no seq": func(b *kbatch.Batch) { b.ProducerID, b.ProducerEpoch = 9, 0 },
 		"control with sequence": func(b *kbatch.Batch) {
 			b.ProducerID, b.ProducerEpoch, b.BaseSequence, b.Attributes = 9, 0, 0, kbatch.ControlBit
 		},
