@@ -275,8 +275,8 @@ func TestMirrorFromKafka(t *testing.T) {
 		}
 	})
 	t.Run("delete-records", func(t *testing.T) {
-		// Needs the destination to take the source log start from the
-		// pusher (docs/mirroring.md); fails until the broker does.
+		// The source's log start (60, inside a batch) is forwarded to the
+		// destination by the pusher (docs/mirroring.md).
 		pushAndVerify(t, bin, src, dst, "deleted")
 	})
 	t.Run("reproduced-copy-mismatch", func(t *testing.T) {

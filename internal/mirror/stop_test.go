@@ -48,8 +48,7 @@ func TestStopFailover(t *testing.T) {
 
 // TestPushForwardsLogStart: the source's log start (DeleteRecords,
 // retention) is forwarded to the destination, before and after the data
-// was copied. Needs the broker to accept DeleteRecords from the pusher on
-// a mirror topic (docs/mirroring.md); until then it fails.
+// was copied (a DeleteRecords with the mirror tag, docs/mirroring.md).
 func TestPushForwardsLogStart(t *testing.T) {
 	src := startSource(t, kfake.SeedTopics(1, "t"))
 	sa := src.ListenAddrs()[0]
