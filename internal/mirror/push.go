@@ -564,7 +564,7 @@ func (w *worker) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if ee.LeaderEpoch == -1 && ee.EndOffset == -1 {
+		if ee.LeaderEpoch < 0 || ee.EndOffset < 0 {
 			// The source no longer knows the epoch (its log start moved
 			// past it); the fetch below meets OFFSET_OUT_OF_RANGE or
 			// continues from the log start.
