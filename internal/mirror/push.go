@@ -90,8 +90,8 @@ type PartitionStats struct {
 	Start, End int64
 	Batches    int64
 	Bytes      int64
-	// Target is the source high watermark read at start (0 with --follow
-	// while following).
+	// Target is the source high watermark read at start (with --follow:
+	// the last one seen).
 	Target int64
 }
 
@@ -707,6 +707,9 @@ func (w *worker) fetchLoop(ctx context.Context, out chan<- chunk, next int64, la
 			return Usage("%s: fetching from the source at %d: %v", w.name(), next, err)
 		}
 		deadline, backoff = time.Now().Add(w.p.o.RetryFor), 100*time.Millisecond
+		if w.p.o.Follow {
+			w.target.Store(res.HighWatermark) // for the lag in progress lines
+		}
 		if res.DivergingEpoch.LeaderEpoch >= 0 {
 			return w.divergence(lastEpoch, next, res.DivergingEpoch)
 		}
