@@ -71,6 +71,7 @@ func handleCreateTopics(_ context.Context, s *Server, r *Request) (Reply, error)
 		for _, e := range t.Config().describe() {
 			c := kmsg.NewCreateTopicsResponseTopicConfig()
 			c.Name, c.Value, c.Source = e.def.name, e.value, int8(e.source)
+			c.ReadOnly = e.readOnly
 			st.Configs = append(st.Configs, c)
 		}
 		resp.Topics = append(resp.Topics, st)

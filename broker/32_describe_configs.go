@@ -60,6 +60,7 @@ func handleDescribeConfigs(_ context.Context, s *Server, r *Request) (Reply, err
 				}
 				c := kmsg.NewDescribeConfigsResponseResourceConfig()
 				c.Name, c.Value, c.Source = e.def.name, e.value, e.source
+				c.ReadOnly = e.readOnly
 				c.IsDefault = e.source == kmsg.ConfigSourceDefaultConfig
 				c.ConfigType = e.def.typ
 				if req.IncludeSynonyms {

@@ -34,7 +34,7 @@ func (r compatRange) cols() (string, string) {
 func registryRanges() map[int]compatRange {
 	out := map[int]compatRange{}
 	for _, e := range registry {
-		if e == nil || e.hidden {
+		if e == nil {
 			continue
 		}
 		out[int(e.key)] = compatRange{int(e.minVersion), int(e.maxVersion), int(e.servedFrom), int(e.maxVersion)}

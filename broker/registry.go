@@ -50,8 +50,6 @@ type apiEntry struct {
 	// rawBody handlers decode the body themselves (Request.Body); the
 	// registry does not run kmsg's decoder for them.
 	rawBody bool
-	// hidden entries are served but not advertised.
-	hidden  bool
 	handler Handler
 }
 
@@ -109,7 +107,7 @@ func (e *apiEntry) serves(v int16) bool {
 func advertisedAPIs() []kmsg.ApiVersionsResponseApiKey {
 	var out []kmsg.ApiVersionsResponseApiKey
 	for _, e := range registry {
-		if e == nil || e.hidden {
+		if e == nil {
 			continue
 		}
 		k := kmsg.NewApiVersionsResponseApiKey()

@@ -343,7 +343,9 @@ func (c *TopicConfig) Overrides() map[string]string {
 
 // configEntry is one config as DescribeConfigs reports it.
 type configEntry struct {
-	def      *configDef
+	def *configDef
+	// readOnly configs cannot be altered (mirror.*: set at creation).
+	readOnly bool
 	value    *string
 	source   kmsg.ConfigSource
 	synonyms []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym
@@ -362,7 +364,7 @@ func (c *TopicConfig) describe() []configEntry {
 	out := make([]configEntry, 0, len(names))
 	for _, n := range names {
 		def := topicConfigByName[n]
-		e := configEntry{def: def, source: kmsg.ConfigSourceDefaultConfig}
+		e := configEntry{def: def, source: kmsg.ConfigSourceDefaultConfig, readOnly: n == cfgMirrorMode || n == cfgMirrorSourceClusterID}
 		if v, ok := c.overrides[n]; ok {
 			v := v
 			e.value = &v

@@ -297,6 +297,26 @@ func TestMirrorModeOnlyAtCreation(t *testing.T) {
 	if cfg := b.srv.cluster.topic("m").Config(); !cfg.MirrorPush || cfg.MirrorSourceClusterID != "src-1" {
 		t.Fatalf("mirror config %+v", cfg)
 	}
+	dreq := kmsg.NewPtrDescribeConfigsRequest()
+	dres := kmsg.NewDescribeConfigsRequestResource()
+	dres.ResourceType, dres.ResourceName = kmsg.ConfigResourceTypeTopic, "m"
+	dreq.Resources = append(dreq.Resources, dres)
+	dresp, err := dreq.RequestWith(ctx, b.client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mirrorReadOnly, retentionReadOnly bool
+	for _, c := range dresp.Resources[0].Configs {
+		switch c.Name {
+		case "mirror.mode":
+			mirrorReadOnly = c.ReadOnly && c.Value != nil && *c.Value == "push"
+		case "retention.ms":
+			retentionReadOnly = c.ReadOnly
+		}
+	}
+	if !mirrorReadOnly || retentionReadOnly {
+		t.Fatalf("read-only flags: mirror.mode %v retention.ms %v", mirrorReadOnly, retentionReadOnly)
+	}
 	for _, tc := range []struct {
 		ac  kadm.AlterConfig
 		msg string
