@@ -715,7 +715,7 @@ func (w *worker) fetchLoop(ctx context.Context, out chan<- chunk, next int64, la
 		}
 		bs, set, partial, err := Split(res.Records, next)
 		if err != nil {
-			return Refusal("%s: %v", w.name(), err)
+			return Refusal("%s: %w", w.name(), err)
 		}
 		if len(bs) == 0 {
 			if partial {

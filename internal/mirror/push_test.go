@@ -3,6 +3,7 @@ package mirror
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -355,5 +356,43 @@ func TestPushFollowNewPartitions(t *testing.T) {
 	sameLogs(t, sa, dst.addr, "t", 1)
 	if s, d := rawLog(t, sa, "t", 2), rawLog(t, dst.addr, "t", 2); !bytes.Equal(s, d) || len(s) == 0 {
 		t.Fatal("partition 2 differs")
+	}
+}
+
+// TestPushOldMessageFormat: message format v1 data on the source is a
+// clear refusal naming the offset, with nothing written.
+func TestPushOldMessageFormat(t *testing.T) {
+	src := startSource(t, kfake.SeedTopics(1, "t"))
+	sa := src.ListenAddrs()[0]
+	dst := startDest(t, t.TempDir())
+	produceN(t, client(t, sa), "t", 1, false)
+	// The source answers fetches with a message format v1 message set,
+	// as a topic written by a pre-0.11 producer would hold.
+	v1 := binary.BigEndian.AppendUint64(nil, 0)           // offset
+	v1 = binary.BigEndian.AppendUint32(v1, 4+1+1+8+4+4+2) // size
+	v1 = binary.BigEndian.AppendUint32(v1, 0)             // crc (not checked here)
+	v1 = append(v1, 1, 0)                                 // magic 1, attributes
+	v1 = binary.BigEndian.AppendUint64(v1, 1_700_000_000_000)
+	v1 = binary.BigEndian.AppendUint32(v1, 0xffffffff) // null key
+	v1 = binary.BigEndian.AppendUint32(v1, 2)
+	v1 = append(v1, 'v', '1')
+	src.ControlKey(kmsg.Fetch.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		src.KeepControl()
+		req := kreq.(*kmsg.FetchRequest)
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic = req.Topics[0].Topic
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.HighWatermark, rp.LastStableOffset, rp.RecordBatches = 1, 1, v1
+		rt.Partitions = append(rt.Partitions, rp)
+		resp.Topics = append(resp.Topics, rt)
+		return resp, nil, true
+	})
+	_, err := Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true})
+	if ExitCode(err) != ExitRefused || !errors.Is(err, ErrOldMagic) || !strings.Contains(err.Error(), "offset 0") {
+		t.Fatalf("push of v1 data: %v (exit %d)", err, ExitCode(err))
+	}
+	if d := rawLog(t, dst.addr, "t", 0); len(d) != 0 {
+		t.Fatalf("destination holds %d bytes", len(d))
 	}
 }
