@@ -396,3 +396,41 @@ func TestPushOldMessageFormat(t *testing.T) {
 		t.Fatalf("destination holds %d bytes", len(d))
 	}
 }
+
+// TestPushGrowsFetchForCutFirstBatch: a source that cuts the first batch
+// at the fetch size (as brokers serving old formats or strict limits do)
+// gets asked again with a larger size until the batch is whole.
+func TestPushGrowsFetchForCutFirstBatch(t *testing.T) {
+	src := startSource(t, kfake.SeedTopics(1, "t"))
+	sa := src.ListenAddrs()[0]
+	dst := startDest(t, t.TempDir())
+	if err := client(t, sa, kgo.ProducerBatchCompression(kgo.NoCompression())).ProduceSync(ctxT(t), &kgo.Record{Topic: "t", Value: bytes.Repeat([]byte("y"), 40<<10)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	full := rawLog(t, sa, "t", 0)
+	cut := 0
+	src.ControlKey(kmsg.Fetch.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		src.KeepControl()
+		req := kreq.(*kmsg.FetchRequest)
+		max := int(req.Topics[0].Partitions[0].PartitionMaxBytes)
+		if max >= len(full) || req.Topics[0].Partitions[0].FetchOffset != 0 {
+			return nil, nil, false
+		}
+		cut++
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic = req.Topics[0].Topic
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.HighWatermark, rp.LastStableOffset, rp.RecordBatches = 1, 1, full[:max]
+		rt.Partitions = append(rt.Partitions, rp)
+		resp.Topics = append(resp.Topics, rt)
+		return resp, nil, true
+	})
+	if _, err := Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true, FetchBytes: 4096}); err != nil {
+		t.Fatal(err)
+	}
+	if cut < 3 {
+		t.Fatalf("the source cut %d responses; want the fetch size to grow 4 KiB -> 64 KiB", cut)
+	}
+	sameLogs(t, sa, dst.addr, "t", 1)
+}
