@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -201,6 +202,11 @@ func (p *Pusher) Run(ctx context.Context) ([]PartitionStats, error) {
 		case <-tick:
 			p.printProgress()
 		case <-meta:
+			for _, name := range p.o.Topics {
+				if err := p.syncConfigs(ctx, name); err != nil && ctx.Err() == nil {
+					p.log.Warn("config sync failed", "topic", name, "err", err)
+				}
+			}
 			more, err := p.prepareTopics(ctx)
 			if err != nil && ctx.Err() == nil {
 				if ExitCode(err) == ExitRefused {
@@ -333,7 +339,13 @@ func errOr(t *TopicMeta) error {
 
 // sourceConfigs returns the topic configs set explicitly on the source.
 func (p *Pusher) sourceConfigs(ctx context.Context, topic string) (map[string]string, error) {
-	cn, err := p.src.Any(ctx)
+	return topicConfigs(ctx, p.src, topic)
+}
+
+// topicConfigs returns a topic's configs set explicitly (dynamic topic
+// configs) on a cluster.
+func topicConfigs(ctx context.Context, cl *Cluster, topic string) (map[string]string, error) {
+	cn, err := cl.Any(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -351,7 +363,7 @@ func (p *Pusher) sourceConfigs(ctx context.Context, topic string) (map[string]st
 	}
 	res := r.Resources[0]
 	if err := kerr.ErrorForCode(res.ErrorCode); err != nil {
-		return nil, fmt.Errorf("DescribeConfigs %s on the source: %w", topic, err)
+		return nil, fmt.Errorf("DescribeConfigs %s on %s: %w", topic, cl.Seed(), err)
 	}
 	out := map[string]string{}
 	for _, c := range res.Configs {
@@ -934,4 +946,67 @@ func (w *worker) deleteRecords(ctx context.Context, offset int64) error {
 func isRetriable(err error) bool {
 	var ke *kerr.Error
 	return errors.As(err, &ke) && ke.Retriable
+}
+
+// syncConfigs makes the destination topic's explicitly set configs equal
+// the source's (mirror.* excepted), so producers behave the same after a
+// failover.
+func (p *Pusher) syncConfigs(ctx context.Context, topic string) error {
+	sc, err := topicConfigs(ctx, p.src, topic)
+	if err != nil {
+		return err
+	}
+	dc, err := topicConfigs(ctx, p.dst, topic)
+	if err != nil {
+		return err
+	}
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, topic
+	var changed []string
+	for k, v := range sc {
+		if strings.HasPrefix(k, "mirror.") {
+			continue
+		}
+		if dv, ok := dc[k]; !ok || dv != v {
+			c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+			c.Name, c.Op, c.Value = k, kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(v)
+			rr.Configs = append(rr.Configs, c)
+			changed = append(changed, k)
+		}
+	}
+	for k := range dc {
+		if _, ok := sc[k]; !ok && !strings.HasPrefix(k, "mirror.") {
+			c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+			c.Name, c.Op = k, kmsg.IncrementalAlterConfigOpDelete
+			rr.Configs = append(rr.Configs, c)
+			changed = append(changed, k)
+		}
+	}
+	if len(rr.Configs) == 0 {
+		return nil
+	}
+	sort.Strings(changed)
+	req.Resources = append(req.Resources, rr)
+	cn, err := p.dst.Any(ctx)
+	if err != nil {
+		return err
+	}
+	resp, err := cn.Request(ctx, req, 1)
+	if err != nil {
+		return err
+	}
+	r := resp.(*kmsg.IncrementalAlterConfigsResponse)
+	if len(r.Resources) != 1 {
+		return fmt.Errorf("IncrementalAlterConfigs %s: malformed answer", topic)
+	}
+	if err := kerr.ErrorForCode(r.Resources[0].ErrorCode); err != nil {
+		msg := ""
+		if m := r.Resources[0].ErrorMessage; m != nil {
+			msg = ": " + *m
+		}
+		return fmt.Errorf("syncing configs %v: %w%s", changed, err, msg)
+	}
+	p.log.Info("synced topic configs from the source", "topic", topic, "configs", changed)
+	return nil
 }

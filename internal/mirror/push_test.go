@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -433,4 +434,35 @@ func TestPushGrowsFetchForCutFirstBatch(t *testing.T) {
 		t.Fatalf("the source cut %d responses; want the fetch size to grow 4 KiB -> 64 KiB", cut)
 	}
 	sameLogs(t, sa, dst.addr, "t", 1)
+}
+
+// TestPushFollowSyncsConfigs: a topic config changed on the source while
+// following is changed on the destination.
+func TestPushFollowSyncsConfigs(t *testing.T) {
+	src := startSource(t, kfake.SeedTopics(1, "t"))
+	sa := src.ListenAddrs()[0]
+	dst := startDest(t, t.TempDir())
+	produceN(t, client(t, sa), "t", 3, false)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	p, err := NewPusher(Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true, Follow: true, MetadataEvery: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := p.Run(ctx); done <- err }()
+	if _, err := kadmClient(t, sa).AlterTopicConfigs(ctxT(t), []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: kmsg.StringPtr("123456")}}, "t"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); describeConfigs(t, dst.addr, "t")["retention.ms"] != "123456"; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("retention.ms not synced: %v", describeConfigs(t, dst.addr, "t"))
+		}
+	}
+	if describeConfigs(t, dst.addr, "t")["mirror.mode"] != "push" {
+		t.Fatal("mirror.mode lost in the sync")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }
