@@ -237,6 +237,7 @@ func TestVerbatimRealClients(t *testing.T) {
 			"--topic", topic, "--partition", "0", "--offset", "earliest",
 			"--max-messages", strconv.Itoa(n), "--timeout-ms", "60000",
 			"--formatter-property", "print.offset=true", "--formatter-property", "print.key=true")
+		t.Logf("console consumer ran %v", res.Elapsed.Round(time.Millisecond))
 		var lines []string
 		for _, l := range res.Lines() {
 			rest, ok := strings.CutPrefix(l, "Offset:")
@@ -406,6 +407,9 @@ type brokerState struct {
 	epochs       map[string]int32
 	batches      map[string][][]byte // topic -> partition 0 batches
 	configs      map[string]string   // topic -> sorted "k=v" list
+	// oflle is OffsetForLeaderEpoch for the last batch's epoch of
+	// partition 0: "answered epoch/end offset error".
+	oflle map[string]string
 }
 
 func captureBrokerState(t *testing.T, cl *kgo.Client, adm *kadm.Client) brokerState {
@@ -413,7 +417,7 @@ func captureBrokerState(t *testing.T, cl *kgo.Client, adm *kadm.Client) brokerSt
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	st := brokerState{ends: map[string]int64{}, starts: map[string]int64{}, epochs: map[string]int32{},
-		batches: map[string][][]byte{}, configs: map[string]string{}}
+		batches: map[string][][]byte{}, configs: map[string]string{}, oflle: map[string]string{}}
 	md, err := adm.Metadata(ctx)
 	if err != nil {
 		t.Fatalf("metadata: %v", err)
@@ -456,6 +460,18 @@ func captureBrokerState(t *testing.T, cl *kgo.Client, adm *kadm.Client) brokerSt
 	for _, topic := range topics {
 		if st.ends[topic+"/0"] > 0 {
 			st.batches[topic] = fetchAllRaw(t, cl, topic)
+			req := kadm.OffsetForLeaderEpochRequest{}
+			bs := st.batches[topic]
+			req.Add(topic, 0, kbatch.LeaderEpoch(bs[len(bs)-1]))
+			resp, err := adm.OffsetForLeaderEpoch(ctx, req)
+			if err != nil {
+				t.Fatalf("OffsetForLeaderEpoch %s: %v", topic, err)
+			}
+			o := resp[topic][0]
+			st.oflle[topic] = fmt.Sprintf("%d/%d %v", o.LeaderEpoch, o.EndOffset, o.Err)
+			if o.Err != nil || o.EndOffset != st.ends[topic+"/0"] {
+				t.Errorf("OffsetForLeaderEpoch %s: %+v, want the log end %d", topic, o, st.ends[topic+"/0"])
+			}
 		}
 	}
 	return st
@@ -469,10 +485,11 @@ func compareState(t *testing.T, before, after brokerState) {
 	if fmt.Sprint(after.starts) != fmt.Sprint(before.starts) {
 		t.Errorf("start offsets: before %v, after %v", before.starts, after.starts)
 	}
-	for tp, e := range before.epochs {
-		if after.epochs[tp] < e {
-			t.Errorf("%s: leader epoch %d after restart, %d before (went back)", tp, after.epochs[tp], e)
-		}
+	if fmt.Sprint(after.epochs) != fmt.Sprint(before.epochs) {
+		t.Errorf("partition leader epochs: before %v, after %v", before.epochs, after.epochs)
+	}
+	if fmt.Sprint(after.oflle) != fmt.Sprint(before.oflle) {
+		t.Errorf("OffsetForLeaderEpoch answers: before %v, after %v", before.oflle, after.oflle)
 	}
 	if fmt.Sprint(after.configs) != fmt.Sprint(before.configs) {
 		t.Errorf("topic configs: before %v, after %v", before.configs, after.configs)
