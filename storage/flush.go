@@ -111,6 +111,22 @@ func (l *Log) Flush() error {
 	return l.syncActive()
 }
 
+// presyncBytes is how much a segment grows between background syncs under
+// FlushNever and FlushInterval: a roll syncs the segment before the next
+// one starts (see rollLocked), and syncing in the background as it fills
+// keeps the data left for that synchronous sync, and so the roll's pause,
+// small. An eighth of the segment size, at most 128 MiB.
+func presyncBytes(segmentBytes int64) int64 {
+	n := segmentBytes / 8
+	if n > 128<<20 {
+		n = 128 << 20
+	}
+	if n < 1<<20 {
+		n = 1 << 20
+	}
+	return n
+}
+
 // signal wakes the flusher without blocking.
 func (l *Log) signal() {
 	select {
@@ -152,7 +168,7 @@ func (l *Log) flushLoop() {
 		case <-l.stop:
 			return
 		case <-l.wake:
-			if l.cfg.Flush != FlushAlways {
+			if l.cfg.Flush != FlushAlways && !l.presync.Swap(false) {
 				// Waiters under other policies are woken by rolls,
 				// intervals, Flush and Close.
 				continue

@@ -152,6 +152,9 @@ type Log struct {
 	// l.mu; written is stored after syncSeg changes (see syncActive).
 	written atomic.Int64
 	syncSeg atomic.Pointer[segment]
+	// presync asks the flusher for a background sync under FlushNever and
+	// FlushInterval (set when the active segment crosses presyncBytes).
+	presync atomic.Bool
 
 	// dmu guards the durability state. Lock order: syncMu, mu, dmu.
 	dmu     sync.Mutex

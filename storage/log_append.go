@@ -360,6 +360,12 @@ func (l *Log) writeChunkLocked(a *segment, chunk []byte) error {
 		l.leo = last + 1
 	}
 	l.written.Store(l.leo)
+	if l.cfg.Flush != FlushAlways {
+		if step := presyncBytes(l.cfg.SegmentBytes); a.size/step != (a.size-int64(len(chunk)))/step {
+			l.presync.Store(true)
+			l.signal()
+		}
+	}
 	if err := l.producer.commit(a, l.leo); err != nil {
 		return l.failLocked("producer state", err)
 	}
