@@ -10,7 +10,9 @@ type FlushPolicy int
 
 const (
 	// FlushNever leaves data in the page cache, Kafka's default: the log
-	// syncs only when a segment rolls, on Flush and on Close.
+	// syncs only when a segment rolls, on Flush and on Close, plus a
+	// background sync each time the active segment grows by an eighth of
+	// the segment size (at most 128 MiB) so that rolls stay short.
 	FlushNever FlushPolicy = iota
 	// FlushInterval syncs the active segment every Config.FlushInterval
 	// when something was written.
