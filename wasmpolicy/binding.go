@@ -271,7 +271,7 @@ func (p *pool) judge(ctx context.Context, pc *PartitionContext, set []byte, v *V
 		return nil
 	}
 	mark := len(v.Rejected)
-	err = in.run(ctx, size, func(dst []byte) {
+	err = in.run(size, func(dst []byte) {
 		abi.EncodeInput(dst, pc, p.topic, p.cfgTable, p.ncfg, set, nb, d.Needs)
 	}, nb, func(i int, code int16, reason []byte) {
 		c, _ := sanitizeCode(code)

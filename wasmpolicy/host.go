@@ -25,8 +25,11 @@ type Options struct {
 	// CacheDir keeps compiled machine code across restarts (the broker
 	// passes <data-dir>/.wasm-cache); empty: compile in memory.
 	CacheDir string
-	// CallTimeout bounds one judge call (default 100ms). A call that runs
-	// longer is stopped, its batches rejected and its instance replaced.
+	// CallTimeout bounds one judge call (default 1s, enforced within a
+	// quarter of it). A call that runs longer is stopped, its batches
+	// rejected and its instance replaced. It is generous on purpose: a
+	// built-in takes microseconds, and a rejection caused by the host being
+	// starved of CPU would stop a mirror for nothing.
 	CallTimeout time.Duration
 	// InitTimeout bounds instantiation and initialisation (default 5s).
 	InitTimeout time.Duration
@@ -44,7 +47,7 @@ type Options struct {
 
 func (o *Options) defaults() {
 	if o.CallTimeout <= 0 {
-		o.CallTimeout = 100 * time.Millisecond
+		o.CallTimeout = time.Second
 	}
 	if o.InitTimeout <= 0 {
 		o.InitTimeout = 5 * time.Second
@@ -69,6 +72,7 @@ type Host struct {
 	opts  Options
 	rt    wazero.Runtime
 	cache wazero.CompilationCache
+	wd    *watchdog
 
 	mu       sync.Mutex
 	modules  map[string]*module
@@ -102,6 +106,7 @@ func NewHost(opts Options) (*Host, error) {
 		h.rt.Close(context.Background())
 		return nil, err
 	}
+	h.wd = newWatchdog(opts.CallTimeout)
 	return h, nil
 }
 
@@ -122,6 +127,7 @@ func (h *Host) Close() error {
 		b.Close()
 	}
 	err := h.rt.Close(context.Background())
+	h.wd.close()
 	if h.cache != nil {
 		_ = h.cache.Close(context.Background())
 	}

@@ -27,6 +27,7 @@ type instance struct {
 	alloc  api.Function
 	judge  api.Function
 	ctx    context.Context // carries st to the WASI functions
+	cc     *callContext    // judge calls' context, expired by the watchdog
 	st     *guestState
 	exit   uint32
 	buf    uint32 // input buffer from verbatim_alloc
@@ -53,6 +54,8 @@ func (h *Host) newInstance(m *module) (*instance, error) {
 			return nil, in.explain("initialising ("+abi.ExportInitialize+")", err)
 		}
 	}
+	in.cc = newCallContext(in.ctx)
+	h.wd.add(in.cc)
 	in.mem = mod.ExportedMemory(abi.ExportMemory)
 	in.alloc = mod.ExportedFunction(abi.ExportAlloc)
 	in.judge = mod.ExportedFunction(abi.ExportJudge)
@@ -60,6 +63,9 @@ func (h *Host) newInstance(m *module) (*instance, error) {
 }
 
 func (in *instance) close() {
+	if in.cc != nil {
+		in.h.wd.remove(in.cc)
+	}
 	if in.mod != nil {
 		_ = in.mod.Close(context.Background())
 	}
@@ -99,19 +105,9 @@ func firstLines(b []byte, n int) string {
 	return strings.Join(out, " | ")
 }
 
-// callCtx bounds one call by the host's per-call timeout and the caller's
-// deadline.
-func (in *instance) callCtx(parent context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
-	dl := time.Now().Add(timeout)
-	if d, ok := parent.Deadline(); ok && d.Before(dl) {
-		dl = d
-	}
-	return context.WithDeadline(in.ctx, dl)
-}
-
 // describe calls verbatim_describe and parses the descriptor.
 func (in *instance) describe(timeout time.Duration) (Descriptor, error) {
-	ctx, cancel := in.callCtx(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(in.ctx, timeout)
 	defer cancel()
 	f := in.mod.ExportedFunction(abi.ExportDescribe)
 	var stack [1]uint64
@@ -135,9 +131,10 @@ var errGuest = errors.New("guest failed")
 // run judges one encoded call. fill writes the input into the guest
 // buffer; onReject receives the verdicts. A non-nil error means the
 // instance failed and must not be reused.
-func (in *instance) run(parent context.Context, size int, fill func(dst []byte), nb int, onReject func(i int, code int16, reason []byte)) error {
-	ctx, cancel := in.callCtx(parent, in.h.opts.CallTimeout)
-	defer cancel()
+func (in *instance) run(size int, fill func(dst []byte), nb int, onReject func(i int, code int16, reason []byte)) error {
+	ctx := in.cc
+	ctx.begin()
+	defer ctx.end()
 	in.st.stderr = in.st.stderr[:0]
 	if uint32(size) > in.bufCap || in.bufCap == 0 {
 		want := max(uint32(size), 2*in.bufCap, 4096)

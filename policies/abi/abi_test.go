@@ -52,7 +52,7 @@ func TestInputRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		if in.Topic() != "orders" || in.Partition() != 7 || in.MirrorMode() != ModePush || in.MirrorState() != StateStopping ||
-			in.LeaderEpoch() != 20 || in.LogEndOffset() != 10 || in.LastBatchEpoch() != 2 {
+			in.CurrentLeaderEpoch() != 20 || in.LogEndOffset() != 10 || in.LastBatchEpoch() != 2 {
 			t.Fatalf("context mismatch: topic %q partition %d", in.Topic(), in.Partition())
 		}
 		if !in.HasOpenTransaction(77) || in.HasOpenTransaction(6) || in.NumOpenTransactions() != 2 {

@@ -54,7 +54,9 @@ func ParseHeader(b []byte) Header {
 // Input is a judge call's input, validated once by ParseInput; its
 // accessors then only index.
 type Input struct {
-	b []byte
+	b   []byte
+	tab uint32 // offset of the batch table
+	n   int    // batch count
 }
 
 // Batch is one batch of an Input.
@@ -106,18 +108,18 @@ func ParseInput(b []byte) (Input, error) {
 			return Input{}, ErrMalformed
 		}
 	}
-	return Input{b: b}, nil
+	return Input{b: b, tab: uint32(tab), n: int(nb)}, nil
 }
 
-func (x Input) Partition() int32         { return int32(le.Uint32(x.b[OffPartition:])) }
-func (x Input) LeaderEpoch() int32       { return int32(le.Uint32(x.b[OffLeaderEpoch:])) }
-func (x Input) LogEndOffset() int64      { return int64(le.Uint64(x.b[OffLogEndOffset:])) }
-func (x Input) LastBatchEpoch() int32    { return int32(le.Uint32(x.b[OffLastEpoch:])) }
-func (x Input) MirrorMode() MirrorMode   { return MirrorMode(x.b[OffMirrorMode]) }
-func (x Input) MirrorState() MirrorState { return MirrorState(x.b[OffMirrorState]) }
-func (x Input) NumBatches() int          { return int(le.Uint32(x.b[OffBatchCount:])) }
-func (x Input) NumOpenTransactions() int { return int(le.Uint32(x.b[OffOpenTxnCount:])) }
-func (x Input) BatchBytesPassed() bool   { return le.Uint32(x.b[OffFlags:])&FlagBatchBytes != 0 }
+func (x Input) Partition() int32          { return int32(le.Uint32(x.b[OffPartition:])) }
+func (x Input) CurrentLeaderEpoch() int32 { return int32(le.Uint32(x.b[OffLeaderEpoch:])) }
+func (x Input) LogEndOffset() int64       { return int64(le.Uint64(x.b[OffLogEndOffset:])) }
+func (x Input) LastBatchEpoch() int32     { return int32(le.Uint32(x.b[OffLastEpoch:])) }
+func (x Input) MirrorMode() MirrorMode    { return MirrorMode(x.b[OffMirrorMode]) }
+func (x Input) MirrorState() MirrorState  { return MirrorState(x.b[OffMirrorState]) }
+func (x Input) NumBatches() int           { return int(le.Uint32(x.b[OffBatchCount:])) }
+func (x Input) NumOpenTransactions() int  { return int(le.Uint32(x.b[OffOpenTxnCount:])) }
+func (x Input) BatchBytesPassed() bool    { return le.Uint32(x.b[OffFlags:])&FlagBatchBytes != 0 }
 func (x Input) ControlBytesPassed() bool {
 	return le.Uint32(x.b[OffFlags:])&(FlagBatchBytes|FlagControlBytes) != 0
 }
@@ -160,9 +162,29 @@ func (x Input) Config(key string) (string, bool) {
 	return "", false
 }
 
-// Batch returns batch i (0 <= i < NumBatches).
+// entry returns batch i's table entry.
+func (x Input) entry(i int) []byte {
+	o := x.tab + uint32(i)*BatchEntrySize
+	return x.b[o : o+BatchEntrySize : o+BatchEntrySize]
+}
+
+// Header returns batch i's 61 header bytes as on the wire. The single
+// field accessors below read from it without decoding the rest; they are
+// what a policy looking at one or two fields should use.
+func (x Input) Header(i int) []byte { return x.entry(i)[:BatchHeaderSize] }
+
+func (x Input) BaseOffset(i int) int64    { return int64(be.Uint64(x.entry(i)[0:])) }
+func (x Input) LeaderEpoch(i int) int32   { return int32(be.Uint32(x.entry(i)[12:])) }
+func (x Input) Attributes(i int) int16    { return int16(be.Uint16(x.entry(i)[21:])) }
+func (x Input) ProducerID(i int) int64    { return int64(be.Uint64(x.entry(i)[43:])) }
+func (x Input) ProducerEpoch(i int) int16 { return int16(be.Uint16(x.entry(i)[51:])) }
+func (x Input) BaseSequence(i int) int32  { return int32(be.Uint32(x.entry(i)[53:])) }
+func (x Input) IsControl(i int) bool      { return x.entry(i)[EntryFlags]&EntryControl != 0 }
+func (x Input) BatchSize(i int) int       { return int(le.Uint32(x.entry(i)[EntrySize:])) }
+
+// Batch returns batch i (0 <= i < NumBatches), fully decoded.
 func (x Input) Batch(i int) Batch {
-	e := x.b[le.Uint32(x.b[OffBatchTable:])+uint32(i)*BatchEntrySize:]
+	e := x.entry(i)
 	bt := Batch{
 		Header:           ParseHeader(e[EntryHeader:]),
 		Control:          e[EntryFlags]&EntryControl != 0,

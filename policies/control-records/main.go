@@ -31,10 +31,10 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func judge(in sdk.Input, v *sdk.Verdicts) {
 	for i, n := 0, in.NumBatches(); i < n; i++ {
-		b := in.Batch(i)
-		if !b.Control {
+		if !in.IsControl(i) {
 			continue
 		}
+		b := in.Batch(i)
 		if in.MirrorMode() == sdk.ModeNone {
 			v.Reject(i, sdk.InvalidRecord, "control batches are written by the broker, not by clients (topic is not a mirror)")
 			continue

@@ -17,7 +17,7 @@ func init() { sdk.Register(policy) }
 func judge(in sdk.Input, v *sdk.Verdicts) {
 	floor := in.LastBatchEpoch()
 	for i := 0; i < in.NumBatches(); i++ {
-		e := in.Batch(i).Header.LeaderEpoch
+		e := in.LeaderEpoch(i)
 		if e < floor {
 			v.Reject(i, sdk.PolicyViolation, "leader epoch "+strconv.Itoa(int(e))+" rewinds below "+strconv.Itoa(int(floor)))
 			continue

@@ -17,25 +17,29 @@ func init() { sdk.Register(policy) }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// check returns why a header is refused, or "". Without a producer id
-// (-1) Kafka ignores the epoch and sequence, and clients fill them in
+// check returns why batch i is refused, or "". Without a producer id (-1)
+// Kafka ignores the epoch and sequence, and clients fill them in
 // differently (franz-go writes sequence 0, the Java client -1), so only the
 // id itself is checked then.
-func check(h *sdk.Header) string {
-	control := h.Attributes&0x20 != 0
+func check(in sdk.Input, i int) string {
+	pid, attrs := in.ProducerID(i), in.Attributes(i)
+	control := attrs&0x20 != 0
 	switch {
-	case h.ProducerID < -1:
-		return "producer id " + itoa(h.ProducerID) + " is negative (only -1, no producer, is valid)"
-	case h.ProducerID == -1 && h.Attributes&0x10 != 0:
+	case pid < -1:
+		return "producer id " + itoa(pid) + " is negative (only -1, no producer, is valid)"
+	case pid == -1 && attrs&0x10 != 0:
 		return "transactional batch without a producer id"
-	case h.ProducerID == -1:
+	case pid == -1:
 		return ""
-	case h.ProducerEpoch < 0:
-		return "producer id " + itoa(h.ProducerID) + " with epoch " + itoa(int64(h.ProducerEpoch))
-	case !control && h.BaseSequence < 0:
-		return "idempotent batch of producer " + itoa(h.ProducerID) + " with sequence " + itoa(int64(h.BaseSequence))
-	case control && h.BaseSequence != -1:
-		return "control batch with sequence " + itoa(int64(h.BaseSequence)) + " (Kafka writes -1)"
+	}
+	epoch, seq := in.ProducerEpoch(i), in.BaseSequence(i)
+	switch {
+	case epoch < 0:
+		return "producer id " + itoa(pid) + " with epoch " + itoa(int64(epoch))
+	case !control && seq < 0:
+		return "idempotent batch of producer " + itoa(pid) + " with sequence " + itoa(int64(seq))
+	case control && seq != -1:
+		return "control batch with sequence " + itoa(int64(seq)) + " (Kafka writes -1)"
 	}
 	return ""
 }
@@ -46,21 +50,21 @@ var lastEpoch = map[int64]int16{}
 func judge(in sdk.Input, v *sdk.Verdicts) {
 	clear(lastEpoch)
 	for i, n := 0, in.NumBatches(); i < n; i++ {
-		h := in.Batch(i).Header
-		if why := check(&h); why != "" {
+		if why := check(in, i); why != "" {
 			v.Reject(i, sdk.InvalidRecord, why)
 			continue
 		}
-		if h.ProducerID < 0 {
+		pid, epoch := in.ProducerID(i), in.ProducerEpoch(i)
+		if pid < 0 {
 			continue
 		}
 		// A producer's epoch never goes back along a log: Kafka fences
 		// older epochs.
-		if prev, ok := lastEpoch[h.ProducerID]; ok && h.ProducerEpoch < prev {
-			v.Reject(i, sdk.InvalidProducerEpoch, "producer "+itoa(h.ProducerID)+" epoch "+itoa(int64(h.ProducerEpoch))+" after epoch "+itoa(int64(prev)))
+		if prev, ok := lastEpoch[pid]; ok && epoch < prev {
+			v.Reject(i, sdk.InvalidProducerEpoch, "producer "+itoa(pid)+" epoch "+itoa(int64(epoch))+" after epoch "+itoa(int64(prev)))
 			continue
 		}
-		lastEpoch[h.ProducerID] = h.ProducerEpoch
+		lastEpoch[pid] = epoch
 	}
 }
 

@@ -1,0 +1,104 @@
+package wasmpolicy
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/policies"
+)
+
+// benchSet is n uncompressed 1-record batches with rising epochs, as a
+// mirror produce carries them.
+func benchSet(b testing.TB, n int) []byte {
+	var set []byte
+	for i := 0; i < n; i++ {
+		set = append(set, batch(b, int64(i), int32(i/4), func(bt *kbatch.Batch) {
+			bt.ProducerID, bt.ProducerEpoch, bt.BaseSequence = 7, 0, int32(i)
+		})...)
+	}
+	return set
+}
+
+// BenchmarkJudge measures the cost of one judge call (one partition of one
+// produce request) for 1, 16 and 256 batches per call; ns/batch is the
+// per-batch share.
+func BenchmarkJudge(b *testing.B) {
+	wat, err := os.ReadFile("../policies/examples/epoch-monotonic-wat/policy.wasm")
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "epoch-monotonic-wat.wasm"), wat, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	h := newHost(b, Options{PolicyDir: dir, CacheDir: testCacheDir})
+	for _, c := range []struct {
+		name     string
+		policies []string
+	}{
+		{"defaults", policies.DefaultMirror},
+		{"epoch-monotonic", []string{"epoch-monotonic"}},
+		{"wat", []string{"epoch-monotonic-wat"}},
+	} {
+		bd, err := h.Bind("bench", c.policies, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, n := range []int{1, 16, 256} {
+			set := benchSet(b, n)
+			b.Run(c.name+"/batches="+strconv.Itoa(n), func(b *testing.B) {
+				ctx := context.Background()
+				pc := mirrorCtx(0, -1)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					v, err := bd.Judge(ctx, pc, set)
+					if err != nil || !v.Accepted() {
+						b.Fatalf("%d rejections (first %+v), err %v", len(v.Rejected), v.Err(), err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/batch")
+			})
+		}
+		bd.Close()
+	}
+}
+
+// BenchmarkStartup measures a broker's policy start-up: a new Host binding
+// the default mirror policies, with an empty compilation cache (cold) and
+// with the cache a previous start left (warm).
+func BenchmarkStartup(b *testing.B) {
+	start := func(cache string) time.Duration {
+		t0 := time.Now()
+		h, err := NewHost(Options{CacheDir: cache})
+		if err != nil {
+			b.Fatal(err)
+		}
+		bd, err := h.Bind("t", policies.DefaultMirror, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		d := time.Since(t0)
+		bd.Close()
+		h.Close()
+		return d
+	}
+	b.Run("cold", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			start(b.TempDir())
+		}
+	})
+	b.Run("warm", func(b *testing.B) {
+		cache := b.TempDir()
+		start(cache)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			start(cache)
+		}
+	})
+}
