@@ -17,7 +17,7 @@ import (
 )
 
 const mirrorUsage = `usage:
-  verbatim mirror push --source HOST:PORT --dest HOST:PORT --topics a,b [--create-topics] [--follow]
+  verbatim mirror push --source HOST:PORT --dest HOST:PORT --topics a,b [--create-topics] [--follow] [--groups REGEX]
   verbatim mirror stop --dest HOST:PORT --topics a,b
 `
 
@@ -92,7 +92,7 @@ func mirrorPush(args []string, stderr io.Writer) int {
 	topics := fs.String("topics", "", "comma-separated topics to mirror")
 	create := fs.Bool("create-topics", false, "create missing destination topics like the source's, as mirror topics")
 	follow := fs.Bool("follow", false, "keep tailing the source after catching up (until SIGINT/SIGTERM)")
-	groups := fs.String("groups", "", "REGEX of consumer groups whose committed offsets to copy (not available yet)")
+	groups := fs.String("groups", "", "REGEX (whole name) of consumer groups whose committed offsets to copy")
 	fetchBytes := fs.Int("fetch-bytes", 4<<20, "per-partition fetch size; a larger first batch is fetched whole")
 	retryFor := fs.Duration("retry-for", 2*time.Minute, "how long to retry connection failures before giving up (exit 2)")
 	logFormat := fs.String("log-format", "", "log format: text or json (default: text on a terminal, json otherwise)")
@@ -106,10 +106,6 @@ func mirrorPush(args []string, stderr io.Writer) int {
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "verbatim mirror push: unexpected arguments %q\n", fs.Args())
-		return 2
-	}
-	if *groups != "" {
-		fmt.Fprintln(stderr, "verbatim mirror push: --groups is not available yet: copying group offsets needs Verbatim's group coordinator")
 		return 2
 	}
 	if *fetchBytes < 1024 || *fetchBytes > 1<<30 {
@@ -130,6 +126,14 @@ func mirrorPush(args []string, stderr io.Writer) int {
 	}
 	o := mirror.Options{Source: *source, Dest: *dest, Topics: splitList(*topics), CreateTopics: *create, Follow: *follow,
 		FetchBytes: int32(*fetchBytes), RetryFor: *retryFor, Logger: log}
+	if *groups != "" {
+		re, err := mirror.CompileGroups(*groups)
+		if err != nil {
+			fmt.Fprintf(stderr, "verbatim mirror push: %v\n", err)
+			return 2
+		}
+		o.Groups = re
+	}
 	if *progress || tty {
 		o.Progress = stderr
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/verbatim-kafka/verbatim/internal/mirror"
 	"github.com/verbatim-kafka/verbatim/internal/verify"
 )
 
@@ -22,7 +23,7 @@ func verifyMain(args []string, stdout, stderr io.Writer) int {
 	source := fs.String("source", "", "any broker of the source Kafka cluster (host:port)")
 	dest := fs.String("dest", "", "the Verbatim destination (host:port)")
 	topics := fs.String("topics", "", "comma-separated topics to verify")
-	groups := fs.String("groups", "", "REGEX of consumer groups whose offsets to compare (not available yet)")
+	groups := fs.String("groups", "", "REGEX (whole name) of consumer groups whose committed offsets to compare")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -34,13 +35,18 @@ func verifyMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "verbatim verify: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
+	o := verify.Options{Source: *source, Dest: *dest, Topics: splitList(*topics)}
 	if *groups != "" {
-		fmt.Fprintln(stderr, "verbatim verify: --groups is not available yet: comparing group offsets needs Verbatim's group coordinator")
-		return 2
+		re, err := mirror.CompileGroups(*groups)
+		if err != nil {
+			fmt.Fprintf(stderr, "verbatim verify: %v\n", err)
+			return 2
+		}
+		o.Groups = re
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
-	rep, err := verify.Run(ctx, verify.Options{Source: *source, Dest: *dest, Topics: splitList(*topics)})
+	rep, err := verify.Run(ctx, o)
 	if err != nil {
 		fmt.Fprintf(stderr, "verbatim verify: could not run: %v\n", err)
 		return 2

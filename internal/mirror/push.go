@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -35,6 +36,11 @@ type Options struct {
 	CreateTopics bool
 	// Follow keeps tailing the source after catching up.
 	Follow bool
+	// Groups, when set, selects consumer groups whose committed offsets
+	// for the mirrored topics are copied (clamped into the destination's
+	// range; groups with members on the destination are skipped): after
+	// the copy, and on every metadata refresh while following.
+	Groups *regexp.Regexp
 	// FetchBytes is the per-partition fetch size (default 4 MiB); a
 	// larger first batch is fetched whole by growing it.
 	FetchBytes int32
@@ -202,6 +208,15 @@ func (p *Pusher) Run(ctx context.Context) ([]PartitionStats, error) {
 		case <-tick:
 			p.printProgress()
 		case <-meta:
+			if p.o.Groups != nil {
+				if err := p.copyGroups(ctx); err != nil && ctx.Err() == nil {
+					if ExitCode(err) == ExitRefused {
+						cancel(err)
+						continue
+					}
+					p.log.Warn("group offset sync failed", "err", err)
+				}
+			}
 			for _, name := range p.o.Topics {
 				if err := p.syncConfigs(ctx, name); err != nil && ctx.Err() == nil {
 					p.log.Warn("config sync failed", "topic", name, "err", err)
@@ -226,6 +241,11 @@ func (p *Pusher) Run(ctx context.Context) ([]PartitionStats, error) {
 	}
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return stats, err
+	}
+	if p.o.Groups != nil && ctx.Err() == nil {
+		if err := p.copyGroups(ctx); err != nil {
+			return stats, err
+		}
 	}
 	return stats, nil
 }

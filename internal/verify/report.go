@@ -36,6 +36,13 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		b.WriteByte('\n')
 	}
+	for _, g := range r.Groups {
+		fmt.Fprintf(&b, "group %s %s/%d: %s (source %d, expected %d, destination %d)", g.Group, g.Topic, g.Partition, g.Status, g.SourceOffset, g.Expected, g.DestOffset)
+		if g.Field != "" {
+			fmt.Fprintf(&b, ", first difference: %s", g.Field)
+		}
+		b.WriteByte('\n')
+	}
 	if r.Exact {
 		b.WriteString("exact: the destination holds the source's topics exactly\n")
 	} else {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -26,7 +27,10 @@ const (
 type Options struct {
 	Source, Dest string
 	Topics       []string
-	Logger       *slog.Logger
+	// Groups, when set, selects consumer groups whose committed offsets
+	// for the topics are compared.
+	Groups *regexp.Regexp
+	Logger *slog.Logger
 }
 
 // FirstMismatch locates the first difference found in a partition.
@@ -51,10 +55,27 @@ type PartitionReport struct {
 	Checks []string `json:"checks"`
 }
 
+// GroupReport compares one committed group offset.
+type GroupReport struct {
+	Group     string `json:"group"`
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	// SourceOffset is the source's commit, Expected that offset clamped
+	// into the destination's range, DestOffset the destination's commit
+	// (-1: none).
+	SourceOffset int64  `json:"source_offset"`
+	Expected     int64  `json:"expected_offset"`
+	DestOffset   int64  `json:"dest_offset"`
+	Status       string `json:"status"`
+	// Field names the first difference: offset, leader_epoch, metadata.
+	Field string `json:"field,omitempty"`
+}
+
 // Report is the whole verdict.
 type Report struct {
 	Exact      bool              `json:"exact"`
 	Partitions []PartitionReport `json:"partitions"`
+	Groups     []GroupReport     `json:"groups,omitempty"`
 }
 
 // Run verifies every partition of the topics. The error is non-nil only
@@ -122,7 +143,61 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				FirstMismatch: &FirstMismatch{Offset: -1, Field: "partition", Detail: fmt.Sprintf("the destination has %d partitions, the source %d", len(dt.Partitions), len(st.Partitions))}})
 		}
 	}
+	if o.Groups != nil {
+		if err := compareGroups(ctx, src, dst, o, rep); err != nil {
+			return nil, mirror.Usage("groups: %v", err)
+		}
+	}
 	return rep, nil
+}
+
+// compareGroups compares the committed offsets of the matching source
+// groups with the destination's: same leader epoch and metadata, the
+// offset clamped into the destination's range as the pusher copies it.
+func compareGroups(ctx context.Context, src, dst *mirror.Cluster, o Options, rep *Report) error {
+	groups, err := mirror.ListGroups(ctx, src, o.Groups)
+	if err != nil {
+		return err
+	}
+	for _, g := range groups {
+		so, err := mirror.FetchGroupOffsets(ctx, src, g, o.Topics)
+		if err != nil {
+			return err
+		}
+		want, err := mirror.ExpectedGroupOffsets(ctx, dst, so)
+		if err != nil {
+			return err
+		}
+		do, err := mirror.FetchGroupOffsets(ctx, dst, g, o.Topics)
+		if err != nil {
+			return err
+		}
+		have := map[[2]any]mirror.GroupOffset{}
+		for _, d := range do {
+			have[[2]any{d.Topic, d.Partition}] = d
+		}
+		for i, w := range want {
+			gr := GroupReport{Group: g, Topic: w.Topic, Partition: w.Partition, SourceOffset: so[i].Offset, Expected: w.Offset, DestOffset: -1, Status: Identical}
+			d, ok := have[[2]any{w.Topic, w.Partition}]
+			if ok {
+				gr.DestOffset = d.Offset
+			}
+			switch {
+			case !ok || d.Offset != w.Offset:
+				gr.Field = "offset"
+			case d.LeaderEpoch != w.LeaderEpoch:
+				gr.Field = "leader_epoch"
+			case d.Metadata != w.Metadata:
+				gr.Field = "metadata"
+			}
+			if gr.Field != "" {
+				gr.Status = Mismatch
+				rep.Exact = false
+			}
+			rep.Groups = append(rep.Groups, gr)
+		}
+	}
+	return nil
 }
 
 func topicErr(t *mirror.TopicMeta) error {
