@@ -106,18 +106,26 @@ func TestCapturedKafkaBatchesPassVerbatimPath(t *testing.T) {
 	// first one's last batch survives empty), a tombstone, then a roll ---
 	k.CreateTopic(t, "cap-compact", 1, 1, map[string]string{
 		"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
-		"min.compaction.lag.ms": "0", "delete.retention.ms": "100",
+		"min.compaction.lag.ms": "0",
+		// Tombstones and markers keep their delete horizon (set by the first
+		// cleaning) for the whole test instead of vanishing on a later pass.
+		"delete.retention.ms": "3600000",
 	})
 	kcatProduce("cap-compact", lines("c", 10), "-X", "enable.idempotence=true")
 	kcatProduce("cap-compact", lines("c", 10), "-X", "enable.idempotence=true", "-z", "lz4")
 	kcatProduce("cap-compact", "c-key-3|\n", "-Z")
+	// Transactions on a compacted topic: the cleaner drops the aborted
+	// records and keeps the markers.
+	if res := Python(t, pyTxnProduce, bs, "cap-compact"); strings.TrimSpace(res.Stdout) != "done" {
+		t.Fatalf("transactional producer on the compacted topic: %s", res.describe())
+	}
 	time.Sleep(300 * time.Millisecond) // > segment.ms: the next append rolls
 	kcatProduce("cap-compact", lines("roll", 1))
 	compactDir := filepath.Join(node.DataDir, "cap-compact-0")
 	deadline := time.Now().Add(90 * time.Second)
-	for !hasGaps(readLogBatches(t, compactDir)) {
+	for !hasGaps(readLogBatches(t, compactDir)) || !cleanedUpToActive(t, node.DataDir, "cap-compact", compactDir) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the cleaner left no gaps in %s within 90s; batches:\n%s", compactDir, describeAll(readLogBatches(t, compactDir)))
+			t.Fatalf("the cleaner did not clean %s up to its active segment within 90s; batches:\n%s", compactDir, describeAll(readLogBatches(t, compactDir)))
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -177,11 +185,17 @@ func TestCapturedKafkaBatchesPassVerbatimPath(t *testing.T) {
 			}
 		}},
 		{"cap-compact", func(t *testing.T, batches [][]byte) {
-			empty, horizon := false, false
+			empty, horizon, abort := false, false, false
 			for _, b := range batches {
 				h, _ := kbatch.ParseHeader(b)
 				empty = empty || h.RecordCount == 0
 				horizon = horizon || h.HasDeleteHorizon()
+				typ, ok := kbatch.ControlType(b)
+				abort = abort || (ok && h.IsControl() && typ == kbatch.ControlAbort)
+			}
+			// The aborted records are gone; their ABORT marker stays.
+			if !abort {
+				t.Fatalf("compacted capture lacks the ABORT marker:\n%s", describeAll(batches))
 			}
 			// The first producer's last batch survives empty (it carries
 			// producer state); the cleaned tombstone gets a delete horizon.
@@ -280,6 +294,7 @@ func TestCapturedKafkaBatchesPassVerbatimPath(t *testing.T) {
 			if fmt.Sprint(gotAborted) != fmt.Sprint(want) {
 				t.Errorf("aborted transactions: storage %v, Kafka's read_committed fetch %v", gotAborted, want)
 			}
+			t.Logf("%s: aborted transactions %v", c.topic, want)
 			if c.topic == "cap-txn" && len(want) != 1 {
 				t.Errorf("Kafka lists aborted transactions %v, want the one aborted", want)
 			}
@@ -353,6 +368,35 @@ func readStoredBatches(t testing.TB, l *storage.Log) [][]byte {
 		}
 	}
 	return out
+}
+
+// cleanedUpToActive reports whether Kafka's cleaner checkpoint for
+// partition 0 of topic has reached the base offset of the active (newest)
+// segment: every segment that can be cleaned has been, and the files are
+// no longer being swapped.
+func cleanedUpToActive(t testing.TB, dataDir, topic, partDir string) bool {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dataDir, "cleaner-offset-checkpoint"))
+	if err != nil {
+		return false
+	}
+	logs := segmentFiles(t, partDir, ".log")
+	if len(logs) == 0 {
+		return false
+	}
+	var active int64
+	if _, err := fmt.Sscanf(filepath.Base(logs[len(logs)-1]), "%d.log", &active); err != nil {
+		t.Fatalf("segment name %s: %v", logs[len(logs)-1], err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		var name string
+		var part int32
+		var off int64
+		if n, _ := fmt.Sscanf(l, "%s %d %d", &name, &part, &off); n == 3 && name == topic && part == 0 {
+			return off >= active
+		}
+	}
+	return false
 }
 
 // hasGaps reports whether the batches skip offsets: a gap between batches,
