@@ -93,9 +93,9 @@ type boundModule struct {
 }
 
 // Bind loads names (built-ins or --policy-dir modules) for topic, with the
-// topic's configs (each module receives only those it declared). Every
-// module gets one instance at once, so a module that cannot instantiate
-// is refused here rather than on the first produce.
+// topic's configs (each module receives only those it declared). A module
+// that breaks the ABI is refused here; its first instance for the topic is
+// created by the first call.
 func (h *Host) Bind(topic string, names []string, cfg map[string]string) (*Binding, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -188,15 +188,12 @@ type pool struct {
 	}
 }
 
-// newPool creates a pool with one ready instance.
+// newPool creates an empty pool: instances are created by the first calls
+// (the module itself was validated, with a probe instance, when it was
+// compiled), so binding many topics at start-up costs no instantiation.
 func (h *Host) newPool(m *module, topic string, cfg map[string]string) (*pool, error) {
 	p := &pool{h: h, m: m, topic: topic, sem: make(chan struct{}, h.opts.MaxInstances)}
 	p.cfgTable, p.ncfg = abi.EncodeConfigs(m.desc.Configs, cfg)
-	in, err := h.newInstance(m)
-	if err != nil {
-		return nil, fmt.Errorf("%w %s: %v", ErrBadModule, m.source, err)
-	}
-	p.mu.free = append(p.mu.free, in)
 	return p, nil
 }
 

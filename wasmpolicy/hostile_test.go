@@ -168,9 +168,12 @@ func TestGoGuestFailures(t *testing.T) {
 	withPID := func(pid int64) []byte {
 		return batch(t, 0, 1, func(b *kbatch.Batch) { b.ProducerID, b.ProducerEpoch, b.BaseSequence = pid, 0, 0 })
 	}
+	if v := judgeOne(t, b, withPID(9)); !v.Accepted() {
+		t.Fatalf("first call rejected: %+v", v)
+	}
 	p := b.mods[0].pool.Load()
 	p.mu.Lock()
-	t.Logf("Go guest instance memory after initialisation: %d KiB", p.mu.free[0].mem.Size()>>10)
+	t.Logf("Go guest instance memory after a call: %d KiB", p.mu.free[0].mem.Size()>>10)
 	p.mu.Unlock()
 	wantAllRejected(t, judgeOne(t, b, withPID(1)), 1, "deliberate panic")
 	wantAllRejected(t, judgeOne(t, b, withPID(2)), 1, "out of memory")
