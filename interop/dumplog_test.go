@@ -100,6 +100,9 @@ func dumpLogSpecs() []dumpLogSpec {
 	compacted.Records = dumpRecords("compacted", 3, 4) // offset deltas 0, 4, 8
 	compacted.LastOffsetDelta = 9
 	add("compacted", 2, compacted)
+	tomb := kbatch.NewBatch(0, kbatch.Record{Key: []byte("compacted-key-1")}) // a tombstone
+	tomb.Attributes = kbatch.DeleteHorizonBit                                  // BaseTimestamp is the delete horizon
+	add("tombstone-horizon", 2, tomb)
 	add("txn-c-zstd", 5, idem(plain("txnc", kbatch.CodecZstd, 3), 2002, 0, 0, true))
 	add("abort-c", 5, marker(kbatch.ControlAbort, 2002, 0))
 	add("txn-d-open", 5, idem(plain("txnd", kbatch.CodecSnappy, 2), 2003, 0, 0, true))
@@ -268,6 +271,11 @@ func checkDumpedBatches(t *testing.T, out string, want [][]byte) {
 			"magic":                "2",
 			"CreateTime":           strconv.FormatInt(h.MaxTimestamp, 10),
 		}
+		if h.HasDeleteHorizon() {
+			exp["deleteHorizonMs"] = fmt.Sprintf("OptionalLong[%d]", h.BaseTimestamp)
+		} else {
+			exp["deleteHorizonMs"] = "OptionalLong.empty"
+		}
 		if h.BaseSequence >= 0 {
 			exp["lastSequence"] = strconv.Itoa(int(h.LastSequence()))
 		} else {
@@ -304,10 +312,14 @@ func checkDumpedBatches(t *testing.T, out string, want [][]byte) {
 				}
 				continue
 			}
-			if f["keySize"] != strconv.Itoa(len(r.Key)) || f["valueSize"] != strconv.Itoa(len(r.Value)) {
-				t.Errorf("batch %d record %d: sizes in %q, want key %d value %d", i, j, recLines[j], len(r.Key), len(r.Value))
+			valueSize := len(r.Value)
+			if r.Value == nil {
+				valueSize = -1 // a tombstone: no payload printed
 			}
-			if f["key"] != string(r.Key) || f["payload"] != string(r.Value) {
+			if f["keySize"] != strconv.Itoa(len(r.Key)) || f["valueSize"] != strconv.Itoa(valueSize) {
+				t.Errorf("batch %d record %d: sizes in %q, want key %d value %d", i, j, recLines[j], len(r.Key), valueSize)
+			}
+			if _, has := f["payload"]; f["key"] != string(r.Key) || f["payload"] != string(r.Value) || has != (r.Value != nil) {
 				t.Errorf("batch %d record %d: key/payload in %q, want %q/%q", i, j, recLines[j], r.Key, r.Value)
 			}
 			var hk []string
