@@ -101,7 +101,7 @@ func dumpLogSpecs() []dumpLogSpec {
 	compacted.LastOffsetDelta = 9
 	add("compacted", 2, compacted)
 	tomb := kbatch.NewBatch(0, kbatch.Record{Key: []byte("compacted-key-1")}) // a tombstone
-	tomb.Attributes = kbatch.DeleteHorizonBit                                  // BaseTimestamp is the delete horizon
+	tomb.Attributes = kbatch.DeleteHorizonBit                                 // BaseTimestamp is the delete horizon
 	add("tombstone-horizon", 2, tomb)
 	add("txn-c-zstd", 5, idem(plain("txnc", kbatch.CodecZstd, 3), 2002, 0, 0, true))
 	add("abort-c", 5, marker(kbatch.ControlAbort, 2002, 0))
