@@ -265,7 +265,8 @@ func (v *partitionCheck) run(ctx context.Context) error {
 	if v.sc, _, err = v.src.Leader(ctx, v.topic, v.part); err != nil {
 		return fmt.Errorf("source: %w", err)
 	}
-	if v.dc, _, err = v.dst.Leader(ctx, v.topic, v.part); err != nil {
+	var dstEpoch int32
+	if v.dc, dstEpoch, err = v.dst.Leader(ctx, v.topic, v.part); err != nil {
 		return fmt.Errorf("destination: %w", err)
 	}
 	type lo struct {
@@ -361,6 +362,14 @@ func (v *partitionCheck) run(ctx context.Context) error {
 			}
 		}
 		v.rep.Checks = append(v.rep.Checks, fmt.Sprintf("offset_for_leader_epoch(%d-%d)", v.minEp, v.maxEp))
+	}
+	// I3: the destination's current leader epoch must be at least every
+	// stored batch epoch, or re-pointed consumers loop on metadata.
+	if v.maxEp >= 0 {
+		v.rep.Checks = append(v.rep.Checks, "leader_epoch_ahead")
+		if dstEpoch < v.maxEp {
+			v.mismatch(-1, "leader_epoch", "the destination's partition leader epoch %d is below the stored batch epoch %d", dstEpoch, v.maxEp)
+		}
 	}
 	// I4/I5: what read_committed consumers drop, by meaning.
 	if v.transactional {
