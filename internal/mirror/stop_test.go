@@ -83,3 +83,23 @@ func TestPushForwardsLogStart(t *testing.T) {
 		t.Fatalf("destination log start %d (%v), want the source's 70", a.Offset, err)
 	}
 }
+
+// TestOlderPusherFenced: once a pusher with a newer writer epoch wrote to
+// a partition, one with an older epoch is refused (docs/protocol.md:
+// WriterEpoch). The broker reserves the field but does not enforce it
+// yet, so this test fails until it does.
+func TestOlderPusherFenced(t *testing.T) {
+	src := startSource(t, kfake.SeedTopics(1, "t"))
+	sa := src.ListenAddrs()[0]
+	dst := startDest(t, t.TempDir())
+	cl := client(t, sa)
+	produceN(t, cl, "t", 10, false)
+	if _, err := Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true, WriterEpoch: 200}); err != nil {
+		t.Fatal(err)
+	}
+	produceN(t, cl, "t", 10, false)
+	_, err := Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, WriterEpoch: 100})
+	if ExitCode(err) != ExitRefused {
+		t.Fatalf("a pusher with writer epoch 100 after one with 200: %v (exit %d), want fenced (exit 1)", err, ExitCode(err))
+	}
+}
