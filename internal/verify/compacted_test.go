@@ -157,3 +157,13 @@ func TestAbortedByMeaning(t *testing.T) {
 		t.Fatalf("a list aborting producer 2 has the same meaning: %v", c)
 	}
 }
+
+func TestEpochsToAsk(t *testing.T) {
+	got := epochsToAsk(map[int32]bool{0: true, 1: true, 4: true, 20: true})
+	if fmt.Sprint(got) != "[0 1 2 4 5 20]" {
+		t.Fatalf("epochsToAsk = %v", got)
+	}
+	if got := epochsToAsk(map[int32]bool{}); len(got) != 0 {
+		t.Fatalf("no epochs: %v", got)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"regexp"
+	"sort"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -247,6 +248,7 @@ type partitionCheck struct {
 	rep            *PartitionReport
 	log            *slog.Logger
 	minEp, maxEp   int32
+	epochs         map[int32]bool // batch epochs seen
 	transactional  bool
 	sampleTimes    []int64
 	compactedSince bool
@@ -293,6 +295,7 @@ func (v *partitionCheck) run(ctx context.Context) error {
 	}
 	v.rep.CommonRange = [2]int64{from, to}
 	v.minEp, v.maxEp = -1, -1
+	v.epochs = map[int32]bool{}
 
 	if err := v.compareBatches(ctx, from, to); err != nil {
 		return err
@@ -332,7 +335,7 @@ func (v *partitionCheck) run(ctx context.Context) error {
 	// I3: OffsetForLeaderEpoch for every epoch with batches and the ones
 	// between them.
 	if v.minEp >= 0 {
-		for e := v.minEp; e <= v.maxEp; e++ {
+		for _, e := range epochsToAsk(v.epochs) {
 			s, err := mirror.OffsetForLeaderEpoch(ctx, v.sc, v.topic, v.part, e)
 			if err != nil {
 				return fmt.Errorf("source: %w", err)
@@ -362,6 +365,7 @@ func (v *partitionCheck) run(ctx context.Context) error {
 			}
 		}
 		v.rep.Checks = append(v.rep.Checks, fmt.Sprintf("offset_for_leader_epoch(%d-%d)", v.minEp, v.maxEp))
+		v.rep.Checks = append(v.rep.Checks, fmt.Sprintf("offset_for_leader_epoch.asked(%d)", len(epochsToAsk(v.epochs))))
 	}
 	// I3: the destination's current leader epoch must be at least every
 	// stored batch epoch, or re-pointed consumers loop on metadata.
@@ -426,7 +430,7 @@ func (v *partitionCheck) compareBatches(ctx context.Context, from, to int64) err
 		nb++
 		v.rep.Batches++
 		v.rep.Bytes += int64(len(s))
-		if nb%64 == 1 && kbatch.Attributes(s)&kbatch.ControlBit == 0 {
+		if nb%64 == 1 && len(v.sampleTimes) < maxTimestampSamples && kbatch.Attributes(s)&kbatch.ControlBit == 0 {
 			h, _ := kbatch.ParseHeader(s)
 			v.sampleTimes = append(v.sampleTimes, h.MaxTimestamp)
 		}
@@ -436,6 +440,7 @@ func (v *partitionCheck) compareBatches(ctx context.Context, from, to int64) err
 // note records the epochs and transactionality of an identical batch.
 func (v *partitionCheck) note(b []byte) {
 	e := kbatch.LeaderEpoch(b)
+	v.epochs[e] = true
 	if v.minEp < 0 || e < v.minEp {
 		v.minEp = e
 	}
@@ -584,4 +589,26 @@ func (v *partitionCheck) compactedGap(ctx context.Context, s, d mirror.EpochEnd)
 			return false, nil
 		}
 	}
+}
+
+// maxTimestampSamples bounds the by-timestamp ListOffsets comparisons.
+const maxTimestampSamples = 64
+
+// epochsToAsk are the epochs OffsetForLeaderEpoch is compared for: every
+// epoch with batches, and one epoch inside each range between two of them
+// (all epochs of a range answer alike: the start of the next epoch).
+func epochsToAsk(seen map[int32]bool) []int32 {
+	es := make([]int32, 0, len(seen))
+	for e := range seen {
+		es = append(es, e)
+	}
+	sort.Slice(es, func(i, j int) bool { return es[i] < es[j] })
+	var out []int32
+	for i, e := range es {
+		out = append(out, e)
+		if i+1 < len(es) && es[i+1] > e+1 {
+			out = append(out, e+1)
+		}
+	}
+	return out
 }
