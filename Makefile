@@ -38,14 +38,28 @@ interop: peers build
 peers:
 	./interop/install.sh
 
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+# Peer benchmarks (benchmarks/README.md): Verbatim vs Apache Kafka 4.4, MM2
+# vs mirror push, bench-ingest; writes benchmarks/results/<date>-<commit>.json
+# and the charts. bench-quick is the same harness at smoke sizes, 1 round.
+bench: peers build
+	$(GO) build -o bin/bench-ingest ./benchmarks/cmd/bench-ingest
+	$(GO) test -tags peerbench -count=1 -timeout 170m -run '^TestPeerBench$$' ./benchmarks/ -args -bench.profile=full -bench.out=results
+	cd benchmarks/charts && $(GO) run . -in ../results -readme ../README.md
 
-bench-quick:
-	$(GO) test -run '^$$' -bench . -benchtime 200ms -benchmem ./...
+bench-quick: peers build
+	$(GO) build -o bin/bench-ingest ./benchmarks/cmd/bench-ingest
+	$(GO) test -tags peerbench -count=1 -timeout 10m -run '^TestPeerBench$$' ./benchmarks/ -args -bench.profile=quick -bench.out=tmp
 
 bench-hotpath:
 	$(GO) test -run '^$$' -bench '^BenchmarkHotpathReport$$' -benchtime 1x -timeout 30m ./hotpath
+
+# Raw produce load against verbatim serve and the reference sink (JSON lines
+# on stdout, also kept in benchmarks/tmp/ingest.jsonl); BENCH_INGEST_ARGS
+# passes flags (e.g. -rounds 5 -batches 16384).
+bench-ingest: build
+	$(GO) build -o bin/bench-ingest ./benchmarks/cmd/bench-ingest
+	mkdir -p benchmarks/tmp
+	./bin/bench-ingest -verbatim $(BIN) -work-dir benchmarks/tmp $(BENCH_INGEST_ARGS) | tee benchmarks/tmp/ingest.jsonl
 
 fuzz:
 	./scripts/fuzz.sh $(FUZZTIME)

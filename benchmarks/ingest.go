@@ -1,0 +1,337 @@
+package benchmarks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"runtime/metrics"
+	"slices"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/verbatim-kafka/verbatim/broker"
+)
+
+// IngestOptions configures `make bench-ingest`.
+type IngestOptions struct {
+	Verbatim string   // the verbatim binary
+	SinkArgv []string // argv that runs the reference sink: flags --listen ADDR --dir DIR --durable
+	WorkDir  string   // data dirs are created (and removed) under it
+
+	Modes      []string // verbatim, normal
+	Batches    []int    // batch sizes in bytes, header included
+	Flushes    []string // never, always
+	Rounds     int
+	Conns      int
+	InFlight   int
+	RoundBytes int64 // bytes per run for batches >= 16 KiB
+	SmallBytes int64 // bytes per run for smaller batches
+	// AllocBytes is the volume of the in-process run that counts
+	// allocations per request (0: skip it).
+	AllocBytes int64
+	// InFlightLimitMB is the server's --max-inflight-bytes in MiB; the RSS
+	// target is this plus 128 MiB.
+	InFlightLimitMB int
+	Log             io.Writer
+}
+
+// IngestResult is one scenario's line of output.
+type IngestResult struct {
+	Scenario      string  `json:"scenario"`
+	Mode          string  `json:"mode"`
+	BatchBytes    int     `json:"batch_bytes"`
+	Flush         string  `json:"flush"`
+	MBps          float64 `json:"mb_per_s"`
+	RefMBps       float64 `json:"ref_mb_per_s"`
+	Ratio         float64 `json:"ratio"`
+	RatioMin      float64 `json:"ratio_min"`
+	RatioMax      float64 `json:"ratio_max"`
+	P50ms         float64 `json:"p50_ms"`
+	P99ms         float64 `json:"p99_ms"`
+	RefP50ms      float64 `json:"ref_p50_ms"`
+	RefP99ms      float64 `json:"ref_p99_ms"`
+	AllocsPerReq  float64 `json:"allocs_per_req"`
+	PeakRSSMB     float64 `json:"peak_rss_mb"`
+	RefPeakRSSMB  float64 `json:"ref_peak_rss_mb"`
+	CPUSecsPerGB  float64 `json:"cpu_s_per_gb"`
+	RefCPUSecsGB  float64 `json:"ref_cpu_s_per_gb"`
+	Rounds        int     `json:"rounds"`
+	BytesPerRound int64   `json:"bytes_per_round"`
+	Conns         int     `json:"conns"`
+	InFlight      int     `json:"inflight_per_conn"`
+	RatioTarget   float64 `json:"ratio_target,omitempty"`
+	MeetsRatio    *bool   `json:"meets_ratio,omitempty"`
+	MeetsP99      *bool   `json:"meets_p99,omitempty"`
+	MeetsRSS      bool    `json:"meets_rss"`
+	AllocsSource  string  `json:"allocs_source"`
+}
+
+type runResult struct {
+	mbps, p50, p99 float64
+	stats          ProcStats
+	bytes          int64
+}
+
+// RatioTarget is the acceptance ratio of a scenario (0: informative only).
+func RatioTarget(mode string, batch int) float64 {
+	switch {
+	case batch < 16<<10:
+		return 0
+	case mode == "verbatim" && batch >= 256<<10:
+		return 0.85
+	case mode == "verbatim":
+		return 0.70
+	default:
+		return 0.75
+	}
+}
+
+func (o *IngestOptions) logf(format string, args ...any) {
+	if o.Log != nil {
+		fmt.Fprintf(o.Log, format+"\n", args...)
+	}
+}
+
+// RunIngest runs every scenario (mode x batch size x flush), Verbatim and
+// the reference sink alternating for o.Rounds rounds, and calls emit with
+// each scenario's medians.
+func RunIngest(ctx context.Context, o IngestOptions, emit func(IngestResult) error) error {
+	if o.InFlightLimitMB == 0 {
+		o.InFlightLimitMB = 256
+	}
+	for _, flush := range o.Flushes {
+		for _, mode := range o.Modes {
+			for _, batch := range o.Batches {
+				res, err := o.scenario(ctx, mode, batch, flush)
+				if err != nil {
+					return fmt.Errorf("%s/%d/%s: %w", mode, batch, flush, err)
+				}
+				if err := emit(res); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (o *IngestOptions) scenario(ctx context.Context, mode string, batch int, flush string) (IngestResult, error) {
+	total := o.RoundBytes
+	if batch < 16<<10 && o.SmallBytes > 0 {
+		total = o.SmallBytes
+	}
+	r := IngestResult{
+		Scenario: fmt.Sprintf("ingest-%s-%s-%s", mode, sizeName(batch), flush),
+		Mode:     mode, BatchBytes: batch, Flush: flush, Rounds: o.Rounds,
+		BytesPerRound: total, Conns: o.Conns, InFlight: o.InFlight,
+	}
+	var vs, rs []runResult
+	var ratios []float64
+	for round := range o.Rounds {
+		var v, ref runResult
+		var err error
+		order := []bool{true, false}
+		if round%2 == 1 {
+			order = []bool{false, true}
+		}
+		for _, isV := range order {
+			syscall.Sync() // the previous run's writeback must not land on this one
+			if isV {
+				v, err = o.runVerbatim(ctx, mode, batch, flush, total)
+			} else {
+				ref, err = o.runSink(ctx, mode, batch, flush, total)
+			}
+			if err != nil {
+				return r, err
+			}
+		}
+		o.logf("%s round %d: verbatim %.1f MB/s p99 %.2f ms, reference %.1f MB/s p99 %.2f ms", r.Scenario, round+1, v.mbps, v.p99, ref.mbps, ref.p99)
+		vs, rs = append(vs, v), append(rs, ref)
+		ratios = append(ratios, v.mbps/ref.mbps)
+	}
+	pick := func(xs []runResult, f func(runResult) float64) float64 {
+		vals := make([]float64, len(xs))
+		for i, x := range xs {
+			vals[i] = f(x)
+		}
+		return Median(vals)
+	}
+	r.MBps = round2(pick(vs, func(x runResult) float64 { return x.mbps }))
+	r.RefMBps = round2(pick(rs, func(x runResult) float64 { return x.mbps }))
+	r.Ratio = round2(Median(ratios))
+	r.RatioMin, r.RatioMax = round2(slices.Min(ratios)), round2(slices.Max(ratios))
+	r.P50ms = round2(pick(vs, func(x runResult) float64 { return x.p50 }))
+	r.P99ms = round2(pick(vs, func(x runResult) float64 { return x.p99 }))
+	r.RefP50ms = round2(pick(rs, func(x runResult) float64 { return x.p50 }))
+	r.RefP99ms = round2(pick(rs, func(x runResult) float64 { return x.p99 }))
+	r.PeakRSSMB = round2(pick(vs, func(x runResult) float64 { return x.stats.PeakRSSMB }))
+	r.RefPeakRSSMB = round2(pick(rs, func(x runResult) float64 { return x.stats.PeakRSSMB }))
+	r.CPUSecsPerGB = round2(pick(vs, func(x runResult) float64 { return x.stats.CPUSecs / (float64(x.bytes) / 1e9) }))
+	r.RefCPUSecsGB = round2(pick(rs, func(x runResult) float64 { return x.stats.CPUSecs / (float64(x.bytes) / 1e9) }))
+	if t := RatioTarget(mode, batch); t > 0 {
+		ok := r.Ratio >= t
+		r.RatioTarget, r.MeetsRatio = t, &ok
+	}
+	if flush == "always" {
+		ok := r.P99ms <= 2*r.RefP99ms
+		r.MeetsP99 = &ok
+	}
+	r.MeetsRSS = r.PeakRSSMB <= float64(o.InFlightLimitMB+128)
+	if o.AllocBytes > 0 {
+		a, err := o.countAllocs(ctx, mode, batch, flush)
+		if err != nil {
+			return r, fmt.Errorf("allocation run: %w", err)
+		}
+		r.AllocsPerReq = round2(a)
+		r.AllocsSource = "in-process"
+	} else {
+		r.AllocsSource = "not measured"
+	}
+	return r, nil
+}
+
+func (o *IngestOptions) load(addr, mode string, batch int, total int64) Load {
+	return Load{Addr: addr, Topic: "ingest", Mirror: mode == "verbatim", BatchBytes: batch,
+		Conns: o.Conns, InFlight: o.InFlight, TotalBytes: total, Timeout: 10 * time.Minute}
+}
+
+func topicConfigs(mode string, batch int) map[string]string {
+	if mode == "verbatim" {
+		return map[string]string{"mirror.mode": "push"}
+	}
+	return map[string]string{"max.message.bytes": strconv.Itoa(max(2<<20, 2*batch))}
+}
+
+func (o *IngestOptions) runVerbatim(ctx context.Context, mode string, batch int, flush string, total int64) (runResult, error) {
+	dir, err := os.MkdirTemp(o.WorkDir, "verbatim-")
+	if err != nil {
+		return runResult{}, err
+	}
+	defer os.RemoveAll(dir)
+	srv, err := StartServer([]string{o.Verbatim, "serve", "--listen", "{addr}", "--data-dir", dir,
+		"--flush", flush, "--log-level", "warn", "--max-inflight-bytes", strconv.Itoa(o.InFlightLimitMB << 20)}, nil)
+	if err != nil {
+		return runResult{}, err
+	}
+	defer srv.Stop()
+	if err := CreateTopic(ctx, srv.Addr, "ingest", int32(o.Conns), topicConfigs(mode, batch)); err != nil {
+		return runResult{}, fmt.Errorf("create topic: %w", err)
+	}
+	res, err := RunLoad(ctx, o.load(srv.Addr, mode, batch, total))
+	if err != nil {
+		return runResult{}, fmt.Errorf("verbatim: %w\n%s", err, tailString(srv.Log.String(), 2000))
+	}
+	st, err := srv.Stats()
+	if err != nil {
+		return runResult{}, err
+	}
+	return runResult{mbps: res.MBps(), p50: res.Percentile(0.50), p99: res.Percentile(0.99), stats: st, bytes: res.Bytes}, nil
+}
+
+func (o *IngestOptions) runSink(ctx context.Context, mode string, batch int, flush string, total int64) (runResult, error) {
+	dir, err := os.MkdirTemp(o.WorkDir, "sink-")
+	if err != nil {
+		return runResult{}, err
+	}
+	defer os.RemoveAll(dir)
+	argv := append(slices.Clone(o.SinkArgv), "--listen", "{addr}", "--dir", dir, "--durable="+strconv.FormatBool(flush == "always"))
+	srv, err := StartServer(argv, nil)
+	if err != nil {
+		return runResult{}, err
+	}
+	defer srv.Stop()
+	res, err := RunLoad(ctx, o.load(srv.Addr, mode, batch, total))
+	if err != nil {
+		return runResult{}, fmt.Errorf("reference sink: %w\n%s", err, tailString(srv.Log.String(), 2000))
+	}
+	st, err := srv.Stats()
+	if err != nil {
+		return runResult{}, err
+	}
+	return runResult{mbps: res.MBps(), p50: res.Percentile(0.50), p99: res.Percentile(0.99), stats: st, bytes: res.Bytes}, nil
+}
+
+// countAllocs runs the broker in this process and counts heap allocations
+// per produce request over a warm run.
+func (o *IngestOptions) countAllocs(ctx context.Context, mode string, batch int, flush string) (float64, error) {
+	dir, err := os.MkdirTemp(o.WorkDir, "allocs-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	srv, err := broker.Open(broker.Config{DataDir: dir, Flush: flush,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxInFlightBytes: int64(o.InFlightLimitMB) << 20})
+	if err != nil {
+		return 0, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		_ = srv.Shutdown(ctx)
+		return 0, err
+	}
+	go srv.Serve(ln)
+	defer srv.Shutdown(context.Background())
+	addr := ln.Addr().String()
+	if err := CreateTopic(ctx, addr, "ingest", int32(o.Conns), topicConfigs(mode, batch)); err != nil {
+		return 0, err
+	}
+	warm := o.load(addr, mode, batch, min(o.AllocBytes/4, 16<<20))
+	wres, err := RunLoad(ctx, warm)
+	if err != nil {
+		return 0, err
+	}
+	l := o.load(addr, mode, batch, o.AllocBytes)
+	l.StartOffsets = wres.EndOffsets
+	before := heapAllocs()
+	res, err := RunLoad(ctx, l)
+	if err != nil {
+		return 0, err
+	}
+	return float64(heapAllocs()-before) / float64(res.Requests), nil
+}
+
+func heapAllocs() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// Median of xs (0 for none).
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func round2(x float64) float64 { return float64(int64(x*100+0.5)) / 100 }
+
+func sizeName(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+// WriteJSONLine writes v as one line of JSON.
+func WriteJSONLine(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
