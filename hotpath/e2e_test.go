@@ -33,7 +33,7 @@ func produceFrames(version int16, sets [][]byte) []byte {
 
 // serveFrames runs every frame of stream through the hot path into log and
 // returns the per-request results.
-func serveFrames(t *testing.T, stream []byte, log *storage.Log, mode Mode) []storage.AppendResult {
+func serveFrames(t *testing.T, stream []byte, log *storage.Log, mode Mode, durable bool) []storage.AppendResult {
 	t.Helper()
 	fr, err := NewFrameReader(16<<20, NewBudget(64<<20), 4<<20)
 	if err != nil {
@@ -63,7 +63,7 @@ func serveFrames(t *testing.T, stream []byte, log *storage.Log, mode Mode) []sto
 		if err := Validate(set, &o, &res); err != nil {
 			t.Fatalf("request %d: %v", h.CorrelationID, err)
 		}
-		a := &Append{Set: set, Verbatim: mode == Verbatim, LeaderEpoch: 5, NowMs: corpusNowMs, Durable: true}
+		a := &Append{Set: set, Verbatim: mode == Verbatim, LeaderEpoch: 5, NowMs: corpusNowMs, Durable: durable}
 		g.Add(1)
 		if err := p.Submit(context.Background(), g, a); err != nil {
 			t.Fatal(err)
@@ -117,7 +117,7 @@ func TestVerbatimCorpusStoredByteForByte(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer log.Close()
-	results := serveFrames(t, produceFrames(13, sets), log, Verbatim)
+	results := serveFrames(t, produceFrames(13, sets), log, Verbatim, true)
 	for i, set := range sets {
 		if results[i].FirstOffset != kbatch.BaseOffset(set) || results[i].LastOffset != lastOffset(set) {
 			t.Fatalf("request %d stored at [%d, %d], sent [%d, %d]", i, results[i].FirstOffset, results[i].LastOffset, kbatch.BaseOffset(set), lastOffset(set))
@@ -142,7 +142,7 @@ func TestNormalClientBatchesStoredWithAssignedOffsets(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer log.Close()
-	results := serveFrames(t, produceFrames(9, sets), log, Normal)
+	results := serveFrames(t, produceFrames(9, sets), log, Normal, false)
 	stored := readAll(t, log, 0)
 	next := int64(0)
 	for i, set := range sets {

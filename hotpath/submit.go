@@ -47,6 +47,9 @@ type Append struct {
 	NowMs       int64 // normal mode: append time
 	// Durable makes completion wait for the log's group commit (acks=-1
 	// under --flush always); otherwise the append completes once written.
+	// Only set it under FlushAlways: under the other policies storage makes
+	// data durable only on rolls, intervals, Flush or Close, so the wait
+	// could last until then.
 	Durable bool
 
 	Result storage.AppendResult
