@@ -246,6 +246,24 @@ func TestMirrorFromKafka(t *testing.T) {
 	for _, topic := range []string{"codecs", "txn", "logappend", "epochs", "compacted"} {
 		t.Run(topic, func(t *testing.T) { pushAndVerify(t, bin, src, dst, topic) })
 	}
+	t.Run("java-transactions", func(t *testing.T) {
+		// Kafka's TransactionalMessageCopier (the Java producer with
+		// transactions, random aborts and offsets committed in the
+		// transaction) copies "codecs" into "txnjava".
+		k.CreateTopic(t, "txnjava", 1, 1, nil)
+		aborts := 0
+		for attempt := 0; attempt < 3 && aborts == 0; attempt++ {
+			JavaTool(t, "TransactionalMessageCopier", "--broker-list", src, "--input-topic", "codecs", "--input-partition", "0",
+				"--output-topic", "txnjava", "--transactional-id", fmt.Sprintf("java-txn-%d", attempt), "--consumer-group", fmt.Sprintf("copier-%d", attempt),
+				"--transaction-size", "20", "--enable-random-aborts", "--use-group-metadata")
+			aborts = countMarkers(t, src, "txnjava", 0)
+		}
+		if aborts == 0 {
+			t.Fatal("the Java copier aborted no transaction in three runs")
+		}
+		t.Logf("txnjava: %d aborted transactions", aborts)
+		pushAndVerify(t, bin, src, dst, "txnjava")
+	})
 	t.Run("compacted-after-copy", func(t *testing.T) {
 		// More overwrites, cleaned on the source after the copy: the
 		// destination is a superset, not a mismatch.
@@ -424,4 +442,46 @@ func waitMidCopy(t *testing.T, proc *Proc, dst, topic string) {
 		}
 	}
 	t.Fatalf("the pusher copied nothing within 60s\n%s", proc.LogTail(20))
+}
+
+// countMarkers counts the control batches of type typ (0 ABORT, 1 COMMIT)
+// in partition 0 of topic.
+func countMarkers(t *testing.T, addr, topic string, typ int16) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := mirror.NewCluster(addr, "interop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	cn, _, err := cl.Leader(ctx, topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := mirror.ListOffset(ctx, cn, topic, 0, mirror.Latest, mirror.ReadUncommitted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for next := int64(0); next < e.Offset; {
+		res, err := mirror.FetchPartition(ctx, cn, mirror.FetchArgs{Topic: topic, Offset: next, MaxBytes: 1 << 20, CurrentEpoch: -1, LastFetchedEpoch: -1})
+		if err == nil {
+			err = res.Err
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs, _, _, err := mirror.Split(res.Records, next)
+		if err != nil || len(bs) == 0 {
+			break
+		}
+		for _, b := range bs {
+			if got, ok := kbatch.ControlType(b); ok && got == typ {
+				n++
+			}
+			next = mirror.LastOffset(b) + 1
+		}
+	}
+	return n
 }
