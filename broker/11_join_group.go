@@ -16,15 +16,18 @@ package broker
 // answer waits (deferred, the connection keeps reading) until the join
 // phase ends.
 //
-// Deviations from Apache Kafka: a join waiting longer than the broker's
-// --request-timeout closes its connection (the client reconnects and
-// rejoins). Reason (v8+) is only logged.
+// Deviations from Apache Kafka: a join cannot wait longer than the
+// broker's --request-timeout (default 30 s); one second before it, the
+// waiting join is answered REBALANCE_IN_PROGRESS and the client rejoins
+// with its member id (Kafka holds the join up to the rebalance timeout).
+// Reason (v8+) is only logged.
 
 import (
 	"context"
 	"net"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -72,10 +75,31 @@ type joinAwait struct {
 	ch  chan joinResult
 }
 
+// awaitMargin is how long before the request deadline a waiting join or
+// sync is answered REBALANCE_IN_PROGRESS instead of letting the deadline
+// close the connection: clients rejoin with their member id at once, and
+// a member that lost its join answer gets it again on that rejoin.
+const awaitMargin = time.Second
+
+// awaitTimeout is the channel that fires awaitMargin before ctx's deadline
+// (nil: no deadline).
+func awaitTimeout(ctx context.Context) (<-chan time.Time, func()) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return nil, func() {}
+	}
+	t := time.NewTimer(max(time.Until(dl)-awaitMargin, 0))
+	return t.C, func() { t.Stop() }
+}
+
 func (j joinAwait) Await(ctx context.Context) (Reply, error) {
+	timeout, stop := awaitTimeout(ctx)
+	defer stop()
 	select {
 	case res := <-j.ch:
 		return joinResponse(j.req, res), nil
+	case <-timeout:
+		return joinResponse(j.req, joinResult{code: kerr.RebalanceInProgress.Code, memberID: j.req.MemberID, generation: -1}), nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

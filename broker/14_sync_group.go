@@ -17,6 +17,7 @@ package broker
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -48,9 +49,13 @@ type syncAwait struct {
 }
 
 func (a syncAwait) Await(ctx context.Context) (Reply, error) {
+	timeout, stop := awaitTimeout(ctx)
+	defer stop()
 	select {
 	case res := <-a.ch:
 		return syncResponse(a.req, res), nil
+	case <-timeout:
+		return syncResponse(a.req, syncResult{code: kerr.RebalanceInProgress.Code}), nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

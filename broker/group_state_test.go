@@ -296,3 +296,48 @@ func TestGroupJoinErrors(t *testing.T) {
 		t.Fatalf("sync with a wrong protocol type: %+v", s)
 	}
 }
+
+func TestGroupJoinWaitEndsBeforeRequestTimeout(t *testing.T) {
+	clk := &manualClock{t: time.Now()}
+	old := newCoordClock
+	newCoordClock = func() coordClock { return clk }
+	t.Cleanup(func() { newCoordClock = old })
+	oldDelay := initialRebalanceDelay
+	initialRebalanceDelay = 0
+	t.Cleanup(func() { initialRebalanceDelay = oldDelay })
+	b := startBroker(t, t.TempDir(), func(c *Config) { c.RequestTimeout = 2 * time.Second })
+	c := b.srv.groups
+	m1, ch1 := joinNew(t, c, "w")
+	recvJoin(t, ch1)
+	syncAll(t, c, "w", 1, m1, m1)
+	req := kmsg.NewPtrJoinGroupRequest()
+	req.Version = 9
+	req.Group, req.ProtocolType, req.Protocols = "w", "consumer", protos("md")
+	req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 10000, 60000
+	first := rawRequest[*kmsg.JoinGroupResponse](t, b, req)
+	if first.ErrorCode != kerr.MemberIDRequired.Code {
+		t.Fatalf("first join: %+v", first)
+	}
+	req.MemberID = first.MemberID
+	// m1 never rejoins, so this join would wait for the rebalance
+	// timeout (60 s); it is answered before the 2 s request timeout
+	// closes the connection instead.
+	start := time.Now()
+	resp := rawRequest[*kmsg.JoinGroupResponse](t, b, req)
+	if resp.ErrorCode != kerr.RebalanceInProgress.Code || resp.MemberID != first.MemberID {
+		t.Fatalf("waiting join: %+v", resp)
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Fatalf("answered after %v, beyond the request timeout", el)
+	}
+	// m1 rejoins: the rebalance completes for both (the rejoining
+	// member's join is answered again).
+	_, ch1 = c.join(jreq("w", m1, nil, "md"))
+	if r := recvJoin(t, ch1); r.code != 0 || r.generation != 2 || len(r.members) != 2 && r.leader == m1 {
+		t.Fatalf("after m1 rejoined: %+v", r)
+	}
+	again := rawRequest[*kmsg.JoinGroupResponse](t, b, req)
+	if again.ErrorCode != 0 || again.Generation != 2 {
+		t.Fatalf("rejoin of the member that got REBALANCE_IN_PROGRESS: %+v", again)
+	}
+}
