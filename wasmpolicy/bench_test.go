@@ -75,7 +75,7 @@ func BenchmarkJudge(b *testing.B) {
 func BenchmarkStartup(b *testing.B) {
 	start := func(cache string) time.Duration {
 		t0 := time.Now()
-		h, err := NewHost(Options{CacheDir: cache})
+		h, err := NewHost(Options{CacheDir: cache, privateCache: true})
 		if err != nil {
 			b.Fatal(err)
 		}

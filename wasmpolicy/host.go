@@ -23,7 +23,8 @@ type Options struct {
 	// --policy-dir); empty: built-ins only.
 	PolicyDir string
 	// CacheDir keeps compiled machine code across restarts (the broker
-	// passes <data-dir>/.wasm-cache); empty: compile in memory.
+	// passes <data-dir>/.wasm-cache); empty: in memory only. Hosts of one
+	// process with the same CacheDir share compiled code (sharedCache).
 	CacheDir string
 	// CallTimeout bounds one judge call (default 1s, enforced within a
 	// quarter of it). A call that runs longer is stopped, its batches
@@ -43,6 +44,10 @@ type Options struct {
 	Interpreter bool
 	// Logger receives reloads and instance failures (default: discard).
 	Logger *slog.Logger
+
+	// privateCache gives the Host a cache of its own (start-up benchmarks
+	// measure the disk cache, not the process's shared one).
+	privateCache bool
 }
 
 func (o *Options) defaults() {
@@ -63,16 +68,54 @@ func (o *Options) defaults() {
 	}
 }
 
+// caches are the process's compilation caches by directory. wazero shares
+// a cache's compiled code between the runtimes using it, so a second Host
+// (a restarted broker in the same process, tests) compiles nothing the
+// first already compiled. They live as long as the process.
+var caches struct {
+	sync.Mutex
+	byDir map[string]wazero.CompilationCache
+}
+
+func sharedCache(dir string, private bool) (wazero.CompilationCache, error) {
+	caches.Lock()
+	defer caches.Unlock()
+	if c, ok := caches.byDir[dir]; ok && !private {
+		return c, nil
+	}
+	var c wazero.CompilationCache
+	if dir == "" {
+		c = wazero.NewCompilationCache()
+	} else {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("wasmpolicy: compilation cache: %w", err)
+		}
+		var err error
+		if c, err = wazero.NewCompilationCacheWithDir(dir); err != nil {
+			return nil, fmt.Errorf("wasmpolicy: compilation cache: %w", err)
+		}
+	}
+	if private {
+		return c, nil
+	}
+	if caches.byDir == nil {
+		caches.byDir = map[string]wazero.CompilationCache{}
+	}
+	caches.byDir[dir] = c
+	return c, nil
+}
+
 // ErrClosed is returned by a closed Host or Binding.
 var ErrClosed = errors.New("wasmpolicy: closed")
 
 // Host compiles policy modules once and binds them to topics. It is safe
 // for concurrent use.
 type Host struct {
-	opts  Options
-	rt    wazero.Runtime
-	cache wazero.CompilationCache
-	wd    *watchdog
+	opts Options
+	rt   wazero.Runtime
+	wd   *watchdog
+	// ownCache is closed with the Host (Options.privateCache only).
+	ownCache wazero.CompilationCache
 
 	mu       sync.Mutex
 	modules  map[string]*module
@@ -90,16 +133,13 @@ func NewHost(opts Options) (*Host, error) {
 	}
 	cfg = cfg.WithCloseOnContextDone(true).WithMemoryLimitPages(opts.MemoryLimitPages)
 	h := &Host{opts: opts, modules: map[string]*module{}, bindings: map[*Binding]struct{}{}}
-	if opts.CacheDir != "" {
-		if err := os.MkdirAll(opts.CacheDir, 0o755); err != nil {
-			return nil, fmt.Errorf("wasmpolicy: compilation cache: %w", err)
-		}
-		c, err := wazero.NewCompilationCacheWithDir(opts.CacheDir)
-		if err != nil {
-			return nil, fmt.Errorf("wasmpolicy: compilation cache: %w", err)
-		}
-		h.cache = c
-		cfg = cfg.WithCompilationCache(c)
+	c, err := sharedCache(opts.CacheDir, opts.privateCache)
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithCompilationCache(c)
+	if opts.privateCache {
+		h.ownCache = c
 	}
 	h.rt = wazero.NewRuntimeWithConfig(context.Background(), cfg)
 	if err := instantiateWASI(context.Background(), h.rt); err != nil {
@@ -128,8 +168,8 @@ func (h *Host) Close() error {
 	}
 	err := h.rt.Close(context.Background())
 	h.wd.close()
-	if h.cache != nil {
-		_ = h.cache.Close(context.Background())
+	if h.ownCache != nil {
+		_ = h.ownCache.Close(context.Background())
 	}
 	return err
 }
