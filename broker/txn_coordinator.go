@@ -107,6 +107,8 @@ type txnCoordinator struct {
 	mu     sync.Mutex
 	txns   map[string]*txnMeta
 	closed bool
+	// lastPidScan is when tick last scanned the logs' producer ids.
+	lastPidScan time.Time
 }
 
 func newTxnCoordinator(s *Server, clock coordClock, groups *groupCoordinator) *txnCoordinator {
@@ -503,12 +505,41 @@ func sortedTPs(set map[topicPartition]bool) []topicPartition {
 	return out
 }
 
-// tick aborts timed-out transactions and retries pending markers.
+// maxLoggedProducerID is the highest producer id in the producer state of
+// any partition (mirrored producers included), or -1.
+func (s *Server) maxLoggedProducerID() int64 {
+	maxPid := int64(-1)
+	for _, t := range s.cluster.topics() {
+		for _, p := range t.Partitions() {
+			if l, err := partitionLog(p); err == nil {
+				for _, pi := range l.Producers() {
+					maxPid = max(maxPid, pi.ProducerID)
+				}
+			}
+		}
+	}
+	return maxPid
+}
+
+// pidScanInterval is how often the allocator is moved above producer ids
+// that appeared in the logs since the last scan (mirrored batches).
+const pidScanInterval = 30 * time.Second
+
+// tick aborts timed-out transactions, retries pending markers and keeps
+// the producer id allocator above the ids found in the logs. Local ids
+// start above every producer id seen in any partition, best effort: the
+// MIRROR_PID_RESET barrier is what guarantees no collision.
 func (c *txnCoordinator) tick(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return
+	}
+	if now.Sub(c.lastPidScan) >= pidScanInterval {
+		c.lastPidScan = now
+		if err := c.s.pids.ensureAbove(c.s.maxLoggedProducerID()); err != nil {
+			c.s.log.Warn("moving the producer id allocator above logged ids", "err", err)
+		}
 	}
 	for _, m := range c.txns {
 		switch m.state {
@@ -553,19 +584,7 @@ func (c *txnCoordinator) load() error {
 	for _, m := range c.txns {
 		maxPid = max(maxPid, m.pid)
 	}
-	// Best effort: start local producer ids above every producer id in
-	// any partition (mirrored ones included); the MIRROR_PID_RESET
-	// barrier is what guarantees no collision.
-	for _, t := range c.s.cluster.topics() {
-		for _, p := range t.Partitions() {
-			if l, err := partitionLog(p); err == nil {
-				for _, pi := range l.Producers() {
-					maxPid = max(maxPid, pi.ProducerID)
-				}
-			}
-		}
-	}
-	if err := c.s.pids.ensureAbove(maxPid); err != nil {
+	if err := c.s.pids.ensureAbove(max(maxPid, c.s.maxLoggedProducerID())); err != nil {
 		return err
 	}
 	now := c.clock.Now()
