@@ -404,7 +404,7 @@ func BenchmarkHotpathReport(b *testing.B) {
 	if v := os.Getenv("HOTPATH_ROUNDS"); v != "" {
 		_, _ = fmt.Sscan(v, &rounds)
 	}
-	roundTime := 400 * time.Millisecond
+	roundTime := 600 * time.Millisecond
 	for it := 0; it < b.N; it++ {
 		var sb strings.Builder
 		sb.WriteString("| mode | flush | batch | reference MB/s | hot path MB/s | ratio (median of pairs) | allocs/request | rounds (requests each) |\n")
