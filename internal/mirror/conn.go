@@ -135,7 +135,44 @@ func (c *Conn) Request(ctx context.Context, req kmsg.Request, maxVersion int16) 
 	return c.roundTrip(ctx, req)
 }
 
+// Pending is a request written to the connection whose response has not
+// been read yet.
+type Pending struct {
+	c  *Conn
+	cl *call
+}
+
+// Send writes req (at the highest common version, capped at maxVersion
+// when >= 0) without waiting for its response: requests sent one after
+// another on a connection are answered in that order.
+func (c *Conn) Send(ctx context.Context, req kmsg.Request, maxVersion int16) (*Pending, error) {
+	v := c.MaxVersion(req.Key())
+	if v < 0 {
+		return nil, fmt.Errorf("%s does not serve %s", c.addr, kmsg.NameForKey(req.Key()))
+	}
+	if maxVersion >= 0 && v > maxVersion {
+		v = maxVersion
+	}
+	req.SetVersion(v)
+	cl, err := c.send(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return &Pending{c: c, cl: cl}, nil
+}
+
+// Wait waits for the response of a sent request.
+func (p *Pending) Wait(ctx context.Context) (kmsg.Response, error) { return p.c.wait(ctx, p.cl) }
+
 func (c *Conn) roundTrip(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	cl, err := c.send(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return c.wait(ctx, cl)
+}
+
+func (c *Conn) send(ctx context.Context, req kmsg.Request) (*call, error) {
 	cl := &call{resp: req.ResponseKind(), done: make(chan error, 1)}
 	cl.resp.SetVersion(req.GetVersion())
 	c.wmu.Lock()
@@ -164,6 +201,10 @@ func (c *Conn) roundTrip(ctx context.Context, req kmsg.Request) (kmsg.Response, 
 	if err != nil {
 		c.fail(fmt.Errorf("writing to %s: %w", c.addr, err))
 	}
+	return cl, nil
+}
+
+func (c *Conn) wait(ctx context.Context, cl *call) (kmsg.Response, error) {
 	select {
 	case err := <-cl.done:
 		if err != nil {

@@ -823,40 +823,31 @@ func (w *worker) outOfRange(ctx context.Context, cn *Conn, next int64) (int64, e
 	return next, nil
 }
 
+// produceWindow is how many mirror produces of one partition may be in
+// flight on the destination connection. Verbatim reads a connection's
+// requests in order, so each states the log end the previous one leaves;
+// if one fails, the later ones fail too (their expected log end is not
+// reached) and are sent again one by one.
+const produceWindow = 4
+
+// flight is one sent mirror produce.
+type flight struct {
+	c       chunk
+	expect  int64
+	cn      *Conn
+	req     *kmsg.ProduceRequest
+	p       *Pending
+	sendErr error
+}
+
 // produceLoop writes chunks to the destination in order, each stating the
 // log end it expects.
 func (w *worker) produceLoop(ctx context.Context, in <-chan chunk, expect, dstart int64) error {
 	var cn *Conn
 	var epoch int32
 	warnedLogStart := false
-	for c := range in {
-		if c.first > expect {
-			w.p.log.Info("gap in the source", "partition", w.name(), "from", expect, "to", c.first)
-		}
-		err := w.retry(ctx, "mirror produce", func() error {
-			if cn == nil || cn.Broken() {
-				var err error
-				if cn, epoch, err = w.destLeader(ctx); err != nil {
-					return err
-				}
-			}
-			err := w.produce(ctx, cn, c.set, expect, epoch)
-			var ke *kerr.Error
-			if errors.As(err, &ke) && (ke == kerr.FencedLeaderEpoch || ke == kerr.UnknownLeaderEpoch || ke == kerr.NotLeaderForPartition) {
-				cn = nil // the destination epoch moved (mirror epoch bump): refresh
-				return fmt.Errorf("%w (refreshing destination metadata)", kerr.NotLeaderForPartition)
-			}
-			if err != nil && !transient(err) {
-				return err
-			}
-			if err != nil {
-				cn = nil
-			}
-			return err
-		})
-		if err != nil {
-			return err
-		}
+	sendExpect := expect
+	done := func(c chunk) {
 		expect = c.end
 		w.end.Store(c.end)
 		w.batches.Add(int64(c.batches))
@@ -872,11 +863,108 @@ func (w *worker) produceLoop(ctx context.Context, in <-chan chunk, expect, dstar
 			}
 		}
 	}
-	return nil
+	launch := func(c chunk) flight {
+		f := flight{c: c, expect: sendExpect}
+		if c.first > sendExpect {
+			w.p.log.Info("gap in the source", "partition", w.name(), "from", sendExpect, "to", c.first)
+		}
+		sendExpect = c.end
+		if cn == nil || cn.Broken() {
+			if cn, epoch, f.sendErr = w.destLeader(ctx); f.sendErr != nil {
+				cn = nil
+				return f
+			}
+		}
+		f.cn = cn
+		f.req = w.produceRequest(c.set, f.expect, epoch)
+		f.p, f.sendErr = cn.Send(ctx, f.req, 12)
+		return f
+	}
+	var q []flight
+	closed := false
+	for {
+		if !closed && len(q) < produceWindow {
+			var c chunk
+			var ok, got bool
+			if len(q) == 0 {
+				c, ok = <-in
+				got = true
+			} else {
+				select {
+				case c, ok = <-in:
+					got = true
+				default:
+				}
+			}
+			if got && !ok {
+				closed = true
+			} else if got {
+				q = append(q, launch(c))
+				continue
+			}
+		}
+		if len(q) == 0 {
+			if closed {
+				return nil
+			}
+			continue
+		}
+		f := q[0]
+		q = q[1:]
+		err := f.sendErr
+		if err == nil {
+			var resp kmsg.Response
+			if resp, err = f.p.Wait(ctx); err == nil {
+				err = w.produceResult(f.cn, f.req, resp, f.expect)
+			}
+		}
+		if err == nil {
+			done(f.c)
+			continue
+		}
+		if !transient(err) && !isEpochErr(err) {
+			return err
+		}
+		// Send this chunk and every later one again, one at a time.
+		cn = nil
+		for _, g := range append([]flight{f}, q...) {
+			if err := w.produceSync(ctx, &cn, &epoch, g.c, g.expect); err != nil {
+				return err
+			}
+			done(g.c)
+		}
+		q = nil
+	}
 }
 
-// produce sends one mirror produce and maps its answer.
-func (w *worker) produce(ctx context.Context, cn *Conn, set []byte, expect int64, epoch int32) error {
+func isEpochErr(err error) bool {
+	return errors.Is(err, kerr.FencedLeaderEpoch) || errors.Is(err, kerr.UnknownLeaderEpoch) || errors.Is(err, kerr.NotLeaderForPartition)
+}
+
+// produceSync sends one chunk and waits, retrying transient failures
+// (an identical retry is acknowledged at its original offsets).
+func (w *worker) produceSync(ctx context.Context, cn **Conn, epoch *int32, c chunk, expect int64) error {
+	return w.retry(ctx, "mirror produce", func() error {
+		if *cn == nil || (*cn).Broken() {
+			var err error
+			if *cn, *epoch, err = w.destLeader(ctx); err != nil {
+				*cn = nil
+				return err
+			}
+		}
+		err := w.produce(ctx, *cn, c.set, expect, *epoch)
+		if isEpochErr(err) {
+			*cn = nil // the destination epoch moved (mirror epoch bump): refresh
+			return fmt.Errorf("%w (refreshing destination metadata)", kerr.NotLeaderForPartition)
+		}
+		if err != nil && transient(err) {
+			*cn = nil
+		}
+		return err
+	})
+}
+
+func (w *worker) produceRequest(set []byte, expect int64, epoch int32) *kmsg.ProduceRequest {
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks = -1
 	req.TimeoutMillis = 30000
@@ -888,10 +976,22 @@ func (w *worker) produce(ctx context.Context, cn *Conn, set []byte, expect int64
 	rp.UnknownTags.Set(mirrorTag, partitionTag(expect, epoch))
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
+	return req
+}
+
+// produce sends one mirror produce and maps its answer.
+func (w *worker) produce(ctx context.Context, cn *Conn, set []byte, expect int64, epoch int32) error {
+	req := w.produceRequest(set, expect, epoch)
 	resp, err := cn.Request(ctx, req, 12)
 	if err != nil {
 		return err
 	}
+	return w.produceResult(cn, req, resp, expect)
+}
+
+// produceResult maps a mirror produce answer to nil, a transient error or
+// a refusal.
+func (w *worker) produceResult(cn *Conn, req *kmsg.ProduceRequest, resp kmsg.Response, expect int64) error {
 	if req.Version < 9 {
 		return Usage("destination %s negotiated Produce v%d: mirror produce needs v9+", cn.Addr(), req.Version)
 	}
@@ -911,7 +1011,7 @@ func (w *worker) produce(ctx context.Context, cn *Conn, set []byte, expect int64
 	switch {
 	case perr == kerr.OffsetOutOfRange:
 		return Refusal("%s: the destination refused the batches at %d: %s (another pusher is writing this partition, or the destination lost acknowledged data); restart the push to resume from the destination's log end", w.name(), expect, msg)
-	case perr == kerr.FencedLeaderEpoch || perr == kerr.UnknownLeaderEpoch || perr == kerr.NotLeaderForPartition:
+	case isEpochErr(perr):
 		return perr
 	case isRetriable(perr):
 		return fmt.Errorf("%w: %s", perr, msg)
