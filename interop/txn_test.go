@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -183,6 +184,19 @@ func TestTxnJavaEOS(t *testing.T) {
 	}
 	if o, ok := offs.Lookup("jeos-in", 0); !ok || o.At != n {
 		t.Errorf("copier's committed input offset %+v, want %d", o, n)
+	}
+	// Kafka's kafka-transactions tool reads the coordinator's state.
+	res = JavaTool(t, "kafka-transactions", "--bootstrap-server", v.Addr, "list")
+	if !strings.Contains(res.Stdout, "jeos") {
+		t.Errorf("kafka-transactions list lacks jeos:\n%s", res.Stdout)
+	}
+	res = JavaTool(t, "kafka-transactions", "--bootstrap-server", v.Addr, "describe", "--transactional-id", "jeos")
+	if !strings.Contains(res.Stdout, "CompleteCommit") && !strings.Contains(res.Stdout, "CompleteAbort") {
+		t.Errorf("kafka-transactions describe:\n%s", res.Stdout)
+	}
+	res = JavaTool(t, "kafka-transactions", "--bootstrap-server", v.Addr, "describe-producers", "--topic", "jeos-out", "--partition", "0")
+	if !strings.Contains(res.Stdout, "ProducerId") {
+		t.Errorf("kafka-transactions describe-producers:\n%s", res.Stdout)
 	}
 }
 
