@@ -13,25 +13,42 @@ import (
 	"github.com/verbatim-kafka/verbatim/internal/kbatch"
 )
 
-// splitBatches cuts a record set (a whole .log file, a Fetch partition's
-// records) into batches; a partial trailing batch (a fetch cut by
-// max bytes) is dropped, anything else malformed fails the test.
-func splitBatches(t testing.TB, who string, set []byte) [][]byte {
-	t.Helper()
-	var out [][]byte
+// cutBatches cuts a record set into whole batches. A trailing partial
+// batch (a fetch cut by max bytes: fewer bytes than its length field
+// announces, or fewer than the length field itself) is returned as tail; a
+// negative or too-small length field is an error naming its position.
+func cutBatches(set []byte) (batches [][]byte, tail []byte, err error) {
+	pos := 0
 	for len(set) > 0 {
 		if len(set) < kbatch.LogOverhead {
-			break
+			return batches, set, nil
+		}
+		n := int64(kbatch.Length(set))
+		if n < kbatch.HeaderSize-kbatch.LogOverhead {
+			return batches, set, fmt.Errorf("batch at byte %d: length field %d", pos, n)
+		}
+		if int64(kbatch.LogOverhead)+n > int64(len(set)) {
+			return batches, set, nil
 		}
 		b, rest, err := kbatch.Next(set)
 		if err != nil {
-			if n := int(kbatch.Length(set)); n >= 0 && kbatch.LogOverhead+n > len(set) {
-				break // partial tail
-			}
-			t.Fatalf("%s: batch %d: %v", who, len(out), err)
+			return batches, set, fmt.Errorf("batch at byte %d: %w", pos, err)
 		}
-		out = append(out, b)
+		batches = append(batches, b)
+		pos += len(b)
 		set = rest
+	}
+	return batches, nil, nil
+}
+
+// splitBatches cuts a record set (a whole .log file, a Fetch partition's
+// records) into batches; a partial trailing batch is dropped, anything else
+// malformed fails the test.
+func splitBatches(t testing.TB, who string, set []byte) [][]byte {
+	t.Helper()
+	out, _, err := cutBatches(set)
+	if err != nil {
+		t.Fatalf("%s: %v", who, err)
 	}
 	return out
 }
