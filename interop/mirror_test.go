@@ -264,6 +264,16 @@ func TestMirrorFromKafka(t *testing.T) {
 		t.Logf("txnjava: %d aborted transactions", aborts)
 		pushAndVerify(t, bin, src, dst, "txnjava")
 	})
+	t.Run("chain", func(t *testing.T) {
+		// Kafka -> Verbatim B -> Verbatim C: C is exact against Kafka.
+		c := StartVerbatim(t, bin, VerbatimOptions{})
+		for _, topic := range []string{"txn", "epochs"} {
+			runPush(t, bin, dst, c.Addr, 0, "--topics", topic, "--create-topics")
+			if v := runVerify(t, bin, src, c.Addr, topic, 0); !*v.Exact {
+				t.Fatalf("%s at the end of the chain: %+v", topic, v)
+			}
+		}
+	})
 	t.Run("compacted-after-copy", func(t *testing.T) {
 		// More overwrites, cleaned on the source after the copy: the
 		// destination is a superset, not a mismatch.
