@@ -265,6 +265,47 @@ func TestVerbatimRealClients(t *testing.T) {
 		}
 	})
 
+	t.Run("confluent-kafka-transactions", func(t *testing.T) {
+		const topic = "pytxn"
+		createTopicOn(t, adm, topic, 1, nil)
+		if res := Python(t, pyTxnProduce, bs, topic); strings.TrimSpace(res.Stdout) != "done" {
+			t.Fatalf("transactional producer: %s", res.describe())
+		}
+		// The same layout as on Kafka (see the capture test): data 0-4,
+		// COMMIT 5, aborted data 6-8, ABORT 9, data 10-13, COMMIT 14.
+		var layout []string
+		for _, b := range fetchAllRaw(t, cl, topic) {
+			h, _ := kbatch.ParseHeader(b)
+			kind := "data"
+			if typ, ok := kbatch.ControlType(b); ok && h.IsControl() {
+				kind = map[int16]string{kbatch.ControlAbort: "ABORT", kbatch.ControlCommit: "COMMIT"}[typ]
+			}
+			layout = append(layout, fmt.Sprintf("%d-%d:%s", h.BaseOffset, h.LastOffset(), kind))
+		}
+		if want := "[0-4:data 5-5:COMMIT 6-8:data 9-9:ABORT 10-13:data 14-14:COMMIT]"; fmt.Sprint(layout) != want {
+			t.Errorf("stored layout %v, want %s", layout, want)
+		}
+		if got := abortedFromFetch(t, cl, topic); len(got) != 1 || !strings.HasSuffix(got[0], "@6") {
+			t.Errorf("read_committed fetch lists aborted transactions %v, want one starting at 6", got)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		ccl := verbatimClient(t, bs, kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+		var got []string
+		for len(got) < 9 {
+			fs := ccl.PollFetches(ctx)
+			if ctx.Err() != nil {
+				t.Fatalf("read_committed: %d records %v", len(got), got)
+			}
+			fs.EachRecord(func(r *kgo.Record) { got = append(got, fmt.Sprintf("%d:%s", r.Offset, r.Key)) })
+		}
+		want := "[0:first-0 1:first-1 2:first-2 3:first-3 4:first-4 10:second-0 11:second-1 12:second-2 13:second-3]"
+		if fmt.Sprint(got) != want {
+			t.Errorf("read_committed records %v, want %s", got, want)
+		}
+	})
+
 	t.Run("franz-go", func(t *testing.T) {
 		const topic, n = "kgo", 1000
 		createTopicOn(t, adm, topic, 1, nil)
@@ -352,28 +393,28 @@ func TestVerbatimRealClients(t *testing.T) {
 		createTopicOn(t, adm, topic, 1, map[string]string{"mirror.mode": "push"})
 		in, _ := keyedLines("ordinary", 3, 0)
 
-		// Java producer: retries would run until delivery.timeout.ms (90 s);
+		// Java producer: retries would run until delivery.timeout.ms (120 s);
 		// a non-retriable error fails the send at once.
 		res, _ := RunJavaTool(t, Cmd{Stdin: strings.NewReader(in), Timeout: 3 * time.Minute}, "kafka-console-producer",
 			"--bootstrap-server", bs, "--topic", topic,
 			"--reader-property", "parse.key=true", "--reader-property", "key.separator=|",
-			"--producer-property", "acks=all", "--producer-property", "delivery.timeout.ms=90000",
+			"--producer-property", "acks=all", "--producer-property", "delivery.timeout.ms=120000",
 			"--producer-property", "request.timeout.ms=30000")
 		if !strings.Contains(res.Stderr, "PolicyViolationException") || !strings.Contains(res.Stderr, "mirror") {
 			t.Errorf("Java producer on a mirror topic: no PolicyViolationException naming the mirror:\n%s", res.describe())
 		}
-		if res.Elapsed > 30*time.Second {
+		if res.Elapsed > 60*time.Second { // JVM start included; a retrying producer takes 120 s
 			t.Errorf("Java producer took %v to fail (retried instead of failing fast)", res.Elapsed)
 		}
 		t.Logf("Java producer failed after %v", res.Elapsed.Round(time.Millisecond))
 
-		// librdkafka (kcat): message.timeout.ms 90 s bounds its retries.
+		// librdkafka (kcat): message.timeout.ms 120 s bounds its retries.
 		kres, _ := RunKcat(t, Cmd{Stdin: strings.NewReader(in), Timeout: 3 * time.Minute}, "-P", "-b", bs, "-t", topic,
-			"-p", "0", "-K", "|", "-X", "acks=all", "-X", "message.timeout.ms=90000")
+			"-p", "0", "-K", "|", "-X", "acks=all", "-X", "message.timeout.ms=120000")
 		if !strings.Contains(kres.Stderr, "Delivery failed") || !strings.Contains(strings.ToLower(kres.Stderr), "policy violation") {
 			t.Errorf("kcat on a mirror topic: no delivery failure with a policy violation:\n%s", kres.describe())
 		}
-		if kres.Elapsed > 30*time.Second {
+		if kres.Elapsed > 60*time.Second {
 			t.Errorf("kcat took %v to fail (retried instead of failing fast)", kres.Elapsed)
 		}
 		t.Logf("kcat failed after %v (exit %d)", kres.Elapsed.Round(time.Millisecond), kres.ExitCode)
