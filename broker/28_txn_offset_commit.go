@@ -50,16 +50,12 @@ func handleTxnOffsetCommit(_ context.Context, s *Server, r *Request) (Reply, err
 		for i := range commits {
 			commits[i].code = kerr.InvalidGroupID.Code
 		}
-	} else if code := s.txns.verifyOffsets(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group); code != 0 {
-		for i := range commits {
-			commits[i].code = code
-		}
 	} else {
 		memberID, inst, gen := "", (*string)(nil), int32(-1)
 		if req.Version >= 3 {
 			memberID, inst, gen = req.MemberID, req.InstanceID, req.Generation
 		}
-		s.groups.txnCommitOffsets(req.Group, memberID, inst, gen, req.ProducerID, req.ProducerEpoch, commits)
+		s.txns.commitOffsets(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group, memberID, inst, gen, commits)
 	}
 	i := 0
 	for _, t := range req.Topics {

@@ -7,7 +7,6 @@ package broker
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -472,7 +471,11 @@ func (c *groupCoordinator) load() error {
 	for _, p := range t.Partitions() {
 		l, err := partitionLog(p)
 		if err != nil {
-			return fmt.Errorf("loading %s: %w", p.Dir(), err)
+			// As Kafka with an offline log: the groups of this
+			// partition are not loaded; their requests fail on write
+			// (COORDINATOR_NOT_AVAILABLE) until the log is back.
+			c.s.log.Error("group coordinator: offsets partition offline, its groups are not loaded", "partition", p.Dir(), "err", err)
+			continue
 		}
 		pendingPids := map[int64]bool{}
 		err = c.s.replayInternal(l, func(e internalEntry) {
@@ -491,7 +494,7 @@ func (c *groupCoordinator) load() error {
 			c.replayRecord(e, now, pendingPids)
 		})
 		if err != nil {
-			return fmt.Errorf("loading %s: %w", p.Dir(), err)
+			c.s.log.Error("group coordinator: replay of an offsets partition stopped early", "partition", p.Dir(), "err", err)
 		}
 	}
 	for _, g := range c.groups {

@@ -26,7 +26,6 @@ package broker
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"regexp"
 	"sort"
@@ -368,25 +367,35 @@ func (c *txnCoordinator) partitionExists(tp topicPartition) bool {
 	return t != nil && t.Partition(tp.partition) != nil
 }
 
-// verifyOffsets checks that the transaction of pid/epoch is ongoing and
-// includes the group's offsets partition (TxnOffsetCommit).
-func (c *txnCoordinator) verifyOffsets(id string, pid int64, epoch int16, groupID string) int16 {
+// commitOffsets is TxnOffsetCommit: the transaction of pid/epoch must be
+// ongoing with the group's offsets partition added; the offsets are then
+// written into it by the group coordinator. The transaction's lock is
+// held throughout, so the transaction cannot end between the check and
+// the write (which would leave offsets no marker ever decides).
+func (c *txnCoordinator) commitOffsets(id string, pid int64, epoch int16, groupID, memberID string, instanceID *string, generation int32, commits []offsetCommit) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	code := int16(0)
 	m := c.txns[id]
-	if id == "" || m == nil {
-		// Kafka's group coordinator does not check the transaction;
-		// the storage append checks the producer epoch.
-		return 0
+	switch {
+	case c.closed:
+		code = kerr.NotCoordinator.Code
+	default:
+		code = checkProducer(m, pid, epoch)
+		if code == 0 {
+			tp := topicPartition{offsetsTopic, c.groups.partitionFor(groupID)}
+			if m.state != txnOngoing || !m.parts[tp] {
+				code = kerr.InvalidTxnState.Code
+			}
+		}
 	}
-	if code := checkProducer(m, pid, epoch); code != 0 {
-		return code
+	if code != 0 {
+		for i := range commits {
+			commits[i].code = code
+		}
+		return
 	}
-	tp := topicPartition{offsetsTopic, c.groups.partitionFor(groupID)}
-	if m.state != txnOngoing || !m.parts[tp] {
-		return kerr.InvalidTxnState.Code
-	}
-	return 0
+	c.groups.txnCommitOffsets(groupID, memberID, instanceID, generation, pid, epoch, commits)
 }
 
 // endTxn is EndTxn.
@@ -572,11 +581,11 @@ func (c *txnCoordinator) load() error {
 		for _, p := range t.Partitions() {
 			l, err := partitionLog(p)
 			if err != nil {
-				return fmt.Errorf("loading %s: %w", p.Dir(), err)
+				c.s.log.Error("transaction coordinator: state partition offline, its transactions are not loaded", "partition", p.Dir(), "err", err)
+				continue
 			}
-			err = c.s.replayInternal(l, c.replayRecord)
-			if err != nil {
-				return fmt.Errorf("loading %s: %w", p.Dir(), err)
+			if err := c.s.replayInternal(l, c.replayRecord); err != nil {
+				c.s.log.Error("transaction coordinator: replay of a state partition stopped early", "partition", p.Dir(), "err", err)
 			}
 		}
 	}
