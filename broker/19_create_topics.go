@@ -127,5 +127,8 @@ func (s *Server) createTopicFromRequest(rt *kmsg.CreateTopicsRequestTopic, valid
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkTopicPolicies(cfg); err != nil {
+		return nil, err
+	}
 	return s.cluster.createTopic(rt.Topic, partitions, cfg, validateOnly)
 }

@@ -111,6 +111,9 @@ func (s *Server) alterTopicConfig(t *Topic, next map[string]string, validateOnly
 	if err != nil {
 		return err
 	}
+	if err := s.checkTopicPolicies(cfg); err != nil {
+		return err
+	}
 	if validateOnly {
 		return nil
 	}

@@ -66,6 +66,9 @@ type Config struct {
 	// (default 10000): each holds open files and memory, so creating
 	// topics or partitions beyond it is refused with INVALID_PARTITIONS.
 	MaxPartitions int
+	// PolicyDir holds user mirror policy modules as NAME.wasm
+	// (docs/policies.md); empty: built-in policies only.
+	PolicyDir string
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -145,6 +148,8 @@ type Server struct {
 	// txn_coordinator*.go).
 	groups *groupCoordinator
 	txns   *txnCoordinator
+	// policy runs the topics' mirror policies (policies.go).
+	policy *policyState
 
 	// budget bounds request bytes in flight over all connections.
 	budget *hotpath.Budget
@@ -201,8 +206,14 @@ func Open(cfg Config) (*Server, error) {
 	s.budget = hotpath.NewBudget(cfg.MaxInFlightBytes)
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	go s.retentionLoop(s.baseCtx)
+	if s.policy, err = openPolicies(s.baseCtx, cfg, s.log); err != nil {
+		s.cancelBase()
+		s.cluster.close()
+		return fail(err)
+	}
 	if err := s.startCoordinators(); err != nil {
 		s.cancelBase()
+		s.policy.close()
 		s.cluster.close()
 		return fail(err)
 	}
@@ -328,6 +339,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		<-done
 	}
 	s.cancelBase()
+	s.policy.close()
 	s.cluster.close()
 	s.lock.release()
 	s.log.Info("broker stopped")

@@ -175,6 +175,7 @@ var topicConfigDefs = []configDef{
 	d("unclean.leader.election.enable", kmsg.ConfigTypeBoolean, "false", "unclean.leader.election.enable", nil, "Unclean leader election (no effect on a single node)."),
 	{name: cfgMirrorMode, typ: kmsg.ConfigTypeString, check: oneOf("push"), doc: "Verbatim: marks a push mirror topic; set only at creation (docs/protocol.md)."},
 	{name: cfgMirrorSourceClusterID, typ: kmsg.ConfigTypeString, doc: "Verbatim: the source cluster id of a mirror topic; set only at creation."},
+	{name: cfgMirrorPolicies, typ: kmsg.ConfigTypeList, check: checkPolicyList, doc: "Verbatim: the topic's mirror policies, built-ins or --policy-dir modules (docs/policies.md); mirror topics default to epoch-monotonic,control-records."},
 }
 
 var topicConfigByName = func() map[string]*configDef {

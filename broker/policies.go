@@ -1,0 +1,222 @@
+package broker
+
+// Mirror policies (docs/policies.md): the WASM modules a topic binds with
+// mirror.policies (mirror topics default to policies.DefaultMirror) judge
+// a partition's batches after the hot path's structural checks and before
+// the append. The Host (wasmpolicy) compiles each module once and keeps
+// instances per (module, topic); this file only maps topics to bindings
+// and verdicts to Kafka errors.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/verbatim-kafka/verbatim/policies"
+	"github.com/verbatim-kafka/verbatim/storage"
+	"github.com/verbatim-kafka/verbatim/wasmpolicy"
+)
+
+const cfgMirrorPolicies = "mirror.policies"
+
+// policyRefreshInterval is how often module files are checked for changes
+// and bindings of deleted topics released.
+const policyRefreshInterval = 2 * time.Second
+
+// testPolicyCacheDir, when set (by the package's tests), replaces
+// <data-dir>/.wasm-cache so that a test binary compiles each module once.
+var testPolicyCacheDir string
+
+// checkPolicyList is the syntax check of a mirror.policies value; whether
+// the named modules exist and load is checked by checkTopicPolicies.
+func checkPolicyList(v string) string {
+	if _, err := wasmpolicy.ParseList(v); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// policyState is the server's policy host and its topic bindings.
+type policyState struct {
+	host *wasmpolicy.Host
+	mu   sync.RWMutex
+	// bound holds the binding of each topic for the config it was made
+	// with; a config change (a new *TopicConfig) rebinds.
+	bound map[*Topic]*topicPolicies
+}
+
+type topicPolicies struct {
+	cfg *TopicConfig
+	b   *wasmpolicy.Binding // nil: the topic has no policies
+	err error               // binding failed: the topic's produces are refused
+}
+
+func openPolicies(ctx context.Context, cfg Config, log *slog.Logger) (*policyState, error) {
+	cache := filepath.Join(cfg.DataDir, ".wasm-cache")
+	if testPolicyCacheDir != "" {
+		cache = testPolicyCacheDir
+	}
+	h, err := wasmpolicy.NewHost(wasmpolicy.Options{PolicyDir: cfg.PolicyDir, CacheDir: cache, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	ps := &policyState{host: h, bound: map[*Topic]*topicPolicies{}}
+	// Compile the defaults now, off the request path: the first mirror
+	// produce then finds them ready (a warm cache makes this ~0.1 s).
+	go func() {
+		if err := h.Check(policies.DefaultMirror); err != nil && !errors.Is(err, wasmpolicy.ErrClosed) {
+			log.Error("loading the default mirror policies", "err", err)
+		}
+	}()
+	go ps.maintain(ctx, cfg.PolicyDir != "")
+	return ps, nil
+}
+
+func (ps *policyState) close() {
+	ps.mu.Lock()
+	for t, tp := range ps.bound {
+		if tp.b != nil {
+			tp.b.Close()
+		}
+		delete(ps.bound, t)
+	}
+	ps.mu.Unlock()
+	ps.host.Close()
+}
+
+// maintain reloads changed module files and releases the bindings of
+// deleted topics until ctx ends.
+func (ps *policyState) maintain(ctx context.Context, watchDir bool) {
+	t := time.NewTicker(policyRefreshInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if watchDir {
+			ps.host.Refresh() // failures are logged by the host
+		}
+		ps.mu.Lock()
+		for topic, tp := range ps.bound {
+			if topic.Deleted() {
+				if tp.b != nil {
+					tp.b.Close()
+				}
+				delete(ps.bound, topic)
+			}
+		}
+		ps.mu.Unlock()
+	}
+}
+
+// effectiveConfigs is every config of the topic with its value (override
+// or default), what modules may ask for.
+func effectiveConfigs(cfg *TopicConfig) map[string]string {
+	out := make(map[string]string, len(topicConfigDefs))
+	for _, def := range topicConfigDefs {
+		if def.hasDefault {
+			out[def.name] = def.def
+		}
+	}
+	for k, v := range cfg.overrides {
+		out[k] = v
+	}
+	return out
+}
+
+// binding returns t's policies for its current config.
+func (ps *policyState) binding(t *Topic) *topicPolicies {
+	cfg := t.Config()
+	ps.mu.RLock()
+	tp := ps.bound[t]
+	ps.mu.RUnlock()
+	if tp != nil && tp.cfg == cfg {
+		return tp
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if tp = ps.bound[t]; tp != nil && tp.cfg == cfg {
+		return tp
+	}
+	if tp != nil && tp.b != nil {
+		tp.b.Close()
+	}
+	v, set := cfg.overrides[cfgMirrorPolicies]
+	names, err := wasmpolicy.Effective(v, set, cfg.MirrorPush)
+	tp = &topicPolicies{cfg: cfg}
+	if err == nil && len(names) > 0 {
+		tp.b, err = ps.host.Bind(t.Name, names, effectiveConfigs(cfg))
+	}
+	tp.err = err
+	ps.bound[t] = tp
+	return tp
+}
+
+// checkTopicPolicies refuses a config whose mirror.policies names a module
+// that does not exist or does not load (INVALID_CONFIG).
+func (s *Server) checkTopicPolicies(cfg *TopicConfig) error {
+	v, set := cfg.overrides[cfgMirrorPolicies]
+	if !set {
+		return nil
+	}
+	names, err := wasmpolicy.ParseList(v)
+	if err == nil {
+		err = s.policy.host.Check(names)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: Invalid value %s for configuration %s: %v", errInvalidConfig, v, cfgMirrorPolicies, err)
+	}
+	return nil
+}
+
+// judgePolicies runs p's topic policies over set, whose first batch would
+// be appended at leo. A rejection becomes the policy's Kafka error with a
+// message naming the policy, the offset and the reason.
+func (s *Server) judgePolicies(p *Partition, l *storage.Log, set []byte, leo int64) error {
+	tp := s.policy.binding(p.Topic)
+	if tp.err != nil {
+		return kafkaErr(kerr.PolicyViolation, fmt.Sprintf("the mirror policies of topic %s cannot run: %v", p.Topic.Name, tp.err))
+	}
+	if tp.b == nil {
+		return nil
+	}
+	pc := wasmpolicy.PartitionContext{Partition: p.Index, LeaderEpoch: p.LeaderEpoch(), LogEndOffset: leo, LastBatchEpoch: -1}
+	if tp.cfg.MirrorPush {
+		pc.Mode, pc.State = wasmpolicy.ModePush, wasmpolicy.StateMirroring
+	}
+	if e, ok := l.EpochCache().LatestEpoch(); ok {
+		pc.LastBatchEpoch = e
+	}
+	if txns := l.OngoingTransactions(); len(txns) > 0 {
+		pc.OpenTxnProducerIDs = make([]int64, len(txns))
+		for i, t := range txns {
+			pc.OpenTxnProducerIDs[i] = t.ProducerID
+		}
+	}
+	v, err := tp.b.Judge(context.Background(), pc, set)
+	switch {
+	case errors.Is(err, wasmpolicy.ErrClosed):
+		// The topic was rebound (config change) or the broker is
+		// stopping: the producer retries.
+		return kafkaErr(kerr.NotLeaderForPartition, "mirror policies are being reloaded; retry")
+	case err != nil:
+		return kafkaErr(kerr.PolicyViolation, fmt.Sprintf("mirror policies of topic %s: %v", p.Topic.Name, err))
+	}
+	var re *wasmpolicy.RejectedError
+	if errors.As(v.Err(), &re) {
+		code, ok := kerr.ErrorForCode(re.KafkaCode()).(*kerr.Error)
+		if !ok {
+			code = kerr.PolicyViolation
+		}
+		return kafkaErr(code, re.Error())
+	}
+	return nil
+}
