@@ -49,6 +49,7 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 	autoCreate := fs.Bool("auto-create-topics", false, "create unknown topics on Metadata requests (Kafka's auto.create.topics.enable)")
 	numPartitions := fs.Int("num-partitions", 1, "partitions of auto-created topics and of CreateTopics with -1")
 	maxPartitions := fs.Int("max-partitions", 10000, "partitions of all topics together; creating more is refused (INVALID_PARTITIONS)")
+	policyDir := fs.String("policy-dir", "", "directory of mirror policy modules NAME.wasm for mirror.policies (docs/policies.md); reloaded when a file changes")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -106,6 +107,7 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 		AutoCreateTopics:        *autoCreate,
 		DefaultPartitions:       int32(*numPartitions),
 		MaxPartitions:           *maxPartitions,
+		PolicyDir:               *policyDir,
 	}
 	if *advertised != "" {
 		host, port, err := net.SplitHostPort(*advertised)
