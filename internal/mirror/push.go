@@ -575,10 +575,9 @@ func (w *worker) run(ctx context.Context) error {
 
 	// The source must still extend what the destination holds.
 	var srcConn *Conn
-	var srcEpoch int32
 	err = w.retry(ctx, "checking the source", func() error {
 		var err error
-		srcConn, srcEpoch, err = w.p.src.Leader(ctx, w.tp.topic, w.tp.partition)
+		srcConn, _, err = w.p.src.Leader(ctx, w.tp.topic, w.tp.partition)
 		if err != nil {
 			return err
 		}
@@ -621,7 +620,7 @@ func (w *worker) run(ctx context.Context) error {
 	ferr := make(chan error, 1)
 	go func() {
 		defer close(chunks)
-		ferr <- w.fetchLoop(fctx, chunks, dleo, lastEpoch, srcConn, srcEpoch)
+		ferr <- w.fetchLoop(fctx, chunks, dleo, lastEpoch)
 	}()
 	perr := w.produceLoop(ctx, chunks, dleo, dstart)
 	fcancel()
@@ -645,7 +644,7 @@ func (w *worker) divergence(epoch int32, leo int64, ee EpochEnd) error {
 
 // fetchLoop reads the source from next on, whole batches only, and hands
 // them to the produce loop.
-func (w *worker) fetchLoop(ctx context.Context, out chan<- chunk, next int64, lastEpoch int32, cn *Conn, epoch int32) error {
+func (w *worker) fetchLoop(ctx context.Context, out chan<- chunk, next int64, lastEpoch int32) error {
 	maxBytes := w.p.o.FetchBytes
 	destEnd := next // where the destination's log will end once the chunks sent are written
 	wait := int32(100)
@@ -669,7 +668,10 @@ func (w *worker) fetchLoop(ctx context.Context, out chan<- chunk, next int64, la
 	// Each partition fetches on its own connection: Kafka serves one
 	// request per connection at a time, so long polls of idle partitions
 	// would otherwise delay busy ones.
-	var own *Conn
+	var (
+		own, cn *Conn
+		epoch   int32
+	)
 	defer func() {
 		if own != nil {
 			own.Close()
@@ -690,7 +692,6 @@ func (w *worker) fetchLoop(ctx context.Context, out chan<- chunk, next int64, la
 		cn, epoch = own, e
 		return nil
 	}
-	cn = nil // the shared connection served the checks; fetch on our own
 	for {
 		if !w.p.o.Follow && next >= w.target.Load() {
 			return nil
