@@ -70,9 +70,14 @@ func openPolicies(ctx context.Context, cfg Config, log *slog.Logger) (*policySta
 	// Compile the defaults now, off the request path: the first mirror
 	// produce then finds them ready (a warm cache makes this ~0.1 s).
 	go func() {
-		if err := h.Check(policies.DefaultMirror); err != nil && !errors.Is(err, wasmpolicy.ErrClosed) {
-			log.Error("loading the default mirror policies", "err", err)
+		start := time.Now()
+		if err := h.Check(policies.DefaultMirror); err != nil {
+			if !errors.Is(err, wasmpolicy.ErrClosed) {
+				log.Error("loading the default mirror policies", "err", err)
+			}
+			return
 		}
+		log.Info("default mirror policies ready", "policies", policies.DefaultMirror, "took", time.Since(start), "cache", cache)
 	}()
 	go ps.maintain(ctx, cfg.PolicyDir != "")
 	return ps, nil
