@@ -466,3 +466,44 @@ func TestPushFollowSyncsConfigs(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPushFollowSourceTopicRecreated: a source topic deleted and created
+// again while following (a new topic id: its offsets are unrelated) stops
+// the push with exit 1 and a clear message.
+func TestPushFollowSourceTopicRecreated(t *testing.T) {
+	src := startSource(t, kfake.SeedTopics(1, "t"))
+	sa := src.ListenAddrs()[0]
+	dst := startDest(t, t.TempDir())
+	produceN(t, client(t, sa), "t", 5, false)
+	p, err := NewPusher(Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true, Follow: true, MetadataEvery: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := p.Run(ctxT(t)); done <- err }()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if s := p.stats(); len(s) == 1 && s[0].End == 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("initial copy did not finish")
+		}
+	}
+	adm := kadmClient(t, sa)
+	if _, err := adm.DeleteTopics(ctxT(t), "t"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctxT(t), 1, 1, nil, "t"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		// The metadata refresh names the recreation; a fetch that meets
+		// the new, shorter log first reports the divergence. Both stop.
+		if ExitCode(err) != ExitRefused || !(strings.Contains(err.Error(), "recreated") || strings.Contains(err.Error(), "deleted") || errors.Is(err, ErrDivergence)) {
+			t.Fatalf("push after the source topic was recreated: %v (exit %d)", err, ExitCode(err))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("push kept following a recreated topic")
+	}
+}
