@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // verifiableEvents reads the JSON events a verifiable client wrote to its
@@ -181,5 +182,53 @@ func waitGroupEmpty(t *testing.T, adm *kadm.Client, group string) {
 			t.Fatalf("group %s not empty: %+v %v", group, dg, err)
 		}
 		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// TestGroupsInternalTopicsReadByKafkaFormatters reads __consumer_offsets
+// and __transaction_state of verbatim serve with Kafka's own formatters
+// (the classes kafka-console-consumer uses to dump a Kafka cluster's
+// internal topics): the records are in Kafka's schemas.
+func TestGroupsInternalTopicsReadByKafkaFormatters(t *testing.T) {
+	bin := BuildVerbatim(t)
+	v := StartVerbatim(t, bin, VerbatimOptions{})
+	cl := verbatimClient(t, v.Addr)
+	adm := kadm.NewClient(cl)
+	createTopicOn(t, adm, "fmt", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "fmt", Partition: 0, At: 42, LeaderEpoch: 0, Metadata: "from-verbatim"})
+	if resp, err := adm.CommitOffsets(ctx, "fmt-group", offs); err != nil || resp.Error() != nil {
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
+	produceTxn := verbatimClient(t, v.Addr, kgo.TransactionalID("fmt-txn"), kgo.DefaultProduceTopic("fmt"))
+	if err := produceTxn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := produceTxn.ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := produceTxn.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	dump := func(topic, formatter string, n int) string {
+		res := JavaTool(t, "kafka-console-consumer", "--bootstrap-server", v.Addr, "--topic", topic,
+			"--from-beginning", "--max-messages", strconv.Itoa(n), "--timeout-ms", "30000",
+			"--formatter", formatter)
+		return res.Stdout
+	}
+	out := dump("__consumer_offsets", "org.apache.kafka.tools.consumer.OffsetsMessageFormatter", 1)
+	for _, want := range []string{`"group":"fmt-group"`, `"topic":"fmt"`, `"offset":42`, `"metadata":"from-verbatim"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("OffsetsMessageFormatter output lacks %s:\n%s", want, out)
+		}
+	}
+	// Init (Empty), add partition (Ongoing), PrepareCommit, CompleteCommit.
+	out = dump("__transaction_state", "org.apache.kafka.tools.consumer.TransactionLogMessageFormatter", 4)
+	for _, want := range []string{`"transactionalId":"fmt-txn"`, `"transactionStatus":"Ongoing"`, `"transactionStatus":"PrepareCommit"`, `"transactionStatus":"CompleteCommit"`, `"topic":"fmt"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("TransactionLogMessageFormatter output lacks %s:\n%s", want, out)
+		}
 	}
 }
