@@ -54,7 +54,16 @@ type policyState struct {
 type topicPolicies struct {
 	cfg *TopicConfig
 	b   *wasmpolicy.Binding // nil: the topic has no policies
-	err error               // binding failed: the topic's produces are refused
+	// err: binding failed (e.g. a module file missing after a restart);
+	// the topic's produces are refused, and binding is retried after
+	// policyRefreshInterval.
+	err   error
+	errAt time.Time
+}
+
+// current reports whether tp is the binding to use for cfg.
+func (tp *topicPolicies) current(cfg *TopicConfig) bool {
+	return tp != nil && tp.cfg == cfg && (tp.err == nil || time.Since(tp.errAt) < policyRefreshInterval)
 }
 
 func openPolicies(ctx context.Context, cfg Config, log *slog.Logger) (*policyState, error) {
@@ -137,22 +146,16 @@ func effectiveConfigs(cfg *TopicConfig) map[string]string {
 	return out
 }
 
-// binding returns t's policies for its current config.
+// binding returns t's policies for its current config. Binding happens
+// outside the lock (it may wait for a module being compiled), so other
+// topics' produces never wait for it.
 func (ps *policyState) binding(t *Topic) *topicPolicies {
 	cfg := t.Config()
 	ps.mu.RLock()
 	tp := ps.bound[t]
 	ps.mu.RUnlock()
-	if tp != nil && tp.cfg == cfg {
+	if tp.current(cfg) {
 		return tp
-	}
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	if tp = ps.bound[t]; tp != nil && tp.cfg == cfg {
-		return tp
-	}
-	if tp != nil && tp.b != nil {
-		tp.b.Close()
 	}
 	v, set := cfg.overrides[cfgMirrorPolicies]
 	names, err := wasmpolicy.Effective(v, set, cfg.MirrorPush)
@@ -160,8 +163,21 @@ func (ps *policyState) binding(t *Topic) *topicPolicies {
 	if err == nil && len(names) > 0 {
 		tp.b, err = ps.host.Bind(t.Name, names, effectiveConfigs(cfg))
 	}
-	tp.err = err
+	tp.err, tp.errAt = err, time.Now()
+	ps.mu.Lock()
+	old := ps.bound[t]
+	if old.current(cfg) { // another produce bound it first
+		ps.mu.Unlock()
+		if tp.b != nil {
+			tp.b.Close()
+		}
+		return old
+	}
 	ps.bound[t] = tp
+	ps.mu.Unlock()
+	if old != nil && old.b != nil {
+		old.b.Close()
+	}
 	return tp
 }
 

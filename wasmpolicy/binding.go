@@ -281,7 +281,9 @@ func (p *pool) judge(ctx context.Context, pc *PartitionContext, set []byte, v *V
 		p.rejectAll(v, set, nb, fmt.Sprintf("policy %s failed, instance replaced: %v", d.Name, err))
 		return nil
 	}
-	p.put(in, false)
+	// A watchdog that fired just as the call returned leaves the
+	// instance's context done: its next call would fail, so drop it.
+	p.put(in, in.cc.fired.Load())
 	if len(v.Rejected) > mark {
 		fillOffsets(v.Rejected[mark:], set)
 	}
