@@ -42,11 +42,13 @@ peers:
 # vs mirror push, bench-ingest; writes benchmarks/results/<date>-<commit>.json
 # and the charts. bench-quick is the same harness at smoke sizes, 1 round.
 bench: peers build
+	./benchmarks/mm2/install.sh
 	$(GO) build -o bin/bench-ingest ./benchmarks/cmd/bench-ingest
 	$(GO) test -tags peerbench -count=1 -timeout 170m -run '^TestPeerBench$$' ./benchmarks/ -args -bench.profile=full -bench.out=results
 	cd benchmarks/charts && $(GO) run . -in ../results -readme ../README.md
 
 bench-quick: peers build
+	./benchmarks/mm2/install.sh
 	$(GO) build -o bin/bench-ingest ./benchmarks/cmd/bench-ingest
 	$(GO) test -tags peerbench -count=1 -timeout 10m -run '^TestPeerBench$$' ./benchmarks/ -args -bench.profile=quick -bench.out=tmp
 

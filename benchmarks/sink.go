@@ -66,11 +66,14 @@ func (s *Sink) Serve(ln net.Listener) error {
 	}
 }
 
-// Close stops the partition writers and closes their files.
+// Close stops the partition writers and closes their files, once every
+// connection is done (the caller closes the listener and its clients
+// first). Calling it again does nothing.
 func (s *Sink) Close() {
 	s.mu.Lock()
-	for _, p := range s.parts {
+	for k, p := range s.parts {
 		close(p.q)
+		delete(s.parts, k)
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
