@@ -3,6 +3,7 @@ package interop
 import (
 	"context"
 	"fmt"
+	"sort"
 	"testing"
 	"time"
 
@@ -106,14 +107,53 @@ func fetchAllRaw(t testing.TB, cl *kgo.Client, topic string) [][]byte {
 	return out
 }
 
+// abortedRange is one aborted transaction of a read_committed Fetch
+// response: a producer id and the first offset of its transaction.
+type abortedRange struct{ PID, First int64 }
+
+func (a abortedRange) String() string { return fmt.Sprintf("%d@%d", a.PID, a.First) }
+
 // abortedFromFetch returns the aborted transactions a read_committed Fetch
-// from offset 0 lists, as "pid@firstOffset".
-func abortedFromFetch(t testing.TB, cl *kgo.Client, topic string) []string {
+// from offset 0 lists.
+func abortedFromFetch(t testing.TB, cl *kgo.Client, topic string) []abortedRange {
 	t.Helper()
 	p := fetchOnce(t, cl, topic, topicID(t, cl, topic), 0, 1)
-	var out []string
+	var out []abortedRange
 	for _, a := range p.AbortedTransactions {
-		out = append(out, fmt.Sprintf("%d@%d", a.ProducerID, a.FirstOffset))
+		out = append(out, abortedRange{a.ProducerID, a.FirstOffset})
+	}
+	return out
+}
+
+// abortedData applies a read_committed consumer's rule (Kafka's
+// FetchCollector / CompletedFetch) to batches with the aborted list of a
+// Fetch response, and returns the base offsets of the data batches a
+// consumer skips as aborted. Two lists mean the same when they give the
+// same answer.
+func abortedData(batches [][]byte, list []abortedRange) []int64 {
+	sorted := append([]abortedRange(nil), list...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].First < sorted[j].First })
+	open := map[int64]bool{}
+	var out []int64
+	for _, b := range batches {
+		h, err := kbatch.ParseHeader(b)
+		if err != nil {
+			continue
+		}
+		for len(sorted) > 0 && sorted[0].First <= h.LastOffset() {
+			open[sorted[0].PID] = true
+			sorted = sorted[1:]
+		}
+		if !h.IsTransactional() || !open[h.ProducerID] {
+			continue
+		}
+		if h.IsControl() {
+			if typ, ok := kbatch.ControlType(b); ok && typ == kbatch.ControlAbort {
+				delete(open, h.ProducerID)
+			}
+			continue
+		}
+		out = append(out, h.BaseOffset)
 	}
 	return out
 }

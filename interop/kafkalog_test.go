@@ -282,21 +282,28 @@ func TestCapturedKafkaBatchesPassVerbatimPath(t *testing.T) {
 			if leo != last.NextOffset() {
 				t.Errorf("log end %d, want %d", leo, last.NextOffset())
 			}
-			var gotAborted []string
+			var gotAborted []abortedRange
 			aborted, err := l.AbortedTransactions(0, leo, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, a := range aborted {
-				gotAborted = append(gotAborted, fmt.Sprintf("%d@%d", a.ProducerID, a.FirstOffset))
+				gotAborted = append(gotAborted, abortedRange{a.ProducerID, a.FirstOffset})
 			}
 			want := abortedFromFetch(t, cl, c.topic)
-			if fmt.Sprint(gotAborted) != fmt.Sprint(want) {
+			t.Logf("%s: aborted transactions: Kafka %v, storage %v", c.topic, want, gotAborted)
+			// By meaning, always: the same data batches are aborted.
+			if g, w := abortedData(fileBatches, gotAborted), abortedData(fileBatches, want); fmt.Sprint(g) != fmt.Sprint(w) {
+				t.Errorf("aborted data batches: %v with storage's list %v, %v with Kafka's %v", g, gotAborted, w, want)
+			}
+			// Exactly, where the cleaner has not run: once it has removed
+			// aborted records, Kafka's transaction index may still name
+			// their first offset, which no batch in the log records.
+			if c.topic != "cap-compact" && fmt.Sprint(gotAborted) != fmt.Sprint(want) {
 				t.Errorf("aborted transactions: storage %v, Kafka's read_committed fetch %v", gotAborted, want)
 			}
-			t.Logf("%s: aborted transactions %v", c.topic, want)
-			if c.topic == "cap-txn" && len(want) != 1 {
-				t.Errorf("Kafka lists aborted transactions %v, want the one aborted", want)
+			if c.topic == "cap-txn" && (len(want) != 1 || len(abortedData(fileBatches, want)) != 1) {
+				t.Errorf("Kafka lists aborted transactions %v, want the one aborted (one data batch)", want)
 			}
 			if lso, hwm := l.LastStableOffset(), l.HighWatermark(); lso != leo || hwm != leo {
 				t.Errorf("LSO %d, high watermark %d, want both at the log end %d (no open transaction)", lso, hwm, leo)
