@@ -425,9 +425,21 @@ func TestVerbatimRealClients(t *testing.T) {
 	})
 
 	t.Run("restart-after-sigkill", func(t *testing.T) {
+		// Its own acks=-1 data and config, besides what earlier subtests left.
+		const topic = "restart"
+		createTopicOn(t, adm, topic, 2, map[string]string{"retention.ms": "7200000", "cleanup.policy": "compact"})
+		pcl := verbatimClient(t, bs, kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()))
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		for i := 0; i < 50; i++ {
+			r := &kgo.Record{Key: []byte(fmt.Sprintf("k%d", i%10)), Value: []byte(fmt.Sprintf("v%d", i)), Partition: int32(i % 2)}
+			if err := pcl.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatalf("produce before the restart: %v", err)
+			}
+		}
 		before := captureBrokerState(t, cl, adm)
-		if len(before.ends) < 5 {
-			t.Fatalf("only %d partitions to compare; earlier subtests created none?", len(before.ends))
+		if before.ends[topic+"/0"]+before.ends[topic+"/1"] != 50 || before.configs[topic] != "cleanup.policy=compact,retention.ms=7200000" {
+			t.Fatalf("before the restart: ends %v, configs %v", before.ends, before.configs)
 		}
 		v.Proc.Signal(syscall.SIGKILL)
 		if !v.Proc.Wait(20 * time.Second) {
