@@ -125,15 +125,20 @@ func handleProduce(_ context.Context, s *Server, r *Request) (Reply, error) {
 			return nil, err
 		}
 	}
-	resp := &hotpath.ProduceResponse{Version: r.Version, Topics: make([]hotpath.ProduceTopicResponse, len(req.Topics))}
-	var waits []durableWait
+	op := &produceOp{
+		resp: &hotpath.ProduceResponse{Version: r.Version, Topics: make([]hotpath.ProduceTopicResponse, len(req.Topics))},
+		acks: req.Acks,
+		// Appends are referenced by the partition queues: the slice
+		// never grows past its capacity.
+		pend: make([]pendingAppend, 0, req.NumPartitions()),
+	}
 	acksOK := req.Acks == 0 || req.Acks == 1 || req.Acks == -1
-	waitDurable := req.Acks == -1 && s.flushPolicy() == storage.FlushAlways
+	durable := req.Acks == -1 && s.flushPolicy() == storage.FlushAlways
 	now := time.Now().UnixMilli()
 	pi := 0
 	for ti := range req.Topics {
 		rt := &req.Topics[ti]
-		out := &resp.Topics[ti]
+		out := &op.resp.Topics[ti]
 		out.Name, out.ID = rt.Name, rt.ID
 		out.Partitions = make([]hotpath.ProducePartitionResponse, len(rt.Partitions))
 		var t *Topic
@@ -167,37 +172,134 @@ func handleProduce(_ context.Context, s *Server, r *Request) (Reply, error) {
 				pr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}
-			res, err := s.produceOne(p, r.Version, rp.Records, mreq, &mp, now)
+			res, err := s.produceOne(op, p, pr, r.Version, rp.Records, mreq, &mp, now, durable)
 			if err != nil {
-				code, msg := dataErrorToKafka(err)
-				pr.ErrorCode, pr.ErrorMessage = code, msg
-				var he *hotpath.Error
-				if errors.As(err, &he) {
-					pr.RecordErrors = he.Records
-				}
-				if res.log != nil {
-					pr.LogStartOffset = res.log.LogStartOffset()
-				}
+				setProduceError(pr, err, res.log)
 				continue
 			}
+			if res.submitted {
+				continue // answered once the queue completes it
+			}
 			pr.BaseOffset, pr.LogAppendTimeMs, pr.LogStartOffset = res.base, res.appendTime, res.logStart
-			if waitDurable && res.upTo > 0 {
-				waits = append(waits, durableWait{topic: ti, part: i, log: res.log, upTo: res.upTo})
+			if durable && res.upTo > 0 {
+				op.waits = append(op.waits, durableWait{pr: pr, log: res.log, upTo: res.upTo})
 			}
 		}
 	}
-	if req.Acks == 0 {
-		return nil, nil
+	if len(op.pend) == 0 && len(op.waits) == 0 {
+		if req.Acks == 0 {
+			return nil, nil
+		}
+		return produceReply{op.resp}, nil
 	}
-	if len(waits) > 0 {
-		return Defer(newDurableReply(resp, waits)), nil
-	}
-	return produceReply{resp}, nil
+	op.registerWaits()
+	return Defer(op), nil
 }
 
-// produced is the outcome of one partition's append.
+// setProduceError fills a partition's error code, message and per-record
+// errors.
+func setProduceError(pr *hotpath.ProducePartitionResponse, err error, l *storage.Log) {
+	code, msg := dataErrorToKafka(err)
+	pr.ErrorCode, pr.ErrorMessage, pr.BaseOffset, pr.LogAppendTimeMs = code, msg, -1, -1
+	var he *hotpath.Error
+	if errors.As(err, &he) {
+		pr.RecordErrors = he.Records
+	}
+	if l != nil {
+		pr.LogStartOffset = l.LogStartOffset()
+	}
+}
+
+// produceOp is a produce request whose appends are in the partition
+// queues (and, for acks=-1 under --flush always, waiting for the group
+// commit). The connection writer resolves it in request order.
+type produceOp struct {
+	resp *hotpath.ProduceResponse
+	acks int16
+	pend []pendingAppend
+	// waits are mirror appends (written synchronously) whose answer
+	// waits for durability.
+	waits []durableWait
+	done  chan durableResult
+}
+
+// pendingAppend is one partition's append submitted to its queue.
+type pendingAppend struct {
+	a          hotpath.Append
+	g          *hotpath.Group
+	p          *Partition
+	log        *storage.Log
+	pr         *hotpath.ProducePartitionResponse
+	appendTime int64
+}
+
+// durableWait is one mirror partition whose acks=-1 answer waits for
+// durability.
+type durableWait struct {
+	pr   *hotpath.ProducePartitionResponse
+	log  *storage.Log
+	upTo int64
+}
+
+type durableResult struct {
+	i   int
+	err error
+}
+
+func (op *produceOp) registerWaits() {
+	if len(op.waits) == 0 {
+		return
+	}
+	op.done = make(chan durableResult, len(op.waits))
+	for i := range op.waits {
+		op.waits[i].log.OnDurable(op.waits[i].upTo, func(err error) { op.done <- durableResult{i, err} })
+	}
+}
+
+// Await waits for the queued appends and the durability of mirror appends,
+// then fills their partition answers. A partition whose write or sync
+// fails is answered with its error (KAFKA_STORAGE_ERROR for I/O).
+func (op *produceOp) Await(ctx context.Context) (Reply, error) {
+	for i := range op.pend {
+		pa := &op.pend[i]
+		select {
+		case <-pa.g.Done():
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for appends: %w", ctx.Err())
+		}
+		if pa.a.Err != nil {
+			setProduceError(pa.pr, pa.a.Err, pa.log)
+			continue
+		}
+		ar := &pa.a.Result
+		pa.pr.BaseOffset, pa.pr.LogStartOffset, pa.pr.LogAppendTimeMs = ar.FirstOffset, ar.LogStartOffset, pa.appendTime
+		if ar.Duplicate {
+			pa.pr.LogAppendTimeMs = -1
+		} else {
+			pa.p.notifyAppend()
+		}
+	}
+	for range op.waits {
+		select {
+		case r := <-op.done:
+			if r.err != nil {
+				setProduceError(op.waits[r.i].pr, r.err, nil)
+			}
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for durability: %w", ctx.Err())
+		}
+	}
+	if op.acks == 0 {
+		return nil, nil
+	}
+	return produceReply{op.resp}, nil
+}
+
+// produced is the outcome of one partition's produce when it was answered
+// without the queue's completion (refusals and mirror appends).
 type produced struct {
 	log        *storage.Log
+	submitted  bool
 	base       int64
 	appendTime int64
 	logStart   int64
@@ -206,13 +308,15 @@ type produced struct {
 	upTo int64
 }
 
-// produceOne validates and appends one partition's record set.
-func (s *Server) produceOne(p *Partition, version int16, set []byte, mreq *mirrorRequest, mp *mirrorPartition, now int64) (produced, error) {
-	l, err := partitionLog(p)
+// produceOne validates one partition's record set and submits it to the
+// partition's queue (normal mode) or appends it (mirror mode).
+func (s *Server) produceOne(op *produceOp, p *Partition, pr *hotpath.ProducePartitionResponse, version int16, set []byte,
+	mreq *mirrorRequest, mp *mirrorPartition, now int64, durable bool) (produced, error) {
+	h, err := partitionHandle(p)
 	if err != nil {
 		return produced{}, err
 	}
-	out := produced{log: l}
+	out := produced{log: h.log}
 	cfg := p.Topic.Config()
 	mirror := mreq != nil
 	switch {
@@ -230,24 +334,24 @@ func (s *Server) produceOne(p *Partition, version int16, set []byte, mreq *mirro
 		}
 	}
 	if mirror {
-		return s.appendMirror(p, l, set, mp, out)
+		return s.appendMirror(p, h, set, mp, out)
 	}
 	opts := hotpath.Options{Mode: hotpath.Normal, Topic: hotpathConfig(cfg), ProduceVersion: version, NowMs: now}
 	var vr hotpath.Result
 	if err := hotpath.Validate(set, &opts, &vr); err != nil {
 		return out, err
 	}
-	ar, err := l.AppendLeader(set, p.LeaderEpoch(), now)
-	if err != nil {
-		return out, err
+	// One group per append: a group signals once per round, and appends
+	// written inline complete before the next partition is submitted.
+	op.pend = append(op.pend, pendingAppend{p: p, log: h.log, pr: pr, appendTime: vr.LogAppendTimeMs, g: hotpath.NewGroup(),
+		a: hotpath.Append{Set: set, LeaderEpoch: p.LeaderEpoch(), NowMs: now, Durable: durable}})
+	pa := &op.pend[len(op.pend)-1]
+	pa.g.Add(1)
+	if err := h.queue.Submit(context.Background(), pa.g, &pa.a); err != nil {
+		op.pend = op.pend[:len(op.pend)-1]
+		return out, fmt.Errorf("%w: %v", storage.ErrClosed, err)
 	}
-	out.base, out.logStart, out.appendTime = ar.FirstOffset, ar.LogStartOffset, vr.LogAppendTimeMs
-	if ar.Duplicate {
-		out.appendTime = -1
-	} else {
-		p.notifyAppend()
-	}
-	out.upTo = ar.LastOffset + 1
+	out.submitted = true
 	return out, nil
 }
 
@@ -286,8 +390,11 @@ const (
 	epochBump     = 10
 )
 
-// appendMirror is the verbatim append of a mirror produce.
-func (s *Server) appendMirror(p *Partition, l *storage.Log, set []byte, mp *mirrorPartition, out produced) (produced, error) {
+// appendMirror is the verbatim append of a mirror produce. It goes through
+// the partition's queue (one writer per partition) and waits for the write
+// under the partition's append lock, so the expected-log-end check, the
+// append and the leader-epoch bookkeeping are one step.
+func (s *Server) appendMirror(p *Partition, h *logHandle, set []byte, mp *mirrorPartition, out produced) (produced, error) {
 	if !mp.present || mp.ExpectedLogEndOffset < 0 {
 		return out, kafkaErr(kerr.InvalidRequest, "mirror produce without ExpectedLogEndOffset (partition tag 22082)")
 	}
@@ -297,19 +404,30 @@ func (s *Server) appendMirror(p *Partition, l *storage.Log, set []byte, mp *mirr
 	}
 	p.data.appendMu.Lock()
 	defer p.data.appendMu.Unlock()
+	l := h.log
 	leo := l.LogEndOffset()
+	mismatch := func() error {
+		return kafkaErr(kerr.OffsetOutOfRange, fmt.Sprintf("mirror: expected log end %d, log end is %d", mp.ExpectedLogEndOffset, leo))
+	}
 	if mp.ExpectedLogEndOffset != leo && vr.LastOffset >= leo {
 		// Only an identical retry of stored batches may disagree with the
 		// log end; anything reaching past the end is refused unwritten.
-		return out, kafkaErr(kerr.OffsetOutOfRange, fmt.Sprintf("mirror: expected log end %d, log end is %d", mp.ExpectedLogEndOffset, leo))
+		return out, mismatch()
 	}
-	ar, err := l.AppendVerbatim(set)
-	if err != nil {
-		if mp.ExpectedLogEndOffset != leo && errors.Is(err, storage.ErrOffsetBelowLogEnd) {
-			return out, kafkaErr(kerr.OffsetOutOfRange, fmt.Sprintf("mirror: expected log end %d, log end is %d", mp.ExpectedLogEndOffset, leo))
+	g := hotpath.NewGroup()
+	a := hotpath.Append{Set: set, Verbatim: true}
+	g.Add(1)
+	if err := h.queue.Submit(context.Background(), g, &a); err != nil {
+		return out, fmt.Errorf("%w: %v", storage.ErrClosed, err)
+	}
+	g.Wait()
+	if a.Err != nil {
+		if mp.ExpectedLogEndOffset != leo && errors.Is(a.Err, storage.ErrOffsetBelowLogEnd) {
+			return out, mismatch()
 		}
-		return out, err
+		return out, a.Err
 	}
+	ar := a.Result
 	out.base, out.logStart, out.appendTime = ar.FirstOffset, ar.LogStartOffset, -1
 	if !ar.AlreadyPresent {
 		p.notifyAppend()
@@ -330,53 +448,6 @@ func (s *Server) appendMirror(p *Partition, l *storage.Log, set []byte, mp *mirr
 		}
 	}
 	return out, nil
-}
-
-// durableWait is one partition whose acks=-1 answer waits for durability.
-type durableWait struct {
-	topic, part int
-	log         *storage.Log
-	upTo        int64
-}
-
-// durableReply answers an acks=-1 produce once every appended partition
-// is durable (storage's group commit). A partition whose sync fails is
-// answered KAFKA_STORAGE_ERROR.
-type durableReply struct {
-	resp  *hotpath.ProduceResponse
-	waits []durableWait
-	done  chan durableResult
-}
-
-type durableResult struct {
-	i   int
-	err error
-}
-
-func newDurableReply(resp *hotpath.ProduceResponse, waits []durableWait) *durableReply {
-	d := &durableReply{resp: resp, waits: waits, done: make(chan durableResult, len(waits))}
-	for i := range waits {
-		i := i
-		waits[i].log.OnDurable(waits[i].upTo, func(err error) { d.done <- durableResult{i, err} })
-	}
-	return d
-}
-
-func (d *durableReply) Await(ctx context.Context) (Reply, error) {
-	for range d.waits {
-		select {
-		case r := <-d.done:
-			if r.err != nil {
-				w := d.waits[r.i]
-				pr := &d.resp.Topics[w.topic].Partitions[w.part]
-				code, msg := dataErrorToKafka(r.err)
-				pr.ErrorCode, pr.ErrorMessage, pr.BaseOffset = code, msg, -1
-			}
-		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for durability: %w", ctx.Err())
-		}
-	}
-	return produceReply{d.resp}, nil
 }
 
 // scanProduceTags walks a flexible (v9+) Produce body that hotpath's

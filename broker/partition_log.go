@@ -28,6 +28,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/verbatim-kafka/verbatim/hotpath"
 	"github.com/verbatim-kafka/verbatim/storage"
 )
 
@@ -126,8 +127,22 @@ func (s *Server) openPartitionLog(p *Partition) error {
 	if err != nil {
 		return fmt.Errorf("%w: opening the log of %s: %v", errStorage, p.Dir(), err)
 	}
-	p.Log = l
+	p.Log = &logHandle{log: l, queue: hotpath.NewPartition(l, hotpath.QueueConfig{})}
 	return nil
+}
+
+// logHandle is what a partition's Log field holds: the storage log and the
+// hot path's submission queue that owns its appends (one writer per
+// partition; appends from every connection are coalesced there).
+type logHandle struct {
+	log   *storage.Log
+	queue *hotpath.Partition
+}
+
+// Close stops the queue (failing appends still queued) and closes the log.
+func (h *logHandle) Close() error {
+	h.queue.Close()
+	return h.log.Close()
 }
 
 // openAllLogs opens the log of every partition of every persisted topic.
@@ -177,14 +192,23 @@ func (s *Server) retentionLoop(ctx context.Context) {
 // errNoLog is returned for a partition whose log could not be opened.
 var errNoLog = errors.New("the partition's log is offline")
 
-// partitionLog returns p's storage log.
-func partitionLog(p *Partition) (*storage.Log, error) {
+// partitionHandle returns p's log and queue.
+func partitionHandle(p *Partition) (*logHandle, error) {
 	if p.Topic.Deleted() {
 		return nil, kafkaErr(kerr.UnknownTopicOrPartition, "This server does not host this topic-partition.")
 	}
-	l, ok := p.Log.(*storage.Log)
-	if !ok || l == nil {
+	h, ok := p.Log.(*logHandle)
+	if !ok || h == nil {
 		return nil, fmt.Errorf("%w: %s: %v", errStorage, p.Dir(), errNoLog)
 	}
-	return l, nil
+	return h, nil
+}
+
+// partitionLog returns p's storage log.
+func partitionLog(p *Partition) (*storage.Log, error) {
+	h, err := partitionHandle(p)
+	if err != nil {
+		return nil, err
+	}
+	return h.log, nil
 }
