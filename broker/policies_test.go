@@ -20,12 +20,9 @@ import (
 // request.
 func TestMain(m *testing.M) {
 	os.Exit(func() int {
-		dir, err := os.MkdirTemp("", "broker-wasm-cache")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
+		// The cache outlives the run and is shared with the other
+		// packages' tests (wasmpolicy's TestMain explains why).
+		dir := filepath.Join(os.TempDir(), "verbatim-wasm-test-cache")
 		testPolicyCacheDir = dir
 		h, err := wasmpolicy.NewHost(wasmpolicy.Options{CacheDir: dir})
 		if err == nil {

@@ -35,7 +35,11 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		defer os.RemoveAll(dir)
-		testCacheDir = filepath.Join(dir, "cache")
+		// A cache that outlives the run, shared with the other packages'
+		// tests: compiling a 2 MB Go guest costs seconds of CPU (tens under
+		// -race), and the compiled code depends only on the module, the
+		// wazero version and the CPU, which is what wazero keys it by.
+		testCacheDir = filepath.Join(os.TempDir(), "verbatim-wasm-test-cache")
 		if goGuest, err = buildGuest(dir, "./testdata/goguest"); err == nil {
 			sdkExample, err = buildGuest(dir, "../policies/examples/max-batch-bytes")
 		}

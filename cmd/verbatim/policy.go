@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -18,12 +19,15 @@ import (
 )
 
 const policyUsage = `usage:
-  verbatim policy check MODULE.wasm
+  verbatim policy check MODULE.wasm [--cache-dir DIR]
       load a module and check its ABI, exports, imports and descriptor
-  verbatim policy run MODULE.wasm|BUILTIN[,...] --batches FILE [--config k=v ...] [--topic NAME]
+  verbatim policy run MODULE.wasm|BUILTIN[,...] --batches FILE [--config k=v ...] [--topic NAME] [--cache-dir DIR]
       judge FILE (raw v2 record batches back to back, e.g. a Kafka .log
       segment) in order as one mirror partition; one line per batch:
       offset=<base> verdict=accept|reject reason=<text>
+
+--cache-dir keeps compiled modules between runs (default: the user cache
+directory's verbatim/wasm-cache; empty: none).
 
 exit status: 0 all accepted (check: module valid), 1 a batch rejected
 (check: module refused), 2 usage or unreadable input.
@@ -50,6 +54,16 @@ func policyMain(args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
+// defaultPolicyCacheDir is where the tools keep compiled modules, so that
+// a second run does not compile the 2 MB Go built-ins again.
+func defaultPolicyCacheDir() string {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(d, "verbatim", "wasm-cache")
+}
+
 // parseInterleaved parses flags that may come before or after positional
 // arguments (the usage puts the module first).
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
@@ -69,6 +83,7 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 func policyCheck(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("policy check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	cacheDir := fs.String("cache-dir", defaultPolicyCacheDir(), "directory keeping compiled modules between runs (empty: none)")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return 2
@@ -77,7 +92,7 @@ func policyCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "verbatim policy check: want one MODULE.wasm\n\n%s", policyUsage)
 		return 2
 	}
-	h, err := wasmpolicy.NewHost(wasmpolicy.Options{})
+	h, err := wasmpolicy.NewHost(wasmpolicy.Options{CacheDir: *cacheDir})
 	if err != nil {
 		fmt.Fprintf(stderr, "verbatim policy check: %v\n", err)
 		return 2
@@ -122,6 +137,7 @@ func policyRun(args []string, stdout, stderr io.Writer) int {
 	batchesPath := fs.String("batches", "", "file of raw v2 record batches back to back (a Kafka .log segment works)")
 	topic := fs.String("topic", "policy-run", "topic name the policies see")
 	partition := fs.Int("partition", 0, "partition number the policies see")
+	cacheDir := fs.String("cache-dir", defaultPolicyCacheDir(), "directory keeping compiled modules between runs (empty: none)")
 	cfg := configFlag{}
 	fs.Var(cfg, "config", "topic config k=v passed to the policies that declare it (repeatable)")
 	pos, err := parseInterleaved(fs, args)
@@ -137,7 +153,7 @@ func policyRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "verbatim policy run: %v\n", err)
 		return 2
 	}
-	h, err := wasmpolicy.NewHost(wasmpolicy.Options{})
+	h, err := wasmpolicy.NewHost(wasmpolicy.Options{CacheDir: *cacheDir})
 	if err != nil {
 		fmt.Fprintf(stderr, "verbatim policy run: %v\n", err)
 		return 2
