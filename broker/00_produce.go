@@ -36,6 +36,10 @@ package broker
 //     (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH). After an append the
 //     partition's leader epoch is kept ahead of every stored batch epoch
 //     (KIP-1279: raised to the batch epoch + 10 when one comes within 3).
+//   - The topic's WASM policies (mirror.policies, docs/policies.md; the
+//     defaults on mirror topics) judge each record set after the hot path's
+//     checks and before the append; a rejection refuses the partition's
+//     whole set with the policy's error.
 //   - An ordinary producer writing to a mirror topic, or a mirror produce
 //     to an ordinary topic, gets POLICY_VIOLATION (non-retriable in the
 //     Java producer and librdkafka) and nothing is appended.
@@ -341,6 +345,13 @@ func (s *Server) produceOne(op *produceOp, p *Partition, pr *hotpath.ProducePart
 	if err := hotpath.Validate(set, &opts, &vr); err != nil {
 		return out, err
 	}
+	if _, ok := cfg.overrides[cfgMirrorPolicies]; ok {
+		// An ordinary topic with mirror.policies: judged as sent
+		// (docs/policies.md).
+		if err := s.judgePolicies(p, h.log, set, h.log.LogEndOffset()); err != nil {
+			return out, err
+		}
+	}
 	// One group per append: a group signals once per round, and appends
 	// written inline complete before the next partition is submitted.
 	op.pend = append(op.pend, pendingAppend{p: p, log: h.log, pr: pr, appendTime: vr.LogAppendTimeMs, g: hotpath.NewGroup(),
@@ -413,6 +424,14 @@ func (s *Server) appendMirror(p *Partition, h *logHandle, set []byte, mp *mirror
 		// Only an identical retry of stored batches may disagree with the
 		// log end; anything reaching past the end is refused unwritten.
 		return out, mismatch()
+	}
+	if vr.LastOffset >= leo {
+		// The topic's policies (docs/policies.md) judge what is new; an
+		// identical retry of stored batches was judged when first
+		// appended.
+		if err := s.judgePolicies(p, l, set, leo); err != nil {
+			return out, err
+		}
 	}
 	g := hotpath.NewGroup()
 	a := hotpath.Append{Set: set, Verbatim: true}

@@ -281,3 +281,24 @@ func TestApiVersionsAdvertisesMirrorProduce(t *testing.T) {
 		}
 	}
 }
+
+// The mirror topic's default policies judge mirror produces: an epoch
+// rewind is refused (epoch-monotonic, BRIEF I3) and nothing is appended.
+func TestMirrorProduceJudgedByPolicies(t *testing.T) {
+	b := startBroker(t, t.TempDir(), nil)
+	createTopic(t, b, "mp", 1, map[string]*string{"mirror.mode": sp("push")})
+	if r := mirrorOne(t, b, "mp", data(0, 4, 2).encode(t), 0, -1); r.ErrorCode != 0 {
+		t.Fatalf("first append: %+v", r)
+	}
+	r := mirrorOne(t, b, "mp", data(2, 1, 1).encode(t), 2, 14)
+	if r.ErrorCode != kerr.PolicyViolation.Code || r.ErrorMessage == nil || !strings.Contains(*r.ErrorMessage, "epoch-monotonic") {
+		t.Fatalf("epoch rewind: %+v", r)
+	}
+	if hw := listOffsetT(t, b, "mp", 0, -1); hw != 2 {
+		t.Fatalf("log end %d after a refused rewind, want 2", hw)
+	}
+	// An identical retry of the stored batch is not judged again.
+	if r := mirrorOne(t, b, "mp", data(0, 4, 2).encode(t), 0, 14); r.ErrorCode != 0 || r.BaseOffset != 0 {
+		t.Fatalf("identical retry: %+v", r)
+	}
+}
