@@ -258,3 +258,34 @@ func TestRestartKeepsDataEpochsAndConfigs(t *testing.T) {
 		t.Fatalf("append after restart: %+v", r)
 	}
 }
+
+// Partitions added later get logs; a deleted and re-created topic starts
+// empty; produces to a deleted topic fail without touching the new one.
+func TestTopicLifecycleWithData(t *testing.T) {
+	b := startBroker(t, t.TempDir(), nil)
+	createTopic(t, b, "life", 1, nil)
+	if r := produceOne(t, b, 9, "life", 0, encodeBatch(t, 0, -1, -1, []byte("a"), []byte("b"))); r.ErrorCode != 0 {
+		t.Fatal(r.ErrorCode)
+	}
+	adm := b.admin()
+	if _, err := adm.CreatePartitions(ctxT(t), 3, "life"); err != nil {
+		t.Fatal(err)
+	}
+	if r := produceOne(t, b, 9, "life", 2, encodeBatch(t, 0, -1, -1, []byte("c"))); r.ErrorCode != 0 || r.BaseOffset != 0 {
+		t.Fatalf("produce to an added partition: %+v", r)
+	}
+	old := b.srv.Topic("life").Partition(0)
+	if _, err := adm.DeleteTopics(ctxT(t), "life"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := partitionLog(old); err == nil {
+		t.Fatal("deleted partition still has a usable log")
+	}
+	createTopic(t, b, "life", 1, nil)
+	if hw := listOffsetT(t, b, "life", 0, -1); hw != 0 {
+		t.Fatalf("re-created topic log end %d, want 0", hw)
+	}
+	if r := produceOne(t, b, 9, "life", 0, encodeBatch(t, 0, -1, -1, []byte("new"))); r.ErrorCode != 0 || r.BaseOffset != 0 {
+		t.Fatalf("produce to the re-created topic: %+v", r)
+	}
+}
