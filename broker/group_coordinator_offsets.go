@@ -14,7 +14,7 @@ import (
 )
 
 func (c *groupCoordinator) partitionFor(groupID string) int32 {
-	return partitionForKey(groupID, offsetsTopicPartitions)
+	return partitionForKey(groupID, c.s.internalPartitionCount(offsetsTopic))
 }
 
 func groupMetadataKey(groupID string) []byte {

@@ -60,6 +60,22 @@ func partitionForKey(key string, n int32) int32 {
 	return h % n
 }
 
+// internalPartitionCount is the partition count keys of an internal topic
+// are spread over: the existing topic's (as Kafka reads it from the
+// metadata; CreatePartitions refuses internal topics, so it never
+// changes), else the count it will be created with.
+func (s *Server) internalPartitionCount(name string) int32 {
+	if t := s.cluster.topic(name); t != nil {
+		if n := len(t.Partitions()); n > 0 {
+			return int32(n)
+		}
+	}
+	if name == txnStateTopic {
+		return txnStateTopicPartitions
+	}
+	return offsetsTopicPartitions
+}
+
 // internalTopic returns the named internal topic, creating it on first use.
 func (s *Server) internalTopic(name string) (*Topic, error) {
 	if t := s.cluster.topic(name); t != nil {

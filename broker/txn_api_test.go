@@ -112,3 +112,30 @@ func TestGroupOffsetsRetention(t *testing.T) {
 		t.Fatalf("expired offsets back after restart: %v", got)
 	}
 }
+
+// An __consumer_offsets created by a client (here with 3 partitions) is
+// used as it is: keys are spread over its own partition count.
+func TestGroupOffsetsTopicCreatedByClient(t *testing.T) {
+	dir := t.TempDir()
+	b := startGroupBroker(t, dir)
+	createTopic(t, b, offsetsTopic, 3, nil)
+	createTopic(t, b, "oc", 1, nil)
+	for i := 0; i < 6; i++ {
+		g := "client-made-" + string(rune('a'+i))
+		commits := []offsetCommit{{tp: topicPartition{"oc", 0}, entry: offsetEntry{offset: int64(i), leaderEpoch: -1}}}
+		b.srv.groups.commitOffsets(g, "", nil, -1, commits)
+		if commits[0].code != 0 {
+			t.Fatalf("commit %s: %d", g, commits[0].code)
+		}
+		if p := b.srv.groups.partitionFor(g); p < 0 || p >= 3 {
+			t.Fatalf("group %s mapped to partition %d of 3", g, p)
+		}
+	}
+	b.stop()
+	b = startGroupBroker(t, dir)
+	for i := 0; i < 6; i++ {
+		if got := committed(t, b, "client-made-"+string(rune('a'+i))); got[0] != int64(i) {
+			t.Fatalf("group %d after restart: %v", i, got)
+		}
+	}
+}

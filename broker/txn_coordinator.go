@@ -119,7 +119,7 @@ func isProducerFenceErr(err error) bool {
 }
 
 func (c *txnCoordinator) partitionFor(id string) int32 {
-	return partitionForKey(id, txnStateTopicPartitions)
+	return partitionForKey(id, c.s.internalPartitionCount(txnStateTopic))
 }
 
 // coordinatorEpoch is the epoch written into markers: the leader epoch of
