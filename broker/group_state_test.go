@@ -83,9 +83,7 @@ func syncAll(t *testing.T, c *groupCoordinator, group string, gen int32, leader 
 	}
 }
 
-func TestGroupSessionExpiryRebalances(t *testing.T) {
-	clk := &manualClock{t: time.Now()}
-	b := startClockBroker(t, t.TempDir(), clk)
+func sessionExpiryRebalances(t *testing.T, clk *manualClock, b *testBroker) {
 	c := b.srv.groups
 	m1, ch1 := joinNew(t, c, "s")
 	r1 := recvJoin(t, ch1) // alone: no initial delay in tests
@@ -133,9 +131,7 @@ func TestGroupSessionExpiryRebalances(t *testing.T) {
 	}
 }
 
-func TestGroupRebalanceTimeoutDropsMembersThatDoNotRejoin(t *testing.T) {
-	clk := &manualClock{t: time.Now()}
-	b := startClockBroker(t, t.TempDir(), clk)
+func rebalanceTimeoutDropsMembersThatDoNotRejoin(t *testing.T, clk *manualClock, b *testBroker) {
 	c := b.srv.groups
 	m1, ch1 := joinNew(t, c, "r")
 	recvJoin(t, ch1)
@@ -160,9 +156,7 @@ func TestGroupRebalanceTimeoutDropsMembersThatDoNotRejoin(t *testing.T) {
 	}
 }
 
-func TestGroupPendingMemberIDExpires(t *testing.T) {
-	clk := &manualClock{t: time.Now()}
-	b := startClockBroker(t, t.TempDir(), clk)
+func pendingMemberIDExpires(t *testing.T, clk *manualClock, b *testBroker) {
 	c := b.srv.groups
 	res, _ := c.join(jreq("p", "", nil, "md"))
 	if res.code != kerr.MemberIDRequired.Code {
@@ -266,9 +260,7 @@ func TestGroupRestartMidRebalance(t *testing.T) {
 	}
 }
 
-func TestGroupJoinErrors(t *testing.T) {
-	clk := &manualClock{t: time.Now()}
-	b := startClockBroker(t, t.TempDir(), clk)
+func joinErrors(t *testing.T, clk *manualClock, b *testBroker) {
 	c := b.srv.groups
 	r := jreq("e", "", nil, "md")
 	r.sessionTimeout = time.Second
@@ -297,15 +289,7 @@ func TestGroupJoinErrors(t *testing.T) {
 	}
 }
 
-func TestGroupJoinWaitEndsBeforeRequestTimeout(t *testing.T) {
-	clk := &manualClock{t: time.Now()}
-	old := newCoordClock
-	newCoordClock = func() coordClock { return clk }
-	t.Cleanup(func() { newCoordClock = old })
-	oldDelay := initialRebalanceDelay
-	initialRebalanceDelay = 0
-	t.Cleanup(func() { initialRebalanceDelay = oldDelay })
-	b := startBroker(t, t.TempDir(), func(c *Config) { c.RequestTimeout = 2 * time.Second })
+func joinWaitEndsBeforeRequestTimeout(t *testing.T, clk *manualClock, b *testBroker) {
 	c := b.srv.groups
 	m1, ch1 := joinNew(t, c, "w")
 	recvJoin(t, ch1)
@@ -339,5 +323,28 @@ func TestGroupJoinWaitEndsBeforeRequestTimeout(t *testing.T) {
 	again := rawRequest[*kmsg.JoinGroupResponse](t, b, req)
 	if again.ErrorCode != 0 || again.Generation != 2 {
 		t.Fatalf("rejoin of the member that got REBALANCE_IN_PROGRESS: %+v", again)
+	}
+}
+
+// TestGroupCoordinatorStateMachine runs the state machine cases that need
+// no broker restart on one broker (each with its own group), with a manual
+// clock and a 2 s request timeout.
+func TestGroupCoordinatorStateMachine(t *testing.T) {
+	clk := &manualClock{t: time.Now()}
+	old, oldDelay := newCoordClock, initialRebalanceDelay
+	newCoordClock, initialRebalanceDelay = func() coordClock { return clk }, 0
+	t.Cleanup(func() { newCoordClock, initialRebalanceDelay = old, oldDelay })
+	b := startBroker(t, t.TempDir(), func(c *Config) { c.RequestTimeout = 2 * time.Second })
+	for _, tc := range []struct {
+		name string
+		fn   func(*testing.T, *manualClock, *testBroker)
+	}{
+		{"SessionExpiryRebalances", sessionExpiryRebalances},
+		{"RebalanceTimeoutDropsMembersThatDoNotRejoin", rebalanceTimeoutDropsMembersThatDoNotRejoin},
+		{"PendingMemberIDExpires", pendingMemberIDExpires},
+		{"JoinErrors", joinErrors},
+		{"JoinWaitEndsBeforeRequestTimeout", joinWaitEndsBeforeRequestTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, clk, b) })
 	}
 }
