@@ -82,11 +82,18 @@ func readLogBatches(t testing.TB, dir string) [][]byte {
 
 // dumpFields parses one DumpLogSegments line of "name: value" pairs
 // ("baseOffset: 0 lastOffset: 4 count: 5 ..."). Values are single tokens
-// except for headerKeys ("[a, b]"), which is kept whole.
+// except for bracketed lists (headerKeys: [a,b]) and the payload.
 var dumpFieldRE = regexp.MustCompile(`(\w+): (\[[^\]]*\]|\S+)`)
 
 func dumpFields(line string) map[string]string {
 	m := map[string]string{}
+	// A record's payload is printed last and may hold spaces: it is the
+	// rest of the line.
+	rest := ""
+	if i := strings.Index(line, " payload: "); i >= 0 {
+		line, rest = line[:i], line[i+len(" payload: "):]
+		m["payload"] = rest
+	}
 	for _, sm := range dumpFieldRE.FindAllStringSubmatch(line, -1) {
 		if _, dup := m[sm[1]]; !dup {
 			m[sm[1]] = sm[2]

@@ -46,7 +46,7 @@ func FuzzDumpFields(f *testing.F) {
 	f.Add("a: [ b: ]")
 	f.Fuzz(func(t *testing.T, line string) {
 		for k, v := range dumpFields(line) {
-			if v == "" || !strings.Contains(line, k+": "+v) {
+			if (v == "" && k != "payload") || !strings.Contains(line, k+": "+v) {
 				t.Fatalf("field %q = %q not found in %q", k, v, line)
 			}
 		}
