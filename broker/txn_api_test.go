@@ -8,8 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func TestTxnVerifyOnlyAndOffsetCommitChecks(t *testing.T) {
-	b := startGroupBroker(t, t.TempDir())
+func txnVerifyOnlyAndOffsetCommitChecks(t *testing.T, clk *manualClock, b *testBroker) {
 	createTopic(t, b, "vo", 2, nil)
 	pid, epoch := openRawTxn(t, b, "vo-tx", "vo")
 	// KIP-890 verification (v4): partition 0 is in the transaction,

@@ -70,8 +70,7 @@ func readAll(t *testing.T, b *testBroker, topic string, committed bool, want int
 	return out
 }
 
-func TestTxnCommitAbortReadCommitted(t *testing.T) {
-	b := startGroupBroker(t, t.TempDir())
+func txnCommitAbortReadCommitted(t *testing.T, clk *manualClock, b *testBroker) {
 	createTopic(t, b, "tx", 2, nil)
 	cl := b.client(kgo.TransactionalID("t1"), kgo.DefaultProduceTopic("tx"), kgo.RequestRetries(5))
 	run := func(prefix string, n int, commit bool) {
@@ -132,8 +131,7 @@ func TestTxnCommitAbortReadCommitted(t *testing.T) {
 	}
 }
 
-func TestTxnFencingOfZombie(t *testing.T) {
-	b := startGroupBroker(t, t.TempDir())
+func txnFencingOfZombie(t *testing.T, clk *manualClock, b *testBroker) {
 	createTopic(t, b, "fz", 1, nil)
 	old := b.client(kgo.TransactionalID("z"), kgo.DefaultProduceTopic("fz"))
 	if err := old.BeginTransaction(); err != nil {
@@ -220,9 +218,7 @@ func describeTxn(t *testing.T, b *testBroker, id string) kmsg.DescribeTransactio
 	return resp.TransactionStates[0]
 }
 
-func TestTxnTimeoutAbortsAndFences(t *testing.T) {
-	clk := &manualClock{t: time.Now()}
-	b := startClockBroker(t, t.TempDir(), clk)
+func txnTimeoutAbortsAndFences(t *testing.T, clk *manualClock, b *testBroker) {
 	createTopic(t, b, "to", 1, nil)
 	pid, epoch := openRawTxn(t, b, "slow", "to")
 	if lso := listOffsetsPart(t, b, 9, "to", 0, -1, 1).Offset; lso != 0 {
@@ -352,8 +348,7 @@ func TestTxnOffsetCommitVisibleOnlyAfterCommit(t *testing.T) {
 	}
 }
 
-func TestTxnGroupTransactSession(t *testing.T) {
-	b := startGroupBroker(t, t.TempDir())
+func txnGroupTransactSession(t *testing.T, clk *manualClock, b *testBroker) {
 	createTopic(t, b, "src", 2, nil)
 	createTopic(t, b, "dst", 2, nil)
 	produceValues(t, b, "src", 100)
@@ -403,5 +398,26 @@ func TestTxnGroupTransactSession(t *testing.T) {
 	}
 	if sum := committedSum(t, b, "rpw-g"); sum != 100 {
 		t.Fatalf("group offsets sum %d, want 100", sum)
+	}
+}
+
+// TestTxnCoordinator runs the transaction cases that need no broker
+// restart on one broker (each with its own topics and transactional ids)
+// whose coordinators read a manual clock.
+func TestTxnCoordinator(t *testing.T) {
+	clk := &manualClock{t: time.Now()}
+	b := startClockBroker(t, t.TempDir(), clk)
+	for _, tc := range []struct {
+		name string
+		fn   func(*testing.T, *manualClock, *testBroker)
+	}{
+		{"CommitAbortReadCommitted", txnCommitAbortReadCommitted},
+		{"FencingOfZombie", txnFencingOfZombie},
+		{"TimeoutAbortsAndFences", txnTimeoutAbortsAndFences},
+		{"GroupTransactSession", txnGroupTransactSession},
+		{"VerifyOnlyAndOffsetCommitChecks", txnVerifyOnlyAndOffsetCommitChecks},
+		{"DescribeProducersShowsOpenTransaction", txnDescribeProducersShowsOpenTransaction},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, clk, b) })
 	}
 }

@@ -47,8 +47,7 @@ func TestTxnProducerIDsStartAboveLoggedIDs(t *testing.T) {
 	}
 }
 
-func TestTxnDescribeProducersShowsOpenTransaction(t *testing.T) {
-	b := startGroupBroker(t, t.TempDir())
+func txnDescribeProducersShowsOpenTransaction(t *testing.T, clk *manualClock, b *testBroker) {
 	createTopic(t, b, "dp", 1, nil)
 	pid, epoch := openRawTxn(t, b, "dp-tx", "dp")
 	req := kmsg.NewPtrDescribeProducersRequest()
