@@ -456,3 +456,33 @@ func BenchmarkHotpathReport(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkValidate is validation alone on one batch (in cache), against
+// CRC-32C alone on the same bytes: the hot path's per-byte cost floor.
+func BenchmarkValidate(b *testing.B) {
+	for _, size := range benchSizes {
+		f := newBenchFrame(b, size)
+		batch := f.frame[f.recordsAt : f.recordsAt+f.batchLen]
+		b.Run("crc-only/batch="+sizeName(size), func(b *testing.B) {
+			b.SetBytes(int64(len(batch)))
+			for i := 0; i < b.N; i++ {
+				if kbatch.CRC(batch) != kbatch.StoredCRC(batch) {
+					b.Fatal("crc")
+				}
+			}
+		})
+		for _, mode := range []Mode{Verbatim, Normal} {
+			b.Run(mode.String()+"/batch="+sizeName(size), func(b *testing.B) {
+				o := &Options{Mode: mode, Topic: DefaultTopicConfig(), ProduceVersion: 11, NowMs: time.Now().UnixMilli()}
+				var res Result
+				b.SetBytes(int64(len(batch)))
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					if err := Validate(batch, o, &res); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -7,6 +7,22 @@ package hotpath
 // ByteUtils.readVarint). A fifth byte carrying bits past 32 is refused, as
 // franz-go's kbin does (Kafka would silently drop them). n is 0 on error.
 func readVarint(b []byte) (int32, int) {
+	// One and two bytes (lengths below 8 KiB) are the common case.
+	if len(b) > 1 {
+		if b[0] < 0x80 {
+			v := int32(b[0])
+			return v>>1 ^ -(v & 1), 1
+		}
+		if b[1] < 0x80 {
+			v := int32(b[0]&0x7f) | int32(b[1])<<7
+			return v>>1 ^ -(v & 1), 2
+		}
+	}
+	return readVarintSlow(b)
+}
+
+//go:noinline
+func readVarintSlow(b []byte) (int32, int) {
 	var v uint32
 	for i := 0; i < 5; i++ {
 		if i >= len(b) {
@@ -27,6 +43,15 @@ func readVarint(b []byte) (int32, int) {
 // readVarlong decodes a zigzag varlong of at most 10 bytes, refusing bits
 // past 64.
 func readVarlong(b []byte) (int64, int) {
+	if len(b) > 0 && b[0] < 0x80 {
+		v := int64(b[0])
+		return v>>1 ^ -(v & 1), 1
+	}
+	return readVarlongSlow(b)
+}
+
+//go:noinline
+func readVarlongSlow(b []byte) (int64, int) {
 	var v uint64
 	for i := 0; i < 10; i++ {
 		if i >= len(b) {
