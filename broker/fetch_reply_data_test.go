@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math/rand"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -88,5 +89,31 @@ func TestFetchBufPool(t *testing.T) {
 	putFetchBuf(&odd) // not a class size: dropped, not pooled
 	if p := getFetchBuf(5000); cap(*p) != 8192 {
 		t.Fatalf("pool returned a foreign buffer of capacity %d", cap(*p))
+	}
+}
+
+// A full session cache evicts idle sessions and sessions abandoned in use
+// (a connection that broke mid-fetch), never a busy recent one.
+func TestFetchSessionEviction(t *testing.T) {
+	var c fetchSessionCache
+	now := time.Unix(1000, 0)
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = 12
+	req.SessionID, req.SessionEpoch = 0, 0 // create a session
+	for i := 0; i < maxFetchSessions; i++ {
+		if plan := c.begin(req, now); plan.sess == nil {
+			t.Fatalf("session %d not created", i)
+		}
+	}
+	// All in use and recent: no slot.
+	if plan := c.begin(req, now.Add(time.Minute)); plan.sess != nil {
+		t.Fatal("a busy recent session was evicted")
+	}
+	// Abandoned in use long enough: evicted.
+	if plan := c.begin(req, now.Add(fetchSessionAbandoned)); plan.sess == nil {
+		t.Fatal("no session evicted after being abandoned in use")
+	}
+	if len(c.sessions) != maxFetchSessions {
+		t.Fatalf("%d sessions cached, limit %d", len(c.sessions), maxFetchSessions)
 	}
 }

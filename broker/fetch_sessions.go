@@ -34,6 +34,7 @@ import (
 const (
 	maxFetchSessions      = 1000
 	fetchSessionEvictIdle = 2 * time.Minute
+	fetchSessionAbandoned = 10 * time.Minute
 )
 
 // fetchSessionCache holds the sessions of one broker. The zero value is
@@ -141,7 +142,11 @@ func (c *fetchSessionCache) allocateLocked(now time.Time) int32 {
 	if len(c.sessions) >= maxFetchSessions {
 		var victim *fetchSession
 		for _, s := range c.sessions {
-			if !s.inUse && now.Sub(s.used) >= fetchSessionEvictIdle && (victim == nil || s.used.Before(victim.used)) {
+			idle := now.Sub(s.used)
+			// A session left in use by a connection that broke before
+			// its answer is evicted once it is clearly abandoned.
+			evictable := !s.inUse && idle >= fetchSessionEvictIdle || s.inUse && idle >= fetchSessionAbandoned
+			if evictable && (victim == nil || s.used.Before(victim.used)) {
 				victim = s
 			}
 		}
