@@ -88,11 +88,14 @@ type pending struct {
 	// headerV1 is true for response header v1 (flexible, tagged fields).
 	headerV1 bool
 	reply    Reply
-	ctx      context.Context
-	cancel   context.CancelFunc
+	// ctx is the handler's context (reqctx.go), released once the
+	// response is written.
+	ctx requestCtx
 	// frame is released once the response is written, unless the
 	// handler kept it (req.kept).
 	frame hotpath.Frame
+	// req is the decoded request, allocated with its pending entry.
+	req Request
 }
 
 // conn serves one client connection with two goroutines: the reader
@@ -116,6 +119,8 @@ type conn struct {
 	// stopped is set by stopReading: the reader finishes, the writer
 	// drains what was already read.
 	stopped bool
+	// clientID is the last client id read (reader goroutine only).
+	clientID string
 }
 
 func newConn(s *Server, nc net.Conn) (*conn, error) {
@@ -223,9 +228,8 @@ func (c *conn) readLoop() error {
 			}
 			return err
 		}
-		p, err := c.handleFrame(&frame)
+		p, err := c.handleFrame(frame)
 		if err != nil {
-			frame.Release()
 			return err
 		}
 		c.queue <- p
@@ -252,38 +256,34 @@ func (f *frameDeadlines) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// handleFrame parses and decodes a frame and runs its handler. An error
-// closes the connection.
-func (c *conn) handleFrame(frame *hotpath.Frame) (*pending, error) {
-	ctx, cancel := context.WithTimeout(c.s.baseCtx, c.s.cfg.RequestTimeout)
-	p, e, req, err := decodeFrame(frame.Buf)
+// handleFrame parses and decodes a frame and runs its handler. It owns
+// the frame: on success the pending entry holds it until the response is
+// written; on error (which closes the connection) it is released here.
+func (c *conn) handleFrame(frame hotpath.Frame) (*pending, error) {
+	p, e, req, err := decodeFrameCached(frame.Buf, &c.clientID)
 	if err != nil {
-		cancel()
+		frame.Release()
 		return nil, err
 	}
-	p.ctx, p.cancel = ctx, cancel
+	p.frame = frame
+	p.ctx.init(c.s.baseCtx, time.Now().Add(c.s.cfg.RequestTimeout))
 	if p.reply != nil {
-		p.frame = *frame
 		return p, nil
 	}
 	req.ConnID, req.Remote = c.id, c.nc.RemoteAddr()
-	req.frame = frame
-	reply, err := callHandler(ctx, c.s, e, req)
+	req.frame = &p.frame
+	reply, err := callHandler(&p.ctx, c.s, e, req)
+	req.frame = nil
+	if req.kept {
+		// The handler owns the frame now.
+		p.frame = hotpath.Frame{}
+	}
 	if err != nil {
-		cancel()
-		if req.kept {
-			// The handler owns the frame now; it must not be
-			// released twice.
-			*frame = hotpath.Frame{}
-		}
+		p.ctx.release()
+		p.frame.Release()
 		return nil, closeErr("%s v%d (correlation id %d): %v", kmsg.NameForKey(req.Key), req.Version, req.CorrelationID, err)
 	}
 	p.reply = reply
-	req.frame = nil
-	if !req.kept {
-		p.frame = *frame
-	}
-	*frame = hotpath.Frame{}
 	return p, nil
 }
 
@@ -292,7 +292,14 @@ func (c *conn) handleFrame(frame *hotpath.Frame) (*pending, error) {
 // ApiVersions request of an unknown version) or the entry and request to
 // run; an error closes the connection.
 func decodeFrame(frame []byte) (*pending, *apiEntry, *Request, error) {
-	h, err := parseRequestHeader(frame)
+	return decodeFrameCached(frame, nil)
+}
+
+// decodeFrameCached is decodeFrame reusing the connection's last client
+// id string when the bytes are the same (clients send one client id per
+// connection; this saves an allocation per request). cache may be nil.
+func decodeFrameCached(frame []byte, cache *string) (*pending, *apiEntry, *Request, error) {
+	h, err := parseRequestHeader(frame, cache)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -301,6 +308,7 @@ func decodeFrame(frame []byte) (*pending, *apiEntry, *Request, error) {
 		return nil, nil, nil, closeErr("unknown or unsupported API key %d (correlation id %d)", h.key, h.correlationID)
 	}
 	p := &pending{key: h.key, correlationID: h.correlationID}
+	req := &p.req
 	if !e.serves(h.version) {
 		if h.key == kmsg.ApiVersions.Int16() && h.version > e.maxVersion {
 			// As Kafka: answer with a v0 body carrying
@@ -314,19 +322,18 @@ func decodeFrame(frame []byte) (*pending, *apiEntry, *Request, error) {
 		}
 		return nil, nil, nil, closeErr("unsupported version %d of %s (supported %d-%d)", h.version, kmsg.NameForKey(h.key), e.servedFrom, e.maxVersion)
 	}
-	req := &Request{
+	*req = Request{
 		Key: h.key, Version: h.version, CorrelationID: h.correlationID,
 		ClientID: h.clientID, ClientIDNull: h.clientIDNull,
 	}
-	kreq := kmsg.RequestForKey(h.key)
-	kreq.SetVersion(h.version)
 	// The header's flexibility follows the request version; only then do
 	// we know where the body starts.
-	body, err := h.skipHeaderTags(kreq.IsFlexible())
+	flexible := e.flexible(h.version)
+	body, err := h.skipHeaderTags(flexible)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	p.headerV1 = kreq.IsFlexible() && h.key != kmsg.ApiVersions.Int16()
+	p.headerV1 = flexible && h.key != kmsg.ApiVersions.Int16()
 	if !e.rawBody {
 		// kmsg's decoded byte fields alias its input, and handlers keep
 		// some of them past the response (the group coordinator keeps
@@ -338,6 +345,8 @@ func decodeFrame(frame []byte) (*pending, *apiEntry, *Request, error) {
 	}
 	req.Body = body
 	if !e.rawBody {
+		kreq := kmsg.RequestForKey(h.key)
+		kreq.SetVersion(h.version)
 		if err := kreq.ReadFrom(body); err != nil {
 			return nil, nil, nil, closeErr("malformed %s v%d request (correlation id %d): %v", kmsg.NameForKey(h.key), h.version, h.correlationID, err)
 		}
@@ -369,7 +378,7 @@ func (c *conn) writeLoop() {
 		}
 		reply := p.reply
 		if d, ok := reply.(deferredAdapter); ok {
-			r, err := d.Await(p.ctx)
+			r, err := d.Await(&p.ctx)
 			if err != nil {
 				c.log.Warn("request failed after decode; closing connection", "api", kmsg.NameForKey(p.key),
 					"correlation_id", p.correlationID, "err", err)
@@ -408,7 +417,7 @@ func (c *conn) finish(p *pending, reply Reply) {
 	if v, ok := reply.(VectoredReply); ok {
 		v.Release()
 	}
-	p.cancel()
+	p.ctx.release()
 	p.frame.Release()
 }
 
@@ -454,7 +463,7 @@ type requestHeader struct {
 	rest []byte
 }
 
-func parseRequestHeader(frame []byte) (requestHeader, error) {
+func parseRequestHeader(frame []byte, cache *string) (requestHeader, error) {
 	var h requestHeader
 	if len(frame) < 10 {
 		return h, closeErr("request of %d bytes is shorter than a request header", len(frame))
@@ -473,7 +482,15 @@ func parseRequestHeader(frame []byte) (requestHeader, error) {
 		if int(n) > len(rest) {
 			return h, closeErr("client id length %d exceeds the frame", n)
 		}
-		h.clientID = string(rest[:n])
+		switch {
+		case cache == nil:
+			h.clientID = string(rest[:n])
+		case *cache == string(rest[:n]): // compared without a copy
+			h.clientID = *cache
+		default:
+			h.clientID = string(rest[:n])
+			*cache = h.clientID
+		}
 		rest = rest[n:]
 	}
 	h.rest = rest

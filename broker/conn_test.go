@@ -284,12 +284,11 @@ func swapAPI(t *testing.T, e *apiEntry) {
 
 func TestAdvertisedButRefusedVersions(t *testing.T) {
 	var calls sync.Map
-	swapAPI(t, &apiEntry{key: kmsg.Produce.Int16(), minVersion: 0, maxVersion: 13, servedFrom: 3,
-		handler: func(_ context.Context, _ *Server, r *Request) (Reply, error) {
-			calls.Store(r.Version, true)
-			resp := r.Msg.ResponseKind().(*kmsg.ProduceResponse)
-			return resp, nil
-		}})
+	swapAPI(t, newAPIEntry(kmsg.Produce.Int16(), 0, 13, func(_ context.Context, _ *Server, r *Request) (Reply, error) {
+		calls.Store(r.Version, true)
+		resp := r.Msg.ResponseKind().(*kmsg.ProduceResponse)
+		return resp, nil
+	}, advertisedButRefusedBelow(3)))
 	b := startBroker(t, t.TempDir(), nil)
 
 	resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctxT(t), b.client())
@@ -340,11 +339,10 @@ func (d blockingReply) Await(ctx context.Context) (Reply, error) {
 func TestShutdownFinishesInFlightRequests(t *testing.T) {
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
-	swapAPI(t, &apiEntry{key: kmsg.Produce.Int16(), minVersion: 3, maxVersion: 13, servedFrom: 3,
-		handler: func(_ context.Context, _ *Server, r *Request) (Reply, error) {
-			started <- struct{}{}
-			return Defer(blockingReply{release: release, resp: r.Msg.ResponseKind().(*kmsg.ProduceResponse)}), nil
-		}})
+	swapAPI(t, newAPIEntry(kmsg.Produce.Int16(), 3, 13, func(_ context.Context, _ *Server, r *Request) (Reply, error) {
+		started <- struct{}{}
+		return Defer(blockingReply{release: release, resp: r.Msg.ResponseKind().(*kmsg.ProduceResponse)}), nil
+	}))
 	b := startBroker(t, t.TempDir(), nil)
 	c := dialRaw(t, b.addr)
 	req := kmsg.NewPtrProduceRequest()
@@ -391,10 +389,9 @@ func TestShutdownFinishesInFlightRequests(t *testing.T) {
 }
 
 func TestShutdownDeadlineAbortsStuckRequests(t *testing.T) {
-	swapAPI(t, &apiEntry{key: kmsg.Produce.Int16(), minVersion: 3, maxVersion: 13, servedFrom: 3,
-		handler: func(_ context.Context, _ *Server, r *Request) (Reply, error) {
-			return Defer(blockingReply{release: make(chan struct{})}), nil
-		}})
+	swapAPI(t, newAPIEntry(kmsg.Produce.Int16(), 3, 13, func(_ context.Context, _ *Server, r *Request) (Reply, error) {
+		return Defer(blockingReply{release: make(chan struct{})}), nil
+	}))
 	b := startBroker(t, t.TempDir(), nil)
 	c := dialRaw(t, b.addr)
 	req := kmsg.NewPtrProduceRequest()
@@ -413,8 +410,7 @@ func TestShutdownDeadlineAbortsStuckRequests(t *testing.T) {
 }
 
 func TestHandlerPanicClosesOnlyItsConnection(t *testing.T) {
-	swapAPI(t, &apiEntry{key: kmsg.Produce.Int16(), minVersion: 3, maxVersion: 13, servedFrom: 3,
-		handler: func(context.Context, *Server, *Request) (Reply, error) { panic("boom") }})
+	swapAPI(t, newAPIEntry(kmsg.Produce.Int16(), 3, 13, func(context.Context, *Server, *Request) (Reply, error) { panic("boom") }))
 	b := startBroker(t, t.TempDir(), nil)
 	c := dialRaw(t, b.addr)
 	req := kmsg.NewPtrProduceRequest()
@@ -425,10 +421,9 @@ func TestHandlerPanicClosesOnlyItsConnection(t *testing.T) {
 }
 
 func TestRequestTimeoutClosesConnection(t *testing.T) {
-	swapAPI(t, &apiEntry{key: kmsg.Produce.Int16(), minVersion: 3, maxVersion: 13, servedFrom: 3,
-		handler: func(_ context.Context, _ *Server, r *Request) (Reply, error) {
-			return Defer(blockingReply{release: make(chan struct{})}), nil
-		}})
+	swapAPI(t, newAPIEntry(kmsg.Produce.Int16(), 3, 13, func(_ context.Context, _ *Server, r *Request) (Reply, error) {
+		return Defer(blockingReply{release: make(chan struct{})}), nil
+	}))
 	b := startBroker(t, t.TempDir(), func(c *Config) { c.RequestTimeout = 50 * time.Millisecond })
 	c := dialRaw(t, b.addr)
 	req := kmsg.NewPtrProduceRequest()
@@ -486,11 +481,10 @@ func TestStalledFrameClosedAfterRequestTimeout(t *testing.T) {
 
 func TestKeepFrameTransfersOwnership(t *testing.T) {
 	kept := make(chan func(), 1)
-	swapAPI(t, &apiEntry{key: kmsg.Produce.Int16(), minVersion: 3, maxVersion: 13, servedFrom: 3, rawBody: true,
-		handler: func(_ context.Context, _ *Server, r *Request) (Reply, error) {
-			kept <- r.KeepFrame()
-			return nil, nil // as acks=0: no response
-		}})
+	swapAPI(t, newAPIEntry(kmsg.Produce.Int16(), 3, 13, func(_ context.Context, _ *Server, r *Request) (Reply, error) {
+		kept <- r.KeepFrame()
+		return nil, nil // as acks=0: no response
+	}, rawBody()))
 	b := startBroker(t, t.TempDir(), nil)
 	c := dialRaw(t, b.addr)
 	req := kmsg.NewPtrProduceRequest()

@@ -50,7 +50,11 @@ type apiEntry struct {
 	// rawBody handlers decode the body themselves (Request.Body); the
 	// registry does not run kmsg's decoder for them.
 	rawBody bool
-	handler Handler
+	// flexibleFrom is the first flexible (KIP-482) version, or -1: it
+	// decides the request and response header versions without
+	// allocating a kmsg request per frame.
+	flexibleFrom int16
+	handler      Handler
 }
 
 // apiOption adjusts a registration.
@@ -77,17 +81,34 @@ func register(key, minVersion, maxVersion int16, h Handler, opts ...apiOption) {
 	if registry[key] != nil {
 		panic("broker: register: key " + kmsg.NameForKey(key) + " registered twice")
 	}
+	registry[key] = newAPIEntry(key, minVersion, maxVersion, h, opts...)
+}
+
+// newAPIEntry builds a registry entry (register, and tests that install
+// their own handlers).
+func newAPIEntry(key, minVersion, maxVersion int16, h Handler, opts ...apiOption) *apiEntry {
 	if minVersion < 0 || maxVersion < minVersion {
 		panic("broker: register: bad version range for " + kmsg.NameForKey(key))
 	}
-	if req := kmsg.RequestForKey(key); req != nil && maxVersion > req.MaxVersion() {
+	req := kmsg.RequestForKey(key)
+	if req == nil {
+		panic("broker: register: kmsg does not know key " + kmsg.NameForKey(key))
+	}
+	if maxVersion > req.MaxVersion() {
 		panic("broker: register: " + kmsg.NameForKey(key) + " max version above what kmsg can decode")
 	}
-	e := &apiEntry{key: key, minVersion: minVersion, maxVersion: maxVersion, servedFrom: minVersion, handler: h}
+	e := &apiEntry{key: key, minVersion: minVersion, maxVersion: maxVersion, servedFrom: minVersion, flexibleFrom: -1, handler: h}
+	for v := int16(0); v <= req.MaxVersion(); v++ {
+		req.SetVersion(v)
+		if req.IsFlexible() {
+			e.flexibleFrom = v
+			break
+		}
+	}
 	for _, o := range opts {
 		o(e)
 	}
-	registry[key] = e
+	return e
 }
 
 // lookupAPI returns the entry for key, or nil if the key is not served.
@@ -97,6 +118,9 @@ func lookupAPI(key int16) *apiEntry {
 	}
 	return registry[key]
 }
+
+// flexible reports whether version v uses flexible (tagged-field) headers.
+func (e *apiEntry) flexible(v int16) bool { return e.flexibleFrom >= 0 && v >= e.flexibleFrom }
 
 // serves reports whether version v of the entry is answered.
 func (e *apiEntry) serves(v int16) bool {
