@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/internal/kbatch"
 )
 
 func createTopic(t *testing.T, b *testBroker, name string, parts int32, configs map[string]*string) kadm.CreateTopicResponse {
@@ -289,5 +291,57 @@ func TestFetchEmptyRecordSetIsNotNull(t *testing.T) {
 		if p.ErrorCode != 0 || p.RecordBatches == nil || p.HighWatermark != 0 {
 			t.Fatalf("v%d: err %d, records nil %v, hw %d", v, p.ErrorCode, p.RecordBatches == nil, p.HighWatermark)
 		}
+	}
+}
+
+// Normal-mode rules from the topic config, answered per partition as
+// Kafka answers them.
+func TestProduceTopicRules(t *testing.T) {
+	b := startBroker(t, t.TempDir(), nil)
+	createTopic(t, b, "small", 1, map[string]*string{"max.message.bytes": sp("200")})
+	createTopic(t, b, "lat", 1, map[string]*string{"message.timestamp.type": sp("LogAppendTime")})
+	createTopic(t, b, "cmp", 1, map[string]*string{"cleanup.policy": sp("compact")})
+	createTopic(t, b, "recent", 1, map[string]*string{"message.timestamp.after.max.ms": sp("1000")})
+
+	if r := produceOne(t, b, 9, "small", 0, encodeBatch(t, 0, -1, -1, make([]byte, 500))); r.ErrorCode != kerr.MessageTooLarge.Code {
+		t.Fatalf("max.message.bytes: %+v", r)
+	}
+	r := produceOne(t, b, 9, "lat", 0, encodeBatch(t, 0, -1, -1, []byte("x")))
+	if r.ErrorCode != 0 || r.LogAppendTime <= 0 {
+		t.Fatalf("LogAppendTime topic: %+v", r)
+	}
+	f := fetchAll(t, b, "lat", 0, 0)
+	if len(f.RecordBatches) < 61 || f.RecordBatches[22]&0x08 == 0 {
+		t.Fatal("stored batch does not carry the LogAppendTime attribute")
+	}
+	// A null key on a compacted topic: INVALID_RECORD with the record's
+	// index in the per-record errors.
+	nokey, err := kbatch.Encode(kbatch.NewBatch(time.Now().UnixMilli(), kbatch.Record{Key: []byte("k"), Value: []byte("v")}, kbatch.Record{OffsetDelta: 1, Value: []byte("v")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = produceOne(t, b, 9, "cmp", 0, nokey)
+	if r.ErrorCode != kerr.InvalidRecord.Code || len(r.ErrorRecords) != 1 || r.ErrorRecords[0].RelativeOffset != 1 {
+		t.Fatalf("compacted topic without key: %+v", r)
+	}
+	// A timestamp too far in the future.
+	future, err := kbatch.Encode(kbatch.NewBatch(time.Now().UnixMilli()+3_600_000, kbatch.Record{Value: []byte("v")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := produceOne(t, b, 9, "recent", 0, future); r.ErrorCode != kerr.InvalidTimestamp.Code {
+		t.Fatalf("future timestamp: %+v", r)
+	}
+	// Clients may not write control batches.
+	ctl := srcBatch{base: 0, epoch: -1, pid: 5, control: 1, timestampMs: time.Now().UnixMilli()}.encode(t)
+	if r := produceOne(t, b, 9, "recent", 0, ctl); r.ErrorCode != kerr.InvalidRecord.Code {
+		t.Fatalf("client control batch: %+v", r)
+	}
+	// Produce v3 (the oldest served) still works; v2 closes the connection.
+	if r := produceOne(t, b, 3, "lat", 0, encodeBatch(t, 0, -1, -1, []byte("v3"))); r.ErrorCode != 0 || r.BaseOffset != 1 {
+		t.Fatalf("produce v3: %+v", r)
+	}
+	if _, err := rawRoundTrip(b.addr, produceRequest(2, "lat", 0, encodeBatch(t, 0, -1, -1, []byte("v2")))); err == nil {
+		t.Fatal("produce v2 was answered")
 	}
 }
