@@ -54,6 +54,9 @@ type Load struct {
 	RecordBytes int
 	// Timeout bounds the whole run.
 	Timeout time.Duration
+	// OnStart, if set, is called once the requests are encoded and the
+	// connections open, just before the first request is sent.
+	OnStart func()
 }
 
 // LoadResult is what one generator run measured.
@@ -275,6 +278,9 @@ func RunLoad(ctx context.Context, l Load) (LoadResult, error) {
 	ends := make([]int64, l.Conns)
 	errs := make([]error, l.Conns)
 	var wg sync.WaitGroup
+	if l.OnStart != nil {
+		l.OnStart()
+	}
 	start := time.Now()
 	for i := range l.Conns {
 		var first int64

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,6 +27,7 @@ import (
 var (
 	benchProfile = flag.String("bench.profile", "quick", "quick (smoke sizes, 1 round) or full")
 	benchOut     = flag.String("bench.out", "tmp", "directory (relative to benchmarks/) for <date>-<commit>.json")
+	benchOnly    = flag.String("bench.only", "", "comma-separated scenario groups to run (produce-perf, consume, e2e, produce-raw, mirror, ingest); empty: all")
 )
 
 type profile struct {
@@ -105,12 +107,20 @@ func TestPeerBench(t *testing.T) {
 	}
 	rep.Gaps = append(rep.Gaps, "MirrorMaker 2 is connect-mirror 4.3.0 on the Kafka 4.4 Connect runtime: 4.4.0 is not served by this machine's Maven Central mirror")
 	bin := interop.BuildVerbatim(t)
+	run := func(group string) bool {
+		return *benchOnly == "" || slices.Contains(strings.Split(*benchOnly, ","), group)
+	}
 
 	k := interop.StartKafka(t, interop.KafkaOptions{FullJIT: true, HeapMB: 1024, LogLevel: "warn",
 		Props: map[string]string{"auto.create.topics.enable": "false"}})
 	kafka := server{name: "kafka", addr: k.Bootstrap(), pid: k.Nodes[0].PID}
 	vNever := interop.StartVerbatim(t, bin, interop.VerbatimOptions{Args: []string{"--flush", "never", "--log-level", "warn"}})
 	vAlways := interop.StartVerbatim(t, bin, interop.VerbatimOptions{Args: []string{"--flush", "always", "--log-level", "warn"}})
+	// Start-up work (Kafka's JIT and log loading, Verbatim's background
+	// compile of its default WASM policies) must not land in a measurement.
+	for _, pid := range []int{k.Nodes[0].PID(), vNever.Proc.PID(), vAlways.Proc.PID()} {
+		WaitIdle(pid, time.Minute)
+	}
 	verb := func(durable bool) server {
 		v := vNever
 		if durable {
@@ -154,14 +164,133 @@ func TestPeerBench(t *testing.T) {
 		return "pagecache"
 	}
 
-	// 1. ProducerPerformance, 1 KiB records, acks=all, idempotent, linger 5 ms.
-	for _, durable := range []bool{false, true} {
-		for _, codec := range []string{"none", "lz4"} {
-			scen := fmt.Sprintf("produce-perf-%s-%s", codec, durName(durable))
-			n := p.ppRecords
-			if durable {
-				n = p.ppDurable
+	if run("produce-perf") {
+		// 1. ProducerPerformance, 1 KiB records, acks=all, idempotent, linger 5 ms.
+		for _, durable := range []bool{false, true} {
+			for _, codec := range []string{"none", "lz4"} {
+				scen := fmt.Sprintf("produce-perf-%s-%s", codec, durName(durable))
+				n := p.ppRecords
+				if durable {
+					n = p.ppDurable
+				}
+				rounds := map[string]Rounds{"kafka": {}, "verbatim": {}}
+				for r := range p.rounds {
+					order := []server{kafka, verb(durable)}
+					if r%2 == 1 {
+						order = []server{verb(durable), kafka}
+					}
+					for _, s := range order {
+						topic := fmt.Sprintf("%s-%d", scen, r)
+						cfg := map[string]string{}
+						if s.name == "kafka" {
+							cfg = kafkaCfg(durable, nil)
+						}
+						create(s, topic, 4, cfg)
+						var m map[string]float64
+						cpu, rss := measure(t, s, func() {
+							res, err := interop.RunJavaTool(t, interop.Cmd{Timeout: p.toolTimeout, JVMOpts: perfJVM}, "kafka-producer-perf-test",
+								"--bootstrap-server", s.addr, "--topic", topic, "--num-records", strconv.Itoa(n),
+								"--record-size", "1024", "--throughput", "-1", "--command-property", "acks=all",
+								"enable.idempotence=true", "linger.ms=5", "compression.type="+codec)
+							if err != nil {
+								t.Fatalf("%s on %s: %v", scen, s.name, err)
+							}
+							m, err = parseProducerPerf(res.Stdout)
+							if err != nil {
+								t.Fatalf("%s on %s: %v\n%s", scen, s.name, err, res.Stdout)
+							}
+						})
+						m["server_cpu_s"], m["server_peak_rss_mb"] = cpu, rss
+						rounds[s.name].Add(m)
+						t.Logf("%s round %d %s: %.1f MB/s p99 %.0f ms", scen, r+1, s.name, m["mb_per_s"], m["p99_ms"])
+					}
+				}
+				params := fmt.Sprintf("ProducerPerformance, %d records of 1 KiB, 4 partitions, acks=all, idempotent, linger.ms=5, compression %s, %s", n, codec, durName(durable))
+				for _, sys := range []string{"kafka", "verbatim"} {
+					rep.Scenarios = append(rep.Scenarios, rounds[sys].Entry(scen, sys, params))
+				}
 			}
+		}
+	}
+
+	if run("consume") && run("produce-perf") {
+		// 2. Consume what the page-cache, uncompressed produce runs wrote.
+		{
+			scen := "consume-perf"
+			rounds := map[string]Rounds{"kafka": {}, "verbatim": {}}
+			for r := range p.rounds {
+				order := []server{kafka, verb(false)}
+				if r%2 == 1 {
+					order = []server{verb(false), kafka}
+				}
+				for _, s := range order {
+					topic := fmt.Sprintf("produce-perf-none-pagecache-%d", r)
+					var m map[string]float64
+					cpu, rss := measure(t, s, func() {
+						res, err := interop.RunJavaTool(t, interop.Cmd{Timeout: p.toolTimeout, JVMOpts: perfJVM}, "kafka-consumer-perf-test",
+							"--bootstrap-server", s.addr, "--topic", topic, "--num-records", strconv.Itoa(p.ppRecords),
+							"--timeout", "120000")
+						if err != nil {
+							t.Fatalf("%s on %s: %v", scen, s.name, err)
+						}
+						m, err = parseConsumerPerf(res.Stdout, p.ppRecords)
+						if err != nil {
+							t.Fatalf("%s on %s: %v\n%s", scen, s.name, err, res.Stdout)
+						}
+					})
+					m["server_cpu_s"], m["server_peak_rss_mb"] = cpu, rss
+					rounds[s.name].Add(m)
+				}
+			}
+			params := fmt.Sprintf("ConsumerPerformance (consumer group), %d records of 1 KiB written by produce-perf-none-pagecache", p.ppRecords)
+			for _, sys := range []string{"kafka", "verbatim"} {
+				rep.Scenarios = append(rep.Scenarios, rounds[sys].Entry(scen, sys, params))
+			}
+		}
+	}
+
+	if run("e2e") {
+		// 3. EndToEndLatency.
+		{
+			scen := "e2e-latency"
+			rounds := map[string]Rounds{"kafka": {}, "verbatim": {}}
+			for r := range p.rounds {
+				order := []server{kafka, verb(false)}
+				if r%2 == 1 {
+					order = []server{verb(false), kafka}
+				}
+				for _, s := range order {
+					topic := fmt.Sprintf("e2e-%d", r)
+					create(s, topic, 1, nil)
+					var m map[string]float64
+					cpu, rss := measure(t, s, func() {
+						res, err := interop.RunJavaTool(t, interop.Cmd{Timeout: p.toolTimeout, JVMOpts: perfJVM}, "kafka-e2e-latency",
+							"--bootstrap-server", s.addr, "--topic", topic, "--num-records", strconv.Itoa(p.e2eRecords),
+							"--producer-acks", "all", "--record-size", "1024")
+						if err != nil {
+							t.Fatalf("%s on %s: %v", scen, s.name, err)
+						}
+						m, err = parseE2E(res.Stdout)
+						if err != nil {
+							t.Fatalf("%s on %s: %v\n%s", scen, s.name, err, res.Stdout)
+						}
+					})
+					m["server_cpu_s"], m["server_peak_rss_mb"] = cpu, rss
+					rounds[s.name].Add(m)
+				}
+			}
+			params := fmt.Sprintf("EndToEndLatency, %d records of 1 KiB, acks=all, page cache", p.e2eRecords)
+			for _, sys := range []string{"kafka", "verbatim"} {
+				rep.Scenarios = append(rep.Scenarios, rounds[sys].Entry(scen, sys, params))
+			}
+		}
+	}
+
+	if run("produce-raw") {
+		// 4. The raw generator (normal mode) against both brokers.
+		for _, durable := range []bool{false, true} {
+			scen := "produce-raw-" + durName(durable)
+			const batch = 64 << 10
 			rounds := map[string]Rounds{"kafka": {}, "verbatim": {}}
 			for r := range p.rounds {
 				order := []server{kafka, verb(durable)}
@@ -170,191 +299,85 @@ func TestPeerBench(t *testing.T) {
 				}
 				for _, s := range order {
 					topic := fmt.Sprintf("%s-%d", scen, r)
-					cfg := map[string]string{}
+					cfg := map[string]string{"max.message.bytes": strconv.Itoa(2 << 20)}
 					if s.name == "kafka" {
-						cfg = kafkaCfg(durable, nil)
+						cfg = kafkaCfg(durable, cfg)
 					}
 					create(s, topic, 4, cfg)
-					var m map[string]float64
+					var res LoadResult
 					cpu, rss := measure(t, s, func() {
-						res, err := interop.RunJavaTool(t, interop.Cmd{Timeout: p.toolTimeout, JVMOpts: perfJVM}, "kafka-producer-perf-test",
-							"--bootstrap-server", s.addr, "--topic", topic, "--num-records", strconv.Itoa(n),
-							"--record-size", "1024", "--throughput", "-1", "--command-property", "acks=all",
-							"enable.idempotence=true", "linger.ms=5", "compression.type="+codec)
+						res, err = RunLoad(context.Background(), Load{Addr: s.addr, Topic: topic, BatchBytes: batch, Conns: 4, InFlight: 8, TotalBytes: p.rawBytes})
 						if err != nil {
 							t.Fatalf("%s on %s: %v", scen, s.name, err)
 						}
-						m, err = parseProducerPerf(res.Stdout)
-						if err != nil {
-							t.Fatalf("%s on %s: %v\n%s", scen, s.name, err, res.Stdout)
-						}
 					})
-					m["server_cpu_s"], m["server_peak_rss_mb"] = cpu, rss
+					m := map[string]float64{"mb_per_s": res.MBps(), "records_per_s": float64(res.Records) / res.Elapsed.Seconds(),
+						"p50_ms": res.Percentile(0.5), "p99_ms": res.Percentile(0.99), "p999_ms": res.Percentile(0.999),
+						"server_cpu_s": cpu, "server_peak_rss_mb": rss, "server_cpu_s_per_gb": cpu / (float64(res.Bytes) / 1e9)}
 					rounds[s.name].Add(m)
-					t.Logf("%s round %d %s: %.1f MB/s p99 %.0f ms", scen, r+1, s.name, m["mb_per_s"], m["p99_ms"])
+					t.Logf("%s round %d %s: %.1f MB/s p99 %.1f ms", scen, r+1, s.name, m["mb_per_s"], m["p99_ms"])
 				}
 			}
-			params := fmt.Sprintf("ProducerPerformance, %d records of 1 KiB, 4 partitions, acks=all, idempotent, linger.ms=5, compression %s, %s", n, codec, durName(durable))
+			params := fmt.Sprintf("raw Produce v9, 64 KiB batches of 1000-byte records, 4 connections x 8 in flight, acks=-1, %d MiB per run, %s", p.rawBytes>>20, durName(durable))
 			for _, sys := range []string{"kafka", "verbatim"} {
 				rep.Scenarios = append(rep.Scenarios, rounds[sys].Entry(scen, sys, params))
 			}
 		}
 	}
 
-	// 2. Consume what the page-cache, uncompressed produce runs wrote.
-	{
-		scen := "consume-perf"
-		rounds := map[string]Rounds{"kafka": {}, "verbatim": {}}
-		for r := range p.rounds {
-			order := []server{kafka, verb(false)}
-			if r%2 == 1 {
-				order = []server{verb(false), kafka}
-			}
-			for _, s := range order {
-				topic := fmt.Sprintf("produce-perf-none-pagecache-%d", r)
-				var m map[string]float64
-				cpu, rss := measure(t, s, func() {
-					res, err := interop.RunJavaTool(t, interop.Cmd{Timeout: p.toolTimeout, JVMOpts: perfJVM}, "kafka-consumer-perf-test",
-						"--bootstrap-server", s.addr, "--topic", topic, "--num-records", strconv.Itoa(p.ppRecords))
-					if err != nil {
-						t.Fatalf("%s on %s: %v", scen, s.name, err)
-					}
-					m, err = parseConsumerPerf(res.Stdout, p.ppRecords)
-					if err != nil {
-						t.Fatalf("%s on %s: %v\n%s", scen, s.name, err, res.Stdout)
-					}
-				})
-				m["server_cpu_s"], m["server_peak_rss_mb"] = cpu, rss
-				rounds[s.name].Add(m)
-			}
-		}
-		params := fmt.Sprintf("ConsumerPerformance (consumer group), %d records of 1 KiB written by produce-perf-none-pagecache", p.ppRecords)
-		for _, sys := range []string{"kafka", "verbatim"} {
-			rep.Scenarios = append(rep.Scenarios, rounds[sys].Entry(scen, sys, params))
-		}
-	}
-
-	// 3. EndToEndLatency.
-	{
-		scen := "e2e-latency"
-		rounds := map[string]Rounds{"kafka": {}, "verbatim": {}}
-		for r := range p.rounds {
-			order := []server{kafka, verb(false)}
-			if r%2 == 1 {
-				order = []server{verb(false), kafka}
-			}
-			for _, s := range order {
-				topic := fmt.Sprintf("e2e-%d", r)
-				create(s, topic, 1, nil)
-				var m map[string]float64
-				cpu, rss := measure(t, s, func() {
-					res, err := interop.RunJavaTool(t, interop.Cmd{Timeout: p.toolTimeout, JVMOpts: perfJVM}, "kafka-e2e-latency",
-						"--bootstrap-server", s.addr, "--topic", topic, "--num-records", strconv.Itoa(p.e2eRecords),
-						"--producer-acks", "all", "--record-size", "1024")
-					if err != nil {
-						t.Fatalf("%s on %s: %v", scen, s.name, err)
-					}
-					m, err = parseE2E(res.Stdout)
-					if err != nil {
-						t.Fatalf("%s on %s: %v\n%s", scen, s.name, err, res.Stdout)
-					}
-				})
-				m["server_cpu_s"], m["server_peak_rss_mb"] = cpu, rss
-				rounds[s.name].Add(m)
-			}
-		}
-		params := fmt.Sprintf("EndToEndLatency, %d records of 1 KiB, acks=all, page cache", p.e2eRecords)
-		for _, sys := range []string{"kafka", "verbatim"} {
-			rep.Scenarios = append(rep.Scenarios, rounds[sys].Entry(scen, sys, params))
-		}
-	}
-
-	// 4. The raw generator (normal mode) against both brokers.
-	for _, durable := range []bool{false, true} {
-		scen := "produce-raw-" + durName(durable)
-		const batch = 64 << 10
-		rounds := map[string]Rounds{"kafka": {}, "verbatim": {}}
-		for r := range p.rounds {
-			order := []server{kafka, verb(durable)}
-			if r%2 == 1 {
-				order = []server{verb(durable), kafka}
-			}
-			for _, s := range order {
-				topic := fmt.Sprintf("%s-%d", scen, r)
-				cfg := map[string]string{"max.message.bytes": strconv.Itoa(2 << 20)}
-				if s.name == "kafka" {
-					cfg = kafkaCfg(durable, cfg)
+	if run("mirror") {
+		// 5. Mirroring the same pre-loaded topics from the Kafka node: into a
+		// fresh Kafka with MirrorMaker 2, and into a fresh Verbatim with
+		// `verbatim mirror push`, alternating.
+		{
+			srcBytes, srcRecords := preloadMirrorTopics(t, k, p)
+			scen := "mirror"
+			rounds := map[string]Rounds{"mm2": {}, "verbatim": {}}
+			for r := range p.rounds {
+				systems := []string{"mm2", "verbatim"}
+				if r%2 == 1 {
+					systems = []string{"verbatim", "mm2"}
 				}
-				create(s, topic, 4, cfg)
-				var res LoadResult
-				cpu, rss := measure(t, s, func() {
-					res, err = RunLoad(context.Background(), Load{Addr: s.addr, Topic: topic, BatchBytes: batch, Conns: 4, InFlight: 8, TotalBytes: p.rawBytes})
-					if err != nil {
-						t.Fatalf("%s on %s: %v", scen, s.name, err)
+				for _, sys := range systems {
+					var m map[string]float64
+					if sys == "mm2" {
+						m = runMM2(t, k, p, srcBytes, srcRecords)
+					} else {
+						m = runMirrorPush(t, bin, k, p, srcBytes)
 					}
-				})
-				m := map[string]float64{"mb_per_s": res.MBps(), "records_per_s": float64(res.Records) / res.Elapsed.Seconds(),
-					"p50_ms": res.Percentile(0.5), "p99_ms": res.Percentile(0.99), "p999_ms": res.Percentile(0.999),
-					"server_cpu_s": cpu, "server_peak_rss_mb": rss, "server_cpu_s_per_gb": cpu / (float64(res.Bytes) / 1e9)}
-				rounds[s.name].Add(m)
-				t.Logf("%s round %d %s: %.1f MB/s p99 %.1f ms", scen, r+1, s.name, m["mb_per_s"], m["p99_ms"])
-			}
-		}
-		params := fmt.Sprintf("raw Produce v9, 64 KiB batches of 1000-byte records, 4 connections x 8 in flight, acks=-1, %d MiB per run, %s", p.rawBytes>>20, durName(durable))
-		for _, sys := range []string{"kafka", "verbatim"} {
-			rep.Scenarios = append(rep.Scenarios, rounds[sys].Entry(scen, sys, params))
-		}
-	}
-
-	// 5. Mirroring the same pre-loaded topics from the Kafka node: into a
-	// fresh Kafka with MirrorMaker 2, and into a fresh Verbatim with
-	// `verbatim mirror push`, alternating.
-	{
-		srcBytes, srcRecords := preloadMirrorTopics(t, k, p)
-		scen := "mirror"
-		rounds := map[string]Rounds{"mm2": {}, "verbatim": {}}
-		for r := range p.rounds {
-			systems := []string{"mm2", "verbatim"}
-			if r%2 == 1 {
-				systems = []string{"verbatim", "mm2"}
-			}
-			for _, sys := range systems {
-				var m map[string]float64
-				if sys == "mm2" {
-					m = runMM2(t, k, p, srcBytes, srcRecords)
-				} else {
-					m = runMirrorPush(t, bin, k, p, srcBytes)
+					rounds[sys].Add(m)
+					t.Logf("%s round %d %s: %.1f MB/s, %.1f CPU s/GB, verify exact %v", scen, r+1, sys, m["mb_per_s"], m["cpu_s_per_gb"], m["verify_exact"] == 1)
 				}
-				rounds[sys].Add(m)
-				t.Logf("%s round %d %s: %.1f MB/s, %.1f CPU s/GB, verify exact %v", scen, r+1, sys, m["mb_per_s"], m["cpu_s_per_gb"], m["verify_exact"] == 1)
 			}
+			params := fmt.Sprintf("3 pre-loaded topics (plain, lz4, transactional; 4 partitions, %d MiB of 1000-byte values each, %.0f MB stored) copied from Kafka 4.4 into a fresh destination per round (page cache); MB/s from the first copied data on the destination to the last; CPU = copier + destination server", p.mirrorMB, float64(srcBytes)/1e6)
+			rep.Scenarios = append(rep.Scenarios, rounds["mm2"].Entry(scen, "mm2", params+"; MirrorMaker 2 4.3.0 dedicated mode (connect-mirror 4.4.0 is not served here), IdentityReplicationPolicy, tasks.max=4, into Kafka 4.4"))
+			rep.Scenarios = append(rep.Scenarios, rounds["verbatim"].Entry(scen, "verbatim", params+"; verbatim mirror push --create-topics into verbatim serve"))
 		}
-		params := fmt.Sprintf("3 pre-loaded topics (plain, lz4, transactional; 4 partitions, %d MiB of 1000-byte values each, %.0f MB stored) copied from Kafka 4.4 into a fresh destination per round (page cache); MB/s from the first copied data on the destination to the last; CPU = copier + destination server", p.mirrorMB, float64(srcBytes)/1e6)
-		rep.Scenarios = append(rep.Scenarios, rounds["mm2"].Entry(scen, "mm2", params+"; MirrorMaker 2 4.3.0 dedicated mode (connect-mirror 4.4.0 is not served here), IdentityReplicationPolicy, tasks.max=4, into Kafka 4.4"))
-		rep.Scenarios = append(rep.Scenarios, rounds["verbatim"].Entry(scen, "verbatim", params+"; verbatim mirror push --create-topics into verbatim serve"))
 	}
 
-	// 6. bench-ingest (Verbatim vs the reference sink).
-	{
-		ing := filepath.Join(root, "bin", "bench-ingest")
-		work := filepath.Join(root, "benchmarks", "tmp")
-		if err := os.MkdirAll(work, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		args := append([]string{"-verbatim", bin, "-work-dir", work, "-q"}, p.ingestArgs...)
-		cmd := exec.Command(ing, args...)
-		cmd.Stderr = os.Stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("bench-ingest (build it with make bench / bench-quick): %v", err)
-		}
-		sc := bufio.NewScanner(strings.NewReader(string(out)))
-		for sc.Scan() {
-			var r IngestResult
-			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-				t.Fatalf("bench-ingest line %q: %v", sc.Text(), err)
+	if run("ingest") {
+		// 6. bench-ingest (Verbatim vs the reference sink).
+		{
+			ing := filepath.Join(root, "bin", "bench-ingest")
+			work := filepath.Join(root, "benchmarks", "tmp")
+			if err := os.MkdirAll(work, 0o755); err != nil {
+				t.Fatal(err)
 			}
-			rep.Ingest = append(rep.Ingest, r)
+			args := append([]string{"-verbatim", bin, "-work-dir", work, "-q"}, p.ingestArgs...)
+			cmd := exec.Command(ing, args...)
+			cmd.Stderr = os.Stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("bench-ingest (build it with make bench / bench-quick): %v", err)
+			}
+			sc := bufio.NewScanner(strings.NewReader(string(out)))
+			for sc.Scan() {
+				var r IngestResult
+				if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+					t.Fatalf("bench-ingest line %q: %v", sc.Text(), err)
+				}
+				rep.Ingest = append(rep.Ingest, r)
+			}
 		}
 	}
 
@@ -557,6 +580,7 @@ func runMirrorPush(t *testing.T, bin string, k *interop.Kafka, p profile, srcByt
 	dst := interop.StartVerbatim(t, bin, interop.VerbatimOptions{Args: []string{"--log-level", "warn"}})
 	defer dst.Proc.Stop(10 * time.Second)
 	ds := server{name: "verbatim", addr: dst.Addr, pid: dst.Proc.PID}
+	WaitIdle(dst.Proc.PID(), time.Minute)
 	var pushCPU, pushRSS, secs, copySecs float64
 	cpu, rss := measure(t, ds, func() {
 		cmd := exec.Command(bin, "mirror", "push", "--source", k.Bootstrap(), "--dest", dst.Addr,
@@ -603,6 +627,7 @@ func runMM2(t *testing.T, k *interop.Kafka, p profile, srcBytes, srcRecords int6
 	dstK := interop.StartKafka(t, interop.KafkaOptions{FullJIT: true, HeapMB: 1024, LogLevel: "warn"})
 	defer dstK.Stop()
 	ds := server{name: "kafka", addr: dstK.Bootstrap(), pid: dstK.Nodes[0].PID}
+	WaitIdle(dstK.Nodes[0].PID(), time.Minute)
 	dir := t.TempDir()
 	props := strings.Join([]string{
 		"clusters = src, dst",
@@ -641,7 +666,7 @@ func runMM2(t *testing.T, k *interop.Kafka, p profile, srcBytes, srcRecords int6
 		start := time.Now()
 		mm2 = interop.StartProc(t, "mm2", filepath.Join(dir, "mm2.log"), dir, nil, java,
 			"-Xms512m", "-Xmx512m", "-XX:+UseG1GC", "-Djava.awt.headless=true", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-			"-cp", kafkaLib+"/*:"+mm2Lib+"/*", "org.apache.kafka.connect.mirror.MirrorMaker", propsPath)
+			"-cp", mm2Classpath(t, mm2Lib, kafkaLib), "org.apache.kafka.connect.mirror.MirrorMaker", propsPath)
 		ok = w.wait(p.toolTimeout)
 		if ok {
 			secs = w.last.Sub(start).Seconds()
@@ -668,4 +693,22 @@ func gitOut(t *testing.T, dir string, args ...string) string {
 		t.Fatalf("git %v: %v", args, err)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// mm2Classpath is MM2's own Kafka jars (4.3.0) followed by the third-party
+// jars of the Kafka 4.4 classpath (no Apache Kafka jar from it).
+func mm2Classpath(t *testing.T, mm2Lib, kafkaLib string) string {
+	cp := []string{mm2Lib + "/*"}
+	jars, err := filepath.Glob(filepath.Join(kafkaLib, "*.jar"))
+	if err != nil || len(jars) == 0 {
+		t.Fatalf("no jars in %s: run make peers", kafkaLib)
+	}
+	for _, j := range jars {
+		b := filepath.Base(j)
+		if strings.HasPrefix(b, "kafka") || strings.HasPrefix(b, "connect-") || strings.HasPrefix(b, "trogdor") {
+			continue
+		}
+		cp = append(cp, j)
+	}
+	return strings.Join(cp, ":")
 }

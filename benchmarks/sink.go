@@ -203,36 +203,46 @@ func (s *Sink) serveConn(c net.Conn) {
 	}
 }
 
-// decode parses a Produce request, checks its batches and queues their
-// appends.
-func (s *Sink) decode(body []byte) (*pendingReply, error) {
+// parseProduceFrame parses a request frame body (after the size): it must
+// be a Produce request, v3 to v12 (v13 names topics by ID, which the sink
+// does not keep).
+func parseProduceFrame(body []byte) (corr int32, version int16, req *kmsg.ProduceRequest, err error) {
+	if len(body) < 10 {
+		return 0, 0, nil, errors.New("sink: short header")
+	}
 	key := int16(binary.BigEndian.Uint16(body))
-	version := int16(binary.BigEndian.Uint16(body[2:]))
-	corr := int32(binary.BigEndian.Uint32(body[4:]))
+	version = int16(binary.BigEndian.Uint16(body[2:]))
+	corr = int32(binary.BigEndian.Uint32(body[4:]))
 	if key != 0 || version < 3 || version > 12 {
-		return nil, fmt.Errorf("sink: unsupported request key %d v%d", key, version)
+		return 0, 0, nil, fmt.Errorf("sink: unsupported request key %d v%d", key, version)
 	}
 	b := body[8:]
-	if len(b) < 2 {
-		return nil, errors.New("sink: short header")
-	}
 	cl := int(int16(binary.BigEndian.Uint16(b)))
 	b = b[2:]
 	if cl > 0 {
 		if len(b) < cl {
-			return nil, errors.New("sink: short client id")
+			return 0, 0, nil, errors.New("sink: short client id")
 		}
 		b = b[cl:]
 	}
-	req := kmsg.NewPtrProduceRequest()
+	req = kmsg.NewPtrProduceRequest()
 	req.Version = version
 	if req.IsFlexible() {
-		var err error
 		if b, err = skipTagBuffer(b); err != nil {
-			return nil, err
+			return 0, 0, nil, err
 		}
 	}
 	if err := req.ReadFrom(b); err != nil {
+		return 0, 0, nil, err
+	}
+	return corr, version, req, nil
+}
+
+// decode parses a Produce request, checks its batches and queues their
+// appends.
+func (s *Sink) decode(body []byte) (*pendingReply, error) {
+	corr, version, req, err := parseProduceFrame(body)
+	if err != nil {
 		return nil, err
 	}
 	pr := &pendingReply{corr: corr, version: version, req: req}

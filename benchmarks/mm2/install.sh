@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Resolves MirrorMaker 2 (connect-mirror and connect-mirror-client, see pom.xml)
+# Resolves MirrorMaker 2 (connect-mirror and the Kafka jars it runs on, see pom.xml)
 # from Maven Central into .peers/mm2/lib, idempotently, as interop/install.sh
 # does for Kafka: downloads land in ~/.m2, the copy is redone only when
 # pom.xml changes, and Maven runs offline first.
@@ -25,6 +25,8 @@ if ! mvn -o "${copy[@]}" >"$OUT/mvn.log" 2>&1; then
 	fi
 fi
 ls "$LIB"/connect-mirror-[0-9]*.jar >/dev/null || { echo "benchmarks/mm2/install.sh: connect-mirror jar missing" >&2; exit 1; }
-ls "$LIB"/connect-mirror-client-[0-9]*.jar >/dev/null || { echo "benchmarks/mm2/install.sh: connect-mirror-client jar missing" >&2; exit 1; }
+for j in connect-mirror-client connect-runtime kafka-clients; do
+	ls "$LIB"/$j-[0-9]*.jar >/dev/null || { echo "benchmarks/mm2/install.sh: $j jar missing" >&2; exit 1; }
+done
 echo "$WANT" >"$STAMP"
 echo "benchmarks/mm2/install.sh: MirrorMaker 2 ready: $(ls "$LIB" | wc -l) jars in .peers/mm2/lib"
