@@ -33,7 +33,9 @@ package broker
 //     log end (else OFFSET_OUT_OF_RANGE, unless the set is an identical
 //     retry of stored batches: success with the original offsets).
 //     CurrentLeaderEpoch (partition tag) fences stale senders
-//     (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH). After an append the
+//     (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH); a WriterEpoch below
+//     the highest the partition has seen is PRODUCER_FENCED, and once a
+//     mirror stop began mirror produces get POLICY_VIOLATION. After an append the
 //     partition's leader epoch is kept ahead of every stored batch epoch
 //     (KIP-1279: raised to the batch epoch + 10 when one comes within 3).
 //   - The topic's WASM policies (mirror.policies, docs/policies.md; the
@@ -338,7 +340,7 @@ func (s *Server) produceOne(op *produceOp, p *Partition, pr *hotpath.ProducePart
 		}
 	}
 	if mirror {
-		return s.appendMirror(p, h, set, mp, out)
+		return s.appendMirror(p, h, set, mreq.WriterEpoch, mp, out)
 	}
 	opts := hotpath.Options{Mode: hotpath.Normal, Topic: hotpathConfig(cfg), ProduceVersion: version, NowMs: now}
 	var vr hotpath.Result
@@ -403,9 +405,10 @@ const (
 
 // appendMirror is the verbatim append of a mirror produce. It goes through
 // the partition's queue (one writer per partition) and waits for the write
-// under the partition's append lock, so the expected-log-end check, the
-// append and the leader-epoch bookkeeping are one step.
-func (s *Server) appendMirror(p *Partition, h *logHandle, set []byte, mp *mirrorPartition, out produced) (produced, error) {
+// under the partition's append lock, so the writer-epoch fencing
+// (mirror_state.go), the expected-log-end check, the append and the
+// leader-epoch bookkeeping are one step.
+func (s *Server) appendMirror(p *Partition, h *logHandle, set []byte, writerEpoch int32, mp *mirrorPartition, out produced) (produced, error) {
 	if !mp.present || mp.ExpectedLogEndOffset < 0 {
 		return out, kafkaErr(kerr.InvalidRequest, "mirror produce without ExpectedLogEndOffset (partition tag 22082)")
 	}
@@ -415,6 +418,9 @@ func (s *Server) appendMirror(p *Partition, h *logHandle, set []byte, mp *mirror
 	}
 	p.data.appendMu.Lock()
 	defer p.data.appendMu.Unlock()
+	if err := s.checkMirrorWriter(p, writerEpoch); err != nil {
+		return out, err
+	}
 	l := h.log
 	leo := l.LogEndOffset()
 	mismatch := func() error {

@@ -16,7 +16,10 @@ package broker
 // source's to move. A pusher forwards it with a v2 request carrying the
 // request-level tag 22082 (docs/mirroring.md), accepted on mirror topics
 // only and whatever their cleanup.policy (the log start follows the
-// source's); the same tag on an ordinary topic is POLICY_VIOLATION.
+// source's); the same tag on an ordinary topic is POLICY_VIOLATION. Its
+// WriterEpoch is fenced like a mirror produce's (PRODUCER_FENCED below the
+// partition's highest; POLICY_VIOLATION once a mirror stop began). After
+// the stop the topic is ordinary and clients' DeleteRecords are accepted.
 
 import (
 	"context"
@@ -32,7 +35,16 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 	req := r.Msg.(*kmsg.DeleteRecordsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	mirror := false
-	req.UnknownTags.Each(func(tag uint32, _ []byte) { mirror = mirror || tag == mirrorTag })
+	var mreq mirrorRequest
+	var tagErr error
+	req.UnknownTags.Each(func(tag uint32, v []byte) {
+		if tag == mirrorTag {
+			mirror, tagErr = true, mreq.decode(v)
+		}
+	})
+	if tagErr != nil {
+		return nil, tagErr
+	}
 	for _, rt := range req.Topics {
 		ot := kmsg.NewDeleteRecordsResponseTopic()
 		ot.Topic = rt.Topic
@@ -46,6 +58,8 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 			}
 			if p == nil {
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			} else if err := s.checkMirrorDelete(p, mirror, mreq.WriterEpoch); err != nil {
+				op.ErrorCode, _ = dataErrorToKafka(err)
 			} else if low, err := deleteRecords(p, rp.Offset, mirror); err != nil {
 				op.ErrorCode, _ = dataErrorToKafka(err)
 			} else {

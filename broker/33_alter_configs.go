@@ -9,9 +9,10 @@ package broker
 //     Unknown names and invalid values are INVALID_CONFIG; null values
 //     INVALID_REQUEST.
 //   - mirror.mode and mirror.source.cluster.id must come through unchanged:
-//     omitting mirror.mode on a mirror topic is a removal (mirror stop,
-//     not implemented yet) and setting it on an ordinary topic is refused
-//     (set only at creation), both INVALID_CONFIG with a message saying so.
+//     omitting mirror.mode on a mirror topic would stop the mirror, which
+//     only an explicit IncrementalAlterConfigs DELETE does, and setting it
+//     on an ordinary topic is refused (set only at creation), both
+//     INVALID_CONFIG with a message saying so.
 //   - Broker resources are refused (INVALID_REQUEST): there are no dynamic
 //     broker configs. Duplicate resources are INVALID_REQUEST.
 //   - ValidateOnly runs every check and changes nothing. Each resource is
@@ -69,5 +70,5 @@ func (s *Server) alterConfigs(rr *kmsg.AlterConfigsRequestResource, validateOnly
 		}
 		next[c.Name] = *c.Value
 	}
-	return s.alterTopicConfig(t, next, validateOnly)
+	return s.alterTopicConfig(t, next, validateOnly, false)
 }

@@ -9,9 +9,11 @@ package broker
 //     non-list config, unknown names and invalid values are INVALID_CONFIG;
 //     a null value for SET/APPEND/SUBTRACT is INVALID_REQUEST; a config
 //     named twice in one resource is INVALID_REQUEST.
-//   - mirror.*: DELETE of mirror.mode on a mirror topic (= mirror stop) is
-//     refused with INVALID_CONFIG saying stop is not implemented yet; any
-//     other change to mirror.* is refused (set only at creation).
+//   - mirror.*: DELETE of mirror.mode on a mirror topic performs the mirror
+//     stop (brief I6, docs/mirroring.md) before the answer, and removes
+//     mirror.source.cluster.id with it; any other change to mirror.* is
+//     refused with INVALID_CONFIG (set only at creation). ValidateOnly
+//     checks the DELETE but never stops anything.
 //   - Broker resources are refused (INVALID_REQUEST): no dynamic broker
 //     configs. Duplicate resources are INVALID_REQUEST.
 //   - ValidateOnly runs every check and changes nothing. Each resource is
@@ -110,7 +112,7 @@ func (s *Server) incrementalAlter(rr *kmsg.IncrementalAlterConfigsRequestResourc
 			return kafkaErr(kerr.InvalidRequest, fmt.Sprintf("Unknown operation %d for config %s", int8(c.Op), c.Name))
 		}
 	}
-	return s.alterTopicConfig(t, next, validateOnly)
+	return s.alterTopicConfig(t, next, validateOnly, true)
 }
 
 func splitList(v string) []string {

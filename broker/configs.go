@@ -81,31 +81,49 @@ func (s *Server) brokerConfigs() []brokerConfigEntry {
 }
 
 // checkMirrorChange enforces the mirror.* rules on a config change of an
-// existing topic: mirror.mode is set only at creation, and its removal
-// (mirror stop, brief I6) is not implemented yet.
-func checkMirrorChange(old, next map[string]string) error {
+// existing topic: mirror.mode and mirror.source.cluster.id are set only at
+// creation and never changed; removing mirror.mode is the mirror stop
+// (brief I6, mirror_stop.go), accepted only from IncrementalAlterConfigs
+// (incremental: an explicit DELETE), which may remove
+// mirror.source.cluster.id with it. stop reports such a removal.
+func checkMirrorChange(old, next map[string]string, incremental bool) (stop bool, err error) {
+	_, wasMirror := old[cfgMirrorMode]
+	_, isMirror := next[cfgMirrorMode]
+	stop = wasMirror && !isMirror
+	if stop && !incremental {
+		return false, fmt.Errorf("%w: This AlterConfigs request would remove %s, which stops the mirror (making the topic writable); stop it explicitly with an IncrementalAlterConfigs DELETE of %s (verbatim mirror stop), or list %s unchanged.", errInvalidConfig, cfgMirrorMode, cfgMirrorMode, cfgMirrorMode)
+	}
 	for _, name := range []string{cfgMirrorMode, cfgMirrorSourceClusterID} {
 		ov, oldSet := old[name]
 		nv, newSet := next[name]
 		switch {
 		case oldSet == newSet && ov == nv:
 			continue
-		case name == cfgMirrorMode && oldSet && !newSet:
-			return fmt.Errorf("%w: Removing %s (stopping the mirror, making the topic writable) is not implemented yet.", errInvalidConfig, cfgMirrorMode)
+		case stop && oldSet && !newSet:
+			continue // the stop removes both
 		case !oldSet:
-			return fmt.Errorf("%w: %s can only be set when the topic is created.", errInvalidConfig, name)
+			return false, fmt.Errorf("%w: %s can only be set when the topic is created.", errInvalidConfig, name)
 		default:
-			return fmt.Errorf("%w: %s cannot be changed after the topic is created.", errInvalidConfig, name)
+			return false, fmt.Errorf("%w: %s cannot be changed after the topic is created; only a DELETE of %s (mirror stop) removes it.", errInvalidConfig, name, cfgMirrorMode)
 		}
 	}
-	return nil
+	return stop, nil
 }
 
 // alterTopicConfig validates next as t's complete set of overrides and,
-// unless validateOnly, applies it durably.
-func (s *Server) alterTopicConfig(t *Topic, next map[string]string, validateOnly bool) error {
-	if err := checkMirrorChange(t.Config().Overrides(), next); err != nil {
+// unless validateOnly, applies it durably. incremental tells whether it
+// comes from IncrementalAlterConfigs (the only way to stop a mirror). A
+// change that removes mirror.mode runs the mirror stop (mirror_stop.go),
+// which applies the rest of next as its last step; validateOnly never
+// stops anything.
+func (s *Server) alterTopicConfig(t *Topic, next map[string]string, validateOnly, incremental bool) error {
+	old := t.Config().Overrides()
+	stop, err := checkMirrorChange(old, next, incremental)
+	if err != nil {
 		return err
+	}
+	if stop {
+		delete(next, cfgMirrorSourceClusterID)
 	}
 	cfg, err := newTopicConfig(next)
 	if err != nil {
@@ -116,6 +134,9 @@ func (s *Server) alterTopicConfig(t *Topic, next map[string]string, validateOnly
 	}
 	if validateOnly {
 		return nil
+	}
+	if stop {
+		return s.stopMirror(t, next, old[cfgMirrorSourceClusterID])
 	}
 	if err := s.cluster.setConfig(t, cfg); err != nil {
 		return err

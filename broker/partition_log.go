@@ -174,6 +174,11 @@ func (s *Server) retentionLoop(ctx context.Context) {
 		}
 		now := time.Now().UnixMilli()
 		for _, tp := range s.cluster.topics() {
+			if tp.Config().MirrorPush {
+				// Dormant while a mirror: the source's log start is
+				// forwarded instead; it runs once the mirror stops.
+				continue
+			}
 			for _, p := range tp.Partitions() {
 				l, err := partitionLog(p)
 				if err != nil {

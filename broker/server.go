@@ -150,6 +150,9 @@ type Server struct {
 	txns   *txnCoordinator
 	// policy runs the topics' mirror policies (policies.go).
 	policy *policyState
+	// mirror holds the mirror topics' persisted state: writer epochs and
+	// stops (mirror_state.go, mirror_stop.go).
+	mirror mirrorRegistry
 
 	// budget bounds request bytes in flight over all connections.
 	budget *hotpath.Budget
@@ -203,6 +206,7 @@ func Open(cfg Config) (*Server, error) {
 	}
 	s.cluster.openLog = s.openPartitionLog
 	s.openAllLogs()
+	s.recoverMirrorStops()
 	s.budget = hotpath.NewBudget(cfg.MaxInFlightBytes)
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	go s.retentionLoop(s.baseCtx)

@@ -1,0 +1,224 @@
+package broker
+
+// Per-topic mirror state (docs/mirroring.md "Broker side").
+//
+// A mirror topic's state lives in "verbatim-meta/mirror/<topic id>.json",
+// written atomically (temporary file, fsync, rename, fsync of the
+// directory) whenever it changes:
+//
+//   - State: "mirroring" (mirror.mode=push, mirror produces accepted),
+//     "stopping" (mirror stop began: mirror produces are refused, and the
+//     stop sequence is completed at the next start if the broker crashed
+//     in the middle of it) or "stopped".
+//   - Per partition: the highest mirror writer epoch seen (a mirror
+//     produce or mirror DeleteRecords with a lower one is fenced), and,
+//     once a stop began, the last mirrored offset and epoch, the new
+//     leader epoch the stop chose and the log end at which the stop's own
+//     batches start.
+//
+// Keyed by topic id, so a topic deleted and re-created under the same name
+// never inherits its predecessor's state. The file is read lazily, the
+// first time a topic needs it.
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// mirrorStateDir holds one state file per mirror topic that has one.
+const mirrorStateDir = metaDirName + "/mirror"
+
+// Mirror topic states.
+const (
+	mirrorStateMirroring = "mirroring"
+	mirrorStateStopping  = "stopping"
+	mirrorStateStopped   = "stopped"
+)
+
+// mirrorTopicState is the persisted state of one mirror topic.
+type mirrorTopicState struct {
+	Version int    `json:"version"`
+	Topic   string `json:"topic"`
+	TopicID string `json:"topic_id"`
+	State   string `json:"state"`
+	// SourceClusterID is the mirror.source.cluster.id the barrier
+	// carries, recorded when the stop began.
+	SourceClusterID string `json:"source_cluster_id,omitempty"`
+	// TargetConfigs are the topic's overrides once stopped (mirror.*
+	// removed, the rest of the stopping request applied).
+	TargetConfigs map[string]string      `json:"target_configs,omitempty"`
+	Partitions    []mirrorPartitionState `json:"partitions"`
+}
+
+// mirrorPartitionState is one partition's part of it.
+type mirrorPartitionState struct {
+	// WriterEpoch is the highest mirror writer epoch seen (-1: none).
+	WriterEpoch int32 `json:"writer_epoch"`
+	// Set when a stop begins (Stopping true): the last mirrored offset
+	// and the leader epoch of that batch (-1: none), the log end before
+	// the stop wrote anything, and the leader epoch the stop moves to.
+	Stopping           bool  `json:"stopping,omitempty"`
+	LastMirroredOffset int64 `json:"last_mirrored_offset"`
+	LastMirroredEpoch  int32 `json:"last_mirrored_epoch"`
+	StopFrom           int64 `json:"stop_from"`
+	NewEpoch           int32 `json:"new_epoch"`
+}
+
+func newMirrorPartitionState() mirrorPartitionState {
+	return mirrorPartitionState{WriterEpoch: -1, LastMirroredOffset: -1, LastMirroredEpoch: -1, StopFrom: -1, NewEpoch: -1}
+}
+
+// mirrorRegistry caches the loaded states. Changes are made under mu and
+// persisted before they are visible.
+type mirrorRegistry struct {
+	mu     sync.Mutex
+	topics map[[16]byte]*mirrorTopicState
+}
+
+func mirrorStateName(id [16]byte) string { return hex.EncodeToString(id[:]) + ".json" }
+
+// loadMirrorStateLocked returns t's state, reading it from disk the first
+// time; a topic without a file starts "mirroring" with no writer epoch.
+// The partition list is grown to the topic's partition count.
+// REQUIRES: r.mu.
+func (s *Server) loadMirrorStateLocked(t *Topic) (*mirrorTopicState, error) {
+	r := &s.mirror
+	st := r.topics[t.ID]
+	if st == nil {
+		st = &mirrorTopicState{Version: 1, Topic: t.Name, TopicID: hex.EncodeToString(t.ID[:]), State: mirrorStateMirroring}
+		data, err := readFile(s.fs, mirrorStateDir+"/"+mirrorStateName(t.ID))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return nil, fmt.Errorf("%w: reading the mirror state of %s: %v", errStorage, t.Name, err)
+		default:
+			if err := json.Unmarshal(data, st); err != nil {
+				return nil, fmt.Errorf("%w: the mirror state of %s (%s/%s) is corrupt: %v", errStorage, t.Name, mirrorStateDir, mirrorStateName(t.ID), err)
+			}
+			if st.TopicID != hex.EncodeToString(t.ID[:]) {
+				return nil, fmt.Errorf("%w: the mirror state file %s/%s names topic id %s", errStorage, mirrorStateDir, mirrorStateName(t.ID), st.TopicID)
+			}
+		}
+		if r.topics == nil {
+			r.topics = make(map[[16]byte]*mirrorTopicState)
+		}
+		r.topics[t.ID] = st
+	}
+	for n := len(t.Partitions()); len(st.Partitions) < n; {
+		st.Partitions = append(st.Partitions, newMirrorPartitionState())
+	}
+	return st, nil
+}
+
+// persistMirrorStateLocked writes st. On failure the caller restores the
+// in-memory copy it changed. REQUIRES: s.mirror.mu.
+func (s *Server) persistMirrorStateLocked(id [16]byte, st *mirrorTopicState) error {
+	data, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := s.fs.MkdirAll(mirrorStateDir, 0o755); err != nil {
+		return fmt.Errorf("%w: %v", errStorage, err)
+	}
+	if err := writeFileAtomic(s.fs, mirrorStateDir, mirrorStateName(id), append(data, '\n')); err != nil {
+		return fmt.Errorf("%w: persisting the mirror state of %s: %v", errStorage, st.Topic, err)
+	}
+	return nil
+}
+
+// updateMirrorState applies fn to t's state and persists the result; if
+// fn fails or the write fails, the state is left as it was.
+func (s *Server) updateMirrorState(t *Topic, fn func(st *mirrorTopicState) error) error {
+	r := &s.mirror
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st, err := s.loadMirrorStateLocked(t)
+	if err != nil {
+		return err
+	}
+	saved := cloneMirrorState(st)
+	if err := fn(st); err != nil {
+		*st = saved
+		return err
+	}
+	if err := s.persistMirrorStateLocked(t.ID, st); err != nil {
+		*st = saved
+		return err
+	}
+	return nil
+}
+
+// mirrorStateOf returns a copy of t's state.
+func (s *Server) mirrorStateOf(t *Topic) (mirrorTopicState, error) {
+	r := &s.mirror
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st, err := s.loadMirrorStateLocked(t)
+	if err != nil {
+		return mirrorTopicState{}, err
+	}
+	return cloneMirrorState(st), nil
+}
+
+func cloneMirrorState(st *mirrorTopicState) mirrorTopicState {
+	c := *st
+	c.Partitions = append([]mirrorPartitionState(nil), st.Partitions...)
+	if st.TargetConfigs != nil {
+		c.TargetConfigs = make(map[string]string, len(st.TargetConfigs))
+		for k, v := range st.TargetConfigs {
+			c.TargetConfigs[k] = v
+		}
+	}
+	return c
+}
+
+// checkMirrorWriter admits a mirror write (produce or DeleteRecords) with
+// writer epoch we to p: refused once a stop began (the topic is no longer
+// a mirror), fenced (PRODUCER_FENCED) below the highest writer epoch the
+// partition has seen; a higher epoch is persisted before the write goes
+// on. Mirror produces call it under the partition's append lock, so no
+// mirror append slips in after a stop took that lock.
+func (s *Server) checkMirrorWriter(p *Partition, we int32) error {
+	r := &s.mirror
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st, err := s.loadMirrorStateLocked(p.Topic)
+	if err != nil {
+		return err
+	}
+	if st.State != mirrorStateMirroring {
+		return kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is no longer a mirror (mirror stop: %s): mirror writes are refused", p.Topic.Name, st.State))
+	}
+	ps := &st.Partitions[p.Index]
+	switch {
+	case we < ps.WriterEpoch:
+		return kafkaErr(kerr.ProducerFenced, fmt.Sprintf("mirror writer epoch %d is older than %d, the newest that wrote to %s: a newer pusher took over", we, ps.WriterEpoch, p.Dir()))
+	case we == ps.WriterEpoch:
+		return nil
+	}
+	old := ps.WriterEpoch
+	ps.WriterEpoch = we
+	if err := s.persistMirrorStateLocked(p.Topic.ID, st); err != nil {
+		ps.WriterEpoch = old
+		return err
+	}
+	return nil
+}
+
+// checkMirrorDelete admits a mirror DeleteRecords (mirror: the request
+// carries tag 22082) by its writer epoch; other DeleteRecords pass (their
+// topic rules are deleteRecords').
+func (s *Server) checkMirrorDelete(p *Partition, mirror bool, we int32) error {
+	if !mirror || !p.Topic.Config().MirrorPush {
+		return nil
+	}
+	p.data.appendMu.Lock()
+	defer p.data.appendMu.Unlock()
+	return s.checkMirrorWriter(p, we)
+}

@@ -1,0 +1,303 @@
+package broker
+
+// Mirror stop / failover (brief I6; docs/mirroring.md "Stopping a mirror").
+//
+// An IncrementalAlterConfigs DELETE of mirror.mode runs, before it is
+// answered:
+//
+//  0. The topic's mirror state becomes "stopping" (persisted, with the
+//     source cluster id and the topic's configs once stopped); mirror
+//     produces and mirror DeleteRecords are refused from here on.
+//
+// then per partition, under the partition's append lock (no mirror append
+// can interleave), after recording the last mirrored offset and epoch and
+// the new leader epoch (persisted before anything is written):
+//
+//  1. the leader epoch moves above every mirrored epoch and the current
+//     one (max(current, latest batch epoch) + 1), persisted;
+//  2. an ABORT marker (leader epoch = the new one, the producer's epoch
+//     and coordinator epoch) is appended for every open transaction that
+//     storage's producer state knows;
+//  3. the MIRROR_PID_RESET barrier (control type 7, KIP-1279's
+//     MirrorPidResetRecord with SourceClusterId = mirror.source.cluster.id)
+//     is appended; storage clears all producer state when it meets it, on
+//     append and on recovery;
+//
+// and for the topic:
+//
+//  4. the config without mirror.* is persisted: the topic is writable;
+//  5. the state becomes "stopped" and retention runs once at once
+//     (retention is dormant while a topic is a mirror).
+//
+// Every step can be repeated: the epoch only rises, open transactions are
+// read from producer state (an aborted one is no longer open), and the
+// barrier is written only when none follows the recorded log end. A broker
+// that crashed in the middle finds the "stopping" state when it starts and
+// completes the stop before it serves (recoverMirrorStops); a failed stop
+// (I/O error) leaves the topic "stopping" and a repeated DELETE resumes it.
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"time"
+
+	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/storage"
+)
+
+// Stop steps, as mirrorStopHook sees them.
+const (
+	stopStepRecorded = iota // the partition's stop is recorded
+	stopStepEpoch           // its leader epoch is bumped
+	stopStepAborts          // its open transactions are aborted
+	stopStepBarrier         // its barrier is written
+	stopStepWritable        // the topic config no longer has mirror.*
+)
+
+// mirrorStopHook, when not nil (tests only), runs after each step of a
+// stop; partition is -1 for the topic-level step. An error ends the stop
+// there, as a crash would.
+var mirrorStopHook func(topic string, partition int32, step int) error
+
+func stopHook(topic string, partition int32, step int) error {
+	if mirrorStopHook == nil {
+		return nil
+	}
+	return mirrorStopHook(topic, partition, step)
+}
+
+// stopMirror begins and completes the stop of mirror topic t; target is
+// the topic's overrides once stopped, sourceID its
+// mirror.source.cluster.id.
+func (s *Server) stopMirror(t *Topic, target map[string]string, sourceID string) error {
+	err := s.updateMirrorState(t, func(st *mirrorTopicState) error {
+		if st.State != mirrorStateMirroring {
+			return nil // a stop that failed earlier: resume it as recorded
+		}
+		st.State, st.SourceClusterID, st.TargetConfigs = mirrorStateStopping, sourceID, target
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.log.Info("mirror stop begins", "topic", t.Name, "source_cluster_id", sourceID)
+	return s.completeMirrorStop(t)
+}
+
+// completeMirrorStop runs the stop steps of a "stopping" topic.
+func (s *Server) completeMirrorStop(t *Topic) error {
+	st, err := s.mirrorStateOf(t)
+	if err != nil {
+		return err
+	}
+	if st.State == mirrorStateStopped {
+		return nil
+	}
+	for _, p := range t.Partitions() {
+		if err := s.stopPartition(p, st.SourceClusterID); err != nil {
+			return fmt.Errorf("mirror stop of %s: %w", p.Dir(), err)
+		}
+	}
+	cfg, err := newTopicConfig(st.TargetConfigs)
+	if err != nil {
+		return err
+	}
+	if err := s.cluster.setConfig(t, cfg); err != nil {
+		return err
+	}
+	if err := stopHook(t.Name, -1, stopStepWritable); err != nil {
+		return err
+	}
+	if err := s.updateMirrorState(t, func(st *mirrorTopicState) error {
+		st.State = mirrorStateStopped
+		return nil
+	}); err != nil {
+		return err
+	}
+	s.log.Info("mirror stopped: the topic is writable", "topic", t.Name, "configs", cfg.Overrides())
+	s.wakeRetention(t)
+	return nil
+}
+
+// stopPartition runs steps 1-3 for p.
+func (s *Server) stopPartition(p *Partition, sourceID string) error {
+	h, err := partitionHandle(p)
+	if err != nil {
+		return err
+	}
+	l := h.log
+	p.data.appendMu.Lock()
+	defer p.data.appendMu.Unlock()
+	var ps mirrorPartitionState
+	err = s.updateMirrorState(p.Topic, func(st *mirrorTopicState) error {
+		cur := &st.Partitions[p.Index]
+		if !cur.Stopping {
+			leo := l.LogEndOffset()
+			cur.Stopping, cur.StopFrom = true, leo
+			cur.LastMirroredOffset, cur.LastMirroredEpoch = -1, -1
+			if leo > 0 {
+				cur.LastMirroredOffset = leo - 1
+			}
+			if e, ok := l.EpochCache().LatestEpoch(); ok {
+				cur.LastMirroredEpoch = e
+			}
+			cur.NewEpoch = max(p.LeaderEpoch(), cur.LastMirroredEpoch) + 1
+		}
+		ps = *cur
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := stopHook(p.Topic.Name, p.Index, stopStepRecorded); err != nil {
+		return err
+	}
+	// 1. The leader epoch above every mirrored one.
+	if err := s.SetLeaderEpochAtLeast(p, ps.NewEpoch); err != nil {
+		return err
+	}
+	if err := stopHook(p.Topic.Name, p.Index, stopStepEpoch); err != nil {
+		return err
+	}
+	epoch := p.LeaderEpoch()
+	// 2. ABORT markers for the open transactions.
+	aborted := 0
+	for _, pi := range l.Producers() {
+		if pi.CurrentTxnFirstOffset < 0 {
+			continue
+		}
+		if err := appendControl(l, epoch, pi.ProducerID, pi.Epoch, kbatch.TransactionalBit,
+			kbatch.ControlAbort, kbatch.EndTxnMarkerValue(pi.CoordinatorEpoch)); err != nil {
+			return fmt.Errorf("aborting the open transaction of producer %d (first offset %d): %w", pi.ProducerID, pi.CurrentTxnFirstOffset, err)
+		}
+		aborted++
+	}
+	if err := stopHook(p.Topic.Name, p.Index, stopStepAborts); err != nil {
+		return err
+	}
+	// 3. The MIRROR_PID_RESET barrier, once.
+	have, err := barrierSince(l, ps.StopFrom)
+	if err != nil {
+		return err
+	}
+	if !have {
+		if err := appendControl(l, epoch, kbatch.NoProducerID, -1, 0,
+			kbatch.ControlMirrorPidReset, kbatch.MirrorPidResetValue(sourceID)); err != nil {
+			return fmt.Errorf("writing the MIRROR_PID_RESET barrier: %w", err)
+		}
+	}
+	p.notifyAppend()
+	s.log.Info("mirror partition stopped", "topic", p.Topic.Name, "partition", p.Index,
+		"last_mirrored_offset", ps.LastMirroredOffset, "last_mirrored_epoch", ps.LastMirroredEpoch,
+		"new_epoch", epoch, "aborted_transactions", aborted, "barrier_written", !have)
+	return stopHook(p.Topic.Name, p.Index, stopStepBarrier)
+}
+
+// appendControl appends one control batch through storage's coordinator
+// append (offsets assigned, leader epoch stamped).
+func appendControl(l *storage.Log, leaderEpoch int32, pid int64, pepoch int16, attrs int16, typ int16, value []byte) error {
+	now := time.Now().UnixMilli()
+	b := kbatch.NewBatch(now, kbatch.Record{Key: kbatch.ControlKey(typ), Value: value})
+	b.ProducerID, b.ProducerEpoch, b.BaseSequence = pid, pepoch, -1
+	b.Attributes |= attrs | kbatch.ControlBit
+	set, err := kbatch.Encode(b)
+	if err != nil {
+		return err
+	}
+	_, err = l.AppendCoordinator(set, leaderEpoch, now, 1)
+	return err
+}
+
+// barrierSince reports whether a MIRROR_PID_RESET batch is stored at or
+// after offset from (only the stop's own few batches follow it).
+func barrierSince(l *storage.Log, from int64) (bool, error) {
+	var buf []byte
+	for next := max(from, l.LogStartOffset()); next < l.LogEndOffset(); {
+		sl, err := l.Read(next, 1<<20)
+		if err != nil {
+			return false, err
+		}
+		if buf, err = sl.Bytes(buf[:0]); err != nil {
+			return false, err
+		}
+		if len(buf) == 0 {
+			return false, nil
+		}
+		for b := buf; len(b) >= kbatch.HeaderSize; {
+			n := kbatch.LogOverhead + int(kbatch.Length(b))
+			if n > len(b) {
+				break
+			}
+			if typ, ok := kbatch.ControlType(b[:n]); ok && typ == kbatch.ControlMirrorPidReset && kbatch.BaseOffset(b) >= from {
+				return true, nil
+			}
+			next = kbatch.BaseOffset(b) + int64(kbatch.LastOffsetDelta(b)) + 1
+			b = b[n:]
+		}
+	}
+	return false, nil
+}
+
+// wakeRetention applies retention to t's partitions once, right after a
+// stop made it an ordinary topic (the periodic loop skips mirror topics).
+// Compaction: Verbatim has no log cleaner yet, so there is nothing else
+// to wake.
+func (s *Server) wakeRetention(t *Topic) {
+	now := time.Now().UnixMilli()
+	for _, p := range t.Partitions() {
+		l, err := partitionLog(p)
+		if err != nil {
+			continue
+		}
+		if n, err := l.ApplyRetention(now); err != nil && !errors.Is(err, storage.ErrClosed) {
+			s.log.Warn("retention after mirror stop", "topic", t.Name, "partition", p.Index, "err", err)
+		} else if n > 0 {
+			s.log.Info("retention after mirror stop deleted segments", "topic", t.Name, "partition", p.Index, "segments", n)
+		}
+	}
+}
+
+// recoverMirrorStops completes, at start-up, every stop a crash
+// interrupted, and forgets the states of deleted topics. A stop that
+// cannot complete (an offline log) is logged; the topic stays "stopping"
+// (no mirror writes, still read-only for clients) until a DELETE of
+// mirror.mode or the next start completes it.
+func (s *Server) recoverMirrorStops() {
+	names, err := s.fs.ReadDir(mirrorStateDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err != nil {
+		s.log.Error("reading the mirror states", "dir", mirrorStateDir, "err", err)
+		return
+	}
+	for _, name := range names {
+		hexID, ok := strings.CutSuffix(name, ".json")
+		var id [16]byte
+		if n, err := hex.Decode(id[:], []byte(hexID)); !ok || err != nil || n != len(id) {
+			continue // a temporary file of an interrupted write
+		}
+		t := s.cluster.topicByID(id)
+		if t == nil {
+			if err := s.fs.Remove(mirrorStateDir + "/" + name); err != nil {
+				s.log.Warn("removing the mirror state of a deleted topic", "file", name, "err", err)
+			}
+			continue
+		}
+		st, err := s.mirrorStateOf(t)
+		if err != nil {
+			s.log.Error("mirror state unreadable", "topic", t.Name, "err", err)
+			continue
+		}
+		if st.State != mirrorStateStopping {
+			continue
+		}
+		s.log.Warn("completing a mirror stop interrupted by a crash", "topic", t.Name)
+		if err := s.completeMirrorStop(t); err != nil {
+			s.log.Error("mirror stop could not complete; the topic stays stopping", "topic", t.Name, "err", err)
+		}
+	}
+}
