@@ -321,7 +321,7 @@ func TestMirrorModeOnlyAtCreation(t *testing.T) {
 		ac  kadm.AlterConfig
 		msg string
 	}{
-		{kadm.AlterConfig{Op: kadm.DeleteConfig, Name: "mirror.mode"}, "not implemented yet"},
+		// A DELETE of mirror.mode is the mirror stop: mirror_stop_test.go.
 		{kadm.AlterConfig{Op: kadm.SetConfig, Name: "mirror.mode", Value: sp("push")}, ""},
 		{kadm.AlterConfig{Op: kadm.SetConfig, Name: "mirror.source.cluster.id", Value: sp("other")}, "cannot be changed"},
 		{kadm.AlterConfig{Op: kadm.DeleteConfig, Name: "mirror.source.cluster.id"}, "cannot be changed"},

@@ -13,8 +13,7 @@ import (
 // open transaction is aborted, the barrier written, the epoch raised
 // above every mirrored one, and ordinary producers can write afterwards.
 // The broker side (the stop sequence behind the DELETE of mirror.mode) is
-// owned by the broker; until it lands this test fails with the broker's
-// refusal.
+// broker/mirror_stop.go.
 func TestStopFailover(t *testing.T) {
 	src := startSource(t, kfake.SeedTopics(1, "t"))
 	sa := src.ListenAddrs()[0]
@@ -86,8 +85,7 @@ func TestPushForwardsLogStart(t *testing.T) {
 
 // TestOlderPusherFenced: once a pusher with a newer writer epoch wrote to
 // a partition, one with an older epoch is refused (docs/protocol.md:
-// WriterEpoch). The broker reserves the field but does not enforce it
-// yet, so this test fails until it does.
+// WriterEpoch; the broker answers PRODUCER_FENCED, a refusal: exit 1).
 func TestOlderPusherFenced(t *testing.T) {
 	src := startSource(t, kfake.SeedTopics(1, "t"))
 	sa := src.ListenAddrs()[0]
