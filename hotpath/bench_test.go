@@ -432,7 +432,13 @@ func BenchmarkHotpathReport(b *testing.B) {
 				ref.request(b)
 			}
 			ref.close()
-			n = max(8, n*4)
+			// At least 50 requests (and 32 MiB without fdatasync) per
+			// round, so that one slow calibration on a busy machine cannot
+			// shrink every round.
+			n = max(50, n*4)
+			if !c.disk || c.flush != storage.FlushAlways {
+				n = max(n, (32<<20)/f.batchLen)
+			}
 			var refs, pipes, allocs, ratios, refCPU, pipeCPU, cpuRatios []float64
 			for r := 0; r < rounds; r++ {
 				ref := newReference(b, dir, f, c.flush, c.disk)
