@@ -172,23 +172,27 @@ func (s *Server) retentionLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		now := time.Now().UnixMilli()
-		for _, tp := range s.cluster.topics() {
-			if tp.Config().MirrorPush {
-				// Dormant while a mirror: the source's log start is
-				// forwarded instead; it runs once the mirror stops.
+		s.applyRetention(time.Now().UnixMilli())
+	}
+}
+
+// applyRetention is one round of the retention loop over every log.
+func (s *Server) applyRetention(now int64) {
+	for _, tp := range s.cluster.topics() {
+		if tp.Config().MirrorPush {
+			// Dormant while a mirror: the source's log start is
+			// forwarded instead; it runs once the mirror stops.
+			continue
+		}
+		for _, p := range tp.Partitions() {
+			l, err := partitionLog(p)
+			if err != nil {
 				continue
 			}
-			for _, p := range tp.Partitions() {
-				l, err := partitionLog(p)
-				if err != nil {
-					continue
-				}
-				if n, err := l.ApplyRetention(now); err != nil && !errors.Is(err, storage.ErrClosed) {
-					s.log.Warn("retention", "topic", tp.Name, "partition", p.Index, "err", err)
-				} else if n > 0 {
-					s.log.Info("retention deleted segments", "topic", tp.Name, "partition", p.Index, "segments", n)
-				}
+			if n, err := l.ApplyRetention(now); err != nil && !errors.Is(err, storage.ErrClosed) {
+				s.log.Warn("retention", "topic", tp.Name, "partition", p.Index, "err", err)
+			} else if n > 0 {
+				s.log.Info("retention deleted segments", "topic", tp.Name, "partition", p.Index, "segments", n)
 			}
 		}
 	}
