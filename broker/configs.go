@@ -138,6 +138,13 @@ func (s *Server) alterTopicConfig(t *Topic, next map[string]string, validateOnly
 	if stop {
 		return s.stopMirror(t, next, old[cfgMirrorSourceClusterID])
 	}
+	if incremental {
+		// A stop interrupted after the topic became writable is
+		// finished by the next IncrementalAlterConfigs (or start).
+		if err := s.resumeMirrorStop(t); err != nil {
+			return err
+		}
+	}
 	if err := s.cluster.setConfig(t, cfg); err != nil {
 		return err
 	}

@@ -196,6 +196,15 @@ func (s *Server) stopPartition(p *Partition, sourceID string) error {
 	return stopHook(p.Topic.Name, p.Index, stopStepBarrier)
 }
 
+// resumeMirrorStop completes t's stop if one is recorded as begun.
+func (s *Server) resumeMirrorStop(t *Topic) error {
+	st, err := s.mirrorStateOf(t)
+	if err != nil || st.State != mirrorStateStopping {
+		return err
+	}
+	return s.completeMirrorStop(t)
+}
+
 // appendControl appends one control batch through storage's coordinator
 // append (offsets assigned, leader epoch stamped).
 func appendControl(l *storage.Log, leaderEpoch int32, pid int64, pepoch int16, attrs int16, typ int16, value []byte) error {
