@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime/metrics"
 	"slices"
 	"strconv"
@@ -38,6 +39,10 @@ type IngestOptions struct {
 	// target is this plus 128 MiB.
 	InFlightLimitMB int
 	Log             io.Writer
+
+	brokers  map[string]*inprocBroker
+	topicSeq int
+	template string // see seedDataDir
 }
 
 // IngestResult is one scenario's line of output.
@@ -104,6 +109,12 @@ func RunIngest(ctx context.Context, o IngestOptions, emit func(IngestResult) err
 	if o.InFlightLimitMB == 0 {
 		o.InFlightLimitMB = 256
 	}
+	defer o.closeInproc()
+	defer func() {
+		if o.template != "" {
+			os.RemoveAll(o.template)
+		}
+	}()
 	for _, flush := range o.Flushes {
 		for _, mode := range o.Modes {
 			for _, batch := range o.Batches {
@@ -213,8 +224,10 @@ func (o *IngestOptions) runVerbatim(ctx context.Context, mode string, batch int,
 		return runResult{}, err
 	}
 	defer os.RemoveAll(dir)
-	srv, err := StartServer([]string{o.Verbatim, "serve", "--listen", "{addr}", "--data-dir", dir,
-		"--flush", flush, "--log-level", "warn", "--max-inflight-bytes", strconv.Itoa(o.InFlightLimitMB << 20)}, nil)
+	if err := o.seedDataDir(dir); err != nil {
+		return runResult{}, err
+	}
+	srv, err := StartServer(o.serveArgv(dir, flush), nil)
 	if err != nil {
 		return runResult{}, err
 	}
@@ -260,6 +273,36 @@ func (o *IngestOptions) runSink(ctx context.Context, mode string, batch int, flu
 	return runResult{mbps: res.MBps(), p50: res.Percentile(0.50), p99: res.Percentile(0.99), stats: st, bytes: res.Bytes}, nil
 }
 
+func (o *IngestOptions) serveArgv(dir, flush string) []string {
+	return []string{o.Verbatim, "serve", "--listen", "{addr}", "--data-dir", dir,
+		"--flush", flush, "--log-level", "warn", "--max-inflight-bytes", strconv.Itoa(o.InFlightLimitMB << 20)}
+}
+
+// seedDataDir fills the fresh data dir dir with a copy of a template: the
+// data dir of a broker started once (no topics) and stopped, so every run
+// starts like a restarted broker with its compiled-policy cache warm (a cold
+// compile of the default WASM policies takes 1.5 CPU seconds, and over 10
+// seconds on a loaded machine, in the background after start).
+func (o *IngestOptions) seedDataDir(dir string) error {
+	if o.template == "" {
+		tmpl, err := os.MkdirTemp(o.WorkDir, "template-")
+		if err != nil {
+			return err
+		}
+		srv, err := StartServer(o.serveArgv(tmpl, "never"), nil)
+		if err != nil {
+			return err
+		}
+		WaitIdle(srv.Cmd.Process.Pid, 2*time.Minute)
+		srv.Stop()
+		if err := os.Remove(filepath.Join(tmpl, ".lock")); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+		o.template = tmpl
+	}
+	return os.CopyFS(dir, os.DirFS(o.template))
+}
+
 // warmAndRun sends a warm-up of two windows of requests per connection,
 // waits until the server is idle (a fresh verbatim serve compiles its
 // default WASM policies in the background after start, about 1.5 CPU
@@ -293,31 +336,67 @@ func WaitIdle(pid int, timeout time.Duration) {
 	}
 }
 
-// countAllocs runs the broker in this process and counts heap allocations
-// per produce request over a warm run.
-func (o *IngestOptions) countAllocs(ctx context.Context, mode string, batch int, flush string) (float64, error) {
+// inprocBroker is a broker run in this process for counting allocations,
+// one per flush policy, shared by the scenarios (a fresh one would compile
+// its WASM policies again each time).
+type inprocBroker struct {
+	srv  *broker.Server
+	addr string
+	dir  string
+}
+
+func (o *IngestOptions) inproc(ctx context.Context, flush string) (*inprocBroker, error) {
+	if b := o.brokers[flush]; b != nil {
+		return b, nil
+	}
 	dir, err := os.MkdirTemp(o.WorkDir, "allocs-")
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	defer os.RemoveAll(dir)
 	srv, err := broker.Open(broker.Config{DataDir: dir, Flush: flush,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxInFlightBytes: int64(o.InFlightLimitMB) << 20})
 	if err != nil {
-		return 0, err
+		os.RemoveAll(dir)
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		_ = srv.Shutdown(ctx)
-		return 0, err
+		os.RemoveAll(dir)
+		return nil, err
 	}
 	go srv.Serve(ln)
-	defer srv.Shutdown(context.Background())
-	addr := ln.Addr().String()
-	if err := CreateTopic(ctx, addr, "ingest", int32(o.Conns), topicConfigs(mode, batch)); err != nil {
+	if o.brokers == nil {
+		o.brokers = map[string]*inprocBroker{}
+	}
+	b := &inprocBroker{srv: srv, addr: ln.Addr().String(), dir: dir}
+	o.brokers[flush] = b
+	return b, nil
+}
+
+func (o *IngestOptions) closeInproc() {
+	for k, b := range o.brokers {
+		_ = b.srv.Shutdown(context.Background())
+		os.RemoveAll(b.dir)
+		delete(o.brokers, k)
+	}
+}
+
+// countAllocs counts heap allocations per produce request over a warm run
+// of the in-process broker, on a topic of its own.
+func (o *IngestOptions) countAllocs(ctx context.Context, mode string, batch int, flush string) (float64, error) {
+	b, err := o.inproc(ctx, flush)
+	if err != nil {
+		return 0, err
+	}
+	addr := b.addr
+	o.topicSeq++
+	topic := fmt.Sprintf("allocs-%d", o.topicSeq)
+	if err := CreateTopic(ctx, addr, topic, int32(o.Conns), topicConfigs(mode, batch)); err != nil {
 		return 0, err
 	}
 	warm := o.load(addr, mode, batch, min(o.AllocBytes/4, 16<<20))
+	warm.Topic = topic
 	wres, err := RunLoad(ctx, warm)
 	if err != nil {
 		return 0, err
@@ -332,6 +411,7 @@ func (o *IngestOptions) countAllocs(ctx context.Context, mode string, batch int,
 		}
 	}
 	l := o.load(addr, mode, batch, o.AllocBytes)
+	l.Topic = topic
 	l.StartOffsets = wres.EndOffsets
 	var before uint64
 	l.OnStart = func() { before = heapAllocs() } // request encoding is not counted

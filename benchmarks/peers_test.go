@@ -27,6 +27,7 @@ import (
 var (
 	benchProfile = flag.String("bench.profile", "quick", "quick (smoke sizes, 1 round) or full")
 	benchOut     = flag.String("bench.out", "tmp", "directory (relative to benchmarks/) for <date>-<commit>.json")
+	benchCommit  = flag.String("bench.commit", "", "the commit the tree was exported from (for runs outside a git checkout, e.g. of `git archive` output)")
 	benchOnly    = flag.String("bench.only", "", "comma-separated scenario groups to run (produce-perf, consume, e2e, produce-raw, mirror, ingest); empty: all")
 )
 
@@ -50,8 +51,8 @@ func profiles(name string) (profile, error) {
 			ingestArgs:  []string{"-rounds", "1", "-round-mb", "8", "-small-mb", "2", "-alloc-mb", "4", "-batches", "16384,262144"},
 			toolTimeout: 3 * time.Minute, mirrorTopics: topics}, nil
 	case "full":
-		return profile{rounds: 3, ppRecords: 50_000, ppDurable: 10_000, rawBytes: 128 << 20, e2eRecords: 1000, mirrorMB: 48,
-			ingestArgs:  []string{"-rounds", "3", "-round-mb", "256", "-small-mb", "24", "-alloc-mb", "48"},
+		return profile{rounds: 3, ppRecords: 30_000, ppDurable: 5_000, rawBytes: 128 << 20, e2eRecords: 500, mirrorMB: 32,
+			ingestArgs:  []string{"-rounds", "3", "-round-mb", "192", "-small-mb", "16", "-alloc-mb", "32"},
 			toolTimeout: 10 * time.Minute, mirrorTopics: topics}, nil
 	}
 	return profile{}, fmt.Errorf("unknown -bench.profile %q", name)
@@ -94,9 +95,12 @@ func TestPeerBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	commit := gitOut(t, root, "rev-parse", "--short=12", "HEAD")
-	if gitOut(t, root, "status", "--porcelain", "--untracked-files=no", "--", "benchmarks", "broker", "hotpath", "storage", "cmd", "internal") != "" {
-		commit += "-dirty"
+	commit := *benchCommit
+	if commit == "" {
+		commit = gitOut(t, root, "rev-parse", "--short=12", "HEAD")
+		if gitOut(t, root, "status", "--porcelain", "--untracked-files=no", "--", "benchmarks", "broker", "hotpath", "storage", "wasmpolicy", "policies", "cmd", "internal") != "" {
+			commit += "-dirty"
+		}
 	}
 	rep := &Report{
 		Date: time.Now().UTC().Format("2006-01-02T15:04Z"), Commit: commit, Profile: *benchProfile,
@@ -105,7 +109,7 @@ func TestPeerBench(t *testing.T) {
 	if *benchProfile == "quick" {
 		rep.Command = "make bench-quick"
 	}
-	rep.Gaps = append(rep.Gaps, "MirrorMaker 2 is connect-mirror 4.3.0 on the Kafka 4.4 Connect runtime: 4.4.0 is not served by this machine's Maven Central mirror")
+	rep.Gaps = append(rep.Gaps, "MirrorMaker 2 is connect-mirror 4.3.0 with the 4.3.0 Kafka clients and Connect runtime: 4.4.0 is not served by this machine's Maven Central mirror (benchmarks/mm2/pom.xml)")
 	bin := interop.BuildVerbatim(t)
 	run := func(group string) bool {
 		return *benchOnly == "" || slices.Contains(strings.Split(*benchOnly, ","), group)
@@ -201,6 +205,7 @@ func TestPeerBench(t *testing.T) {
 							}
 						})
 						m["server_cpu_s"], m["server_peak_rss_mb"] = cpu, rss
+						m["server_cpu_s_per_gb"] = cpu / (float64(n) * 1024 / 1e9)
 						rounds[s.name].Add(m)
 						t.Logf("%s round %d %s: %.1f MB/s p99 %.0f ms", scen, r+1, s.name, m["mb_per_s"], m["p99_ms"])
 					}
@@ -238,6 +243,7 @@ func TestPeerBench(t *testing.T) {
 							t.Fatalf("%s on %s: %v\n%s", scen, s.name, err, res.Stdout)
 						}
 					})
+					m["server_cpu_s_per_gb"] = cpu / (float64(p.ppRecords) * 1024 / 1e9)
 					m["server_cpu_s"], m["server_peak_rss_mb"] = cpu, rss
 					rounds[s.name].Add(m)
 				}
@@ -350,7 +356,7 @@ func TestPeerBench(t *testing.T) {
 				}
 			}
 			params := fmt.Sprintf("3 pre-loaded topics (plain, lz4, transactional; 4 partitions, %d MiB of 1000-byte values each, %.0f MB stored) copied from Kafka 4.4 into a fresh destination per round (page cache); MB/s from the first copied data on the destination to the last; CPU = copier + destination server", p.mirrorMB, float64(srcBytes)/1e6)
-			rep.Scenarios = append(rep.Scenarios, rounds["mm2"].Entry(scen, "mm2", params+"; MirrorMaker 2 4.3.0 dedicated mode (connect-mirror 4.4.0 is not served here), IdentityReplicationPolicy, tasks.max=4, into Kafka 4.4"))
+			rep.Scenarios = append(rep.Scenarios, rounds["mm2"].Entry(scen, "mm2", params+"; MirrorMaker 2 4.3.0 dedicated mode (4.4.0 is not served here), IdentityReplicationPolicy, tasks.max=4, into Kafka 4.4; CPU includes the Connect start-up"))
 			rep.Scenarios = append(rep.Scenarios, rounds["verbatim"].Entry(scen, "verbatim", params+"; verbatim mirror push --create-topics into verbatim serve"))
 		}
 	}
