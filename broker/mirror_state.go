@@ -102,7 +102,12 @@ func (s *Server) loadMirrorStateLocked(t *Topic) (*mirrorTopicState, error) {
 				return nil, fmt.Errorf("%w: the mirror state of %s (%s/%s) is corrupt: %v", errStorage, t.Name, mirrorStateDir, mirrorStateName(t.ID), err)
 			}
 			if st.TopicID != hex.EncodeToString(t.ID[:]) {
-				return nil, fmt.Errorf("%w: the mirror state file %s/%s names topic id %s", errStorage, mirrorStateDir, mirrorStateName(t.ID), st.TopicID)
+				return nil, fmt.Errorf("%w: the mirror state file %s/%s names topic id %q", errStorage, mirrorStateDir, mirrorStateName(t.ID), st.TopicID)
+			}
+			switch st.State {
+			case mirrorStateMirroring, mirrorStateStopping, mirrorStateStopped:
+			default:
+				return nil, fmt.Errorf("%w: the mirror state file %s/%s has state %q", errStorage, mirrorStateDir, mirrorStateName(t.ID), st.State)
 			}
 		}
 		if r.topics == nil {

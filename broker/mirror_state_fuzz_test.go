@@ -1,0 +1,74 @@
+package broker
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// FuzzMirrorState feeds arbitrary bytes as a topic's persisted mirror
+// state (mirror_state.go): loading never panics, a file it accepts has a
+// known state and an entry per partition, and the writer-epoch check on
+// it either fences, refuses a stopped topic or persists the new epoch.
+func FuzzMirrorState(f *testing.F) {
+	id := [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	valid := mirrorTopicState{Version: 1, Topic: "m", TopicID: "0102030405060708090a0b0c0d0e0f10", State: mirrorStateStopping,
+		SourceClusterID: "src", TargetConfigs: map[string]string{"retention.ms": "1"},
+		Partitions: []mirrorPartitionState{newMirrorPartitionState(), {WriterEpoch: 9, Stopping: true, LastMirroredOffset: 4, LastMirroredEpoch: 2, StopFrom: 5, NewEpoch: 13}}}
+	for _, st := range []string{mirrorStateMirroring, mirrorStateStopping, mirrorStateStopped} {
+		v := valid
+		v.State = st
+		b, _ := json.Marshal(v)
+		f.Add(b)
+	}
+	f.Add([]byte(`{"state":"mirroring","topic_id":"0102030405060708090a0b0c0d0e0f10","partitions":null}`))
+	f.Add([]byte(`{"state":"other","topic_id":"0102030405060708090a0b0c0d0e0f10"}`))
+	f.Add([]byte(`{`))
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s := &Server{fs: newDirFS(dir), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		tp := &Topic{Name: "m", ID: id}
+		parts := []*Partition{{Topic: tp, Index: 0}, {Topic: tp, Index: 1}}
+		tp.parts.Store(&parts)
+		if err := s.fs.MkdirAll(mirrorStateDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := writeFileAtomic(s.fs, mirrorStateDir, mirrorStateName(id), data); err != nil {
+			t.Fatal(err)
+		}
+		st, err := s.mirrorStateOf(tp)
+		if err != nil {
+			if !errors.Is(err, errStorage) {
+				t.Fatalf("a bad state file gave %v, want a storage error", err)
+			}
+			return
+		}
+		if len(st.Partitions) < len(parts) {
+			t.Fatalf("%d partition states for %d partitions", len(st.Partitions), len(parts))
+		}
+		seen := st.Partitions[1].WriterEpoch
+		err = s.checkMirrorWriter(parts[1], 100)
+		switch {
+		case st.State != mirrorStateMirroring:
+			if !errors.Is(err, kerr.PolicyViolation) {
+				t.Fatalf("state %s: %v", st.State, err)
+			}
+		case seen > 100:
+			if !errors.Is(err, kerr.ProducerFenced) {
+				t.Fatalf("writer 100 after %d: %v", seen, err)
+			}
+		case err != nil:
+			t.Fatalf("writer 100 after %d: %v", seen, err)
+		default:
+			s2 := &Server{fs: s.fs, log: s.log}
+			st2, err := s2.mirrorStateOf(tp)
+			if err != nil || st2.Partitions[1].WriterEpoch != 100 {
+				t.Fatalf("persisted writer epoch %d (%v)", st2.Partitions[1].WriterEpoch, err)
+			}
+		}
+	})
+}
