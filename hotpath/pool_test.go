@@ -7,6 +7,8 @@ import (
 	"errors"
 	"io"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -256,4 +258,45 @@ func TestResponseBuffers(t *testing.T) {
 	}
 	huge := make([]byte, 0, maxPooledResponse+1)
 	PutResponseBuffer(&huge) // dropped, not pooled
+}
+
+// Many goroutines acquiring and releasing random amounts never push the
+// budget over its limit, never deadlock, and leave it empty.
+func TestBudgetHammer(t *testing.T) {
+	const limit = 1000
+	b := NewBudget(limit)
+	var over atomic.Bool
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func(seed int) {
+			defer wg.Done()
+			n := int64(seed*37%limit + 1)
+			for i := 0; i < 500; i++ {
+				n = (n*7919 + 13) % limit
+				want := n + 1
+				ctx, cancel := context.WithCancel(context.Background())
+				if i%17 == 0 {
+					cancel() // some acquires give up
+				}
+				if err := b.Acquire(ctx, want); err != nil {
+					cancel()
+					continue
+				}
+				cancel()
+				if b.InUse() > limit {
+					over.Store(true)
+				}
+				runtime.Gosched()
+				b.Release(want)
+			}
+		}(w)
+	}
+	wg.Wait()
+	if over.Load() {
+		t.Fatal("budget exceeded its limit")
+	}
+	if b.InUse() != 0 || waiters(b) != 0 {
+		t.Fatalf("after the hammer: %d in use, %d waiters", b.InUse(), waiters(b))
+	}
 }
