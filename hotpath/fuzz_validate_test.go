@@ -2,6 +2,8 @@ package hotpath
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/internal/kbatch"
@@ -52,6 +54,27 @@ func FuzzValidate(f *testing.F) {
 		}
 	}
 	f.Add(verbatimSet(corpus[:6], 0), byte(1), true)
+	// Batches of real Kafka 4.4 segments (see kafka44_test.go), one of
+	// each distinct attributes value.
+	files, _ := filepath.Glob(filepath.Join("..", "cmd", "verbatim", "testdata", "kafka-4.4", "*.log"))
+	seen := map[int16]bool{}
+	for _, name := range files {
+		seg, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for rest := seg; len(rest) > 0; {
+			b, r, err := kbatch.Next(rest)
+			if err != nil {
+				break
+			}
+			rest = r
+			if a := kbatch.Attributes(b); !seen[a] {
+				seen[a] = true
+				f.Add(bytes.Clone(b), byte(1), false)
+			}
+		}
+	}
 	f.Fuzz(func(t *testing.T, set []byte, flags byte, fixCRC bool) {
 		if fixCRC {
 			fixCRCs(set)
