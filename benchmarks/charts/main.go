@@ -416,10 +416,17 @@ func updateReadme(readme string, r report, resultPath string, charts map[string]
 	fmt.Fprintln(&b)
 	seen := map[string]bool{}
 	for _, e := range r.Scenarios {
-		if !seen[e.Scenario+e.System] {
-			seen[e.Scenario+e.System] = true
-			fmt.Fprintf(&b, "- `%s` (%s): %s\n", e.Scenario, e.System, e.Params)
+		if seen[e.Scenario+"\x00"+e.Params] {
+			continue
 		}
+		seen[e.Scenario+"\x00"+e.Params] = true
+		who := "both"
+		for _, o := range r.Scenarios {
+			if o.Scenario == e.Scenario && o.Params != e.Params {
+				who = e.System
+			}
+		}
+		fmt.Fprintf(&b, "- `%s` (%s): %s\n", e.Scenario, who, e.Params)
 	}
 	if len(r.Ingest) > 0 {
 		fmt.Fprintf(&b, "\n### bench-ingest (same run)\n\n![ingest](%s)\n\n", rel(charts["ingest"]))
