@@ -321,6 +321,9 @@ func (p *Partition) appendRun(run []*Append) int {
 func (p *Partition) durableFired(err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if len(p.regs) == 0 {
+		return // a log firing more callbacks than registered: nothing waits
+	}
 	n := p.regs[0]
 	m := copy(p.regs, p.regs[1:])
 	p.regs = p.regs[:m]
