@@ -14,7 +14,8 @@ package broker
 //     MaxWaitMs passes (bounded by the request timeout). Errors and
 //     diverging epochs answer at once.
 //   - Isolation: read_uncommitted reads up to the high watermark (the log
-//     end on this single node); read_committed up to the last stable
+//     end on this single node, or under --flush always the durable offset:
+//     partition_log.go highWatermark); read_committed up to the last stable
 //     offset, with the aborted transactions overlapping the returned range.
 //   - Errors per partition: UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID
 //     (v13+), OFFSET_OUT_OF_RANGE outside [log start, log end],
@@ -187,18 +188,20 @@ func (op *fetchOp) readPartition(fp *fetchPart, remaining int64, first bool) int
 	outOfRange := func() int {
 		return fail(kafkaErr(kerr.OffsetOutOfRange, ""))
 	}
-	l, err := partitionLog(p)
+	h, err := partitionHandle(p)
 	if err != nil {
 		return fail(err)
 	}
+	l := h.log
 	if op.req.Version >= 9 {
 		if err := checkLeaderEpoch(p, fp.currentLeaderEpoch); err != nil {
 			return fail(err)
 		}
 	}
 	leo := l.LogEndOffset()
-	lso := l.LastStableOffset()
-	r.HighWatermark, r.LastStableOffset, r.LogStartOffset = leo, lso, l.LogStartOffset()
+	hw := highWatermark(h)
+	lso := min(l.LastStableOffset(), hw)
+	r.HighWatermark, r.LastStableOffset, r.LogStartOffset = hw, lso, l.LogStartOffset()
 	if op.req.Version >= 12 && fp.lastFetchedEpoch >= 0 {
 		epoch, end, err := l.EndOffsetForEpoch(fp.lastFetchedEpoch)
 		if err != nil {
@@ -212,7 +215,7 @@ func (op *fetchOp) readPartition(fp *fetchPart, remaining int64, first bool) int
 			return 0
 		}
 	}
-	upper := leo
+	upper := hw
 	if op.req.IsolationLevel == 1 {
 		upper = lso
 		r.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}

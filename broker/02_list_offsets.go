@@ -6,7 +6,8 @@ package broker
 //   - -2 EARLIEST and -4 EARLIEST_LOCAL (v8+, KIP-405; no tiered storage
 //     here, so the same): the log start offset, with the leader epoch of
 //     the batch holding it (v4+).
-//   - -1 LATEST: the high watermark (read_uncommitted) or the last stable
+//   - -1 LATEST: the high watermark (read_uncommitted; under --flush always
+//     the durable offset, see partition_log.go) or the last stable
 //     offset (read_committed, v2+), with the partition's current leader
 //     epoch, as Kafka answers.
 //   - -3 MAX_TIMESTAMP (v7+, KIP-734): the offset and timestamp of the
@@ -73,18 +74,19 @@ func handleListOffsets(_ context.Context, s *Server, r *Request) (Reply, error) 
 }
 
 func listOffset(p *Partition, version int16, isolation int8, rp *kmsg.ListOffsetsRequestTopicPartition, op *kmsg.ListOffsetsResponseTopicPartition) error {
-	l, err := partitionLog(p)
+	h, err := partitionHandle(p)
 	if err != nil {
 		return err
 	}
+	l := h.log
 	if version >= 4 {
 		if err := checkLeaderEpoch(p, rp.CurrentLeaderEpoch); err != nil {
 			return err
 		}
 	}
-	fetchable := l.HighWatermark()
+	fetchable := highWatermark(h)
 	if isolation == 1 {
-		fetchable = l.LastStableOffset()
+		fetchable = min(fetchable, l.LastStableOffset())
 	}
 	epochAt := func(off int64) int32 {
 		if e, ok := l.EpochCache().EpochForOffset(off); ok {

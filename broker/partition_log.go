@@ -66,12 +66,25 @@ func (p *Partition) removeWaiter(ch chan struct{}) {
 	d.mu.Unlock()
 }
 
-// notifyAppend wakes the fetches waiting on p.
+// notifyAppend wakes the fetches waiting on p once what was appended is
+// visible: at once, or under --flush always once it is durable (see
+// highWatermark).
 func (p *Partition) notifyAppend() {
 	d := &p.data
 	if d.nwait.Load() == 0 {
 		return
 	}
+	if h, ok := p.Log.(*logHandle); ok && h.always {
+		if end := h.log.LogEndOffset(); h.log.DurableOffset() < end {
+			h.log.OnDurable(end, func(error) { p.wakeWaiters() })
+			return
+		}
+	}
+	p.wakeWaiters()
+}
+
+func (p *Partition) wakeWaiters() {
+	d := &p.data
 	d.mu.Lock()
 	for ch := range d.waiters {
 		select {
@@ -80,6 +93,27 @@ func (p *Partition) notifyAppend() {
 		}
 	}
 	d.mu.Unlock()
+}
+
+// highWatermark is the end of what consumers may read. Kafka's high
+// watermark is the offset every in-sync replica has; on this single node
+// durability plays replication's part: under --flush always it is the
+// durable offset, so no consumer ever reads a record that a crash could
+// take back (and that a later append would then reuse the offset of);
+// otherwise the log end.
+func highWatermark(h *logHandle) int64 {
+	leo := h.log.LogEndOffset()
+	if !h.always {
+		return leo
+	}
+	hw := h.log.DurableOffset()
+	if hw > leo {
+		hw = leo
+	}
+	if start := h.log.LogStartOffset(); hw < start {
+		hw = start
+	}
+	return hw
 }
 
 // flushPolicy is the storage policy for the broker's --flush setting.
@@ -127,7 +161,7 @@ func (s *Server) openPartitionLog(p *Partition) error {
 	if err != nil {
 		return fmt.Errorf("%w: opening the log of %s: %v", errStorage, p.Dir(), err)
 	}
-	p.Log = &logHandle{log: l, queue: hotpath.NewPartition(l, hotpath.QueueConfig{})}
+	p.Log = &logHandle{log: l, queue: hotpath.NewPartition(l, hotpath.QueueConfig{}), always: l.Config().Flush == storage.FlushAlways}
 	return nil
 }
 
@@ -137,6 +171,8 @@ func (s *Server) openPartitionLog(p *Partition) error {
 type logHandle struct {
 	log   *storage.Log
 	queue *hotpath.Partition
+	// always: --flush always (see highWatermark).
+	always bool
 }
 
 // Close stops the queue (failing appends still queued) and closes the log.

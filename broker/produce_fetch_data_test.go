@@ -345,3 +345,41 @@ func TestProduceTopicRules(t *testing.T) {
 		t.Fatal("produce v2 was answered")
 	}
 }
+
+// Under --flush always consumers read up to the durable offset, and a
+// long poll is woken once an acks=1 append becomes durable.
+func TestFlushAlwaysFetchSeesDurableData(t *testing.T) {
+	b := startBroker(t, t.TempDir(), func(c *Config) { c.Flush = "always" })
+	createTopic(t, b, "dur", 1, nil)
+	req := fetchReq(12, "dur", 0, 0)
+	req.MaxWaitMillis, req.MinBytes = 25000, 1
+	done := make(chan *kmsg.FetchResponse, 1)
+	errc := make(chan error, 1)
+	go func() {
+		r, err := rawRoundTrip(b.addr, req)
+		if err != nil {
+			errc <- err
+			return
+		}
+		done <- r.(*kmsg.FetchResponse)
+	}()
+	time.Sleep(200 * time.Millisecond) // let the fetch start waiting
+	pr := produceRequest(9, "dur", 0, encodeBatch(t, 0, -1, -1, []byte("x")))
+	pr.Acks = 1
+	if r := rawRequest[*kmsg.ProduceResponse](t, b, pr).Topics[0].Partitions[0]; r.ErrorCode != 0 {
+		t.Fatalf("produce: %+v", r)
+	}
+	select {
+	case r := <-done:
+		p := r.Topics[0].Partitions[0]
+		if p.ErrorCode != 0 || p.HighWatermark != 1 || len(p.RecordBatches) == 0 {
+			t.Fatalf("fetch: err %d hw %d %d bytes", p.ErrorCode, p.HighWatermark, len(p.RecordBatches))
+		}
+		l, _ := partitionLog(b.srv.Topic("dur").Partition(0))
+		if l.DurableOffset() < 1 {
+			t.Fatal("a record was served before it was durable")
+		}
+	case err := <-errc:
+		t.Fatalf("fetch was not woken by the durable append: %v", err)
+	}
+}
