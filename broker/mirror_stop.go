@@ -42,6 +42,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/verbatim-kafka/verbatim/internal/kbatch"
@@ -60,13 +61,14 @@ const (
 // mirrorStopHook, when not nil (tests only), runs after each step of a
 // stop; partition is -1 for the topic-level step. An error ends the stop
 // there, as a crash would.
-var mirrorStopHook func(topic string, partition int32, step int) error
+var mirrorStopHook atomic.Pointer[func(topic string, partition int32, step int) error]
 
 func stopHook(topic string, partition int32, step int) error {
-	if mirrorStopHook == nil {
+	h := mirrorStopHook.Load()
+	if h == nil {
 		return nil
 	}
-	return mirrorStopHook(topic, partition, step)
+	return (*h)(topic, partition, step)
 }
 
 // stopMirror begins and completes the stop of mirror topic t; target is

@@ -354,13 +354,14 @@ func TestMirrorStopCrashRecovery(t *testing.T) {
 				b := startBroker(t, dir, nil)
 				stopFixture(t, b)
 				crash := errors.New("injected crash")
-				mirrorStopHook = func(topic string, part int32, step int) error {
+				hook := func(topic string, part int32, step int) error {
 					if part == pt.part && step == pt.step {
 						return crash
 					}
 					return nil
 				}
-				t.Cleanup(func() { mirrorStopHook = nil })
+				mirrorStopHook.Store(&hook)
+				t.Cleanup(func() { mirrorStopHook.Store(nil) })
 				if err, msg := incrementalAlter(t, b, "m", false, iacDelete("mirror.mode")); err == nil {
 					t.Fatal("the interrupted stop was answered as a success")
 				} else if !strings.Contains(msg, "injected crash") {
@@ -370,7 +371,7 @@ func TestMirrorStopCrashRecovery(t *testing.T) {
 				if pr := mirrorOne(t, b, "m", stopBatch(t, 5, 4, -1, -1, 1, false), 5, -1); pr.ErrorCode != kerr.PolicyViolation.Code {
 					t.Fatalf("mirror produce while stopping: %v", kerr.ErrorForCode(pr.ErrorCode))
 				}
-				mirrorStopHook = nil
+				mirrorStopHook.Store(nil)
 				if restart {
 					b.stop()
 					b = startBroker(t, dir, nil)
