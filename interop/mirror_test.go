@@ -408,6 +408,57 @@ func TestMirrorFromKafka(t *testing.T) {
 			t.Fatalf("verify --groups after the destination group advanced: exit %d\n%s%s", res.ExitCode, res.Stdout, res.Stderr)
 		}
 	})
+	t.Run("stop-failover", func(t *testing.T) {
+		// A transaction left open on the source is mirrored; `mirror stop`
+		// aborts it and writes the barrier; then Java producers (the
+		// console producer, idempotent by default, and the transactional
+		// copier) write to the former mirror at new offsets.
+		k.CreateTopic(t, "stopme", 1, 1, nil)
+		produceSync(t, cl, keyed("stopme", 20, "before")...)
+		open := k.Client(t, kgo.TransactionalID("left-open"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		if err := open.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		produceSync(t, open, keyed("stopme", 3, "open")...)
+		pushAndVerify(t, bin, src, dst, "stopme")
+		end := destEnd(t, dst, "stopme")
+		res, _ := RunTool(t, Cmd{}, bin, "mirror", "stop", "--dest", dst, "--topics", "stopme")
+		if res.ExitCode != 0 || !strings.Contains(res.Stdout, fmt.Sprintf("stopme/0: last mirrored offset %d", end-1)) || !strings.Contains(res.Stdout, "1 transactions aborted, barrier true") {
+			t.Fatalf("mirror stop: exit %d\n%s%s", res.ExitCode, res.Stdout, res.Stderr)
+		}
+		t.Logf("mirror stop: %s", strings.TrimSpace(res.Stdout))
+		afterStop := destEnd(t, dst, "stopme")
+		var in strings.Builder
+		for i := 0; i < 5; i++ {
+			fmt.Fprintf(&in, "after-stop-%d\n", i)
+		}
+		RunJavaTool(t, Cmd{Stdin: strings.NewReader(in.String())}, "kafka-console-producer", "--bootstrap-server", dst, "--topic", "stopme",
+			"--producer-property", "enable.idempotence=true", "--producer-property", "acks=all")
+		JavaTool(t, "TransactionalMessageCopier", "--broker-list", dst, "--input-topic", "codecs", "--input-partition", "0",
+			"--output-topic", "stopme", "--transactional-id", "after-stop", "--consumer-group", "after-stop", "--max-messages", "40",
+			"--transaction-size", "10", "--use-group-metadata")
+		rc := kgoClient(t, dst, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"stopme": {0: kgo.NewOffset().At(afterStop)}}),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		var plain, copied int
+		for plain+copied < 45 && ctx.Err() == nil {
+			fs := rc.PollFetches(ctx)
+			fs.EachRecord(func(r *kgo.Record) {
+				if r.Offset < afterStop {
+					t.Errorf("record at %d, below the log end %d after the stop", r.Offset, afterStop)
+				}
+				if strings.HasPrefix(string(r.Value), "after-stop-") {
+					plain++
+				} else {
+					copied++
+				}
+			})
+		}
+		if plain != 5 || copied != 40 {
+			t.Fatalf("after the stop: %d console records and %d transactional records readable, want 5 and 40", plain, copied)
+		}
+	})
 	t.Run("kill-pusher", func(t *testing.T) {
 		k.CreateTopic(t, "big", 1, 1, nil)
 		bc := k.Client(t, kgo.ProducerBatchMaxBytes(2048))
@@ -494,4 +545,14 @@ func countMarkers(t *testing.T, addr, topic string, typ int16) int {
 		}
 	}
 	return n
+}
+
+func kgoClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	c, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }
