@@ -40,7 +40,7 @@ func FuzzJudgeRecordSet(f *testing.F) {
 	if err := os.WriteFile(filepath.Join(dir, "epoch-monotonic-wat.wasm"), wat, 0o644); err != nil {
 		f.Fatal(err)
 	}
-	h := newHost(f, Options{PolicyDir: dir})
+	h := newHost(f, Options{PolicyDir: dir, CacheDir: testCacheDir})
 	b, err := h.Bind("t", []string{"epoch-monotonic-wat"}, nil)
 	if err != nil {
 		f.Fatal(err)

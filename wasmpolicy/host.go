@@ -2,6 +2,7 @@ package wasmpolicy
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -68,41 +69,90 @@ func (o *Options) defaults() {
 	}
 }
 
-// caches are the process's compilation caches by directory. wazero shares
-// a cache's compiled code between the runtimes using it, so a second Host
-// (a restarted broker in the same process, tests) compiles nothing the
-// first already compiled. They live as long as the process.
-var caches struct {
-	sync.Mutex
-	byDir map[string]wazero.CompilationCache
+// An engine is a wazero runtime with the sandbox's WASI and the modules it
+// compiled, by content. Hosts of one process with the same settings share
+// one (a restarted broker in the same process, the brokers of a test
+// binary): wazero decodes, validates and compiles a 2 MB Go guest for
+// seconds, and a CompiledModule can only be instantiated in the runtime
+// that compiled it. Shared engines live as long as the process; their
+// compiled modules are never closed, since any Host may still use them.
+type engine struct {
+	rt      wazero.Runtime
+	cache   wazero.CompilationCache
+	private bool
+
+	mu       sync.Mutex
+	compiled map[[sha256.Size]byte]wazero.CompiledModule
 }
 
-func sharedCache(dir string, private bool) (wazero.CompilationCache, error) {
-	caches.Lock()
-	defer caches.Unlock()
-	if c, ok := caches.byDir[dir]; ok && !private {
-		return c, nil
+type engineKey struct {
+	cacheDir    string
+	pages       uint32
+	interpreter bool
+}
+
+var engines struct {
+	sync.Mutex
+	byKey map[engineKey]*engine
+}
+
+func getEngine(o *Options) (*engine, error) {
+	key := engineKey{o.CacheDir, o.MemoryLimitPages, o.Interpreter}
+	engines.Lock()
+	defer engines.Unlock()
+	if e, ok := engines.byKey[key]; ok && !o.privateCache {
+		return e, nil
 	}
-	var c wazero.CompilationCache
-	if dir == "" {
-		c = wazero.NewCompilationCache()
+	e := &engine{private: o.privateCache, compiled: map[[sha256.Size]byte]wazero.CompiledModule{}}
+	if o.CacheDir == "" {
+		e.cache = wazero.NewCompilationCache()
 	} else {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := os.MkdirAll(o.CacheDir, 0o755); err != nil {
 			return nil, fmt.Errorf("wasmpolicy: compilation cache: %w", err)
 		}
 		var err error
-		if c, err = wazero.NewCompilationCacheWithDir(dir); err != nil {
+		if e.cache, err = wazero.NewCompilationCacheWithDir(o.CacheDir); err != nil {
 			return nil, fmt.Errorf("wasmpolicy: compilation cache: %w", err)
 		}
 	}
-	if private {
-		return c, nil
+	cfg := wazero.NewRuntimeConfig()
+	if o.Interpreter {
+		cfg = wazero.NewRuntimeConfigInterpreter()
 	}
-	if caches.byDir == nil {
-		caches.byDir = map[string]wazero.CompilationCache{}
+	cfg = cfg.WithCloseOnContextDone(true).WithMemoryLimitPages(o.MemoryLimitPages).WithCompilationCache(e.cache)
+	e.rt = wazero.NewRuntimeWithConfig(context.Background(), cfg)
+	if err := instantiateWASI(context.Background(), e.rt); err != nil {
+		e.close()
+		return nil, err
 	}
-	caches.byDir[dir] = c
-	return c, nil
+	if !e.private {
+		if engines.byKey == nil {
+			engines.byKey = map[engineKey]*engine{}
+		}
+		engines.byKey[key] = e
+	}
+	return e, nil
+}
+
+// compile returns the compiled module for wasm, compiling it on first use.
+func (e *engine) compile(wasm []byte) (wazero.CompiledModule, error) {
+	sum := sha256.Sum256(wasm)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if cm, ok := e.compiled[sum]; ok {
+		return cm, nil
+	}
+	cm, err := e.rt.CompileModule(context.Background(), wasm)
+	if err != nil {
+		return nil, err
+	}
+	e.compiled[sum] = cm
+	return cm, nil
+}
+
+func (e *engine) close() {
+	_ = e.rt.Close(context.Background())
+	_ = e.cache.Close(context.Background())
 }
 
 // ErrClosed is returned by a closed Host or Binding.
@@ -112,10 +162,8 @@ var ErrClosed = errors.New("wasmpolicy: closed")
 // for concurrent use.
 type Host struct {
 	opts Options
-	rt   wazero.Runtime
+	eng  *engine
 	wd   *watchdog
-	// ownCache is closed with the Host (Options.privateCache only).
-	ownCache wazero.CompilationCache
 
 	mu       sync.Mutex
 	modules  map[string]*module
@@ -123,34 +171,21 @@ type Host struct {
 	closed   bool
 }
 
-// NewHost starts a wazero runtime with the sandbox's WASI. Nothing is
-// compiled until a policy is first used.
+// NewHost returns a Host on the process's engine for these options.
+// Nothing is compiled until a policy is first used.
 func NewHost(opts Options) (*Host, error) {
 	opts.defaults()
-	cfg := wazero.NewRuntimeConfig()
-	if opts.Interpreter {
-		cfg = wazero.NewRuntimeConfigInterpreter()
-	}
-	cfg = cfg.WithCloseOnContextDone(true).WithMemoryLimitPages(opts.MemoryLimitPages)
-	h := &Host{opts: opts, modules: map[string]*module{}, bindings: map[*Binding]struct{}{}}
-	c, err := sharedCache(opts.CacheDir, opts.privateCache)
+	e, err := getEngine(&opts)
 	if err != nil {
 		return nil, err
 	}
-	cfg = cfg.WithCompilationCache(c)
-	if opts.privateCache {
-		h.ownCache = c
-	}
-	h.rt = wazero.NewRuntimeWithConfig(context.Background(), cfg)
-	if err := instantiateWASI(context.Background(), h.rt); err != nil {
-		h.rt.Close(context.Background())
-		return nil, err
-	}
+	h := &Host{opts: opts, eng: e, modules: map[string]*module{}, bindings: map[*Binding]struct{}{}}
 	h.wd = newWatchdog(opts.CallTimeout)
 	return h, nil
 }
 
-// Close closes every binding and the runtime.
+// Close closes every binding and its instances (and the engine, if it is
+// the Host's own).
 func (h *Host) Close() error {
 	h.mu.Lock()
 	if h.closed {
@@ -166,12 +201,11 @@ func (h *Host) Close() error {
 	for _, b := range bs {
 		b.Close()
 	}
-	err := h.rt.Close(context.Background())
 	h.wd.close()
-	if h.ownCache != nil {
-		_ = h.ownCache.Close(context.Background())
+	if h.eng.private {
+		h.eng.close()
 	}
-	return err
+	return nil
 }
 
 // module returns the loaded module called name, loading it if needed.
@@ -292,7 +326,6 @@ func (h *Host) Refresh() []error {
 		}
 		m.stamp, m.reloadable = stamp, true
 		if err := h.swapLocked(old, m); err != nil {
-			m.compiled.Close(context.Background())
 			errs = append(errs, fmt.Errorf("reloading %s: kept the running version: %w", name, err))
 			continue
 		}
@@ -329,7 +362,6 @@ func (h *Host) swapLocked(old, m *module) error {
 	for _, s := range swaps {
 		s.bm.pool.Swap(s.p).close()
 	}
-	old.compiled.Close(context.Background())
 	return nil
 }
 
@@ -390,7 +422,6 @@ func (h *Host) LoadFile(path string) (ModuleInfo, error) {
 	}
 	if old, ok := h.modules[m.name]; ok {
 		if err := h.swapLocked(old, m); err != nil {
-			m.compiled.Close(context.Background())
 			return ModuleInfo{}, err
 		}
 	}

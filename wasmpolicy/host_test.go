@@ -46,7 +46,7 @@ func mirrorCtx(leo int64, lastEpoch int32) PartitionContext {
 }
 
 func TestBuiltinsJudge(t *testing.T) {
-	h := newHost(t, Options{})
+	h := newHost(t, Options{CacheDir: testCacheDir})
 	b, err := h.Bind("orders", []string{"epoch-monotonic", "control-records", "producer-ids"}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func TestBuiltinsJudge(t *testing.T) {
 }
 
 func TestUnknownPolicy(t *testing.T) {
-	h := newHost(t, Options{})
+	h := newHost(t, Options{CacheDir: testCacheDir})
 	for _, n := range []string{"nope", "../etc/passwd", ""} {
 		if _, err := h.Bind("t", []string{n}, nil); !errors.Is(err, ErrUnknownPolicy) {
 			t.Errorf("Bind(%q): %v", n, err)

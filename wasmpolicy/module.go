@@ -1,7 +1,6 @@
 package wasmpolicy
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -94,19 +93,16 @@ func (h *Host) locate(name string) (wasm []byte, source string, stamp fileStamp,
 // descriptor, read from a probe instance. want is the name it must
 // declare ("" accepts any).
 func (h *Host) compile(wasm []byte, source, want string) (*module, error) {
-	ctx := context.Background()
-	cm, err := h.rt.CompileModule(ctx, wasm)
+	cm, err := h.eng.compile(wasm)
 	if err != nil {
 		return nil, fmt.Errorf("%w %s: %v", ErrBadModule, source, err)
 	}
 	m := &module{source: source, compiled: cm}
 	if err := m.checkShape(); err != nil {
-		cm.Close(ctx)
 		return nil, fmt.Errorf("%w %s: %v", ErrBadModule, source, err)
 	}
 	inst, err := h.newInstance(m)
 	if err != nil {
-		cm.Close(ctx)
 		return nil, fmt.Errorf("%w %s: %v", ErrBadModule, source, err)
 	}
 	desc, err := inst.describe(h.opts.CallTimeout)
@@ -115,7 +111,6 @@ func (h *Host) compile(wasm []byte, source, want string) (*module, error) {
 		err = fmt.Errorf("declares name %q, not %q", desc.Name, want)
 	}
 	if err != nil {
-		cm.Close(ctx)
 		return nil, fmt.Errorf("%w %s: %v", ErrBadModule, source, err)
 	}
 	m.desc, m.name = desc, desc.Name

@@ -54,9 +54,10 @@ func ParseHeader(b []byte) Header {
 // Input is a judge call's input, validated once by ParseInput; its
 // accessors then only index.
 type Input struct {
-	b   []byte
-	tab uint32 // offset of the batch table
-	n   int    // batch count
+	b     []byte
+	tab   uint32 // offset of the batch table
+	n     int    // batch count
+	bytes bool   // batch bytes may be passed (flags); entries were checked
 }
 
 // Batch is one batch of an Input.
@@ -102,13 +103,16 @@ func ParseInput(b []byte) (Input, error) {
 		}
 	}
 	tab := uint64(le.Uint32(b[OffBatchTable:]))
-	for i := uint64(0); i < nb; i++ {
+	// Bytes offsets are only read (and so only checked) when the flags
+	// say bytes were passed: a headers-only call costs no walk here.
+	withBytes := le.Uint32(b[OffFlags:])&(FlagBatchBytes|FlagControlBytes) != 0
+	for i := uint64(0); withBytes && i < nb; i++ {
 		e := b[tab+i*BatchEntrySize:]
 		if bo := uint64(le.Uint32(e[EntryBytesOffset:])); bo != 0 && !in(b, bo, uint64(le.Uint32(e[EntrySize:]))) {
 			return Input{}, ErrMalformed
 		}
 	}
-	return Input{b: b, tab: uint32(tab), n: int(nb)}, nil
+	return Input{b: b, tab: uint32(tab), n: int(nb), bytes: withBytes}, nil
 }
 
 func (x Input) Partition() int32          { return int32(le.Uint32(x.b[OffPartition:])) }
@@ -192,7 +196,7 @@ func (x Input) Batch(i int) Batch {
 		ControlType:      int16(le.Uint16(e[EntryControlType:])),
 		Size:             int(le.Uint32(e[EntrySize:])),
 	}
-	if o := le.Uint32(e[EntryBytesOffset:]); o != 0 {
+	if o := le.Uint32(e[EntryBytesOffset:]); o != 0 && x.bytes {
 		bt.Bytes = x.b[o : o+uint32(bt.Size) : o+uint32(bt.Size)]
 	}
 	return bt
