@@ -458,6 +458,16 @@ func TestMirrorFromKafka(t *testing.T) {
 		if plain != 5 || copied != 40 {
 			t.Fatalf("after the stop: %d console records and %d transactional records readable, want 5 and 40", plain, copied)
 		}
+		// Kafka's DumpLogSegments reads Verbatim's segment and shows the
+		// type-7 barrier right after the stop's ABORT marker.
+		segs, _ := filepath.Glob(filepath.Join(v.DataDir, "stopme-0", "*.log"))
+		if len(segs) == 0 {
+			t.Fatal("no segment file for stopme-0")
+		}
+		dump := JavaTool(t, "kafka-dump-log", "--deep-iteration", "--files", segs[0]).Stdout
+		if !strings.Contains(dump, fmt.Sprintf("| offset: %d ", afterStop-1)) || !strings.Contains(dump, "controlType: UNKNOWN(7)") {
+			t.Fatalf("DumpLogSegments shows no type-7 barrier at %d:\n%s", afterStop-1, tail(dump, 20))
+		}
 	})
 	t.Run("kill-pusher", func(t *testing.T) {
 		k.CreateTopic(t, "big", 1, 1, nil)
