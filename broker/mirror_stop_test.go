@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/storage"
 )
 
 // stopBatch is a source batch for the stop tests: n records from producer
@@ -410,5 +411,64 @@ func TestMirrorRetentionDormant(t *testing.T) {
 	}
 	if l.LogStartOffset() == 0 {
 		t.Fatalf("the stop did not wake retention (segments %d)", l.NumSegments())
+	}
+}
+
+// TestMirrorStopChain: a downstream mirror of a stopped topic (a chain
+// B -> C) stores B's ABORT markers and barrier verbatim and ends with the
+// same producer state, LSO and epoch cache as B: the barrier clears the
+// mirrored producer state downstream exactly as it did upstream.
+func TestMirrorStopChain(t *testing.T) {
+	b := startBroker(t, t.TempDir(), nil)
+	createTopic(t, b, "m", 1, map[string]*string{"mirror.mode": sp("push"), "mirror.source.cluster.id": sp("src-A")})
+	createTopic(t, b, "c", 1, map[string]*string{"mirror.mode": sp("push"), "mirror.source.cluster.id": sp("verbatim-B")})
+	mirrorTo(t, b, "m", 0, stopBatch(t, 0, 1, 0, 0, 2, false), 0)
+	mirrorTo(t, b, "m", 0, stopBatch(t, 2, 2, 5, 0, 2, true), 2) // left open
+	if err, msg := incrementalAlter(t, b, "m", false, iacDelete("mirror.mode")); err != nil {
+		t.Fatalf("stop: %v %q", err, msg)
+	}
+	// Local writes on B after the stop, one of them reusing producer 0.
+	if pr := produceOne(t, b, 9, "m", 0, encodeBatch(t, 0, 0, 0, []byte("b-local"))); pr.ErrorCode != 0 {
+		t.Fatalf("local write on B: %v", kerr.ErrorForCode(pr.ErrorCode))
+	}
+	if pr := produceOne(t, b, 9, "m", 0, encodeBatch(t, 0, 0, 1, []byte("b-local-2"))); pr.ErrorCode != 0 {
+		t.Fatalf("local write on B: %v", kerr.ErrorForCode(pr.ErrorCode))
+	}
+	src := b.srv.cluster.topic("m").Partition(0)
+	expect := int64(0)
+	for _, bt := range storedBatches(t, src, 0) {
+		mirrorTo(t, b, "c", 0, bt, expect)
+		expect = kbatch.BaseOffset(bt) + int64(kbatch.LastOffsetDelta(bt)) + 1
+	}
+	dst := b.srv.cluster.topic("c").Partition(0)
+	ls, _ := partitionLog(src)
+	ld, _ := partitionLog(dst)
+	sb, db := storedBatches(t, src, 0), storedBatches(t, dst, 0)
+	if len(sb) != len(db) {
+		t.Fatalf("%d batches on B, %d on C", len(sb), len(db))
+	}
+	for i := range sb {
+		if !bytes.Equal(sb[i], db[i]) {
+			t.Fatalf("batch %d differs", i)
+		}
+	}
+	if controlBatches(db, kbatch.ControlMirrorPidReset, -1) != 1 {
+		t.Fatal("C does not hold B's barrier")
+	}
+	producers := func(l interface{ Producers() []storage.ProducerInfo }) string {
+		var out []string
+		for _, pi := range l.Producers() {
+			out = append(out, fmt.Sprintf("%d/%d/%d/%d", pi.ProducerID, pi.Epoch, pi.LastSequence, pi.CurrentTxnFirstOffset))
+		}
+		return strings.Join(out, ",")
+	}
+	if ps, pd := producers(ls), producers(ld); ps != pd || ps != "0/0/1/-1" {
+		t.Fatalf("producer state B %q, C %q; want only B's local producer 0 (seq 1)", ps, pd)
+	}
+	if ls.LastStableOffset() != ld.LastStableOffset() || len(ld.OngoingTransactions()) != 0 {
+		t.Fatalf("LSO B %d C %d, open on C %v", ls.LastStableOffset(), ld.LastStableOffset(), ld.OngoingTransactions())
+	}
+	if es, ed := fmt.Sprint(ls.EpochCache().Entries()), fmt.Sprint(ld.EpochCache().Entries()); es != ed {
+		t.Fatalf("epoch cache B %s, C %s", es, ed)
 	}
 }
