@@ -6,6 +6,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -230,6 +231,7 @@ func (p *pool) put(in *instance, failed bool) {
 	p.mu.Lock()
 	keep := !failed && !p.mu.closed
 	if keep {
+		in.lastUsed = time.Now()
 		p.mu.free = append(p.mu.free, in)
 	}
 	p.mu.Unlock()
@@ -237,6 +239,22 @@ func (p *pool) put(in *instance, failed bool) {
 		in.close()
 	}
 	<-p.sem
+}
+
+// closeIdle closes the free instances last used before cutoff. Free
+// instances are pushed and popped at the end, so the idle ones are first.
+func (p *pool) closeIdle(cutoff time.Time) {
+	p.mu.Lock()
+	n := 0
+	for n < len(p.mu.free) && p.mu.free[n].lastUsed.Before(cutoff) {
+		n++
+	}
+	idle := append([]*instance(nil), p.mu.free[:n]...)
+	p.mu.free = append(p.mu.free[:0], p.mu.free[n:]...)
+	p.mu.Unlock()
+	for _, in := range idle {
+		in.close()
+	}
 }
 
 func (p *pool) close() {

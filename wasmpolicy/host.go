@@ -41,6 +41,10 @@ type Options struct {
 	// MaxInstances caps concurrent instances per (module, topic); callers
 	// beyond it wait (default GOMAXPROCS).
 	MaxInstances int
+	// IdleTimeout closes instances unused for this long (default 2
+	// minutes): a Go guest instance holds ~4 MiB, so topics that stopped
+	// receiving produces give it back; the next call creates a new one.
+	IdleTimeout time.Duration
 	// Interpreter forces wazero's interpreter instead of its compiler.
 	Interpreter bool
 	// Logger receives reloads and instance failures (default: discard).
@@ -60,6 +64,9 @@ func (o *Options) defaults() {
 	}
 	if o.MemoryLimitPages == 0 {
 		o.MemoryLimitPages = 512
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 2 * time.Minute
 	}
 	if o.MaxInstances <= 0 {
 		o.MaxInstances = runtime.GOMAXPROCS(0)
@@ -164,6 +171,8 @@ type Host struct {
 	opts Options
 	eng  *engine
 	wd   *watchdog
+	// stopSweep ends sweepIdle.
+	stopSweep chan struct{}
 
 	mu       sync.Mutex
 	modules  map[string]*module
@@ -181,7 +190,34 @@ func NewHost(opts Options) (*Host, error) {
 	}
 	h := &Host{opts: opts, eng: e, modules: map[string]*module{}, bindings: map[*Binding]struct{}{}}
 	h.wd = newWatchdog(opts.CallTimeout)
+	h.stopSweep = make(chan struct{})
+	go h.sweepIdle()
 	return h, nil
+}
+
+// sweepIdle closes the instances idle for longer than IdleTimeout.
+func (h *Host) sweepIdle() {
+	t := time.NewTicker(max(h.opts.IdleTimeout/4, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-h.stopSweep:
+			return
+		case <-t.C:
+		}
+		h.mu.Lock()
+		var pools []*pool
+		for b := range h.bindings {
+			for _, bm := range b.mods {
+				pools = append(pools, bm.pool.Load())
+			}
+		}
+		h.mu.Unlock()
+		cutoff := time.Now().Add(-h.opts.IdleTimeout)
+		for _, p := range pools {
+			p.closeIdle(cutoff)
+		}
+	}
 }
 
 // Close closes every binding and its instances (and the engine, if it is
@@ -202,6 +238,7 @@ func (h *Host) Close() error {
 		b.Close()
 	}
 	h.wd.close()
+	close(h.stopSweep)
 	if h.eng.private {
 		h.eng.close()
 	}

@@ -228,3 +228,35 @@ func TestInstancesNeverShareTopics(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleInstancesClosed: instances unused for IdleTimeout are closed
+// (a Go guest holds ~4 MiB); the next call creates a new one.
+func TestIdleInstancesClosed(t *testing.T) {
+	h := newHost(t, Options{CacheDir: testCacheDir, IdleTimeout: 50 * time.Millisecond})
+	b, err := h.Bind("t", []string{"epoch-monotonic"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := judgeOne(t, b, batch(t, 0, 1, nil)); !v.Accepted() {
+		t.Fatalf("%+v", v)
+	}
+	p := b.mods[0].pool.Load()
+	free := func() int {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.mu.free)
+	}
+	if free() != 1 {
+		t.Fatalf("%d free instances after a call, want 1", free())
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for free() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("idle instance never closed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if v := judgeOne(t, b, batch(t, 0, 1, nil)); !v.Accepted() || free() != 1 {
+		t.Fatalf("call after the sweep: %+v, %d free", v, free())
+	}
+}

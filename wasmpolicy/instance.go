@@ -33,6 +33,8 @@ type instance struct {
 	buf    uint32 // input buffer from verbatim_alloc
 	bufCap uint32
 	stack  [2]uint64
+	// lastUsed is when the instance was last returned to its pool.
+	lastUsed time.Time
 }
 
 func (h *Host) newInstance(m *module) (*instance, error) {
