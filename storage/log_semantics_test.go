@@ -184,8 +184,8 @@ func TestLogDeleteRecordsAndRetention(t *testing.T) {
 	if _, err := l.DeleteRecords(31); !errors.Is(err, ErrOffsetOutOfRange) {
 		t.Fatalf("beyond HW: %v", err)
 	}
-	if _, err := l.DeleteRecords(7); err != nil {
-		t.Fatal(err)
+	if start, err := l.DeleteRecords(7); err != nil || start != 7 {
+		t.Fatalf("DeleteRecords(7) = %d, %v; want the new log start 7", start, err)
 	}
 	if l.LogStartOffset() != 7 {
 		t.Fatalf("start %d", l.LogStartOffset())

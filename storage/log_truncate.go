@@ -180,7 +180,10 @@ func (l *Log) DeleteRecords(offset int64) (int64, error) {
 	if offset <= l.logStart {
 		return l.logStart, nil
 	}
-	return l.logStart, l.advanceLogStartLocked(offset)
+	// Two statements: in `return l.logStart, f()` Go leaves unspecified
+	// whether l.logStart is read before or after f runs.
+	err := l.advanceLogStartLocked(offset)
+	return l.logStart, err
 }
 
 // advanceLogStartLocked records a new log start offset and deletes the
