@@ -45,14 +45,18 @@ package broker
 //   - An ordinary producer writing to a mirror topic, or a mirror produce
 //     to an ordinary topic, gets POLICY_VIOLATION (non-retriable in the
 //     Java producer and librdkafka) and nothing is appended.
+//   - The coordinators' topics (__consumer_offsets, __transaction_state)
+//     refuse every client produce with INVALID_TOPIC_EXCEPTION ("Cannot
+//     append to internal topic"), as Kafka's ReplicaManager does.
 //
 // Deviations from Apache Kafka:
 //   - Compressed batches on CreateTime topics are checked against the
 //     timestamp bounds from their header (BaseTimestamp, MaxTimestamp)
 //     without decompressing each record (hot path option ExactTimestamps
 //     off); uncompressed batches are checked record by record as Kafka does.
-//   - Transactional produce waits for the transactions issue (the
-//     transactional InitProducerId is refused, so clients never get here).
+//   - Kafka lets a client whose client id is "__admin_client" append to
+//     the internal topics; Verbatim refuses it too (the coordinators'
+//     in-memory state would not see such records until a restart).
 //   - No quotas: ThrottleMillis is always 0.
 
 import (
@@ -323,6 +327,11 @@ func (s *Server) produceOne(op *produceOp, p *Partition, pr *hotpath.ProducePart
 		return produced{}, err
 	}
 	out := produced{log: h.log}
+	if isInternalTopic(p.Topic.Name) {
+		// Only the coordinators write their topics (Kafka's
+		// ReplicaManager refuses clients the same way).
+		return out, kafkaErr(kerr.InvalidTopicException, "Cannot append to internal topic "+p.Topic.Name)
+	}
 	cfg := p.Topic.Config()
 	mirror := mreq != nil
 	switch {
