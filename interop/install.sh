@@ -2,6 +2,7 @@
 # Installs the real peers Verbatim's tests run against, idempotently.
 #
 #   kcat             Debian package (librdkafka 2.0.2), via apt-get
+#   wat2wasm         Debian package wabt, via apt-get (WAT policy modules)
 #   Kafka 4.4 jars   Maven Central via interop/kafka/pom.xml; downloads land in
 #                    Maven's local repository (~/.m2), the classpath is copied
 #                    to .peers/kafka/lib (git-ignored)
@@ -49,6 +50,10 @@ apt_install() { # apt_install PACKAGE...: installs with apt-get, updating the li
 
 command -v kcat >/dev/null 2>&1 || apt_install kcat
 command -v kcat >/dev/null 2>&1 || fail "kcat still not on PATH after apt-get install kcat"
+# wabt's wat2wasm assembles the hand-written WAT policy modules (policies/examples,
+# wasmpolicy/testdata) in TestWATModulesAssemble.
+command -v wat2wasm >/dev/null 2>&1 || apt_install wabt
+command -v wat2wasm >/dev/null 2>&1 || fail "wat2wasm still not on PATH after apt-get install wabt"
 
 # --- Java ------------------------------------------------------------------
 command -v java >/dev/null 2>&1 || apt_install openjdk-17-jdk-headless
