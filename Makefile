@@ -12,16 +12,16 @@ build:
 run: build
 	./$(BIN) serve --listen 127.0.0.1:9092 --data-dir ./data
 
-# vet, unit tests with -race, allocation tests without -race (the race
+# peers first (some unit tests use wat2wasm), vet, unit tests with -race, allocation tests without -race (the race
 # detector makes sync.Pool drop items), then integration and real-peer tests.
-test: vet unit alloc integration
+test: peers vet unit alloc integration
 
 vet:
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 unit:
-	$(GO) test -race -count=1 $(PKGS_UNIT)
+	$(GO) test -race -count=1 -timeout 20m $(PKGS_UNIT)
 
 # Allocation tests live in files built with `//go:build !race` and are named
 # TestAlloc*; under -race they are not compiled at all.
