@@ -131,26 +131,45 @@ func TestGroupConsumersShareAndRebalance(t *testing.T) {
 	produceValues(t, b, "g1", 200)
 	c1 := startGroupConsumer(t, b, "grp", "g1")
 	c2 := startGroupConsumer(t, b, "grp", "g1")
-	waitFor(t, "both consumers to read everything between them", func() bool {
-		d := describeGroup(t, b, "grp")
-		return d.State == "Stable" && len(d.Members) == 2 && committedSum(t, b, "grp") == 200
+	// franz-go's default balancer is cooperative: when c2 joins, c1 first
+	// gives up the partitions that move (a Stable generation in which they
+	// are assigned to nobody) and rejoins, so the group passes through
+	// Stable states that are not the final assignment. Wait for the one in
+	// which the two members share all four partitions, and judge that
+	// same description.
+	var d kadm.DescribedGroup
+	waitFor(t, "both consumers to share every partition and read everything between them", func() bool {
+		d = describeGroup(t, b, "grp")
+		if d.State != "Stable" || len(d.Members) != 2 {
+			return false
+		}
+		owners := map[int32]string{}
+		for _, m := range d.Members {
+			ca, ok := m.Assigned.AsConsumer()
+			if !ok {
+				t.Fatalf("member %s assignment does not decode", m.MemberID)
+			}
+			n := 0
+			for _, tp := range ca.Topics {
+				if tp.Topic != "g1" {
+					t.Fatalf("member %s assigned topic %q", m.MemberID, tp.Topic)
+				}
+				for _, p := range tp.Partitions {
+					if o, dup := owners[p]; dup {
+						t.Fatalf("partition %d assigned to both %s and %s", p, o, m.MemberID)
+					}
+					owners[p] = m.MemberID
+					n++
+				}
+			}
+			if n == 0 {
+				return false // mid cooperative rebalance
+			}
+		}
+		return len(owners) == 4 && committedSum(t, b, "grp") == 200
 	})
-	d := describeGroup(t, b, "grp")
 	if d.Protocol == "" || d.ProtocolType != "consumer" {
 		t.Fatalf("describe: %+v", d)
-	}
-	assigned := 0
-	for _, m := range d.Members {
-		ca, ok := m.Assigned.AsConsumer()
-		if !ok {
-			t.Fatalf("member %s assignment does not decode", m.MemberID)
-		}
-		for _, tp := range ca.Topics {
-			assigned += len(tp.Partitions)
-		}
-	}
-	if assigned != 4 {
-		t.Fatalf("%d partitions assigned, want 4", assigned)
 	}
 	// One consumer leaves: the other gets every partition and reads new
 	// records from all of them.
