@@ -45,6 +45,13 @@ package broker
 //   - An ordinary producer writing to a mirror topic, or a mirror produce
 //     to an ordinary topic, gets POLICY_VIOLATION (non-retriable in the
 //     Java producer and librdkafka) and nothing is appended.
+//   - Transactional produce (produce_txn_verify.go): a transactional batch
+//     sent with a transactional id is verified against the transaction
+//     coordinator as Kafka 4.x does (transaction.partition.verification
+//     on): a partition not in the producer's ongoing transaction gets
+//     INVALID_TXN_STATE, a stale epoch INVALID_PRODUCER_EPOCH, an unknown
+//     id INVALID_PRODUCER_ID_MAPPING, and a transaction being completed
+//     NOT_ENOUGH_REPLICAS (retriable); nothing is appended.
 //   - The coordinators' topics (__consumer_offsets, __transaction_state)
 //     refuse every client produce with INVALID_TOPIC_EXCEPTION ("Cannot
 //     append to internal topic"), as Kafka's ReplicaManager does.
@@ -54,6 +61,11 @@ package broker
 //     timestamp bounds from their header (BaseTimestamp, MaxTimestamp)
 //     without decompressing each record (hot path option ExactTimestamps
 //     off); uncompressed batches are checked record by record as Kafka does.
+//   - Kafka skips the transaction verification when the partition
+//     already holds an open transaction of that producer and epoch;
+//     Verbatim always asks its (local) coordinator, so a batch sent after
+//     EndTxn began is refused (NOT_ENOUGH_REPLICAS) instead of joining the
+//     transaction being completed.
 //   - Kafka lets a client whose client id is "__admin_client" append to
 //     the internal topics; Verbatim refuses it too (the coordinators'
 //     in-memory state would not see such records until a restart).
@@ -182,7 +194,7 @@ func handleProduce(_ context.Context, s *Server, r *Request) (Reply, error) {
 				pr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}
-			res, err := s.produceOne(op, p, pr, r.Version, rp.Records, mreq, &mp, now, durable)
+			res, err := s.produceOne(op, p, pr, r.Version, req.TransactionalID, rp.Records, mreq, &mp, now, durable)
 			if err != nil {
 				setProduceError(pr, err, res.log)
 				continue
@@ -320,7 +332,7 @@ type produced struct {
 
 // produceOne validates one partition's record set and submits it to the
 // partition's queue (normal mode) or appends it (mirror mode).
-func (s *Server) produceOne(op *produceOp, p *Partition, pr *hotpath.ProducePartitionResponse, version int16, set []byte,
+func (s *Server) produceOne(op *produceOp, p *Partition, pr *hotpath.ProducePartitionResponse, version int16, txnID, set []byte,
 	mreq *mirrorRequest, mp *mirrorPartition, now int64, durable bool) (produced, error) {
 	h, err := partitionHandle(p)
 	if err != nil {
@@ -354,6 +366,9 @@ func (s *Server) produceOne(op *produceOp, p *Partition, pr *hotpath.ProducePart
 	opts := hotpath.Options{Mode: hotpath.Normal, Topic: hotpathConfig(cfg), ProduceVersion: version, NowMs: now}
 	var vr hotpath.Result
 	if err := hotpath.Validate(set, &opts, &vr); err != nil {
+		return out, err
+	}
+	if err := s.verifyTxnProduce(txnID, p, set); err != nil {
 		return out, err
 	}
 	if _, ok := cfg.overrides[cfgMirrorPolicies]; ok {
