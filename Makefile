@@ -61,7 +61,7 @@ bench-hotpath:
 bench-ingest: build
 	$(GO) build -o bin/bench-ingest ./benchmarks/cmd/bench-ingest
 	mkdir -p benchmarks/tmp
-	./bin/bench-ingest -verbatim $(BIN) -work-dir benchmarks/tmp $(BENCH_INGEST_ARGS) | tee benchmarks/tmp/ingest.jsonl
+	./bin/bench-ingest -verbatim $(BIN) -work-dir benchmarks/tmp -out benchmarks/tmp/ingest.jsonl $(BENCH_INGEST_ARGS)
 
 fuzz:
 	./scripts/fuzz.sh $(FUZZTIME)

@@ -9,6 +9,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -63,6 +64,7 @@ func benchMain(args []string) int {
 	allocMB := fs.Int("alloc-mb", 64, "MiB of the in-process run that counts allocations per request (0: skip)")
 	limitMB := fs.Int("inflight-limit-mb", 256, "the server's --max-inflight-bytes in MiB")
 	quiet := fs.Bool("q", false, "no progress on stderr")
+	outPath := fs.String("out", "", "also write the JSON lines to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -99,8 +101,18 @@ func benchMain(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	var out io.Writer = os.Stdout
+	if *outPath != "" {
+		f, err := os.Create(*outPath)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-ingest:", err)
+			return 2
+		}
+		defer f.Close()
+		out = io.MultiWriter(os.Stdout, f)
+	}
 	err = benchmarks.RunIngest(ctx, o, func(r benchmarks.IngestResult) error {
-		return benchmarks.WriteJSONLine(os.Stdout, r)
+		return benchmarks.WriteJSONLine(out, r)
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-ingest:", err)
