@@ -112,6 +112,11 @@ type Pusher struct {
 	mu      sync.Mutex
 	workers map[tp]*worker
 	topicID map[string][16]byte
+
+	// chunkDone, when set (tests), is called by a partition's produce
+	// loop after each chunk is acknowledged, with the updated stats,
+	// before the loop sends anything more.
+	chunkDone func(PartitionStats)
 }
 
 type tp struct {
@@ -863,6 +868,9 @@ func (w *worker) produceLoop(ctx context.Context, in <-chan chunk, expect, dstar
 				dstart = c.logStart
 			}
 		}
+		if w.p.chunkDone != nil {
+			w.p.chunkDone(w.snapshot())
+		}
 	}
 	launch := func(c chunk) flight {
 		f := flight{c: c, expect: sendExpect}
@@ -884,6 +892,12 @@ func (w *worker) produceLoop(ctx context.Context, in <-chan chunk, expect, dstar
 	var q []flight
 	closed := false
 	for {
+		// Once cancelled, send nothing more: a write to a healthy
+		// connection does not observe ctx, so chunks already fetched
+		// would otherwise still reach the destination.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if !closed && len(q) < produceWindow {
 			var c chunk
 			var ok, got bool
