@@ -26,6 +26,7 @@ type dest struct {
 
 func startDest(t *testing.T, dir string) *dest {
 	t.Helper()
+	linkWasmCache(t, dir)
 	srv, err := broker.Open(broker.Config{DataDir: dir, NodeID: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatalf("broker.Open: %v", err)

@@ -99,18 +99,24 @@ func TestPushResumeAndEpochs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		for p.stats() == nil || len(p.stats()) == 0 || p.stats()[0].Batches < 3 {
-			time.Sleep(time.Millisecond)
+	defer p.src.Close()
+	defer p.dst.Close()
+	// Cancel from inside the produce loop once 3 batches are acknowledged:
+	// the loop sends nothing after a cancel, so the push stops exactly
+	// there however fast or slow the machine is.
+	var stopAt int64 = -1
+	p.chunkDone = func(s PartitionStats) {
+		if s.Batches >= 3 && stopAt < 0 {
+			stopAt = s.End
+			cancel()
 		}
-		cancel()
-	}()
+	}
 	stats, err := p.Run(ctx)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatalf("interrupted push: %v", err)
 	}
-	if len(stats) != 1 || stats[0].End == 0 || stats[0].End >= 2000 {
-		t.Fatalf("interrupted push reached %+v; want part of the log", stats)
+	if len(stats) != 1 || stats[0].End == 0 || stats[0].End >= 2000 || stats[0].End != stopAt {
+		t.Fatalf("interrupted push reached %+v (cancelled at log end %d); want part of the log, ending where it was cancelled", stats, stopAt)
 	}
 	// New leader epochs on the source, with data in each.
 	for i := 0; i < 2; i++ {

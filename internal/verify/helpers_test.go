@@ -19,7 +19,9 @@ import (
 // startDest runs an in-process Verbatim broker and returns its address.
 func startDest(t *testing.T) string {
 	t.Helper()
-	srv, err := broker.Open(broker.Config{DataDir: t.TempDir(), NodeID: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	dir := t.TempDir()
+	linkWasmCache(t, dir)
+	srv, err := broker.Open(broker.Config{DataDir: dir, NodeID: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatalf("broker.Open: %v", err)
 	}
