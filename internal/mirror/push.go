@@ -943,6 +943,9 @@ func (w *worker) produceLoop(ctx context.Context, in <-chan chunk, expect, dstar
 		// Send this chunk and every later one again, one at a time.
 		cn = nil
 		for _, g := range append([]flight{f}, q...) {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			if err := w.produceSync(ctx, &cn, &epoch, g.c, g.expect); err != nil {
 				return err
 			}
