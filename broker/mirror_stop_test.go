@@ -135,7 +135,11 @@ func controlBatches(bs [][]byte, typ int16, pid int64) int {
 // producer all append at new offsets, none acknowledged as a duplicate.
 func TestMirrorStop(t *testing.T) {
 	dir := t.TempDir()
-	b := startBroker(t, dir, nil)
+	// A manual coordinator clock: the periodic producer id scan
+	// (pidScanInterval) must not move the allocator above the mirrored
+	// ids mid-test; the collision below is the point.
+	clk := &manualClock{t: time.Now()}
+	b := startClockBroker(t, dir, clk)
 	createTopic(t, b, "m", 1, map[string]*string{"mirror.mode": sp("push"), "mirror.source.cluster.id": sp("src-A"), "retention.ms": sp("-1")})
 	// Producers 0..3 wrote one record each (sequence 0) on the source:
 	// the ids a fresh Verbatim hands out first. Producer 7 left a
@@ -285,9 +289,21 @@ func TestMirrorStop(t *testing.T) {
 	if len(l.OngoingTransactions()) != 0 || l.LastStableOffset() != l.LogEndOffset() {
 		t.Fatalf("after restart: open %v LSO %d LEO %d", l.OngoingTransactions(), l.LastStableOffset(), l.LogEndOffset())
 	}
+	// No mirrored state survives: neither a mirrored producer id that no
+	// local client was given nor any batch from before the barrier
+	// (offset 10).
+	local := map[int64]bool{3: true} // the raw producer
+	for _, r := range acked {
+		local[r.ProducerID] = true
+	}
 	for _, pi := range l.Producers() {
-		if pi.ProducerID == 7 || pi.ProducerID == 2 {
+		if (pi.ProducerID == 7 || pi.ProducerID == 2) && !local[pi.ProducerID] {
 			t.Fatalf("mirrored producer %d survived the barrier on recovery", pi.ProducerID)
+		}
+		for _, bm := range pi.Batches {
+			if bm.LastOffset < 11 {
+				t.Fatalf("producer %d keeps a batch ending at %d, before the barrier, after recovery", pi.ProducerID, bm.LastOffset)
+			}
 		}
 	}
 	// Client DeleteRecords are accepted on the former mirror.

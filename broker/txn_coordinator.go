@@ -597,6 +597,10 @@ func (c *txnCoordinator) load() error {
 		return err
 	}
 	now := c.clock.Now()
+	// That was the scan of the logs' producer ids: the periodic one is
+	// due pidScanInterval from now, not at the first tick (which would
+	// move the allocator at a moment depending on the tick's timing).
+	c.lastPidScan = now
 	n := 0
 	for _, m := range c.txns {
 		switch m.state {
