@@ -343,7 +343,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		<-done
 	}
 	s.cancelBase()
-	s.policy.close()
+	// The policy host is closed without waiting: its Close waits for a
+	// module compile in progress (the background compile of the default
+	// mirror policies takes seconds on a fresh data dir, much longer
+	// under -race), and nothing needs that compile any more. No request
+	// is in flight, so no binding is in use; the compile ends on its own
+	// (its cache write is a temp file renamed into place) or with the
+	// process.
+	go s.policy.close()
 	s.cluster.close()
 	s.lock.release()
 	s.log.Info("broker stopped")

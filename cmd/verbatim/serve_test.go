@@ -87,10 +87,10 @@ func TestServeAnswersApiVersionsAndStopsOnSIGTERM(t *testing.T) {
 	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	// A liveness bound, not a timing assertion: shutdown waits for the
-	// background compilation of the default WASM policies, which takes
-	// seconds on a fresh data dir (much longer under -race on a loaded
-	// machine).
+	// A liveness bound, not a timing assertion. Shutdown does not wait
+	// for the background compilation of the default WASM policies (seconds
+	// on a fresh data dir, much longer under -race): the compile is
+	// abandoned.
 	select {
 	case c := <-code:
 		if c != 0 {
@@ -113,9 +113,27 @@ func TestServeAnswersApiVersionsAndStopsOnSIGTERM(t *testing.T) {
 	// The lock is released: the data dir can be served again.
 	var out3 syncBuffer
 	_, code3 := startServe(t, []string{"--listen", "127.0.0.1:0", "--data-dir", dir}, &out3)
+	// In this process an abandoned compile goes on and ends by writing
+	// the data dir's module cache: let the restarted broker's finish (a
+	// warm cache now) and wait for the first one's, so that the temporary
+	// directory is not removed under them.
+	waitLog(t, &out3, "default mirror policies")
 	_ = syscall.Kill(os.Getpid(), syscall.SIGINT)
 	if c := <-code3; c != 0 {
 		t.Fatalf("restart exit code %d:\n%s", c, out3.String())
+	}
+	waitLog(t, &out, "default mirror policies")
+}
+
+// waitLog waits (with a liveness bound) until the log holds s.
+func waitLog(t *testing.T, log *syncBuffer, s string) {
+	t.Helper()
+	deadline := time.Now().Add(120 * time.Second)
+	for !strings.Contains(log.String(), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the log:\n%s", s, log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
