@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -119,9 +120,27 @@ type conn struct {
 	// stopped is set by stopReading: the reader finishes, the writer
 	// drains what was already read.
 	stopped bool
-	// clientID is the last client id read (reader goroutine only).
+	// clientID is the last client id read (used by whichever goroutine
+	// handles frames; they never run at the same time, see handoff).
 	clientID string
+
+	// handoff passes large frames from the reader to the handler
+	// goroutine, so the reader reads the next frame while a large append
+	// is written (a 1 MiB pwrite no longer holds up the socket). It is
+	// unbuffered: the reader is at most one frame ahead. handing counts
+	// frames handed off and not yet queued for the writer; while it is
+	// above zero every frame is handed off, so requests are handled, and
+	// answered, in arrival order.
+	handoff     chan hotpath.Frame
+	handing     atomic.Int32
+	handlerDone chan struct{} // closed when the handler goroutine fails
+	handlerErr  error         // set before handlerDone is closed
 }
+
+// handoffBytes is the frame size from which the reader hands a frame to
+// the handler goroutine instead of handling it itself. Below it the
+// goroutine hand-off costs more than the overlap gains.
+const handoffBytes = 512 << 10
 
 func newConn(s *Server, nc net.Conn) (*conn, error) {
 	id := s.connSeq.Add(1)
@@ -131,14 +150,16 @@ func newConn(s *Server, nc net.Conn) (*conn, error) {
 	}
 	ctx, cancel := context.WithCancel(s.baseCtx)
 	return &conn{
-		s:          s,
-		nc:         nc,
-		id:         id,
-		log:        s.log.With("conn", id, "remote", nc.RemoteAddr().String()),
-		queue:      make(chan *pending, s.cfg.MaxInFlightPerConn),
-		frames:     fr,
-		ctx:        ctx,
-		cancelRead: cancel,
+		s:           s,
+		nc:          nc,
+		id:          id,
+		log:         s.log.With("conn", id, "remote", nc.RemoteAddr().String()),
+		queue:       make(chan *pending, s.cfg.MaxInFlightPerConn),
+		handoff:     make(chan hotpath.Frame),
+		handlerDone: make(chan struct{}),
+		frames:      fr,
+		ctx:         ctx,
+		cancelRead:  cancel,
 	}, nil
 }
 
@@ -178,12 +199,24 @@ func (c *conn) serve() {
 		defer close(writerDone)
 		c.writeLoop()
 	}()
+	handlerExited := make(chan struct{})
+	go func() {
+		defer close(handlerExited)
+		c.handleLoop()
+	}()
 	err := c.readLoop()
+	close(c.handoff)
+	<-handlerExited
+	if c.handlerErr != nil {
+		err = c.handlerErr
+	}
 	close(c.queue)
 	<-writerDone
 	c.cancelRead()
 	c.nc.Close()
 	switch {
+	case c.handlerErr != nil:
+		c.log.Info("connection closed", "reason", err.Error())
 	case err == nil, errors.Is(err, io.EOF), c.isStopped():
 		c.log.Debug("connection closed")
 	default:
@@ -228,11 +261,44 @@ func (c *conn) readLoop() error {
 			}
 			return err
 		}
+		if len(frame.Buf) >= handoffBytes || c.handing.Load() > 0 {
+			c.handing.Add(1)
+			select {
+			case c.handoff <- frame:
+				continue
+			case <-c.handlerDone:
+				frame.Release()
+				return nil // serve reports the handler's error
+			}
+		}
 		p, err := c.handleFrame(frame)
 		if err != nil {
 			return err
 		}
 		c.queue <- p
+	}
+}
+
+// handleLoop is the handler goroutine: it handles the frames the reader
+// hands off, in order. After a failure it stops the reader and releases
+// whatever is still handed to it.
+func (c *conn) handleLoop() {
+	failed := false
+	for frame := range c.handoff {
+		if failed {
+			frame.Release()
+			continue
+		}
+		p, err := c.handleFrame(frame)
+		if err != nil {
+			failed = true
+			c.handlerErr = err
+			close(c.handlerDone)
+			c.stopReading()
+			continue
+		}
+		c.queue <- p
+		c.handing.Add(-1)
 	}
 }
 
