@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf16"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -212,23 +214,53 @@ func TestGroupsInternalTopicsReadByKafkaFormatters(t *testing.T) {
 	if err := produceTxn.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
-	dump := func(topic, formatter string, n int) string {
+	// Read only the partition that holds the key, in assign mode: the
+	// console consumer's own group writes GroupMetadata records (which the
+	// offsets formatter prints as nothing) to __consumer_offsets, and with
+	// every partition assigned it may read one of those first.
+	dump := func(topic, key, formatter string, n int) string {
 		res := JavaTool(t, "kafka-console-consumer", "--bootstrap-server", v.Addr, "--topic", topic,
-			"--from-beginning", "--max-messages", strconv.Itoa(n), "--timeout-ms", "30000",
+			"--partition", strconv.Itoa(javaKeyPartition(key, partitionCount(t, adm, topic))),
+			"--offset", "earliest", "--max-messages", strconv.Itoa(n), "--timeout-ms", "30000",
 			"--formatter", formatter)
 		return res.Stdout
 	}
-	out := dump("__consumer_offsets", "org.apache.kafka.tools.consumer.OffsetsMessageFormatter", 1)
+	out := dump("__consumer_offsets", "fmt-group", "org.apache.kafka.tools.consumer.OffsetsMessageFormatter", 1)
 	for _, want := range []string{`"group":"fmt-group"`, `"topic":"fmt"`, `"offset":42`, `"metadata":"from-verbatim"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("OffsetsMessageFormatter output lacks %s:\n%s", want, out)
 		}
 	}
 	// Init (Empty), add partition (Ongoing), PrepareCommit, CompleteCommit.
-	out = dump("__transaction_state", "org.apache.kafka.tools.consumer.TransactionLogMessageFormatter", 4)
+	out = dump("__transaction_state", "fmt-txn", "org.apache.kafka.tools.consumer.TransactionLogMessageFormatter", 4)
 	for _, want := range []string{`"transactionalId":"fmt-txn"`, `"transactionStatus":"Ongoing"`, `"transactionStatus":"PrepareCommit"`, `"transactionStatus":"CompleteCommit"`, `"topic":"fmt"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("TransactionLogMessageFormatter output lacks %s:\n%s", want, out)
 		}
 	}
+}
+
+func partitionCount(t *testing.T, adm *kadm.Client, topic string) int {
+	t.Helper()
+	td, err := adm.ListTopicsWithInternal(context.Background(), topic)
+	if err != nil || td[topic].Err != nil || len(td[topic].Partitions) == 0 {
+		t.Fatalf("metadata of %s: %v %+v", topic, err, td[topic])
+	}
+	return len(td[topic].Partitions)
+}
+
+// javaKeyPartition is Kafka's coordinator partitioning: Utils.abs of Java's
+// String.hashCode (over UTF-16 code units), modulo the partition count.
+func javaKeyPartition(key string, n int) int {
+	var h int32
+	for _, u := range utf16.Encode([]rune(key)) {
+		h = 31*h + int32(u)
+	}
+	if h == math.MinInt32 {
+		return 0
+	}
+	if h < 0 {
+		h = -h
+	}
+	return int(h) % n
 }
