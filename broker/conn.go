@@ -99,10 +99,12 @@ type pending struct {
 	req Request
 }
 
-// conn serves one client connection with two goroutines: the reader
-// decodes frames and runs handlers in arrival order; the writer sends the
-// responses in the same order. The bounded queue between them is the
-// per-connection in-flight limit.
+// conn serves one client connection with three goroutines: the reader
+// decodes frames and runs handlers in arrival order, handing large frames
+// (and whatever follows them until it catches up) to the handler
+// goroutine so that socket reads overlap large appends; the writer sends
+// the responses in the same order. The bounded queue before the writer is
+// the per-connection in-flight limit.
 type conn struct {
 	s     *Server
 	nc    net.Conn
