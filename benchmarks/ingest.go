@@ -32,6 +32,11 @@ type IngestOptions struct {
 	InFlight   int
 	RoundBytes int64 // bytes per run for batches >= 16 KiB
 	SmallBytes int64 // bytes per run for smaller batches
+	// DurableLargeBytes, when set, is the bytes per run for batches of
+	// 1 MiB and more under flush=always: at the default run size such a run
+	// is only a few hundred fdatasync-bound requests, and one writeback
+	// stall of the disk decides its median and p99.
+	DurableLargeBytes int64
 	// AllocBytes is the volume of the in-process run that counts
 	// allocations per request (0: skip it).
 	AllocBytes int64
@@ -135,6 +140,9 @@ func (o *IngestOptions) scenario(ctx context.Context, mode string, batch int, fl
 	total := o.RoundBytes
 	if batch < 16<<10 && o.SmallBytes > 0 {
 		total = o.SmallBytes
+	}
+	if batch >= 1<<20 && flush == "always" && o.DurableLargeBytes > total {
+		total = o.DurableLargeBytes
 	}
 	r := IngestResult{
 		Scenario: fmt.Sprintf("ingest-%s-%s-%s", mode, sizeName(batch), flush),
