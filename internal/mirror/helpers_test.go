@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/verbatim-kafka/verbatim/broker"
+	"github.com/verbatim-kafka/verbatim/internal/testwasm"
 )
 
 // dest is an in-process Verbatim broker.
@@ -26,7 +27,7 @@ type dest struct {
 
 func startDest(t *testing.T, dir string) *dest {
 	t.Helper()
-	linkWasmCache(t, dir)
+	testwasm.LinkCache(t, dir)
 	srv, err := broker.Open(broker.Config{DataDir: dir, NodeID: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatalf("broker.Open: %v", err)

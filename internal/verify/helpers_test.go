@@ -14,13 +14,14 @@ import (
 
 	"github.com/verbatim-kafka/verbatim/broker"
 	"github.com/verbatim-kafka/verbatim/internal/mirror"
+	"github.com/verbatim-kafka/verbatim/internal/testwasm"
 )
 
 // startDest runs an in-process Verbatim broker and returns its address.
 func startDest(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	linkWasmCache(t, dir)
+	testwasm.LinkCache(t, dir)
 	srv, err := broker.Open(broker.Config{DataDir: dir, NodeID: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatalf("broker.Open: %v", err)
