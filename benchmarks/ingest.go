@@ -37,6 +37,9 @@ type IngestOptions struct {
 	// is only a few hundred fdatasync-bound requests, and one writeback
 	// stall of the disk decides its median and p99.
 	DurableLargeBytes int64
+	// ComparePolicies adds, to every verbatim scenario, runs of Verbatim
+	// with the mirror policies switched off (see IngestResult.Policies).
+	ComparePolicies bool
 	// AllocBytes is the volume of the in-process run that counts
 	// allocations per request (0: skip it).
 	AllocBytes int64
@@ -79,6 +82,17 @@ type IngestResult struct {
 	MeetsP99      *bool   `json:"meets_p99,omitempty"`
 	MeetsRSS      bool    `json:"meets_rss"`
 	AllocsSource  string  `json:"allocs_source"`
+	// Policies is "default" when the Verbatim runs judge every mirror
+	// produce with the default WASM policies (mirror topics get them
+	// unless mirror.policies says otherwise), "none" for normal mode.
+	// With IngestOptions.ComparePolicies, verbatim scenarios also run
+	// Verbatim with the policies off (mirror.policies set empty),
+	// alternating with the other runs: PoliciesRatio = on / off.
+	Policies         string  `json:"policies"`
+	PoliciesOffMBps  float64 `json:"policies_off_mb_per_s,omitempty"`
+	PoliciesRatio    float64 `json:"policies_ratio,omitempty"`
+	PoliciesRatioMin float64 `json:"policies_ratio_min,omitempty"`
+	PoliciesRatioMax float64 `json:"policies_ratio_max,omitempty"`
 }
 
 type runResult struct {
@@ -149,21 +163,37 @@ func (o *IngestOptions) scenario(ctx context.Context, mode string, batch int, fl
 		Mode:     mode, BatchBytes: batch, Flush: flush, Rounds: o.Rounds,
 		BytesPerRound: total, Conns: o.Conns, InFlight: o.InFlight,
 	}
+	r.Policies = "none"
+	comparePolicies := o.ComparePolicies && mode == "verbatim"
+	if mode == "verbatim" {
+		r.Policies = "default"
+	}
+	const (
+		runVerbatim = iota
+		runSink
+		runPoliciesOff
+	)
 	var vs, rs []runResult
-	var ratios []float64
+	var ratios, polRatios, offMBps []float64
 	for round := range o.Rounds {
-		var v, ref runResult
+		var v, ref, off runResult
 		var err error
-		order := []bool{true, false}
-		if round%2 == 1 {
-			order = []bool{false, true}
+		order := []int{runVerbatim, runSink}
+		if comparePolicies {
+			order = append(order, runPoliciesOff)
 		}
-		for _, isV := range order {
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, which := range order {
 			syscall.Sync() // the previous run's writeback must not land on this one
-			if isV {
-				v, err = o.runVerbatim(ctx, mode, batch, flush, total)
-			} else {
+			switch which {
+			case runVerbatim:
+				v, err = o.runVerbatim(ctx, mode, batch, flush, total, false)
+			case runSink:
 				ref, err = o.runSink(ctx, mode, batch, flush, total)
+			case runPoliciesOff:
+				off, err = o.runVerbatim(ctx, mode, batch, flush, total, true)
 			}
 			if err != nil {
 				return r, err
@@ -172,6 +202,16 @@ func (o *IngestOptions) scenario(ctx context.Context, mode string, batch int, fl
 		o.logf("%s round %d: verbatim %.1f MB/s p99 %.2f ms, reference %.1f MB/s p99 %.2f ms", r.Scenario, round+1, v.mbps, v.p99, ref.mbps, ref.p99)
 		vs, rs = append(vs, v), append(rs, ref)
 		ratios = append(ratios, v.mbps/ref.mbps)
+		if comparePolicies {
+			o.logf("%s round %d: verbatim without policies %.1f MB/s", r.Scenario, round+1, off.mbps)
+			polRatios = append(polRatios, v.mbps/off.mbps)
+			offMBps = append(offMBps, off.mbps)
+		}
+	}
+	if comparePolicies {
+		r.PoliciesOffMBps = round2(Median(offMBps))
+		r.PoliciesRatio = round2(Median(polRatios))
+		r.PoliciesRatioMin, r.PoliciesRatioMax = round2(slices.Min(polRatios)), round2(slices.Max(polRatios))
 	}
 	pick := func(xs []runResult, f func(runResult) float64) float64 {
 		vals := make([]float64, len(xs))
@@ -219,14 +259,18 @@ func (o *IngestOptions) load(addr, mode string, batch int, total int64) Load {
 		Conns: o.Conns, InFlight: o.InFlight, TotalBytes: total, Timeout: 10 * time.Minute}
 }
 
-func topicConfigs(mode string, batch int) map[string]string {
+func topicConfigs(mode string, batch int, policiesOff bool) map[string]string {
 	if mode == "verbatim" {
+		if policiesOff {
+			// An empty list binds no policy module (docs/policies.md).
+			return map[string]string{"mirror.mode": "push", "mirror.policies": ""}
+		}
 		return map[string]string{"mirror.mode": "push"}
 	}
 	return map[string]string{"max.message.bytes": strconv.Itoa(max(2<<20, 2*batch))}
 }
 
-func (o *IngestOptions) runVerbatim(ctx context.Context, mode string, batch int, flush string, total int64) (runResult, error) {
+func (o *IngestOptions) runVerbatim(ctx context.Context, mode string, batch int, flush string, total int64, policiesOff bool) (runResult, error) {
 	dir, err := os.MkdirTemp(o.WorkDir, "verbatim-")
 	if err != nil {
 		return runResult{}, err
@@ -240,7 +284,7 @@ func (o *IngestOptions) runVerbatim(ctx context.Context, mode string, batch int,
 		return runResult{}, err
 	}
 	defer srv.Stop()
-	if err := CreateTopic(ctx, srv.Addr, "ingest", int32(o.Conns), topicConfigs(mode, batch)); err != nil {
+	if err := CreateTopic(ctx, srv.Addr, "ingest", int32(o.Conns), topicConfigs(mode, batch, policiesOff)); err != nil {
 		return runResult{}, fmt.Errorf("create topic: %w", err)
 	}
 	var before ProcStats
@@ -400,7 +444,7 @@ func (o *IngestOptions) countAllocs(ctx context.Context, mode string, batch int,
 	addr := b.addr
 	o.topicSeq++
 	topic := fmt.Sprintf("allocs-%d", o.topicSeq)
-	if err := CreateTopic(ctx, addr, topic, int32(o.Conns), topicConfigs(mode, batch)); err != nil {
+	if err := CreateTopic(ctx, addr, topic, int32(o.Conns), topicConfigs(mode, batch, false)); err != nil {
 		return 0, err
 	}
 	warm := o.load(addr, mode, batch, min(o.AllocBytes/4, 16<<20))

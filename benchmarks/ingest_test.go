@@ -239,7 +239,8 @@ func TestIngestHarnessWellFormed(t *testing.T) {
 	t.Setenv("BENCH_SINK_CHILD", "1") // makes the re-executed test binary the sink
 	o := IngestOptions{Verbatim: bin, SinkArgv: []string{self}, WorkDir: t.TempDir(),
 		Modes: []string{"verbatim", "normal"}, Batches: []int{16 << 10}, Flushes: []string{"always"},
-		Rounds: 1, Conns: 2, InFlight: 2, RoundBytes: 1 << 20, AllocBytes: 512 << 10}
+		Rounds: 1, Conns: 2, InFlight: 2, RoundBytes: 1 << 20, AllocBytes: 512 << 10,
+		ComparePolicies: true}
 	var lines bytes.Buffer
 	err = RunIngest(context.Background(), o, func(r IngestResult) error { return WriteJSONLine(&lines, r) })
 	if err != nil {
@@ -269,6 +270,15 @@ func TestIngestHarnessWellFormed(t *testing.T) {
 		}
 		if (r.Flush == "always") != (r.MeetsP99 != nil) || r.MeetsRatio == nil {
 			t.Fatalf("targets not evaluated: %s", l)
+		}
+		// Verbatim mode judges with the default policies and, compared,
+		// reports the on/off ratio; normal mode has no policies.
+		if r.Mode == "verbatim" {
+			if r.Policies != "default" || r.PoliciesOffMBps <= 0 || r.PoliciesRatio <= 0 || r.PoliciesRatioMin > r.PoliciesRatioMax {
+				t.Fatalf("policies comparison missing: %s", l)
+			}
+		} else if r.Policies != "none" || r.PoliciesRatio != 0 {
+			t.Fatalf("normal mode with a policies comparison: %s", l)
 		}
 	}
 }

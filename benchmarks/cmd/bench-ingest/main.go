@@ -62,6 +62,7 @@ func benchMain(args []string) int {
 	roundMB := fs.Int("round-mb", 384, "MiB per run for batches of 16 KiB and more")
 	smallMB := fs.Int("small-mb", 32, "MiB per run for smaller batches")
 	durableLargeMB := fs.Int("durable-large-mb", 2048, "MiB per run for batches of 1 MiB and more under flush=always (0: round-mb)")
+	policies := fs.Bool("policies", true, "also run verbatim scenarios with the mirror policies off and report policies_ratio (on / off)")
 	allocMB := fs.Int("alloc-mb", 64, "MiB of the in-process run that counts allocations per request (0: skip)")
 	limitMB := fs.Int("inflight-limit-mb", 256, "the server's --max-inflight-bytes in MiB")
 	quiet := fs.Bool("q", false, "no progress on stderr")
@@ -84,6 +85,7 @@ func benchMain(args []string) int {
 		Conns: *conns, InFlight: *inflight,
 		RoundBytes: int64(*roundMB) << 20, SmallBytes: int64(*smallMB) << 20,
 		DurableLargeBytes: int64(*durableLargeMB) << 20,
+		ComparePolicies:   *policies,
 		AllocBytes:        int64(*allocMB) << 20, InFlightLimitMB: *limitMB,
 	}
 	if !*quiet {
