@@ -142,9 +142,23 @@ func TestGroupsJavaVerifiableConsumers(t *testing.T) {
 		}
 	}
 
-	res := JavaTool(t, "kafka-consumer-groups", "--bootstrap-server", v.Addr, "--describe", "--group", "vgroup")
-	if !strings.Contains(res.Stdout, topic) || strings.Count(res.Stdout, "consumer-vgroup") < 3 {
-		t.Errorf("describe lacks the topic or the three consumers:\n%s", res.Stdout)
+	// The killed consumer's session expires 10 s after the kill and
+	// rebalances the group; describe shows members only once the group is
+	// stable again, so wait for a stable generation of the three live
+	// consumers (describing again if a rebalance slipped in between).
+	res := &Result{}
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		dg, err := adm.DescribeGroups(context.Background(), "vgroup")
+		if err == nil && dg["vgroup"].State == "Stable" && len(dg["vgroup"].Members) == 3 {
+			res = JavaTool(t, "kafka-consumer-groups", "--bootstrap-server", v.Addr, "--describe", "--group", "vgroup")
+			if strings.Contains(res.Stdout, topic) && strings.Count(res.Stdout, "consumer-vgroup") >= 3 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("describe lacks the topic or the three consumers (group %+v, %v):\n%s", dg["vgroup"], err, res.Stdout)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 	StopAll(10*time.Second, cons...)
 	waitGroupEmpty(t, adm, "vgroup")
