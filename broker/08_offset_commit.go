@@ -35,17 +35,11 @@ func handleOffsetCommit(_ context.Context, s *Server, r *Request) (Reply, error)
 	for _, t := range req.Topics {
 		topic := s.cluster.topic(t.Topic)
 		for _, p := range t.Partitions {
-			oc := offsetCommit{tp: topicPartition{t.Topic, p.Partition}, entry: offsetEntry{offset: p.Offset, leaderEpoch: -1}}
+			epoch := int32(-1)
 			if req.Version >= 6 {
-				oc.entry.leaderEpoch = p.LeaderEpoch
+				epoch = p.LeaderEpoch
 			}
-			if p.Metadata != nil {
-				oc.entry.metadata = *p.Metadata
-			}
-			if topic == nil || topic.Partition(p.Partition) == nil {
-				oc.code = kerr.UnknownTopicOrPartition.Code
-			}
-			commits = append(commits, oc)
+			commits = append(commits, newOffsetCommit(topic, t.Topic, p.Partition, p.Offset, epoch, p.Metadata))
 		}
 	}
 	inst := req.InstanceID
@@ -66,4 +60,18 @@ func handleOffsetCommit(_ context.Context, s *Server, r *Request) (Reply, error)
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp, nil
+}
+
+// newOffsetCommit builds one partition's entry of an OffsetCommit or
+// TxnOffsetCommit (leaderEpoch -1 when the request version has none),
+// marked UNKNOWN_TOPIC_OR_PARTITION when topic (nil if unknown) lacks it.
+func newOffsetCommit(topic *Topic, name string, partition int32, offset int64, leaderEpoch int32, metadata *string) offsetCommit {
+	oc := offsetCommit{tp: topicPartition{name, partition}, entry: offsetEntry{offset: offset, leaderEpoch: leaderEpoch}}
+	if metadata != nil {
+		oc.entry.metadata = *metadata
+	}
+	if topic == nil || topic.Partition(partition) == nil {
+		oc.code = kerr.UnknownTopicOrPartition.Code
+	}
+	return oc
 }

@@ -33,17 +33,11 @@ func handleTxnOffsetCommit(_ context.Context, s *Server, r *Request) (Reply, err
 	for _, t := range req.Topics {
 		topic := s.cluster.topic(t.Topic)
 		for _, p := range t.Partitions {
-			oc := offsetCommit{tp: topicPartition{t.Topic, p.Partition}, entry: offsetEntry{offset: p.Offset, leaderEpoch: -1}}
+			epoch := int32(-1)
 			if req.Version >= 2 {
-				oc.entry.leaderEpoch = p.LeaderEpoch
+				epoch = p.LeaderEpoch
 			}
-			if p.Metadata != nil {
-				oc.entry.metadata = *p.Metadata
-			}
-			if topic == nil || topic.Partition(p.Partition) == nil {
-				oc.code = kerr.UnknownTopicOrPartition.Code
-			}
-			commits = append(commits, oc)
+			commits = append(commits, newOffsetCommit(topic, t.Topic, p.Partition, p.Offset, epoch, p.Metadata))
 		}
 	}
 	if req.Group == "" {
