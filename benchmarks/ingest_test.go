@@ -322,7 +322,7 @@ func TestParsers(t *testing.T) {
 	cp := "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec\n" +
 		"2026-11-29 08:00:00:000, 2026-11-29 08:00:10:000, 97.6562, 9.7656, 100000, 10000.0, 3000, 7000, 13.9509, 14285.7\n"
 	m, err = parseConsumerPerf(cp, 100000)
-	if err != nil || m["records_per_s"] != 10000 {
+	if err != nil || m["records_per_s"] != 10000 || m["rebalance_ms"] != 3000 || m["fetch_mb_per_s"] != 13.9509*(1<<20)/1e6 {
 		t.Fatalf("%v %v", m, err)
 	}
 	if _, err := parseConsumerPerf(cp, 5); err == nil {

@@ -46,7 +46,15 @@ func parseConsumerPerf(out string, want int) (map[string]float64, error) {
 		if int(m["data.consumed.in.nMsg"]) != want {
 			return nil, fmt.Errorf("consumed %v records, want %d", m["data.consumed.in.nMsg"], want)
 		}
-		return map[string]float64{"mb_per_s": m["MB.sec"] * (1 << 20) / 1e6, "records_per_s": m["nMsg.sec"]}, nil
+		out := map[string]float64{"mb_per_s": m["MB.sec"] * (1 << 20) / 1e6, "records_per_s": m["nMsg.sec"]}
+		// Kafka 4.x also reports the group join and the fetch-only rate.
+		if v, ok := m["rebalance.time.ms"]; ok {
+			out["rebalance_ms"] = v
+		}
+		if v, ok := m["fetch.MB.sec"]; ok {
+			out["fetch_mb_per_s"] = v * (1 << 20) / 1e6
+		}
+		return out, nil
 	}
 	return nil, fmt.Errorf("no ConsumerPerformance result line")
 }

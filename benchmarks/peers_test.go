@@ -118,8 +118,11 @@ func TestPeerBench(t *testing.T) {
 	k := interop.StartKafka(t, interop.KafkaOptions{FullJIT: true, HeapMB: 1024, LogLevel: "warn",
 		Props: map[string]string{"auto.create.topics.enable": "false"}})
 	kafka := server{name: "kafka", addr: k.Bootstrap(), pid: k.Nodes[0].PID}
-	vNever := interop.StartVerbatim(t, bin, interop.VerbatimOptions{Args: []string{"--flush", "never", "--log-level", "warn"}})
-	vAlways := interop.StartVerbatim(t, bin, interop.VerbatimOptions{Args: []string{"--flush", "always", "--log-level", "warn"}})
+	// The interop harness starts Kafka with group.initial.rebalance.delay.ms=0;
+	// Verbatim gets the same so the consumer-group join of ConsumerPerformance
+	// costs the same on both.
+	vNever := interop.StartVerbatim(t, bin, interop.VerbatimOptions{Args: []string{"--flush", "never", "--log-level", "warn", "--group-initial-rebalance-delay", "0s"}})
+	vAlways := interop.StartVerbatim(t, bin, interop.VerbatimOptions{Args: []string{"--flush", "always", "--log-level", "warn", "--group-initial-rebalance-delay", "0s"}})
 	// Start-up work (Kafka's JIT and log loading, Verbatim's background
 	// compile of its default WASM policies) must not land in a measurement.
 	for _, pid := range []int{k.Nodes[0].PID(), vNever.Proc.PID(), vAlways.Proc.PID()} {

@@ -5,7 +5,8 @@ package broker
 // Behaviour: Kafka's classic group protocol (group_coordinator.go): the
 // join phase of a rebalance with session and rebalance timeouts (v0: the
 // rebalance timeout is the session timeout), the delayed first rebalance
-// of an empty group (group.initial.rebalance.delay.ms, 3 s), protocol
+// of an empty group (group.initial.rebalance.delay.ms, 3 s by default;
+// serve --group-initial-rebalance-delay), protocol
 // selection by vote, INCONSISTENT_GROUP_PROTOCOL, INVALID_SESSION_TIMEOUT
 // (6 s..30 min, Kafka's broker defaults), KIP-394 (v4+: an unknown member
 // first gets MEMBER_ID_REQUIRED with its id), KIP-345 static membership

@@ -19,6 +19,9 @@ func (s *Server) startCoordinators() error {
 	clock := newCoordClock()
 	s.groups = newGroupCoordinator(s, clock)
 	s.groups.initialRebalanceDelay = initialRebalanceDelay
+	if d := s.cfg.GroupInitialRebalanceDelay; d != nil {
+		s.groups.initialRebalanceDelay = *d
+	}
 	s.txns = newTxnCoordinator(s, clock, s.groups)
 	if err := s.groups.load(); err != nil {
 		return err

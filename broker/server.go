@@ -69,6 +69,10 @@ type Config struct {
 	// PolicyDir holds user mirror policy modules as NAME.wasm
 	// (docs/policies.md); empty: built-in policies only.
 	PolicyDir string
+	// GroupInitialRebalanceDelay is Kafka's
+	// group.initial.rebalance.delay.ms: how long the first JoinGroup of an
+	// empty group waits for more members. Nil: Kafka's default, 3 s.
+	GroupInitialRebalanceDelay *time.Duration
 }
 
 func (c Config) withDefaults() (Config, error) {

@@ -49,6 +49,7 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 	autoCreate := fs.Bool("auto-create-topics", false, "create unknown topics on Metadata requests (Kafka's auto.create.topics.enable)")
 	numPartitions := fs.Int("num-partitions", 1, "partitions of auto-created topics and of CreateTopics with -1")
 	maxPartitions := fs.Int("max-partitions", 10000, "partitions of all topics together; creating more is refused (INVALID_PARTITIONS)")
+	rebalanceDelay := fs.Duration("group-initial-rebalance-delay", 3*time.Second, "how long the first JoinGroup of an empty consumer group waits for more members (Kafka's group.initial.rebalance.delay.ms)")
 	policyDir := fs.String("policy-dir", "", "directory of mirror policy modules NAME.wasm for mirror.policies (docs/policies.md); reloaded when a file changes")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -109,6 +110,11 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 		MaxPartitions:           *maxPartitions,
 		PolicyDir:               *policyDir,
 	}
+	if *rebalanceDelay < 0 {
+		fmt.Fprintf(stderr, "verbatim serve: bad --group-initial-rebalance-delay %s\n", *rebalanceDelay)
+		return 2
+	}
+	cfg.GroupInitialRebalanceDelay = rebalanceDelay
 	if *advertised != "" {
 		host, port, err := net.SplitHostPort(*advertised)
 		p, perr := strconv.ParseUint(port, 10, 16)
