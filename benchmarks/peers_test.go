@@ -51,7 +51,7 @@ func profiles(name string) (profile, error) {
 			ingestArgs:  []string{"-rounds", "1", "-round-mb", "8", "-small-mb", "2", "-alloc-mb", "4", "-batches", "16384,262144"},
 			toolTimeout: 3 * time.Minute, mirrorTopics: topics}, nil
 	case "full":
-		return profile{rounds: 3, ppRecords: 30_000, ppDurable: 5_000, rawBytes: 128 << 20, e2eRecords: 500, mirrorMB: 32,
+		return profile{rounds: 3, ppRecords: 30_000, ppDurable: 20_000, rawBytes: 128 << 20, e2eRecords: 500, mirrorMB: 32,
 			ingestArgs:  []string{"-rounds", "3", "-round-mb", "192", "-small-mb", "16", "-alloc-mb", "32"},
 			toolTimeout: 10 * time.Minute, mirrorTopics: topics}, nil
 	}
