@@ -33,8 +33,9 @@ package broker
 //     log end (else OFFSET_OUT_OF_RANGE, unless the set is an identical
 //     retry of stored batches: success with the original offsets).
 //     CurrentLeaderEpoch (partition tag) fences stale senders
-//     (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH); a WriterEpoch below
-//     the highest the partition has seen is PRODUCER_FENCED, and once a
+//     (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH); a writer (WriterEpoch,
+//     then WriterID as tie-breaker, mirror_writer.go) below the highest
+//     the partition has seen is PRODUCER_FENCED, and once a
 //     mirror stop began mirror produces get POLICY_VIOLATION. After an append the
 //     partition's leader epoch is kept ahead of every stored batch epoch
 //     (KIP-1279: raised to the batch epoch + 10 when one comes within 3).
@@ -102,7 +103,7 @@ const mirrorProduceFeatureName = "verbatim.mirror.produce"
 
 func mirrorProduceFeature() kmsg.ApiVersionsResponseSupportedFeature {
 	f := kmsg.NewApiVersionsResponseSupportedFeature()
-	f.Name, f.MinVersion, f.MaxVersion = mirrorProduceFeatureName, 0, 0
+	f.Name, f.MinVersion, f.MaxVersion = mirrorProduceFeatureName, 0, 1
 	return f
 }
 
@@ -110,6 +111,9 @@ func mirrorProduceFeature() kmsg.ApiVersionsResponseSupportedFeature {
 type mirrorRequest struct {
 	Version     int16
 	WriterEpoch int32
+	// WriterID breaks writer-epoch ties (feature version 1, its tagged
+	// field 0; zero when absent), mirror_writer.go.
+	WriterID [16]byte
 }
 
 // mirrorPartition is the partition-level field.
@@ -361,7 +365,7 @@ func (s *Server) produceOne(op *produceOp, p *Partition, pr *hotpath.ProducePart
 		}
 	}
 	if mirror {
-		return s.appendMirror(p, h, set, mreq.WriterEpoch, mp, out)
+		return s.appendMirror(p, h, set, mreq.writer(), mp, out)
 	}
 	opts := hotpath.Options{Mode: hotpath.Normal, Topic: hotpathConfig(cfg), ProduceVersion: version, NowMs: now}
 	var vr hotpath.Result
@@ -432,7 +436,7 @@ const (
 // under the partition's append lock, so the writer-epoch fencing
 // (mirror_state.go), the expected-log-end check, the append and the
 // leader-epoch bookkeeping are one step.
-func (s *Server) appendMirror(p *Partition, h *logHandle, set []byte, writerEpoch int32, mp *mirrorPartition, out produced) (produced, error) {
+func (s *Server) appendMirror(p *Partition, h *logHandle, set []byte, writer mirrorWriter, mp *mirrorPartition, out produced) (produced, error) {
 	if !mp.present || mp.ExpectedLogEndOffset < 0 {
 		return out, kafkaErr(kerr.InvalidRequest, "mirror produce without ExpectedLogEndOffset (partition tag 22082)")
 	}
@@ -442,7 +446,7 @@ func (s *Server) appendMirror(p *Partition, h *logHandle, set []byte, writerEpoc
 	}
 	p.data.appendMu.Lock()
 	defer p.data.appendMu.Unlock()
-	if err := s.checkMirrorWriter(p, writerEpoch); err != nil {
+	if err := s.checkMirrorWriter(p, writer); err != nil {
 		return out, err
 	}
 	l := h.log
@@ -550,8 +554,8 @@ func (m *mirrorRequest) decode(v []byte) error {
 	rd := tagReader{b: v}
 	m.Version = int16(rd.uint(2))
 	m.WriterEpoch = int32(rd.uint(4))
-	rd.tags(nil)
-	if rd.bad || m.Version < 0 {
+	rd.tags(m.decodeTag)
+	if rd.bad || rd.err != nil || m.Version < 0 {
 		return errors.New("malformed MirrorProduce request field (tag 22082)")
 	}
 	return nil

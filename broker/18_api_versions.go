@@ -12,8 +12,9 @@ package broker
 //     (conn.go); the response header is always v0 (KIP-511).
 //   - v3+: ClientSoftwareName/Version are validated as Kafka validates them
 //     (INVALID_REQUEST when malformed).
-//   - Features (v3+ tagged fields): the only supported feature is
-//     Verbatim's verbatim.mirror.produce (0-0, docs/protocol.md); none is
+//   - Features (v3+ tagged fields): the supported features are Verbatim's
+//     verbatim.mirror.produce (0-1) and verbatim.mirror.topic.id (0-0),
+//     docs/protocol.md; none is
 //     finalized, and FinalizedFeaturesEpoch is -1. Clients then fall
 //     back to their pre-feature behaviour: producers use transaction
 //     protocol v1 (transaction.version is not finalized), which is what
@@ -46,7 +47,7 @@ func handleApiVersions(_ context.Context, _ *Server, r *Request) (Reply, error) 
 	resp.ApiKeys = advertisedAPIs()
 	if req.Version >= 3 {
 		// Verbatim's mirror produce (docs/protocol.md, 00_produce.go).
-		resp.SupportedFeatures = append(resp.SupportedFeatures, mirrorProduceFeature())
+		resp.SupportedFeatures = append(resp.SupportedFeatures, mirrorProduceFeature(), mirrorTopicIDFeature())
 	}
 	return resp, nil
 }

@@ -12,6 +12,11 @@ package broker
 //     invalid values are INVALID_CONFIG, null values INVALID_REQUEST.
 //     mirror.mode=push (and mirror.source.cluster.id) are accepted only
 //     here, at creation.
+//   - Verbatim extension (v5+, mirror_topic_id.go, docs/protocol.md): the
+//     topic entry's tagged field 22082 gives a mirror.mode=push topic its
+//     source's topic id; refused (INVALID_REQUEST) on other topics, for
+//     the zero or reserved id, or malformed; an id another topic has is
+//     TOPIC_ALREADY_EXISTS.
 //   - ValidateOnly (v1+) runs every check and creates nothing.
 //   - v5+ responses carry the partition count, replication factor and the
 //     effective configs; v7+ the topic id.
@@ -129,6 +134,13 @@ func (s *Server) createTopicFromRequest(rt *kmsg.CreateTopicsRequestTopic, valid
 	}
 	if err := s.checkTopicPolicies(cfg); err != nil {
 		return nil, err
+	}
+	id, pinned, err := requestedTopicID(rt, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if pinned {
+		return s.createMirrorTopicWithID(rt.Topic, partitions, cfg, validateOnly, id)
 	}
 	return s.cluster.createTopic(rt.Topic, partitions, cfg, validateOnly)
 }

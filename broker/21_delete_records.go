@@ -58,7 +58,7 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 			}
 			if p == nil {
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			} else if err := s.checkMirrorDelete(p, mirror, mreq.WriterEpoch); err != nil {
+			} else if err := s.checkMirrorDelete(p, mirror, mreq.writer()); err != nil {
 				op.ErrorCode, _ = dataErrorToKafka(err)
 			} else if low, err := deleteRecords(p, rp.Offset, mirror); err != nil {
 				op.ErrorCode, _ = dataErrorToKafka(err)

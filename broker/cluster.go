@@ -266,6 +266,14 @@ func (c *cluster) newTopicID(snap *clusterSnap) ([16]byte, error) {
 // topic. The returned Topic is the new one (or, for validateOnly, an
 // unpublished one describing what would be created).
 func (c *cluster) createTopic(name string, partitions int32, cfg *TopicConfig, validateOnly bool) (*Topic, error) {
+	return c.createTopicWithID(name, partitions, cfg, validateOnly, [16]byte{})
+}
+
+// createTopicWithID is createTopic with the topic id chosen by the caller
+// (a mirror keeping its source's id, mirror_topic_id.go); a zero id means
+// a fresh random one. An id already used by another topic is
+// TOPIC_ALREADY_EXISTS.
+func (c *cluster) createTopicWithID(name string, partitions int32, cfg *TopicConfig, validateOnly bool, want [16]byte) (*Topic, error) {
 	if err := validateTopicName(name); err != nil {
 		return nil, err
 	}
@@ -284,10 +292,16 @@ func (c *cluster) createTopic(name string, partitions int32, cfg *TopicConfig, v
 	if err := c.checkPartitionLimitLocked(snap, int64(partitions)); err != nil {
 		return nil, err
 	}
+	if other := snap.byID[want]; want != ([16]byte{}) && other != nil {
+		return nil, fmt.Errorf("%w: Topic id %s is already used by topic '%s'.", errTopicExists, formatTopicID(want), other.Name)
+	}
 	n := c.cloneSnap()
-	id, err := c.newTopicID(n)
-	if err != nil {
-		return nil, err
+	id := want
+	if id == ([16]byte{}) {
+		var err error
+		if id, err = c.newTopicID(n); err != nil {
+			return nil, err
+		}
 	}
 	t := &Topic{Name: name, ID: id}
 	t.cfg.Store(cfg)

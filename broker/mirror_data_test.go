@@ -269,7 +269,7 @@ func TestApiVersionsAdvertisesMirrorProduce(t *testing.T) {
 		}
 		found := false
 		for _, f := range resp.SupportedFeatures {
-			found = found || f.Name == "verbatim.mirror.produce" && f.MinVersion == 0 && f.MaxVersion == 0
+			found = found || f.Name == "verbatim.mirror.produce" && f.MinVersion == 0 && f.MaxVersion == 1
 		}
 		if found != (v >= 3) {
 			t.Fatalf("v%d: verbatim.mirror.produce listed = %v", v, found)

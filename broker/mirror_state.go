@@ -10,8 +10,9 @@ package broker
 //     "stopping" (mirror stop began: mirror produces are refused, and the
 //     stop sequence is completed at the next start if the broker crashed
 //     in the middle of it) or "stopped".
-//   - Per partition: the highest mirror writer epoch seen (a mirror
-//     produce or mirror DeleteRecords with a lower one is fenced), and,
+//   - Per partition: the newest mirror writer seen, its epoch and writer
+//     id (mirror_writer.go; a mirror produce or mirror DeleteRecords from
+//     an older writer is fenced), and,
 //     once a stop began, the last mirrored offset and epoch, the new
 //     leader epoch the stop chose and the log end at which the stop's own
 //     batches start.
@@ -58,8 +59,11 @@ type mirrorTopicState struct {
 
 // mirrorPartitionState is one partition's part of it.
 type mirrorPartitionState struct {
-	// WriterEpoch is the highest mirror writer epoch seen (-1: none).
-	WriterEpoch int32 `json:"writer_epoch"`
+	// WriterEpoch is the highest mirror writer epoch seen (-1: none),
+	// WriterID the id of the newest writer with that epoch (zero: none
+	// sent; absent in files written before writer ids).
+	WriterEpoch int32    `json:"writer_epoch"`
+	WriterID    writerID `json:"writer_id"`
 	// Set when a stop begins (Stopping true): the last mirrored offset
 	// and the leader epoch of that batch (-1: none), the log end before
 	// the stop wrote anything, and the leader epoch the stop moves to.
@@ -183,13 +187,13 @@ func cloneMirrorState(st *mirrorTopicState) mirrorTopicState {
 	return c
 }
 
-// checkMirrorWriter admits a mirror write (produce or DeleteRecords) with
-// writer epoch we to p: refused once a stop began (the topic is no longer
-// a mirror), fenced (PRODUCER_FENCED) below the highest writer epoch the
-// partition has seen; a higher epoch is persisted before the write goes
-// on. Mirror produces call it under the partition's append lock, so no
+// checkMirrorWriter admits a mirror write (produce or DeleteRecords) by
+// writer we to p: refused once a stop began (the topic is no longer a
+// mirror), fenced (PRODUCER_FENCED) when older than the newest writer the
+// partition has seen (epoch, then writer id); a newer writer is persisted
+// before the write goes on. Mirror produces call it under the partition's append lock, so no
 // mirror append slips in after a stop took that lock.
-func (s *Server) checkMirrorWriter(p *Partition, we int32) error {
+func (s *Server) checkMirrorWriter(p *Partition, we mirrorWriter) error {
 	r := &s.mirror
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -201,16 +205,18 @@ func (s *Server) checkMirrorWriter(p *Partition, we int32) error {
 		return kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is no longer a mirror (mirror stop: %s): mirror writes are refused", p.Topic.Name, st.State))
 	}
 	ps := &st.Partitions[p.Index]
-	switch {
-	case we < ps.WriterEpoch:
-		return kafkaErr(kerr.ProducerFenced, fmt.Sprintf("mirror writer epoch %d is older than %d, the newest that wrote to %s: a newer pusher took over", we, ps.WriterEpoch, p.Dir()))
-	case we == ps.WriterEpoch:
+	cur := mirrorWriter{Epoch: ps.WriterEpoch, ID: ps.WriterID}
+	switch c := we.compare(cur); {
+	case c < 0 && we.Epoch < cur.Epoch:
+		return kafkaErr(kerr.ProducerFenced, fmt.Sprintf("mirror writer epoch %d is older than %d, the newest that wrote to %s: a newer pusher took over", we.Epoch, cur.Epoch, p.Dir()))
+	case c < 0:
+		return kafkaErr(kerr.ProducerFenced, fmt.Sprintf("mirror writer %s lost the tie with writer %s, the newest that wrote to %s: another pusher with the same writer epoch took over", we, cur, p.Dir()))
+	case c == 0:
 		return nil
 	}
-	old := ps.WriterEpoch
-	ps.WriterEpoch = we
+	ps.WriterEpoch, ps.WriterID = we.Epoch, we.ID
 	if err := s.persistMirrorStateLocked(p.Topic.ID, st); err != nil {
-		ps.WriterEpoch = old
+		ps.WriterEpoch, ps.WriterID = cur.Epoch, cur.ID
 		return err
 	}
 	return nil
@@ -219,7 +225,7 @@ func (s *Server) checkMirrorWriter(p *Partition, we int32) error {
 // checkMirrorDelete admits a mirror DeleteRecords (mirror: the request
 // carries tag 22082) by its writer epoch; other DeleteRecords pass (their
 // topic rules are deleteRecords').
-func (s *Server) checkMirrorDelete(p *Partition, mirror bool, we int32) error {
+func (s *Server) checkMirrorDelete(p *Partition, mirror bool, we mirrorWriter) error {
 	if !mirror || !p.Topic.Config().MirrorPush {
 		return nil
 	}

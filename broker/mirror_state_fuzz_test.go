@@ -28,6 +28,8 @@ func FuzzMirrorState(f *testing.F) {
 	f.Add([]byte(`{"state":"mirroring","topic_id":"0102030405060708090a0b0c0d0e0f10","partitions":null}`))
 	f.Add([]byte(`{"state":"other","topic_id":"0102030405060708090a0b0c0d0e0f10"}`))
 	f.Add([]byte(`{`))
+	f.Add([]byte(`{"state":"mirroring","topic_id":"0102030405060708090a0b0c0d0e0f10","partitions":[{"writer_epoch":-1},{"writer_epoch":100,"writer_id":"80000000000000000000000000000002"}]}`))
+	f.Add([]byte(`{"state":"mirroring","topic_id":"0102030405060708090a0b0c0d0e0f10","partitions":[{"writer_epoch":-1},{"writer_epoch":100,"writer_id":"8000"}]}`))
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s := &Server{fs: newDirFS(dir), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
@@ -50,24 +52,25 @@ func FuzzMirrorState(f *testing.F) {
 		if len(st.Partitions) < len(parts) {
 			t.Fatalf("%d partition states for %d partitions", len(st.Partitions), len(parts))
 		}
-		seen := st.Partitions[1].WriterEpoch
-		err = s.checkMirrorWriter(parts[1], 100)
+		seen := mirrorWriter{Epoch: st.Partitions[1].WriterEpoch, ID: st.Partitions[1].WriterID}
+		w := mirrorWriter{Epoch: 100, ID: writerID{0: 0x80, 15: 1}}
+		err = s.checkMirrorWriter(parts[1], w)
 		switch {
 		case st.State != mirrorStateMirroring:
 			if !errors.Is(err, kerr.PolicyViolation) {
 				t.Fatalf("state %s: %v", st.State, err)
 			}
-		case seen > 100:
+		case seen.compare(w) > 0:
 			if !errors.Is(err, kerr.ProducerFenced) {
-				t.Fatalf("writer 100 after %d: %v", seen, err)
+				t.Fatalf("writer %v after %v: %v", w, seen, err)
 			}
 		case err != nil:
-			t.Fatalf("writer 100 after %d: %v", seen, err)
+			t.Fatalf("writer %v after %v: %v", w, seen, err)
 		default:
 			s2 := &Server{fs: s.fs, log: s.log}
 			st2, err := s2.mirrorStateOf(tp)
-			if err != nil || st2.Partitions[1].WriterEpoch != 100 {
-				t.Fatalf("persisted writer epoch %d (%v)", st2.Partitions[1].WriterEpoch, err)
+			if err != nil || st2.Partitions[1].WriterEpoch != 100 || st2.Partitions[1].WriterID != w.ID {
+				t.Fatalf("persisted writer %d %x (%v)", st2.Partitions[1].WriterEpoch, st2.Partitions[1].WriterID, err)
 			}
 		}
 	})

@@ -1,0 +1,112 @@
+package broker
+
+// Verbatim's CreateTopics extension: a mirror topic created with its
+// source's topic id (KIP-516), docs/protocol.md "Mirror topic id".
+//
+// A CreateTopics v5+ topic entry may carry the tagged field 22082
+// (MirrorTopicID: Version int16, TopicID uuid, tagged fields). It is
+// honoured only for a topic whose configs set mirror.mode=push:
+//   - without mirror.mode=push: INVALID_REQUEST (a pinned id is a mirror's
+//     property; an ordinary topic gets a fresh id, as in Kafka);
+//   - a value that does not parse: INVALID_REQUEST;
+//   - the zero id or Kafka's reserved metadata topic id (…0001):
+//     INVALID_REQUEST;
+//   - an id already used by another topic: TOPIC_ALREADY_EXISTS, naming
+//     that topic.
+// The id is then the topic's id everywhere (persisted in the topic
+// metadata; Metadata, DescribeTopicPartitions, Fetch by id, DeleteTopics
+// by id). Any mirror state left under that id by a deleted predecessor is
+// forgotten first, so the new topic starts "mirroring" with no writer.
+// ApiVersions lists the feature verbatim.mirror.topic.id (0-0) so a pusher
+// can tell a Verbatim that ignores the tag.
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// mirrorTopicIDFeatureName is the ApiVersions feature advertising the
+// CreateTopics topic-id field.
+const mirrorTopicIDFeatureName = "verbatim.mirror.topic.id"
+
+func mirrorTopicIDFeature() kmsg.ApiVersionsResponseSupportedFeature {
+	f := kmsg.NewApiVersionsResponseSupportedFeature()
+	f.Name, f.MinVersion, f.MaxVersion = mirrorTopicIDFeatureName, 0, 0
+	return f
+}
+
+// metadataTopicID is Kafka's reserved id of the KRaft metadata topic
+// (Uuid.METADATA_TOPIC_ID); with the zero id, the ids no topic may take.
+var metadataTopicID = [16]byte{15: 1}
+
+// formatTopicID renders an id as Kafka prints it (URL-safe base64, no
+// padding).
+func formatTopicID(id [16]byte) string { return base64.RawURLEncoding.EncodeToString(id[:]) }
+
+// parseMirrorTopicID decodes the MirrorTopicID value: Version (int16,
+// >= 0), TopicID (16 bytes), tagged fields (skipped). Trailing bytes are
+// refused, as a length that does not match its struct is malformed.
+func parseMirrorTopicID(v []byte) ([16]byte, error) {
+	var id [16]byte
+	rd := tagReader{b: v}
+	version := int16(rd.uint(2))
+	if !rd.bad && len(rd.b) >= 16 {
+		copy(id[:], rd.b[:16])
+	}
+	rd.skip(16)
+	rd.tags(nil)
+	if rd.bad || version < 0 || len(rd.b) != 0 {
+		return [16]byte{}, errors.New("malformed MirrorTopicID field (tag 22082): want int16 version >= 0, a 16-byte topic id and a tag section")
+	}
+	return id, nil
+}
+
+// requestedTopicID returns the topic id a CreateTopics topic entry asks
+// for (present false when it carries no tag 22082), checked against the
+// topic's configs.
+func requestedTopicID(rt *kmsg.CreateTopicsRequestTopic, cfg *TopicConfig) (id [16]byte, present bool, err error) {
+	var raw []byte
+	rt.UnknownTags.Each(func(tag uint32, v []byte) {
+		if tag == mirrorTag {
+			raw, present = v, true
+		}
+	})
+	if !present {
+		return id, false, nil
+	}
+	if id, err = parseMirrorTopicID(raw); err != nil {
+		return id, true, kafkaErr(kerr.InvalidRequest, err.Error())
+	}
+	switch {
+	case !cfg.MirrorPush:
+		return id, true, kafkaErr(kerr.InvalidRequest, fmt.Sprintf("topic %s: a topic id (CreateTopics tag 22082) may only be given to a mirror topic, created with mirror.mode=push", rt.Topic))
+	case id == [16]byte{}:
+		return id, true, kafkaErr(kerr.InvalidRequest, fmt.Sprintf("topic %s: the zero topic id is reserved", rt.Topic))
+	case id == metadataTopicID:
+		return id, true, kafkaErr(kerr.InvalidRequest, fmt.Sprintf("topic %s: topic id %s is reserved for the metadata topic", rt.Topic, formatTopicID(id)))
+	}
+	return id, true, nil
+}
+
+// createMirrorTopicWithID creates a topic with a pinned id. It holds the
+// mirror registry's lock from the check that no topic uses the id to the
+// creation, so the state a deleted topic left under that id is forgotten
+// before, and never after, the new topic can be written.
+func (s *Server) createMirrorTopicWithID(name string, partitions int32, cfg *TopicConfig, validateOnly bool, id [16]byte) (*Topic, error) {
+	r := &s.mirror
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !validateOnly && s.cluster.topicByID(id) == nil {
+		delete(r.topics, id)
+		err := s.fs.Remove(mirrorStateDir + "/" + mirrorStateName(id))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: removing the mirror state a deleted topic left under id %s: %v", errStorage, formatTopicID(id), err)
+		}
+	}
+	return s.cluster.createTopicWithID(name, partitions, cfg, validateOnly, id)
+}
