@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/binary"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -57,7 +58,7 @@ func TestMirrorWriterEpochFencing(t *testing.T) {
 		t.Fatalf("writer 5: %v", kerr.ErrorForCode(pr.ErrorCode))
 	}
 	pr := mirrorAs(t, b, 3, b1, 2)
-	if pr.ErrorCode != kerr.ProducerFenced.Code || !strings.Contains(strPtr(pr.ErrorMessage), "writer epoch 3 is older than 5") {
+	if pr.ErrorCode != kerr.ProducerFenced.Code || !strings.Contains(strPtr(pr.ErrorMessage), "mirror writer epoch 3 is older than 5, the newest that wrote to m-0") {
 		t.Fatalf("writer 3 after 5: %v %q", kerr.ErrorForCode(pr.ErrorCode), strPtr(pr.ErrorMessage))
 	}
 	l, _ := partitionLog(b.srv.cluster.topic("m").Partition(0))
@@ -161,4 +162,149 @@ func equalInt32s(a, b []int32) bool {
 		}
 	}
 	return true
+}
+
+// writerTagID is the MirrorProduce value of a version-1 pusher: writer
+// epoch we and WriterID id in the struct's tagged field 0.
+func writerTagID(we int32, id writerID) []byte {
+	v := binary.BigEndian.AppendUint16(nil, 0)
+	v = binary.BigEndian.AppendUint32(v, uint32(we))
+	v = append(v, 1, writerIDTag, 16)
+	return append(v, id[:]...)
+}
+
+func mirrorAsID(t *testing.T, b *testBroker, we int32, id writerID, set []byte, expected int64) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
+	req := mirrorProduce(11, "m", 0, set, expected, -1)
+	req.UnknownTags.Set(mirrorTag, writerTagID(we, id))
+	return rawRequest[*kmsg.ProduceResponse](t, b, req).Topics[0].Partitions[0]
+}
+
+// claimAsID is a pusher's start: a mirror DeleteRecords to offset 0 (a
+// no-op on the log) that only registers the writer on partition part.
+func claimAsID(b *testBroker, part int32, we int32, id writerID) (int16, error) {
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	req.Version = 2
+	req.TimeoutMillis = 10000
+	req.UnknownTags.Set(mirrorTag, writerTagID(we, id))
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = "m"
+	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	rp.Partition, rp.Offset = part, 0
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := rawRoundTrip(b.addr, req)
+	if err != nil {
+		return 0, err
+	}
+	return resp.(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0].ErrorCode, nil
+}
+
+// TestMirrorWriterIDTieBreak: writers with the same epoch are ordered by
+// WriterID; the one that lost the tie is PRODUCER_FENCED with a message
+// saying so, a writer without an id (a pusher from before WriterID) loses
+// every tie, the order survives a restart, and a higher epoch still wins
+// whatever the ids.
+func TestMirrorWriterIDTieBreak(t *testing.T) {
+	dir := t.TempDir()
+	b := startBroker(t, dir, nil)
+	createTopic(t, b, "m", 1, map[string]*string{"mirror.mode": sp("push")})
+	lo, hi := writerID{0x10, 15: 9}, writerID{0x20}
+	set := func(base int64) []byte { return stopBatch(t, base, 1, -1, -1, 1, false) }
+	if pr := mirrorAsID(t, b, 7, lo, set(0), 0); pr.ErrorCode != 0 {
+		t.Fatalf("writer lo: %v", kerr.ErrorForCode(pr.ErrorCode))
+	}
+	if pr := mirrorAs(t, b, 7, set(1), 1); pr.ErrorCode != kerr.ProducerFenced.Code {
+		t.Fatalf("a writer without id, same epoch, after lo: %v", kerr.ErrorForCode(pr.ErrorCode))
+	}
+	if pr := mirrorAsID(t, b, 7, hi, set(1), 1); pr.ErrorCode != 0 {
+		t.Fatalf("writer hi takes over: %v", kerr.ErrorForCode(pr.ErrorCode))
+	}
+	pr := mirrorAsID(t, b, 7, lo, set(2), 2)
+	want := "mirror writer epoch 7 (writer id 10000000000000000000000000000009) lost the tie with writer epoch 7 (writer id 20000000000000000000000000000000), the newest that wrote to m-0"
+	if pr.ErrorCode != kerr.ProducerFenced.Code || !strings.Contains(strPtr(pr.ErrorMessage), want) {
+		t.Fatalf("writer lo after hi: %v %q", kerr.ErrorForCode(pr.ErrorCode), strPtr(pr.ErrorMessage))
+	}
+	if dr := mirrorDeleteAs(t, b, 7, 1); dr.ErrorCode != kerr.ProducerFenced.Code {
+		t.Fatalf("log-start forward without id after hi: %v", kerr.ErrorForCode(dr.ErrorCode))
+	}
+	b.stop()
+	b = startBroker(t, dir, nil)
+	if pr := mirrorAsID(t, b, 7, lo, set(2), 2); pr.ErrorCode != kerr.ProducerFenced.Code {
+		t.Fatalf("writer lo after a restart: %v", kerr.ErrorForCode(pr.ErrorCode))
+	}
+	if pr := mirrorAsID(t, b, 7, hi, set(2), 2); pr.ErrorCode != 0 {
+		t.Fatalf("writer hi after a restart: %v", kerr.ErrorForCode(pr.ErrorCode))
+	}
+	if pr := mirrorAs(t, b, 8, set(3), 3); pr.ErrorCode != 0 {
+		t.Fatalf("epoch 8 without id after 7/hi: %v", kerr.ErrorForCode(pr.ErrorCode))
+	}
+	if pr := mirrorAsID(t, b, 7, hi, set(4), 4); pr.ErrorCode != kerr.ProducerFenced.Code {
+		t.Fatalf("7/hi after epoch 8: %v", kerr.ErrorForCode(pr.ErrorCode))
+	}
+	st, _ := b.srv.mirrorStateOf(b.srv.cluster.topic("m"))
+	if st.Partitions[0].WriterEpoch != 8 || st.Partitions[0].WriterID != (writerID{}) {
+		t.Fatalf("state %+v", st.Partitions[0])
+	}
+	// A WriterID that is not 16 bytes makes the request malformed: the
+	// connection is closed, nothing is written.
+	req := mirrorProduce(11, "m", 0, set(4), 4, -1)
+	bad := writerTagID(9, hi)
+	bad[8] = 15
+	req.UnknownTags.Set(mirrorTag, bad[:len(bad)-1])
+	rc := dialRaw(t, b.addr)
+	rc.write(appendRequestFrame(nil, req, 1, "t"))
+	rc.expectClosed()
+	if st, _ := b.srv.mirrorStateOf(b.srv.cluster.topic("m")); st.Partitions[0].WriterEpoch != 8 {
+		t.Fatalf("a malformed request moved the writer epoch: %+v", st.Partitions[0])
+	}
+}
+
+// TestMirrorWriterSameEpochRace: pushers that start at the same instant
+// (same writer epoch, distinct ids) register on both partitions
+// concurrently; whatever the interleaving, afterwards exactly one of them,
+// the highest id, may write and every other is PRODUCER_FENCED on every
+// partition.
+func TestMirrorWriterSameEpochRace(t *testing.T) {
+	b := startBroker(t, t.TempDir(), nil)
+	createTopic(t, b, "m", 2, map[string]*string{"mirror.mode": sp("push")})
+	const n = 8
+	ids := make([]writerID, n)
+	for i := range ids {
+		ids[i] = writerID{byte(n - i), 15: byte(i)} // ids[0] is the highest
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*n)
+	for i := range ids {
+		for part := int32(0); part < 2; part++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// A claim that lost may already be fenced; both answers
+				// are fine here, what counts is the state afterwards.
+				code, err := claimAsID(b, part, 42, ids[i])
+				if err == nil && code != 0 && code != kerr.ProducerFenced.Code {
+					err = kerr.ErrorForCode(code)
+				}
+				if err != nil {
+					errs <- err
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for part := int32(0); part < 2; part++ {
+		for i := n - 1; i >= 0; i-- {
+			req := mirrorProduce(11, "m", part, stopBatch(t, 0, 1, -1, -1, 1, false), 0, -1)
+			req.UnknownTags.Set(mirrorTag, writerTagID(42, ids[i]))
+			pr := rawRequest[*kmsg.ProduceResponse](t, b, req).Topics[0].Partitions[0]
+			if want := map[bool]int16{true: 0, false: kerr.ProducerFenced.Code}[i == 0]; pr.ErrorCode != want {
+				t.Fatalf("partition %d, pusher %d: %v, want %v", part, i, kerr.ErrorForCode(pr.ErrorCode), kerr.ErrorForCode(want))
+			}
+		}
+	}
 }
