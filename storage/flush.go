@@ -9,13 +9,13 @@ import (
 type FlushPolicy int
 
 const (
-	// FlushNever leaves data in the page cache, Kafka's default: the log
-	// syncs only when a segment rolls, on Flush and on Close, plus a
-	// background sync each time the active segment grows by an eighth of
-	// the segment size (at most 128 MiB) so that rolls stay short.
+	// FlushNever leaves data in the page cache, Kafka's default: a rolled
+	// segment is synced by the flusher goroutine after the next segment
+	// has started (appends do not wait for it), then the recovery point
+	// advances; Flush and Close sync everything.
 	FlushNever FlushPolicy = iota
 	// FlushInterval syncs the active segment every Config.FlushInterval
-	// when something was written.
+	// when something was written; rolled segments as under FlushNever.
 	FlushInterval
 	// FlushAlways group-commits: a sync starts as soon as the previous one
 	// finishes and covers everything appended meanwhile. Callers learn
@@ -60,9 +60,9 @@ type durableWaiter struct {
 // internal lock is held: it must be short, must not block and must not
 // call into the Log. Pass LastOffset+1 of an AppendResult as upTo.
 //
-// Under FlushNever and FlushInterval durability comes only from rolls,
-// intervals, Flush and Close; brokers acknowledge on write under those
-// policies. Registering a preallocated fn does not allocate in steady state.
+// Under FlushNever and FlushInterval durability comes only from the
+// background sync of rolled segments, intervals, Flush and Close; brokers
+// acknowledge on write under those policies. Registering a preallocated fn does not allocate in steady state.
 func (l *Log) OnDurable(upTo int64, fn func(error)) {
 	l.dmu.Lock()
 	if err := l.dcheck(); err != nil {
@@ -106,27 +106,130 @@ func (l *Log) dcheck() error {
 	return nil
 }
 
-// Flush syncs everything written so far and returns when it is durable.
+// Flush syncs everything written so far (rolled segments, the active
+// segment's log and transaction index), advances the recovery point to the
+// log end it saw and records it, and returns when that is durable.
 func (l *Log) Flush() error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
-	return l.syncActive()
+	return l.syncActive(true)
 }
 
-// presyncBytes is how much a segment grows between background syncs under
-// FlushNever and FlushInterval: a roll syncs the segment before the next
-// one starts (see rollLocked), and syncing in the background as it fills
-// keeps the data left for that synchronous sync, and so the roll's pause,
-// small. An eighth of the segment size, at most 128 MiB.
-func presyncBytes(segmentBytes int64) int64 {
-	n := segmentBytes / 8
-	if n > 128<<20 {
-		n = 128 << 20
+// unflushedSeg is a rolled segment whose files have not been synced yet.
+// The file handles are taken at the roll (under l.mu) so that the flusher
+// never reads segment fields that readers may change; they stay open until
+// the segment is deleted, which requires l.syncMu and drops the entry.
+type unflushedSeg struct {
+	log, idx, tidx File
+	txn            *TxnIndex
+	seg            *segment
+	// upTo is the recovery point once this segment and every one before
+	// it are durable: the segment's end offset. size is its final size.
+	upTo, size int64
+}
+
+// pushUnflushedLocked hands the segment that stops being active to the
+// flusher. It must run before the next segment is published in syncSeg
+// (see syncActive). REQUIRES: l.mu.
+func (l *Log) pushUnflushedLocked(s *segment) {
+	l.unflushed = append(l.unflushed, unflushedSeg{log: s.log, idx: s.idx, tidx: s.tidx, txn: s.txn, seg: s, upTo: s.next, size: s.size})
+	l.nUnflushed.Store(int32(len(l.unflushed)))
+}
+
+// popUnflushedLocked undoes the last pushUnflushedLocked. REQUIRES: l.mu.
+func (l *Log) popUnflushedLocked() {
+	l.unflushed[len(l.unflushed)-1] = unflushedSeg{}
+	l.unflushed = l.unflushed[:len(l.unflushed)-1]
+	l.nUnflushed.Store(int32(len(l.unflushed)))
+}
+
+// dropUnflushedLocked forgets the entry of a segment that is deleted or
+// active again (truncation). REQUIRES: l.syncMu, l.mu.
+func (l *Log) dropUnflushedLocked(s *segment) {
+	for i := range l.unflushed {
+		if l.unflushed[i].seg == s {
+			copy(l.unflushed[i:], l.unflushed[i+1:])
+			l.unflushed[len(l.unflushed)-1] = unflushedSeg{}
+			l.unflushed = l.unflushed[:len(l.unflushed)-1]
+			l.nUnflushed.Store(int32(len(l.unflushed)))
+			return
+		}
 	}
-	if n < 1<<20 {
-		n = 1 << 20
+}
+
+// takeUnflushed moves the rolled segments waiting for a sync into the
+// flusher's scratch slice. REQUIRES: l.syncMu (not l.mu).
+func (l *Log) takeUnflushed() []unflushedSeg {
+	if l.nUnflushed.Load() == 0 {
+		return nil
 	}
-	return n
+	l.mu.Lock()
+	l.flushBuf = l.takeUnflushedLocked(l.flushBuf[:0])
+	l.mu.Unlock()
+	return l.flushBuf
+}
+
+// takeUnflushedLocked appends the waiting entries to dst and empties the
+// list. REQUIRES: l.syncMu, l.mu.
+func (l *Log) takeUnflushedLocked(dst []unflushedSeg) []unflushedSeg {
+	dst = append(dst, l.unflushed...)
+	clear(l.unflushed)
+	l.unflushed = l.unflushed[:0]
+	l.nUnflushed.Store(0)
+	return dst
+}
+
+// syncRolled syncs the files of rolled segments, oldest first, and raises
+// the recovery point over them. A failure takes the partition offline.
+// REQUIRES: l.syncMu; not l.mu when locked is false.
+func (l *Log) syncRolled(rolled []unflushedSeg, locked bool) error {
+	for i := range rolled {
+		e := &rolled[i]
+		for _, f := range [...]struct {
+			f    File
+			what string
+		}{{e.log, "sync of rolled segment"}, {e.idx, "index sync of rolled segment"}, {e.tidx, "time index sync of rolled segment"}} {
+			if f.f == nil {
+				continue
+			}
+			if err := f.f.Sync(); err != nil {
+				return l.failMaybeLocked(locked, f.what, err)
+			}
+		}
+		if err := e.txn.Flush(); err != nil {
+			return l.failMaybeLocked(locked, "transaction index sync of rolled segment", err)
+		}
+		l.raiseRecoveryPoint(e.upTo)
+		*e = unflushedSeg{}
+	}
+	return nil
+}
+
+// failMaybeLocked is failLocked, taking l.mu unless the caller holds it.
+func (l *Log) failMaybeLocked(locked bool, op string, err error) error {
+	if !locked {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+	}
+	return l.failLocked(op, err)
+}
+
+// flushRolled is the background work under FlushNever and FlushInterval
+// after a roll: sync the rolled segments, then record the recovery point
+// and publish the durable offset. REQUIRES: l.syncMu (not l.mu).
+func (l *Log) flushRolled() error {
+	rolled := l.takeUnflushed()
+	if len(rolled) == 0 {
+		return nil
+	}
+	if err := l.syncRolled(rolled, false); err != nil {
+		return err
+	}
+	if err := l.persistRecoveryPoint(); err != nil {
+		return l.failMaybeLocked(false, "recovery point", err)
+	}
+	l.setDurable(l.recoveryPoint.Load())
+	return nil
 }
 
 // signal wakes the flusher without blocking.
@@ -153,10 +256,12 @@ func (l *Log) stopFlusher() {
 	<-l.done
 }
 
-// flushLoop is the group commit. Under FlushAlways each wake-up syncs the
-// active segment once, covering every append completed before the sync
-// started; appends completed during the sync are covered by the next one,
-// which starts right after. No timer is involved.
+// flushLoop is the group commit and the background sync of rolled
+// segments. Under FlushAlways each wake-up syncs the rolled segments not
+// yet synced and the active segment once, covering every append completed
+// before the sync started; appends completed during the sync are covered by
+// the next one, which starts right after. No timer is involved. Under the
+// other policies a wake-up (a roll) syncs only the rolled segments.
 func (l *Log) flushLoop() {
 	defer close(l.done)
 	var tick <-chan time.Time
@@ -170,48 +275,74 @@ func (l *Log) flushLoop() {
 		case <-l.stop:
 			return
 		case <-l.wake:
-			if l.cfg.Flush != FlushAlways && !l.presync.Swap(false) {
-				// Waiters under other policies are woken by rolls,
-				// intervals, Flush and Close.
+			if l.cfg.Flush != FlushAlways {
+				// A roll (or recovery) left segments to sync; the active
+				// segment waits for the interval, Flush or Close.
+				if !l.holdBackground.Load() {
+					l.syncMu.Lock()
+					_ = l.flushRolled() // a failure takes the log offline
+					l.syncMu.Unlock()
+				}
 				continue
 			}
 		case <-tick:
+			if l.holdBackground.Load() {
+				continue
+			}
 		}
 		l.syncMu.Lock()
-		_ = l.syncActive() // a failure takes the log offline and fires waiters
+		_ = l.syncActive(false) // a failure takes the log offline and fires waiters
 		l.syncMu.Unlock()
 	}
 }
 
-// syncActive syncs the active segment's log file and publishes the new
-// durable offset. It does not take l.mu unless the sync fails, so appends
-// proceed during the sync. The log end is read before the active segment:
-// a roll makes the old segment durable and switches syncSeg before any
-// write to the new segment is counted in written, so the segment read
-// second holds every byte below the end read first that is not durable
-// already. REQUIRES: l.syncMu (not l.mu).
-func (l *Log) syncActive() error {
+// syncActive syncs the rolled segments not yet synced and the active
+// segment's log file, and publishes the new durable offset. With full (Flush)
+// it also syncs the active segment's transaction index and records the
+// recovery point at the synced end. It does not take l.mu unless segments
+// rolled or the sync fails, so appends proceed during the sync.
+//
+// Ordering: the log end is read first, then the active segment, then the
+// list of rolled segments. A roll puts the old segment on that list before
+// it publishes the new segment in syncSeg, and writes to the new segment
+// are counted in written only after that; so every byte below the end read
+// first lies in a segment already durable, on the list, or the one read
+// second. REQUIRES: l.syncMu (not l.mu).
+func (l *Log) syncActive(full bool) error {
 	target := l.written.Load()
 	seg := l.syncSeg.Load()
+	rolled := l.takeUnflushed()
 	l.dmu.Lock()
 	if err := l.dcheck(); err != nil {
 		l.fireWaiters()
 		l.dmu.Unlock()
 		return err
 	}
-	if target <= l.durable {
+	if target <= l.durable && len(rolled) == 0 && !(full && l.recoveryPoint.Load() < target) {
 		l.fireWaiters()
 		l.dmu.Unlock()
 		return nil
 	}
 	l.dmu.Unlock()
 
+	if err := l.syncRolled(rolled, false); err != nil {
+		return err
+	}
 	if err := seg.log.Sync(); err != nil && !seg.retired.Load() {
 		// (A retired segment was empty: everything below target is in
 		// the segments before it, synced when it was created.)
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return l.failLocked("sync", err)
+		return l.failMaybeLocked(false, "sync", err)
+	}
+	if full && !seg.retired.Load() {
+		if err := seg.txn.Flush(); err != nil {
+			return l.failMaybeLocked(false, "transaction index sync", err)
+		}
+		l.raiseRecoveryPoint(target)
+	}
+	if full || len(rolled) > 0 {
+		if err := l.persistRecoveryPoint(); err != nil {
+			return l.failMaybeLocked(false, "recovery point", err)
+		}
 	}
 	l.setDurable(target)
 	return nil

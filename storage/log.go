@@ -120,8 +120,8 @@ func (c *Config) withDefaults(dir string) Config {
 // Concurrency: every method is safe for concurrent use; appends are
 // serialised by an internal mutex (the broker should still give each
 // partition one owner that orders its appends). A background goroutine
-// performs group-committed syncs under FlushAlways and periodic syncs under
-// FlushInterval.
+// syncs rolled segments, and performs group-committed syncs under
+// FlushAlways and periodic syncs under FlushInterval.
 //
 // Offsets: LogStartOffset <= every stored offset < LogEndOffset. The log
 // end offset (LEO) is the offset after the last stored batch (or the base
@@ -152,9 +152,23 @@ type Log struct {
 	// l.mu; written is stored after syncSeg changes (see syncActive).
 	written atomic.Int64
 	syncSeg atomic.Pointer[segment]
-	// presync asks the flusher for a background sync under FlushNever and
-	// FlushInterval (set when the active segment crosses presyncBytes).
-	presync atomic.Bool
+	// Rolled segments not yet synced, oldest first (guarded by mu; taken
+	// by whoever syncs, under syncMu), their count for the flusher's
+	// lock-free check, and the flusher's scratch copy (guarded by syncMu).
+	unflushed  []unflushedSeg
+	nUnflushed atomic.Int32
+	flushBuf   []unflushedSeg
+	rolledBuf  []byte // encoding scratch for the rolled-segments file (guarded by mu)
+
+	// recoveryPoint is the first offset not known durable (stored under
+	// syncMu; see recoverypoint.go); persistedRP is the value in the
+	// checkpoint file (guarded by syncMu).
+	recoveryPoint atomic.Int64
+	persistedRP   int64
+
+	// holdBackground stops the background syncs under FlushNever and
+	// FlushInterval (tests use it to crash with rolled segments unsynced).
+	holdBackground atomic.Bool
 
 	// dmu guards the durability state. Lock order: syncMu, mu, dmu.
 	dmu     sync.Mutex
@@ -277,9 +291,10 @@ func (l *Log) EndOffsetForEpoch(epoch int32) (int32, int64, error) {
 	return e, off, nil
 }
 
-// Close stops the flusher, writes the indexes, syncs everything, takes
-// producer-state snapshots and closes the files. A Log that is offline
-// still closes its files (and returns the offline error).
+// Close stops the flusher, writes the indexes, syncs everything (rolled
+// segments not yet synced included), records the recovery point at the log
+// end, takes a producer-state snapshot and closes the files. A Log that is
+// offline still closes its files (and returns the offline error).
 func (l *Log) Close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -300,7 +315,10 @@ func (l *Log) Close() error {
 	if err == nil {
 		a := l.active()
 		a.onRoll()
-		if e := a.syncIndexes(); e != nil {
+		l.flushBuf = l.takeUnflushedLocked(l.flushBuf[:0])
+		if e := l.syncRolled(l.flushBuf, true); e != nil {
+			err = e
+		} else if e := a.syncIndexes(); e != nil {
 			err = l.failLocked("index sync on close", e)
 		} else if e := a.log.Sync(); e != nil {
 			err = l.failLocked("sync on close", e)
@@ -308,7 +326,10 @@ func (l *Log) Close() error {
 			err = l.failLocked("transaction index sync on close", e)
 		} else {
 			l.setDurable(l.leo)
-			if e := l.producer.snapshot(l.leo); e != nil {
+			l.recoveryPoint.Store(l.leo)
+			if e := l.persistRecoveryPoint(); e != nil {
+				err = l.failLocked("recovery point on close", e)
+			} else if e := l.producer.snapshot(l.leo); e != nil {
 				err = l.failLocked("producer snapshot on close", e)
 			} else if e := AtomicWriteFile(l.fs, l.dir+"/"+cleanShutdownFile, nil); e != nil {
 				err = l.failLocked("clean shutdown marker", e)

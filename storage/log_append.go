@@ -359,16 +359,12 @@ func (l *Log) writeChunkLocked(a *segment, chunk []byte) error {
 		pos += int64(n)
 		l.leo = last + 1
 	}
-	l.written.Store(l.leo)
-	if l.cfg.Flush != FlushAlways {
-		if step := presyncBytes(l.cfg.SegmentBytes); a.size/step != (a.size-int64(len(chunk)))/step {
-			l.presync.Store(true)
-			l.signal()
-		}
-	}
 	if err := l.producer.commit(a, l.leo); err != nil {
 		return l.failLocked("producer state", err)
 	}
+	// Published after the transaction index entries the chunk added, so
+	// that a sync covering these offsets covers those entries too.
+	l.written.Store(l.leo)
 	return nil
 }
 
@@ -430,8 +426,12 @@ func (l *Log) shouldRoll(a *segment, set []byte, nowMs int64) bool {
 }
 
 // rollLocked closes the active segment for writing (final time index
-// entry, indexes written and synced, log synced, producer snapshot) and
-// starts a new one at base. REQUIRES: l.mu.
+// entry, index entries written to the files) and starts a new one at base
+// (with a producer snapshot). The old segment is not synced here: it goes
+// to the flusher, which syncs its log, indexes and transaction index in the
+// background and then advances the recovery point (Kafka's roll followed by
+// an asynchronous flushUptoOffsetExclusive). Appends continue in the new
+// segment meanwhile. REQUIRES: l.mu.
 func (l *Log) rollLocked(base int64, nowMs int64) error {
 	old := l.active()
 	if old.size == 0 {
@@ -450,17 +450,27 @@ func (l *Log) rollLocked(base int64, nowMs int64) error {
 		}
 		return l.failLocked("index write on roll", err)
 	}
-	if err := old.syncIndexes(); err != nil {
-		return l.failLocked("index sync on roll", err)
+	// Queued before the new segment is published (see syncActive), and
+	// its final size recorded before the new segment can hold data (see
+	// RolledSegmentsFile).
+	l.pushUnflushedLocked(old)
+	if err := l.writeRolledSegmentsLocked(); err != nil {
+		l.popUnflushedLocked()
+		if isNoSpace(err) {
+			return fmt.Errorf("%w: recording the roll of %s: %v", ErrNoSpace, old.path(logSuffix), err)
+		}
+		return l.failLocked("rolled-segments record", err)
 	}
-	if err := old.log.Sync(); err != nil {
-		return l.failLocked("sync on roll", err)
+	if err := l.createActiveLocked(base, nowMs); err != nil {
+		if l.active() == old {
+			// No new segment (out of space, or offline): old stays
+			// active and is synced as the active segment.
+			l.popUnflushedLocked()
+		}
+		return err
 	}
-	if err := old.txn.Flush(); err != nil {
-		return l.failLocked("transaction index sync on roll", err)
-	}
-	l.setDurable(l.leo)
-	return l.createActiveLocked(base, nowMs)
+	l.signal()
+	return nil
 }
 
 // retireEmptyActiveLocked deletes the empty active segment. The flusher may

@@ -357,29 +357,3 @@ func TestLogTruncateFullyCrashAfterCheckpoint(t *testing.T) {
 		l2.Close()
 	}
 }
-
-// Under FlushNever the active segment is synced in the background each
-// time it grows by presyncBytes, so that the sync a roll must do is short.
-func TestLogBackgroundSyncUnderNever(t *testing.T) {
-	fs := NewMemFS()
-	cfg := Config{SegmentBytes: 16 << 20, Flush: FlushNever}
-	l := openLog(t, fs, cfg)
-	defer l.Close()
-	step := presyncBytes(cfg.SegmentBytes)
-	b := testBatch(t, 0, 1, 1, 10, 1000)
-	for l.Size() < step+int64(len(b)) {
-		if _, err := l.AppendLeader(b, 1, 1); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Under FlushNever nothing but a roll, Flush, Close or the background
-	// sync makes data durable: WaitDurable returns because the sync
-	// requested at the threshold ran (no timing involved). It covers at
-	// least the first batch.
-	if err := l.WaitDurable(1); err != nil {
-		t.Fatal(err)
-	}
-	if l.NumSegments() != 1 {
-		t.Fatalf("%d segments: a roll made the data durable, not the background sync", l.NumSegments())
-	}
-}

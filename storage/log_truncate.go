@@ -37,6 +37,9 @@ func (l *Log) Truncate(to int64) error {
 		}
 	}
 	a := l.active()
+	// A rolled segment that is active again is synced below if it is
+	// cut, and otherwise waits for the next roll, Flush or Close.
+	l.dropUnflushedLocked(a)
 	pos := a.size
 	if bp, err := a.find(to); err == nil {
 		pos = bp.pos
@@ -71,6 +74,13 @@ func (l *Log) Truncate(to int64) error {
 	l.dmu.Unlock()
 	if l.logStart > l.leo {
 		l.logStart = l.leo
+	}
+	// Offsets from the new end on will be written again: the recorded
+	// recovery point must not vouch for them. This also makes the
+	// removal of the deleted segments' files durable (directory sync).
+	l.lowerRecoveryPoint(l.leo)
+	if err := l.persistRecoveryPoint(); err != nil {
+		return l.failLocked("recovery point", err)
 	}
 	if err := l.epochs.TruncateFromEnd(l.leo); err != nil {
 		return l.failLocked("leader-epoch checkpoint", err)
@@ -120,6 +130,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 		if err := removeSegmentFiles(l.fs, l.dir, s.base); err != nil {
 			return l.failLocked("delete segment", err)
 		}
+		l.dropUnflushedLocked(s)
 		l.closeLaterLocked(s)
 		l.segs = l.segs[:len(l.segs)-1]
 	}
@@ -139,6 +150,11 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	l.durable = offset
 	l.fireWaiters()
 	l.dmu.Unlock()
+	// Nothing below offset remains; nothing at or above it is written.
+	l.recoveryPoint.Store(offset)
+	if err := l.persistRecoveryPoint(); err != nil {
+		return l.failLocked("recovery point", err)
+	}
 	if err := l.epochs.Clear(); err != nil {
 		return l.failLocked("leader-epoch checkpoint", err)
 	}
@@ -155,6 +171,7 @@ func (l *Log) deleteSegmentLocked(i int) error {
 	if err := removeSegmentFiles(l.fs, l.dir, s.base); err != nil {
 		return l.failLocked("delete segment", err)
 	}
+	l.dropUnflushedLocked(s)
 	l.closeLaterLocked(s)
 	l.segs = append(l.segs[:i], l.segs[i+1:]...)
 	return nil

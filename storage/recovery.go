@@ -126,6 +126,16 @@ func (l *Log) load() error {
 		checkpointed = -1
 	}
 
+	rp, err := readRecoveryPoint(fs, dir, l.cfg.Topic, l.cfg.Partition)
+	if err != nil {
+		if !errors.Is(err, ErrCorruptCheckpoint) {
+			return err
+		}
+		// Unknown: nothing is trusted, every segment is validated.
+		rp = -1
+	}
+	l.persistedRP = rp
+
 	nowMs := l.cfg.NowMs()
 	if len(bases) == 0 {
 		start := checkpointed
@@ -144,7 +154,10 @@ func (l *Log) load() error {
 		if err := l.epochs.Clear(); err != nil {
 			return err
 		}
-		return ps.TruncateFullyAndStartAt(start)
+		if err := ps.TruncateFullyAndStartAt(start); err != nil {
+			return err
+		}
+		return l.resetRecoveryPoint(start)
 	}
 
 	// Segments entirely below the log start (their deletion did not reach
@@ -156,9 +169,11 @@ func (l *Log) load() error {
 		bases = bases[1:]
 	}
 
-	// Rolled segments: trusted up to their size (synced at roll), indexes
-	// checked. A rolled segment that turns out inconsistent ends the log
-	// there: it is recovered like the last one and later segments go.
+	// Segments below the recovery point (every batch ends before it; or
+	// every segment after a clean shutdown) are trusted up to their size:
+	// their indexes are checked and rebuilt if inconsistent. From the
+	// first segment that is not (or that turns out inconsistent) on,
+	// every segment is validated batch by batch.
 	recoverFrom := len(bases) - 1
 	for i, b := range bases {
 		s, err := openSegment(fs, dir, b, int64(l.cfg.IndexIntervalBytes), nowMs)
@@ -166,25 +181,28 @@ func (l *Log) load() error {
 			return err
 		}
 		l.segs = append(l.segs, s)
-		if i == len(bases)-1 {
-			break
+		if i == len(bases)-1 || recoverFrom < len(bases)-1 {
+			continue
 		}
-		if err := s.loadRolled(); err != nil || (i > 0 && s.base < l.segs[i-1].next) {
+		if err := s.loadRolled(); err != nil || (i > 0 && s.base < l.segs[i-1].next) || (!clean && s.next > rp) {
 			recoverFrom = i
-			break
 		}
-	}
-	for len(l.segs) > recoverFrom+1 {
-		last := l.segs[len(l.segs)-1]
-		last.closeFiles()
-		if err := removeSegmentFiles(fs, dir, last.base); err != nil {
-			return err
-		}
-		l.segs = l.segs[:len(l.segs)-1]
-		clean = false
 	}
 	if recoverFrom < len(bases)-1 {
 		clean = false
+	}
+	if clean {
+		if err := l.active().loadRolled(); err != nil {
+			clean = false
+		}
+	}
+	if !clean {
+		if err := l.recoverSegments(recoverFrom); err != nil {
+			return err
+		}
+		if recoverFrom > len(l.segs)-1 {
+			recoverFrom = len(l.segs) - 1
+		}
 	}
 	for _, s := range l.segs {
 		if err := openTxnIndex(s); err != nil {
@@ -203,20 +221,6 @@ func (l *Log) load() error {
 	}
 
 	a := l.active()
-	prevNext := int64(math.MinInt64)
-	if len(l.segs) > 1 {
-		prevNext = l.segs[len(l.segs)-2].next
-	}
-	if clean {
-		if err := a.loadRolled(); err != nil {
-			clean = false
-		}
-	}
-	if !clean {
-		if err := a.recover(prevNext); err != nil {
-			return err
-		}
-	}
 	// Appends add entries to the active segment's in-memory indexes,
 	// which must therefore hold the entries already in the files.
 	if err := a.ensureIndexes(); err != nil {
@@ -256,6 +260,9 @@ func (l *Log) load() error {
 		if err := ps.TruncateFullyAndStartAt(checkpointed); err != nil {
 			return err
 		}
+		if err := l.resetRecoveryPoint(checkpointed); err != nil {
+			return err
+		}
 		return l.removeCleanMarker(clean)
 	}
 
@@ -277,9 +284,10 @@ func (l *Log) load() error {
 		return err
 	}
 	if !clean {
-		// Only snapshots up to the active segment's base are known to
-		// describe durable data whose transaction index is durable too.
-		if err := ps.DeleteSnapshotsAbove(a.base); err != nil {
+		// Only snapshots up to the first recovered segment's base are
+		// known to describe durable data whose transaction indexes are
+		// durable too: the replay from there rebuilds the rest.
+		if err := ps.DeleteSnapshotsAbove(l.segs[recoverFrom].base); err != nil {
 			return err
 		}
 	}
@@ -289,7 +297,102 @@ func (l *Log) load() error {
 	if err := l.replayLocked(ps.MapEndOffset(), !clean); err != nil {
 		return err
 	}
+	if err := l.initRecoveryPoint(clean, recoverFrom); err != nil {
+		return err
+	}
 	return l.removeCleanMarker(clean)
+}
+
+// recoverSegments validates the segments from index from on, batch by
+// batch (Kafka's recovery of the segments above the recovery point). The
+// first segment with an invalid or torn batch is truncated there and every
+// later segment is deleted first (durably, so a second crash cannot bring
+// them back behind the cut); so is every segment after one that ends
+// before the size and end offset recorded when it rolled. A recovered
+// segment left empty whose base is below the previous segment's end goes
+// too.
+func (l *Log) recoverSegments(from int) error {
+	fs, dir := l.fs, l.dir
+	rolled, err := readRolledSegments(fs, dir)
+	if err != nil {
+		return err
+	}
+	dropAfter := func(i int) error {
+		for len(l.segs) > i+1 {
+			s := l.segs[len(l.segs)-1]
+			s.closeFiles()
+			if err := removeSegmentFiles(fs, dir, s.base); err != nil {
+				return err
+			}
+			l.segs = l.segs[:len(l.segs)-1]
+		}
+		return fs.SyncDir(dir)
+	}
+	for i := from; i < len(l.segs); i++ {
+		s := l.segs[i]
+		prevNext := int64(math.MinInt64)
+		if i > 0 {
+			prevNext = l.segs[i-1].next
+		}
+		cut, err := s.recover(prevNext, func() error { return dropAfter(i) })
+		if err != nil {
+			return err
+		}
+		if i > 0 && s.size == 0 && s.base < prevNext {
+			if err := dropAfter(i - 1); err != nil {
+				return err
+			}
+			break
+		}
+		if cut {
+			break
+		}
+		if want, ok := rolled[s.base]; ok && i < len(l.segs)-1 && (s.size < want.size || s.next < want.next) {
+			// Shorter than when it rolled: its tail was lost at a
+			// batch boundary, so nothing after it can follow it.
+			if err := dropAfter(i); err != nil {
+				return err
+			}
+			break
+		}
+	}
+	return nil
+}
+
+// resetRecoveryPoint sets the recovery point of a log that starts empty
+// at offset, recording it when the file holds another value.
+func (l *Log) resetRecoveryPoint(offset int64) error {
+	l.recoveryPoint.Store(offset)
+	if l.persistedRP >= 0 && l.persistedRP != offset {
+		return l.persistRecoveryPoint()
+	}
+	return nil
+}
+
+// initRecoveryPoint sets the in-memory recovery point after loading: the
+// log end after a clean shutdown; otherwise the recorded one, but no
+// higher than the first recovered segment's base or the log end (data
+// recovered from the page cache is not known durable). The recovered
+// segments before the active one are handed to the flusher, and a recorded
+// value above the new one is lowered on disk now. REQUIRES: exclusive
+// access (Open).
+func (l *Log) initRecoveryPoint(clean bool, recoverFrom int) error {
+	if clean {
+		l.recoveryPoint.Store(l.leo)
+		return nil
+	}
+	rp := min(l.segs[recoverFrom].base, l.leo)
+	if l.persistedRP >= 0 {
+		rp = min(rp, l.persistedRP)
+	}
+	l.recoveryPoint.Store(rp)
+	for _, s := range l.segs[recoverFrom : len(l.segs)-1] {
+		l.pushUnflushedLocked(s)
+	}
+	if l.persistedRP > rp {
+		return l.persistRecoveryPoint()
+	}
+	return nil
 }
 
 // removeCleanMarker deletes the clean-shutdown marker durably: from now on
@@ -488,8 +591,10 @@ func (s *segment) ensureIndexesNoRebuild() error {
 
 // recover validates every batch of the segment and truncates the file at
 // the first invalid one (Kafka's LogSegment.recover), rebuilding the
-// indexes. prevNext is the end offset of the previous segment.
-func (s *segment) recover(prevNext int64) error {
+// indexes. prevNext is the end offset of the previous segment. When the
+// file must be cut, beforeCut runs first (it deletes the later segments).
+// cut reports whether bytes were cut off.
+func (s *segment) recover(prevNext int64, beforeCut func() error) (cut bool, err error) {
 	s.offIdx = offsetIndex{base: s.base}
 	s.timeIdx = timeIndex{base: s.base}
 	s.maxTs, s.maxTsOffset, s.rollTs, s.lastIndexPos, s.lastBatchPos = -1, s.base, -1, 0, -1
@@ -506,19 +611,22 @@ func (s *segment) recover(prevNext int64) error {
 		return true
 	})
 	if err != nil {
-		return err
+		return false, err
 	}
 	s.size = valid
 	if valid < fileSize {
+		if err := beforeCut(); err != nil {
+			return false, err
+		}
 		if err := s.log.Truncate(valid); err != nil {
-			return err
+			return false, err
 		}
 		if err := s.log.Sync(); err != nil {
-			return err
+			return false, err
 		}
 	}
 	s.onRoll()
-	return s.rewriteIndexes()
+	return valid < fileSize, s.rewriteIndexes()
 }
 
 // scanBatches reads the batches of f from pos to limit, calling fn with
