@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"encoding/binary"
+	"math"
 	"reflect"
 	"testing"
 
@@ -171,4 +173,111 @@ func FuzzControlBatch(f *testing.F) {
 			}
 		}
 	})
+}
+
+// rec encodes one record body by hand (so that fields kbatch would not
+// write, such as a negative header count, can be tested); a nil key or
+// value is null. extra is appended inside the record after the headers.
+func rec(offsetDelta int64, key, value []byte, headers int64, hdrs, extra []byte) []byte {
+	var body []byte
+	body = append(body, 0)              // attributes
+	body = binary.AppendVarint(body, 0) // timestamp delta
+	body = binary.AppendVarint(body, offsetDelta)
+	for _, f := range [][]byte{key, value} {
+		if f == nil {
+			body = binary.AppendVarint(body, -1)
+			continue
+		}
+		body = binary.AppendVarint(body, int64(len(f)))
+		body = append(body, f...)
+	}
+	body = binary.AppendVarint(body, headers)
+	body = append(append(body, hdrs...), extra...)
+	return append(binary.AppendVarint(nil, int64(len(body))), body...)
+}
+
+// TestControlRecordsEveryReason covers each refusal the policy can give
+// (and the accepted edge cases next to them) with the exact reason, in
+// both the module and the Go reference.
+func TestControlRecordsEveryReason(t *testing.T) {
+	mirror := &sdk.Context{Mode: sdk.ModePush, State: sdk.StateMirroring, LastBatchEpoch: -1}
+	commitKey, commitVal := kbatch.ControlKey(kbatch.ControlCommit), kbatch.EndTxnMarkerValue(2)
+	barrierKey := kbatch.ControlKey(kbatch.ControlMirrorPidReset)
+	withBody := func(body []byte, mod func([]byte)) []byte {
+		b := append(ctl(t, func(*kbatch.Batch) {})[:61], body...)
+		binary.BigEndian.PutUint32(b[8:], uint32(len(b)-12))
+		if mod != nil {
+			mod(b)
+		}
+		return b
+	}
+	attrs := func(a uint16) func([]byte) { return func(b []byte) { binary.BigEndian.PutUint16(b[21:], a) } }
+	good := rec(0, commitKey, commitVal, 0, nil, nil)
+	cases := []struct {
+		name string
+		set  []byte
+		want string // "" accepted
+	}{
+		{"well formed", withBody(good, nil), ""},
+		{"undefined attribute bits", withBody(good, attrs(0x8130)), "attribute bits 0x8100 are not defined"},
+		{"snappy", withBody(good, attrs(0x32)), "control batch is compressed"},
+		{"negative last offset delta", withBody(good, func(b []byte) { binary.BigEndian.PutUint32(b[23:], 0x80000000) }),
+			"control batch spans -2147483647 offsets, Kafka writes 1"},
+		{"header record count 3", withBody(good, func(b []byte) { binary.BigEndian.PutUint32(b[57:], 3) }),
+			"control batch holds 3 records, Kafka writes 1"},
+		{"header record count -1", withBody(good, func(b []byte) { binary.BigEndian.PutUint32(b[57:], 0xffffffff) }),
+			"control batch holds -1 records, Kafka writes 1"},
+		{"no record data", withBody(nil, nil), "control batch data holds 0 records, its header says 1"},
+		{"two records in the data", withBody(append(good, good...), nil), "control batch data holds 2 records, its header says 1"},
+		{"second record malformed", withBody(append(good, 0x02, 0), nil), "malformed control record: malformed record"},
+		{"record length zero", withBody([]byte{0}, nil), "malformed control record: record length past the end of the batch"},
+		{"record length varint overflow", withBody(bytes.Repeat([]byte{0xff}, 11), nil), "malformed control record: record length past the end of the batch"},
+		{"offset delta", withBody(rec(5, commitKey, commitVal, 0, nil, nil), nil), "control record offset delta 5, want 0"},
+		{"min offset delta", withBody(rec(math.MinInt64, commitKey, commitVal, 0, nil, nil), nil), "control record offset delta -9223372036854775808, want 0"},
+		{"null key", withBody(rec(0, nil, commitVal, 0, nil, nil), nil), "control record key has 0 bytes, want at least 4"},
+		{"key past the record", withBody([]byte{8, 0, 0, 0, 40}, nil), "malformed control record: malformed record"},
+		{"negative header count", withBody(rec(0, commitKey, commitVal, -1, nil, nil), nil), "malformed control record: bad header count"},
+		{"header count past the record", withBody(rec(0, commitKey, commitVal, 9, nil, nil), nil), "malformed control record: bad header count"},
+		{"null header key", withBody(rec(0, commitKey, commitVal, 1, []byte{1, 0}, nil), nil), "malformed control record: null header key"},
+		{"header value past the record", withBody(rec(0, commitKey, commitVal, 1, []byte{0, 40}, nil), nil), "malformed control record: malformed record"},
+		{"headers are allowed", withBody(rec(0, commitKey, commitVal, 1, []byte{2, 'k', 1}, nil), nil), ""},
+		{"trailing byte in the record", withBody(rec(0, commitKey, commitVal, 0, nil, []byte{9}), nil), "malformed control record: trailing bytes inside a record"},
+		{"key version -2", withBody(rec(0, []byte{0xff, 0xfe, 0, 1}, commitVal, 0, nil, nil), nil), "control record key version -2 is negative"},
+		{"null marker value", withBody(rec(0, commitKey, nil, 0, nil, nil), nil), "transaction marker value has 0 bytes, want at least 6"},
+		{"kraft type 3", withBody(rec(0, kbatch.ControlKey(3), commitVal, 0, nil, nil), nil),
+			"control type 3 belongs to the KRaft metadata log, not to a topic partition"},
+		{"type -2", withBody(rec(0, []byte{0, 0, 0xff, 0xfe}, commitVal, 0, nil, nil), nil), "unknown control type -2"},
+		{"type 8", withBody(rec(0, kbatch.ControlKey(8), commitVal, 0, nil, nil), nil), "unknown control type 8"},
+		{"barrier null value", withBody(rec(0, barrierKey, nil, 0, nil, nil), attrs(0x20)), "MIRROR_PID_RESET record has a null value"},
+		{"barrier 1-byte value", withBody(rec(0, barrierKey, []byte{0}, 0, nil, nil), attrs(0x20)), "MIRROR_PID_RESET value shorter than its version"},
+		{"barrier negative version", withBody(rec(0, barrierKey, []byte{0x80, 0}, 0, nil, nil), attrs(0x20)), "MIRROR_PID_RESET value version is negative"},
+		{"barrier version 1 not decoded", withBody(rec(0, barrierKey, []byte{0, 1, 0xff}, 0, nil, nil), attrs(0x20)), ""},
+		{"barrier null cluster id", withBody(rec(0, barrierKey, []byte{0, 0, 0, 0}, 0, nil, nil), attrs(0x20)), "MIRROR_PID_RESET SourceClusterId is malformed"},
+		{"barrier no cluster id", withBody(rec(0, barrierKey, []byte{0, 0}, 0, nil, nil), attrs(0x20)), "MIRROR_PID_RESET SourceClusterId is malformed"},
+		{"barrier empty cluster id", withBody(rec(0, barrierKey, []byte{0, 0, 1, 0}, 0, nil, nil), attrs(0x20)), ""},
+		{"barrier no tag count", withBody(rec(0, barrierKey, []byte{0, 0, 2, 'a'}, 0, nil, nil), attrs(0x20)), "MIRROR_PID_RESET tagged fields are malformed"},
+		{"barrier too many tags", withBody(rec(0, barrierKey, []byte{0, 0, 2, 'a', 5}, 0, nil, nil), attrs(0x20)), "MIRROR_PID_RESET tagged fields are malformed"},
+		{"barrier tag", withBody(rec(0, barrierKey, []byte{0, 0, 2, 'a', 1, 0, 1, 'x'}, 0, nil, nil), attrs(0x20)), ""},
+		{"barrier tag without size", withBody(rec(0, barrierKey, []byte{0, 0, 2, 'a', 1, 0}, 0, nil, nil), attrs(0x20)), "MIRROR_PID_RESET tag size is malformed"},
+		{"barrier tag past the end", withBody(rec(0, barrierKey, []byte{0, 0, 2, 'a', 1, 0, 2, 'x'}, 0, nil, nil), attrs(0x20)), "MIRROR_PID_RESET tag size is malformed"},
+		{"barrier tag id cut", withBody(rec(0, barrierKey, []byte{0, 0, 2, 'a', 1, 0x80}, 0, nil, nil), attrs(0x20)), "MIRROR_PID_RESET tag is malformed"},
+		{"barrier trailing", withBody(rec(0, barrierKey, []byte{0, 0, 2, 'a', 0, 7}, 0, nil, nil), attrs(0x20)), "MIRROR_PID_RESET value has trailing bytes"},
+	}
+	for _, c := range cases {
+		rs, err := judgeBoth(t, mirror, c.set)
+		switch {
+		case err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want == "" && rs != nil:
+			t.Errorf("%s: rejected %+v", c.name, rs)
+		case c.want != "" && (len(rs) != 1 || rs[0].Reason != c.want || rs[0].Code != sdk.InvalidRecord):
+			t.Errorf("%s: got %+v, want %q", c.name, rs, c.want)
+		}
+	}
+	// Ordinary topic: every control batch, whatever its shape.
+	normal := &sdk.Context{Mode: sdk.ModeNone, LastBatchEpoch: -1}
+	rs, err := judgeBoth(t, normal, withBody(good, nil))
+	if err != nil || len(rs) != 1 || rs[0].Reason != "control batches are written by the broker, not by clients (topic is not a mirror)" {
+		t.Fatalf("normal topic: %+v %v", rs, err)
+	}
 }
