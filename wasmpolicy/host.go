@@ -83,13 +83,29 @@ func (o *Options) defaults() {
 // seconds, and a CompiledModule can only be instantiated in the runtime
 // that compiled it. Shared engines live as long as the process; their
 // compiled modules are never closed, since any Host may still use them.
+//
+// An engine has two runtimes. rt compiles modules with wazero's
+// termination checks (WithCloseOnContextDone), so that a call past its
+// deadline can be stopped; wazero pays for that with a goroutine per call
+// (~1 us and 3 allocations, more than a built-in's whole judgement).
+// bounded compiles the import-free built-ins without them: those are part
+// of the broker's own code, written so that every loop is bounded by the
+// input's size (and fuzzed against their Go reference implementations),
+// like the native hot path, which has no deadline either. Everything else
+// (policy-directory modules, built-ins with a Go runtime) runs in rt.
 type engine struct {
 	rt      wazero.Runtime
+	bounded wazero.Runtime
 	cache   wazero.CompilationCache
 	private bool
 
 	mu       sync.Mutex
-	compiled map[[sha256.Size]byte]wazero.CompiledModule
+	compiled map[compiledKey]wazero.CompiledModule
+}
+
+type compiledKey struct {
+	sum     [sha256.Size]byte
+	bounded bool
 }
 
 type engineKey struct {
@@ -110,7 +126,7 @@ func getEngine(o *Options) (*engine, error) {
 	if e, ok := engines.byKey[key]; ok && !o.privateCache {
 		return e, nil
 	}
-	e := &engine{private: o.privateCache, compiled: map[[sha256.Size]byte]wazero.CompiledModule{}}
+	e := &engine{private: o.privateCache, compiled: map[compiledKey]wazero.CompiledModule{}}
 	if o.CacheDir == "" {
 		e.cache = wazero.NewCompilationCache()
 	} else {
@@ -126,8 +142,11 @@ func getEngine(o *Options) (*engine, error) {
 	if o.Interpreter {
 		cfg = wazero.NewRuntimeConfigInterpreter()
 	}
-	cfg = cfg.WithCloseOnContextDone(true).WithMemoryLimitPages(o.MemoryLimitPages).WithCompilationCache(e.cache)
-	e.rt = wazero.NewRuntimeWithConfig(context.Background(), cfg)
+	cfg = cfg.WithMemoryLimitPages(o.MemoryLimitPages).WithCompilationCache(e.cache)
+	// wazero keys compiled code (also on disk) by the termination setting,
+	// so the two runtimes can share the cache.
+	e.rt = wazero.NewRuntimeWithConfig(context.Background(), cfg.WithCloseOnContextDone(true))
+	e.bounded = wazero.NewRuntimeWithConfig(context.Background(), cfg.WithCloseOnContextDone(false))
 	if err := instantiateWASI(context.Background(), e.rt); err != nil {
 		e.close()
 		return nil, err
@@ -141,24 +160,35 @@ func getEngine(o *Options) (*engine, error) {
 	return e, nil
 }
 
-// compile returns the compiled module for wasm, compiling it on first use.
-func (e *engine) compile(wasm []byte) (wazero.CompiledModule, error) {
-	sum := sha256.Sum256(wasm)
+// runtime returns the runtime modules compiled with bounded (or not) run
+// in.
+func (e *engine) runtime(bounded bool) wazero.Runtime {
+	if bounded {
+		return e.bounded
+	}
+	return e.rt
+}
+
+// compile returns the compiled module for wasm in the bounded or the
+// checked runtime, compiling it on first use.
+func (e *engine) compile(wasm []byte, bounded bool) (wazero.CompiledModule, error) {
+	key := compiledKey{sha256.Sum256(wasm), bounded}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if cm, ok := e.compiled[sum]; ok {
+	if cm, ok := e.compiled[key]; ok {
 		return cm, nil
 	}
-	cm, err := e.rt.CompileModule(context.Background(), wasm)
+	cm, err := e.runtime(bounded).CompileModule(context.Background(), wasm)
 	if err != nil {
 		return nil, err
 	}
-	e.compiled[sum] = cm
+	e.compiled[key] = cm
 	return cm, nil
 }
 
 func (e *engine) close() {
 	_ = e.rt.Close(context.Background())
+	_ = e.bounded.Close(context.Background())
 	_ = e.cache.Close(context.Background())
 }
 

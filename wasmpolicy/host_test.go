@@ -3,10 +3,13 @@ package wasmpolicy
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/policies"
 )
 
 func newHost(t testing.TB, opts Options) *Host {
@@ -88,5 +91,38 @@ func TestUnknownPolicy(t *testing.T) {
 		if err := h.Check([]string{n}); !errors.Is(err, ErrUnknownPolicy) {
 			t.Errorf("Check(%q): %v", n, err)
 		}
+	}
+}
+
+// TestBoundedModules: only import-free built-ins run without termination
+// checks; a Go built-in, and any module from a file (even a copy of a
+// built-in), keep the deadline.
+func TestBoundedModules(t *testing.T) {
+	dir := t.TempDir()
+	h := newHost(t, Options{PolicyDir: dir, CacheDir: testCacheDir})
+	for name, want := range map[string]bool{"epoch-monotonic": true, "control-records": true, "producer-ids": false} {
+		if err := h.Check([]string{name}); err != nil {
+			t.Fatal(err)
+		}
+		h.mu.Lock()
+		got := h.modules[name].bounded
+		h.mu.Unlock()
+		if got != want {
+			t.Errorf("%s: bounded %v, want %v", name, got, want)
+		}
+	}
+	wasm, _ := policies.Builtin("epoch-monotonic")
+	path := filepath.Join(dir, "copy.wasm")
+	if err := os.WriteFile(path, wasm, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.LoadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	m := h.modules["epoch-monotonic"]
+	h.mu.Unlock()
+	if m.bounded || m.source != path {
+		t.Fatalf("a module file runs bounded (source %s)", m.source)
 	}
 }

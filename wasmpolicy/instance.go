@@ -45,7 +45,7 @@ func (h *Host) newInstance(m *module) (*instance, error) {
 	in.ctx = context.WithValue(context.Background(), guestStateKey{}, in.st)
 	ctx, cancel := context.WithTimeout(in.ctx, h.opts.InitTimeout)
 	defer cancel()
-	mod, err := h.eng.rt.InstantiateModule(ctx, m.compiled, wazero.NewModuleConfig().WithName("").WithStartFunctions())
+	mod, err := h.eng.runtime(m.bounded).InstantiateModule(ctx, m.compiled, wazero.NewModuleConfig().WithName("").WithStartFunctions())
 	if err != nil {
 		return nil, in.explain("instantiating", err)
 	}

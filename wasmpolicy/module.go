@@ -38,9 +38,12 @@ type module struct {
 	name     string
 	source   string // "built-in" or the module file
 	compiled wazero.CompiledModule
-	desc     Descriptor
-	hasInit  bool
-	stamp    fileStamp
+	// bounded: an import-free built-in, compiled without termination
+	// checks (engine); its calls cannot be stopped at the deadline.
+	bounded bool
+	desc    Descriptor
+	hasInit bool
+	stamp   fileStamp
 	// failed is the file version that last failed to reload.
 	failed fileStamp
 	// reloadable: a --policy-dir module, watched by Refresh.
@@ -93,11 +96,17 @@ func (h *Host) locate(name string) (wasm []byte, source string, stamp fileStamp,
 // descriptor, read from a probe instance. want is the name it must
 // declare ("" accepts any).
 func (h *Host) compile(wasm []byte, source, want string) (*module, error) {
-	cm, err := h.eng.compile(wasm)
+	bounded := source == "built-in"
+	cm, err := h.eng.compile(wasm, bounded)
+	if err == nil && bounded && len(cm.ImportedFunctions()) > 0 {
+		// A built-in with a runtime (a Go guest) keeps the deadline.
+		bounded = false
+		cm, err = h.eng.compile(wasm, false)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w %s: %v", ErrBadModule, source, err)
 	}
-	m := &module{source: source, compiled: cm}
+	m := &module{source: source, compiled: cm, bounded: bounded}
 	if err := m.checkShape(); err != nil {
 		return nil, fmt.Errorf("%w %s: %v", ErrBadModule, source, err)
 	}
