@@ -100,6 +100,11 @@ const (
 	// their directory (new files vanish, removed files come back), and
 	// files keep a random prefix of unsynced data as in CrashTornWrite.
 	CrashLoseDirEntries
+	// CrashProcess: only the process dies (kill -9); the page cache
+	// survives, so everything written is kept, synced or not. Tests damage
+	// the result by hand to model what a power cut would have torn. Not in
+	// CrashModes.
+	CrashProcess
 )
 
 // CrashModes lists every mode, for tests that iterate over them.
@@ -115,6 +120,8 @@ func (m CrashMode) String() string {
 		return "zero-tail"
 	case CrashLoseDirEntries:
 		return "lose-dir-entries"
+	case CrashProcess:
+		return "process"
 	}
 	return "crash?"
 }
@@ -251,6 +258,9 @@ func (fs *MemFS) Crash(m CrashMode, rng *rand.Rand) *MemFS {
 }
 
 func crashContent(in *memInode, m CrashMode, rng *rand.Rand) []byte {
+	if m == CrashProcess {
+		return append([]byte(nil), in.data...)
+	}
 	base := in.dirtyFrom
 	if base > len(in.data) {
 		base = len(in.data)

@@ -370,9 +370,9 @@ func (l *Log) resetRecoveryPoint(offset int64) error {
 }
 
 // initRecoveryPoint sets the in-memory recovery point after loading: the
-// log end after a clean shutdown; otherwise the recorded one, but no
-// higher than the first recovered segment's base or the log end (data
-// recovered from the page cache is not known durable). The recovered
+// log end after a clean shutdown; otherwise the recorded one (the first
+// segment's base without one), but no higher than the log end (data
+// recovered above it, from the page cache, is not known durable). The recovered
 // segments before the active one are handed to the flusher, and a recorded
 // value above the new one is lowered on disk now. REQUIRES: exclusive
 // access (Open).
@@ -381,9 +381,9 @@ func (l *Log) initRecoveryPoint(clean bool, recoverFrom int) error {
 		l.recoveryPoint.Store(l.leo)
 		return nil
 	}
-	rp := min(l.segs[recoverFrom].base, l.leo)
+	rp := min(l.segs[0].base, l.leo)
 	if l.persistedRP >= 0 {
-		rp = min(rp, l.persistedRP)
+		rp = min(l.persistedRP, l.leo)
 	}
 	l.recoveryPoint.Store(rp)
 	for _, s := range l.segs[recoverFrom : len(l.segs)-1] {
