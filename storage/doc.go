@@ -19,6 +19,8 @@
 //	00000000000000001234.snapshot   producer state at offset 1234 (Kafka's snapshot v1)
 //	leader-epoch-checkpoint         "0\n<n>\n<epoch> <start offset>\n..."
 //	log-start-offset-checkpoint     "0\n1\n<topic> <partition> <offset>\n"
+//	recovery-point-offset-checkpoint "0\n1\n<topic> <partition> <offset>\n"
+//	rolled-segments-checkpoint      "0\n<n>\n<base> <size> <end offset>\n..." (Verbatim's own)
 //	.verbatim_cleanshutdown         present only while the Log is closed cleanly
 //
 // Segment files are named by the base offset of their first batch (20
@@ -28,14 +30,39 @@
 // # Durability model
 //
 // Data is written with one pwrite per record set (per segment chunk).
-// Rolling a segment writes and syncs its indexes and its log before the next
-// segment is created (and the directory synced), so after a crash only the
-// last segment can have a torn or zero-filled tail; recovery validates it
-// batch by batch. Checkpoints are written atomically (temporary file, sync,
-// rename, directory sync). Under FlushAlways the flusher goroutine
-// group-commits the active segment; callers wait with OnDurable or
-// WaitDurable. A failed sync takes the partition offline until it is
-// reopened.
+// Checkpoints are written atomically (temporary file, sync, rename,
+// directory sync).
+//
+// A roll does not sync the old segment on the append path. It writes the
+// old segment's remaining index entries, records its final size and end
+// offset in rolled-segments-checkpoint (durably, before the next segment
+// exists), creates the next segment (directory synced) and takes a
+// producer snapshot; the flusher goroutine then syncs the old segment's
+// log, indexes and transaction index and advances the recovery point, the
+// first offset not known durable, recorded in
+// recovery-point-offset-checkpoint. Flush and Close sync everything and
+// record the recovery point at the log end; a truncation lowers it first.
+//
+// After an unclean shutdown (no .verbatim_cleanshutdown) recovery trusts the
+// segments whose batches all end below the recovery point (indexes checked,
+// rebuilt if inconsistent) and validates every later segment batch by batch
+// (length, magic, CRC, increasing offsets). At the first invalid batch, or
+// at the end of a segment found shorter than recorded at its roll (a tail
+// lost at a batch boundary), the log ends: that segment is cut and every
+// later segment's files are deleted (directory synced). The leader-epoch
+// cache drops the entries at or above the new log end, producer snapshots
+// above the first recovered segment go, and producer state and transaction
+// indexes are replayed from the newest remaining snapshot. A missing or
+// corrupt recovery point validates every segment. A clean shutdown skips
+// validation.
+//
+// Guarantees: under FlushNever and FlushInterval, a machine crash may lose
+// or tear anything above the recovery point (or above the last interval
+// sync), and recovery always leaves a whole-batch prefix of what was
+// appended. Under FlushAlways the flusher group-commits rolled segments and
+// the active segment; callers wait with OnDurable or WaitDurable, and no
+// offset they were told is durable is lost. A failed sync takes the
+// partition offline until it is reopened.
 //
 // # File map
 //
@@ -45,7 +72,8 @@
 //	log_read.go                 Read, ReadBounded, OffsetForTimestamp, MaxTimestamp
 //	log_truncate.go             Truncate, TruncateFullyAndStartAt, DeleteRecords, ApplyRetention
 //	log_producer.go             glue to producer state and transaction indexes, LSO
-//	flush.go                    flush policies and group commit
+//	flush.go                    flush policies, group commit, background sync of rolled segments
+//	recoverypoint.go            the recovery point and the rolled-segments record
 //	recovery.go                 Open and crash recovery
 //	segment.go, index.go        segments and the offset/time indexes
 //	checkpoint.go               the log-start-offset checkpoint
