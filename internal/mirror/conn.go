@@ -30,7 +30,7 @@ type Conn struct {
 	// versions holds the broker's max version per API key, from
 	// ApiVersions at dial time; features its supported feature names.
 	versions map[int16]int16
-	features map[string]bool
+	features map[string]int16 // name -> max version
 
 	wmu     sync.Mutex // orders writes and correlation ids
 	corr    int32
@@ -77,7 +77,17 @@ func (c *Conn) Addr() string { return c.addr }
 
 // HasFeature reports whether the broker listed name among its supported
 // features in ApiVersions (v3+).
-func (c *Conn) HasFeature(name string) bool { return c.features[name] }
+func (c *Conn) HasFeature(name string) bool { _, ok := c.features[name]; return ok }
+
+// FeatureMaxVersion is the max version the broker listed for a supported
+// feature, or -1 when it did not list it.
+func (c *Conn) FeatureMaxVersion(name string) int16 {
+	v, ok := c.features[name]
+	if !ok {
+		return -1
+	}
+	return v
+}
 
 // MaxVersion is the highest version of key both the broker and kmsg
 // support, or -1 when the broker does not serve key.
@@ -112,9 +122,9 @@ func (c *Conn) negotiate(ctx context.Context) error {
 		for _, k := range r.ApiKeys {
 			c.versions[k.ApiKey] = k.MaxVersion
 		}
-		c.features = map[string]bool{}
+		c.features = map[string]int16{}
 		for _, f := range r.SupportedFeatures {
-			c.features[f.Name] = true
+			c.features[f.Name] = f.MaxVersion
 		}
 		return nil
 	}

@@ -44,9 +44,15 @@ type Options struct {
 	// FetchBytes is the per-partition fetch size (default 4 MiB); a
 	// larger first batch is fetched whole by growing it.
 	FetchBytes int32
-	// WriterEpoch identifies this pusher to the destination (0: the
-	// current Unix time in seconds, so a later pusher has a higher one).
+	// WriterEpoch and WriterID identify this pusher to the destination
+	// (docs/protocol.md "Writer epoch"): the partition's newest writer,
+	// by epoch and then by id, fences every other. Zero values pick the
+	// start time: the epoch in Unix seconds, the id as the start time in
+	// Unix nanoseconds (8 bytes big-endian) followed by 8 random bytes,
+	// so a later pusher is newer even within the same second and two
+	// started at the same instant still differ (writer.go).
 	WriterEpoch int32
+	WriterID    [16]byte
 	// RetryFor bounds how long connection failures and retriable errors
 	// are retried before giving up (default 2 minutes).
 	RetryFor time.Duration
@@ -70,8 +76,12 @@ func (o *Options) defaults() error {
 	if o.FetchBytes <= 0 {
 		o.FetchBytes = 4 << 20
 	}
+	now := time.Now()
 	if o.WriterEpoch == 0 {
-		o.WriterEpoch = int32(time.Now().Unix())
+		o.WriterEpoch = int32(now.Unix())
+	}
+	if o.WriterID == ([16]byte{}) {
+		o.WriterID = newWriterID(now)
 	}
 	if o.RetryFor <= 0 {
 		o.RetryFor = 2 * time.Minute
@@ -113,10 +123,19 @@ type Pusher struct {
 	workers map[tp]*worker
 	topicID map[string][16]byte
 
+	// pinIDs: the destination honours the CreateTopics topic-id tag
+	// (feature verbatim.mirror.topic.id); idWarned: topics whose
+	// destination id differs from the source's, already logged.
+	pinIDs   bool
+	idWarned map[string]bool
+
 	// chunkDone, when set (tests), is called by a partition's produce
 	// loop after each chunk is acknowledged, with the updated stats,
 	// before the loop sends anything more.
 	chunkDone func(PartitionStats)
+	// claimed, when set (tests), is called by each partition's worker
+	// once its writer registration (claim) was answered, with its error.
+	claimed func(topic string, partition int32, err error)
 }
 
 type tp struct {
@@ -137,7 +156,7 @@ func NewPusher(o Options) (*Pusher, error) {
 	if err != nil {
 		return nil, Usage("--dest: %v", err)
 	}
-	return &Pusher{o: o, src: src, dst: dst, log: o.Logger, workers: map[tp]*worker{}, topicID: map[string][16]byte{}}, nil
+	return &Pusher{o: o, src: src, dst: dst, log: o.Logger, workers: map[tp]*worker{}, topicID: map[string][16]byte{}, idWarned: map[string]bool{}}, nil
 }
 
 // Push copies every partition of the topics. Without Follow it returns
@@ -162,6 +181,7 @@ func (p *Pusher) Run(ctx context.Context) ([]PartitionStats, error) {
 	if !dc.HasFeature(mirrorFeature) || dc.MaxVersion(kmsg.Produce.Int16()) < 9 {
 		return nil, Usage("destination %s does not support mirror produce (ApiVersions lists no %q feature or no Produce v9+): it must be a Verbatim broker", p.o.Dest, mirrorFeature)
 	}
+	p.checkDestFeatures(dc)
 	if _, err := p.src.Any(ctx); err != nil {
 		return nil, Usage("source: %v", err)
 	}
@@ -327,7 +347,7 @@ func (p *Pusher) prepareTopics(ctx context.Context) ([]tp, error) {
 			if !p.o.CreateTopics {
 				return nil, Usage("destination topic %s does not exist on %s (pass --create-topics to create it as a mirror)", name, p.o.Dest)
 			}
-			if err := p.createTopic(ctx, name, int32(len(st.Partitions))); err != nil {
+			if err := p.createTopic(ctx, name, int32(len(st.Partitions)), st.ID); err != nil {
 				return nil, err
 			}
 		case dt.Err != nil:
@@ -341,6 +361,8 @@ func (p *Pusher) prepareTopics(ctx context.Context) ([]tp, error) {
 			}
 		case dn > len(st.Partitions):
 			return nil, Refusal("destination topic %s has %d partitions, more than the source's %d: not a mirror of it", name, dn, len(st.Partitions))
+		default:
+			p.checkTopicID(name, st.ID, dt.ID)
 		}
 		for i := range st.Partitions {
 			t := tp{name, int32(i)}
@@ -399,7 +421,7 @@ func topicConfigs(ctx context.Context, cl *Cluster, topic string) (map[string]st
 	return out, nil
 }
 
-func (p *Pusher) createTopic(ctx context.Context, name string, partitions int32) error {
+func (p *Pusher) createTopic(ctx context.Context, name string, partitions int32, id [16]byte) error {
 	cfgs, err := p.sourceConfigs(ctx, name)
 	if err != nil {
 		return Usage("reading source configs of %s: %v", name, err)
@@ -424,6 +446,10 @@ func (p *Pusher) createTopic(ctx context.Context, name string, partitions int32)
 		c.Name, c.Value = k, kmsg.StringPtr(cfgs[k])
 		rt.Configs = append(rt.Configs, c)
 	}
+	pin := p.pinIDs && id != ([16]byte{})
+	if pin {
+		rt.UnknownTags.Set(mirrorTag, topicIDTag(id))
+	}
 	req.Topics = append(req.Topics, rt)
 	cn, err := p.dst.Any(ctx)
 	if err != nil {
@@ -433,19 +459,32 @@ func (p *Pusher) createTopic(ctx context.Context, name string, partitions int32)
 	if err != nil {
 		return Usage("creating %s on the destination: %v", name, err)
 	}
+	if pin && req.Version < 5 {
+		return Usage("destination %s negotiated CreateTopics v%d: the topic id needs v5+", cn.Addr(), req.Version)
+	}
 	r := resp.(*kmsg.CreateTopicsResponse)
 	if len(r.Topics) != 1 {
 		return Usage("CreateTopics %s: malformed answer", name)
 	}
 	t := r.Topics[0]
-	if err := kerr.ErrorForCode(t.ErrorCode); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		msg := ""
-		if t.ErrorMessage != nil {
-			msg = ": " + *t.ErrorMessage
-		}
-		return Refusal("creating mirror topic %s on the destination (configs %v): %v%s", name, keys, err, msg)
+	msg := ""
+	if t.ErrorMessage != nil {
+		msg = ": " + *t.ErrorMessage
 	}
-	p.log.Info("created mirror topic", "topic", name, "partitions", partitions, "configs", cfgs)
+	err = kerr.ErrorForCode(t.ErrorCode)
+	switch {
+	case errors.Is(err, kerr.TopicAlreadyExists) && pin && strings.Contains(msg, "already used by topic"):
+		return Refusal("creating mirror topic %s on the destination with the source's topic id %s: %v%s", name, FormatTopicID(id), err, msg)
+	case errors.Is(err, kerr.TopicAlreadyExists):
+		// Created meanwhile (another pusher): checked like any existing
+		// destination topic by the next metadata round.
+		return nil
+	case err != nil:
+		return Refusal("creating mirror topic %s on the destination (configs %v): %v%s", name, keys, err, msg)
+	case pin && req.Version >= 7 && t.TopicID != id:
+		return Refusal("destination %s created mirror topic %s with topic id %s instead of the source's %s although it lists %q", cn.Addr(), name, FormatTopicID(t.TopicID), FormatTopicID(id), topicIDFeature)
+	}
+	p.log.Info("created mirror topic", "topic", name, "partitions", partitions, "configs", cfgs, "topic_id", FormatTopicID(t.TopicID))
 	return nil
 }
 
@@ -536,6 +575,9 @@ func (w *worker) run(ctx context.Context) error {
 		dleo, dstart int64
 		lastEpoch    int32 = -1
 	)
+	if err := w.claim(ctx); err != nil {
+		return err
+	}
 	// Where the destination is: its log end, log start and the epoch of
 	// its last batch.
 	err := w.retry(ctx, "reading the destination log end", func() error {
@@ -853,13 +895,15 @@ func (w *worker) produceLoop(ctx context.Context, in <-chan chunk, expect, dstar
 	var epoch int32
 	warnedLogStart := false
 	sendExpect := expect
-	done := func(c chunk) {
+	done := func(c chunk) error {
 		expect = c.end
 		w.end.Store(c.end)
 		w.batches.Add(int64(c.batches))
 		w.nbytes.Add(int64(len(c.set)))
 		if c.logStart > dstart && c.logStart <= expect {
-			if err := w.deleteRecords(ctx, c.logStart); err != nil {
+			if err := w.deleteRecords(ctx, c.logStart); errors.Is(err, kerr.ProducerFenced) {
+				return w.fenced("")
+			} else if err != nil {
 				if !warnedLogStart {
 					w.p.log.Warn("could not forward the source log start to the destination", "partition", w.name(), "log_start", c.logStart, "err", err)
 					warnedLogStart = true
@@ -871,6 +915,7 @@ func (w *worker) produceLoop(ctx context.Context, in <-chan chunk, expect, dstar
 		if w.p.chunkDone != nil {
 			w.p.chunkDone(w.snapshot())
 		}
+		return nil
 	}
 	launch := func(c chunk) flight {
 		f := flight{c: c, expect: sendExpect}
@@ -934,7 +979,9 @@ func (w *worker) produceLoop(ctx context.Context, in <-chan chunk, expect, dstar
 			}
 		}
 		if err == nil {
-			done(f.c)
+			if err := done(f.c); err != nil {
+				return err
+			}
 			continue
 		}
 		if !transient(err) && !isEpochErr(err) {
@@ -949,7 +996,9 @@ func (w *worker) produceLoop(ctx context.Context, in <-chan chunk, expect, dstar
 			if err := w.produceSync(ctx, &cn, &epoch, g.c, g.expect); err != nil {
 				return err
 			}
-			done(g.c)
+			if err := done(g.c); err != nil {
+				return err
+			}
 		}
 		q = nil
 	}
@@ -1027,6 +1076,8 @@ func (w *worker) produceResult(cn *Conn, req *kmsg.ProduceRequest, resp kmsg.Res
 		msg = *pr.ErrorMessage
 	}
 	switch {
+	case perr == kerr.ProducerFenced:
+		return w.fenced(msg)
 	case perr == kerr.OffsetOutOfRange:
 		return Refusal("%s: the destination refused the batches at %d: %s (another pusher is writing this partition, or the destination lost acknowledged data); restart the push to resume from the destination's log end", w.name(), expect, msg)
 	case isEpochErr(perr):
@@ -1037,11 +1088,7 @@ func (w *worker) produceResult(cn *Conn, req *kmsg.ProduceRequest, resp kmsg.Res
 	return Refusal("%s: the destination refused the mirror produce at %d: %v: %s", w.name(), expect, perr, msg)
 }
 
-func (w *worker) requestTag() []byte {
-	v := binary.BigEndian.AppendUint16(nil, 0)
-	v = binary.BigEndian.AppendUint32(v, uint32(w.p.o.WriterEpoch))
-	return append(v, 0)
-}
+func (w *worker) requestTag() []byte { return writerTag(w.p.o.WriterEpoch, w.p.o.WriterID) }
 
 func partitionTag(expect int64, epoch int32) []byte {
 	v := binary.BigEndian.AppendUint16(nil, 0)

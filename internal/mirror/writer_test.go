@@ -1,0 +1,192 @@
+package mirror
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// topicIDs reads the topic ids a cluster reports in Metadata.
+func topicIDs(t *testing.T, addr string, topics ...string) map[string][16]byte {
+	t.Helper()
+	cl, err := NewCluster(addr, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	md, err := cl.Metadata(ctxT(t), topics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][16]byte{}
+	for name, tm := range md {
+		if tm.Err == nil {
+			out[name] = tm.ID
+		}
+	}
+	return out
+}
+
+// TestPushCreateTopicsKeepsSourceTopicID: topics created by the push
+// (including one created while following) carry the source's topic ids;
+// a later push into them is quiet and changes nothing.
+func TestPushCreateTopicsKeepsSourceTopicID(t *testing.T) {
+	src := startSource(t, kfake.SeedTopics(2, "a", "b"))
+	sa := src.ListenAddrs()[0]
+	dst := startDest(t, t.TempDir())
+	rr := kgo.RecordPartitioner(kgo.RoundRobinPartitioner())
+	produceN(t, client(t, sa, rr), "a", 20, false)
+	produceN(t, client(t, sa, rr), "b", 20, false)
+	want := topicIDs(t, sa, "a", "b")
+	if len(want) != 2 || want["a"] == ([16]byte{}) || want["a"] == want["b"] {
+		t.Fatalf("source ids %x", want)
+	}
+	if _, err := Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"a", "b"}, CreateTopics: true}); err != nil {
+		t.Fatalf("push: %v (exit %d)", err, ExitCode(err))
+	}
+	if got := topicIDs(t, dst.addr, "a", "b"); got["a"] != want["a"] || got["b"] != want["b"] {
+		t.Fatalf("destination ids %x, source %x", got, want)
+	}
+	sameLogs(t, sa, dst.addr, "a", 2)
+
+	// A topic that appears on the destination side only while following
+	// is created with its id too.
+	if _, err := kadmClient(t, sa).CreateTopic(ctxT(t), 1, 1, nil, "c"); err != nil {
+		t.Fatal(err)
+	}
+	produceN(t, client(t, sa), "c", 5, false)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	p, err := NewPusher(Options{Source: sa, Dest: dst.addr, Topics: []string{"a", "c"}, CreateTopics: true, Follow: true, MetadataEvery: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := p.Run(ctx); done <- err }()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if got := topicIDs(t, dst.addr, "c"); got["c"] != ([16]byte{}) {
+			if src := topicIDs(t, sa, "c"); got["c"] != src["c"] {
+				t.Fatalf("followed topic c: destination id %x, source %x", got["c"], src["c"])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("topic c was not created")
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("follow: %v", err)
+	}
+}
+
+// TestPushRefusesTopicIDInUse: when the destination already has the
+// source's topic id under another name, --create-topics refuses (exit 1)
+// and names the topic holding it.
+func TestPushRefusesTopicIDInUse(t *testing.T) {
+	src := startSource(t, kfake.SeedTopics(1, "a"))
+	sa := src.ListenAddrs()[0]
+	dst := startDest(t, t.TempDir())
+	produceN(t, client(t, sa), "a", 3, false)
+	id := topicIDs(t, sa, "a")["a"]
+	// Put the id on a destination topic named "other", as a pusher
+	// would have if the source topic had been named so.
+	dc, err := Dial(ctxT(t), dst.addr, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dc.Close()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "other", 1, -1
+	c := kmsg.NewCreateTopicsRequestTopicConfig()
+	c.Name, c.Value = "mirror.mode", kmsg.StringPtr("push")
+	rt.Configs = append(rt.Configs, c)
+	rt.UnknownTags.Set(mirrorTag, topicIDTag(id))
+	req.Topics = append(req.Topics, rt)
+	resp, err := dc.Request(ctxT(t), req, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resp.(*kmsg.CreateTopicsResponse).Topics[0]; r.ErrorCode != 0 || r.TopicID != id {
+		t.Fatalf("creating other: %v %x", kerr.ErrorForCode(r.ErrorCode), r.TopicID)
+	}
+	_, err = Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"a"}, CreateTopics: true})
+	if ExitCode(err) != ExitRefused || !strings.Contains(err.Error(), "already used by topic 'other'") {
+		t.Fatalf("push: %v (exit %d)", err, ExitCode(err))
+	}
+}
+
+// TestPushersStartedAtTheSameInstant: two pushers with the same writer
+// epoch (as two started in the same second get) both register on every
+// partition before either writes (the test holds them there); then
+// exactly one copies and the other stops with PRODUCER_FENCED, exit 1:
+// the one with the higher writer id. The copy is exact.
+func TestPushersStartedAtTheSameInstant(t *testing.T) {
+	for round := 0; round < 3; round++ {
+		src := startSource(t, kfake.SeedTopics(2, "t"))
+		sa := src.ListenAddrs()[0]
+		dst := startDest(t, t.TempDir())
+		produceBatches(t, client(t, sa, kgo.RecordPartitioner(kgo.RoundRobinPartitioner())), "t", 60, 2)
+		const pushers, parts = 2, 2
+		var mu sync.Mutex
+		claims := 0
+		allClaimed := make(chan struct{})
+		ps := make([]*Pusher, pushers)
+		for i := range ps {
+			p, err := NewPusher(Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true, WriterEpoch: 1000, FetchBytes: 512})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.claimed = func(string, int32, error) {
+				mu.Lock()
+				claims++
+				if claims == pushers*parts {
+					close(allClaimed)
+				}
+				mu.Unlock()
+				select {
+				case <-allClaimed:
+				case <-time.After(30 * time.Second):
+				}
+			}
+			t.Cleanup(p.src.Close)
+			t.Cleanup(p.dst.Close)
+			ps[i] = p
+		}
+		winner := 0
+		if bytes.Compare(ps[1].o.WriterID[:], ps[0].o.WriterID[:]) > 0 {
+			winner = 1
+		}
+		errs := make([]error, pushers)
+		var wg sync.WaitGroup
+		for i, p := range ps {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = p.Run(ctxT(t))
+			}()
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if i == winner {
+				if err != nil {
+					t.Fatalf("round %d: the newest pusher: %v (exit %d)", round, err, ExitCode(err))
+				}
+				continue
+			}
+			if ExitCode(err) != ExitRefused || !errors.Is(err, kerr.ProducerFenced) || !strings.Contains(err.Error(), "took over this partition") {
+				t.Fatalf("round %d: the older pusher: %v (exit %d), want PRODUCER_FENCED, exit 1", round, err, ExitCode(err))
+			}
+		}
+		sameLogs(t, sa, dst.addr, "t", parts)
+	}
+}
