@@ -36,6 +36,14 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		b.WriteByte('\n')
 	}
+	for _, t := range r.Topics {
+		switch t.TopicIDs {
+		case TopicIDsEqual:
+			fmt.Fprintf(&b, "topic %s: topic ids equal (%s)\n", t.Topic, t.SourceTopicID)
+		case TopicIDsDifferent:
+			fmt.Fprintf(&b, "topic %s: topic ids differ (source %s, destination %s; the destination was not created with the source's id, which does not affect the data verdict)\n", t.Topic, t.SourceTopicID, t.DestTopicID)
+		}
+	}
 	for _, g := range r.Groups {
 		fmt.Fprintf(&b, "group %s %s/%d: %s (source %d, expected %d, destination %d)", g.Group, g.Topic, g.Partition, g.Status, g.SourceOffset, g.Expected, g.DestOffset)
 		if g.Field != "" {

@@ -72,11 +72,32 @@ type GroupReport struct {
 	Field string `json:"field,omitempty"`
 }
 
+// Topic id verdicts (TopicReport.TopicIDs).
+const (
+	TopicIDsEqual     = "equal"
+	TopicIDsDifferent = "different"
+	TopicIDsMissing   = "missing" // the destination has no such topic
+)
+
+// TopicReport compares a topic's ids (KIP-516). It is informative: the
+// id is the topic's identity, not its data, so a destination created
+// without the source's id (by hand, or by a pusher or Verbatim from before
+// topic ids were kept) can still hold the data exactly and Exact does not
+// depend on it. `mirror push --create-topics` into a Verbatim that lists
+// verbatim.mirror.topic.id always gives equal ids.
+type TopicReport struct {
+	Topic         string `json:"topic"`
+	SourceTopicID string `json:"source_topic_id"`
+	DestTopicID   string `json:"dest_topic_id"`
+	TopicIDs      string `json:"topic_ids"`
+}
+
 // Report is the whole verdict.
 type Report struct {
 	Exact      bool              `json:"exact"`
 	Partitions []PartitionReport `json:"partitions"`
 	Groups     []GroupReport     `json:"groups,omitempty"`
+	Topics     []TopicReport     `json:"topics"`
 }
 
 // Run verifies every partition of the topics. The error is non-nil only
@@ -118,6 +139,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, mirror.Usage("source configs of %s: %v", name, err)
 		}
 		dt := dmd[name]
+		tr := TopicReport{Topic: name, SourceTopicID: mirror.FormatTopicID(st.ID), TopicIDs: TopicIDsMissing}
+		if dt != nil && dt.Err == nil {
+			tr.DestTopicID = mirror.FormatTopicID(dt.ID)
+			tr.TopicIDs = TopicIDsDifferent
+			if dt.ID == st.ID {
+				tr.TopicIDs = TopicIDsEqual
+			}
+		}
+		rep.Topics = append(rep.Topics, tr)
 		for i := range st.Partitions {
 			pr := PartitionReport{Topic: name, Partition: int32(i), Status: Identical, Checks: []string{}}
 			switch {
