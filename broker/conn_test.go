@@ -389,7 +389,9 @@ func TestShutdownFinishesInFlightRequests(t *testing.T) {
 }
 
 func TestShutdownDeadlineAbortsStuckRequests(t *testing.T) {
+	handled := make(chan struct{})
 	swapAPI(t, newAPIEntry(kmsg.Produce.Int16(), 3, 13, func(_ context.Context, _ *Server, r *Request) (Reply, error) {
+		close(handled)
 		return Defer(blockingReply{release: make(chan struct{})}), nil
 	}))
 	b := startBroker(t, t.TempDir(), nil)
@@ -397,7 +399,14 @@ func TestShutdownDeadlineAbortsStuckRequests(t *testing.T) {
 	req := kmsg.NewPtrProduceRequest()
 	req.Version = 9
 	c.write(appendRequestFrame(nil, req, 1, "p"))
-	assertHealthy(t, b) // the request above has been read by now or soon
+	// Shut down only once the request is in flight: on a loaded machine the
+	// connection may not have read it yet, and Shutdown would then have
+	// nothing to wait for.
+	select {
+	case <-handled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the produce request never reached its handler")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	err := b.srv.Shutdown(ctx)
