@@ -26,10 +26,6 @@ func TestMirrorTopologies(t *testing.T) {
 	k := StartKafka(t, KafkaOptions{})
 	src := k.Bootstrap()
 	cl := k.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	// A transaction left open on "chain": the failover of B must abort it.
-	// The long timeout keeps the source coordinator from aborting it first.
-	open := k.Client(t, kgo.TransactionalID("chain-open"), kgo.TransactionTimeout(10*time.Minute),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	txn := k.Client(t, kgo.TransactionalID("topology-txn"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 
 	k.CreateTopic(t, "rp", 2, 1, nil)
@@ -50,10 +46,6 @@ func TestMirrorTopologies(t *testing.T) {
 			k.Nodes[0].Restart(t) // every partition gets a new leader epoch
 		}
 	}
-	if err := open.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	produceSync(t, open, keyed("chain", 3, "open")...)
 
 	t.Run("repoint-confluent", func(t *testing.T) {
 		v := StartVerbatim(t, bin, VerbatimOptions{})
@@ -121,7 +113,7 @@ func TestMirrorTopologies(t *testing.T) {
 	})
 
 	t.Run("chain-failover", func(t *testing.T) {
-		testChainFailover(t, bin, src)
+		testChainFailover(t, bin, k)
 	})
 }
 
@@ -131,12 +123,25 @@ func TestMirrorTopologies(t *testing.T) {
 // written, producer state cleared), local idempotent and transactional
 // producers write to B, and B -> C goes on: C is exact against B, holds B's
 // barrier, and has B's producer state.
-func testChainFailover(t *testing.T, bin, src string) {
+func testChainFailover(t *testing.T, bin string, k *Kafka) {
+	src := k.Bootstrap()
 	b := StartVerbatim(t, bin, VerbatimOptions{})
 	c := StartVerbatim(t, bin, VerbatimOptions{})
 	runPush(t, bin, src, b.Addr, 0, "--topics", "chain", "--create-topics")
-	expectIdentical(t, runVerify(t, bin, src, b.Addr, "chain", 0), 1)
 	runPush(t, bin, b.Addr, c.Addr, 0, "--topics", "chain", "--create-topics")
+	// A transaction left open on the source, copied along the chain by a
+	// second round of pushes (as a following mirror would): the failover
+	// of B must abort it. The long timeout keeps the source coordinator
+	// from aborting it first.
+	open := k.Client(t, kgo.TransactionalID("chain-open"), kgo.TransactionTimeout(10*time.Minute),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := open.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	produceSync(t, open, keyed("chain", 3, "open")...)
+	runPush(t, bin, src, b.Addr, 0, "--topics", "chain")
+	expectIdentical(t, runVerify(t, bin, src, b.Addr, "chain", 0), 1)
+	runPush(t, bin, b.Addr, c.Addr, 0, "--topics", "chain")
 	expectIdentical(t, runVerify(t, bin, src, c.Addr, "chain", 0), 1)
 	kp := describeProducers(t, src, "chain")
 	if len(kp) < 3 {
