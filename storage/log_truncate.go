@@ -151,9 +151,13 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	l.fireWaiters()
 	l.dmu.Unlock()
 	// Nothing below offset remains; nothing at or above it is written.
+	// The rolled-segments record describes deleted segments: cleared.
 	l.recoveryPoint.Store(offset)
 	if err := l.persistRecoveryPoint(); err != nil {
 		return l.failLocked("recovery point", err)
+	}
+	if err := l.writeRolledSegmentsLocked(); err != nil {
+		return l.failLocked("rolled-segments record", err)
 	}
 	if err := l.epochs.Clear(); err != nil {
 		return l.failLocked("leader-epoch checkpoint", err)

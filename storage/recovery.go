@@ -45,19 +45,38 @@ func Open(fs FS, dir string, cfg Config) (*Log, error) {
 	}
 	l := &Log{fs: fs, dir: dir, cfg: c}
 	l.durableCond.L = &l.dmu
-	if err := l.load(); err != nil {
+	closeAll := func() {
 		for _, s := range l.segs {
 			s.closeFiles()
 			if s.txn != nil {
 				s.txn.Close()
 			}
 		}
+	}
+	if err := l.load(); err != nil {
+		closeAll()
 		return nil, fmt.Errorf("storage: open %s: %w", dir, err)
 	}
-	l.durable = l.leo
+	// What recovery read above the recovery point may have come from the
+	// page cache: it is not durable yet. Under FlushAlways it is synced
+	// now (it was nearly all synced before the crash); otherwise the
+	// flusher syncs the recovered rolled segments in the background.
+	l.durable = min(l.recoveryPoint.Load(), l.leo)
 	l.written.Store(l.leo)
 	l.syncSeg.Store(l.active())
+	if c.Flush == FlushAlways && l.durable < l.leo {
+		l.syncMu.Lock()
+		err := l.syncActive(true)
+		l.syncMu.Unlock()
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("storage: open %s: %w", dir, err)
+		}
+	}
 	l.startFlusher()
+	if l.nUnflushed.Load() > 0 {
+		l.signal()
+	}
 	return l, nil
 }
 

@@ -255,6 +255,14 @@ func TestCrashAfterRollBeforeBackgroundFlush(t *testing.T) {
 			t.Fatalf("OffsetForTimestamp(%d) = %+v %v, want offset %d", firstTimestamp(b), r, err, kbatch.BaseOffset(b))
 		}
 	}
+	// Nothing was ever recorded durable; the recovered rolled segments
+	// are synced in the background after Open, which raises it.
+	if err := l2.WaitDurable(bases[2]); err != nil {
+		t.Fatal(err)
+	}
+	if rp := l2.RecoveryPoint(); rp != bases[2] {
+		t.Fatalf("recovery point %d after the background sync of the recovered segments, want %d", rp, bases[2])
+	}
 	// Producer state: the last surviving batch is a duplicate, the lost
 	// one's sequence is the next expected.
 	dup := idemBatch(t, 7, int32(3*(k-1)), 10_000+int64(k-1)*10, 3, 100)
@@ -305,8 +313,14 @@ func TestCrashLosesRolledTailAtBatchBoundary(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	l2 := openLog(t, crashed, cfg)
+	// Under FlushAlways what recovery kept is made durable by Open.
+	always := cfg
+	always.Flush = FlushAlways
+	l2 := openLog(t, crashed, always)
 	defer l2.Close()
+	if l2.DurableOffset() != l2.LogEndOffset() || l2.RecoveryPoint() != l2.LogEndOffset() {
+		t.Fatalf("durable %d recovery point %d after Open under FlushAlways, LEO %d", l2.DurableOffset(), l2.RecoveryPoint(), l2.LogEndOffset())
+	}
 	if got := readAllBatches(t, l2); len(got) != k || l2.LogEndOffset() != kbatch.BaseOffset(batches[k]) || l2.NumSegments() != 2 {
 		t.Fatalf("recovered %d batches, LEO %d, %d segments; want %d, %d, 2", len(got), l2.LogEndOffset(), l2.NumSegments(), k, kbatch.BaseOffset(batches[k]))
 	}
