@@ -1,7 +1,9 @@
 package interop
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -12,6 +14,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/internal/mirror"
 )
 
 // TestMirrorTopologies runs the mirror topologies of issue #8 with a real
@@ -184,8 +189,23 @@ func testChainFailover(t *testing.T, bin string, k *Kafka) {
 
 	runPush(t, bin, b.Addr, c.Addr, 0, "--topics", "chain")
 	expectIdentical(t, runVerify(t, bin, b.Addr, c.Addr, "chain", 0), 1)
-	if nb, nc := countMarkers(t, b.Addr, "chain", 7), countMarkers(t, c.Addr, "chain", 7); nb != 1 || nc != 1 {
-		t.Fatalf("MIRROR_PID_RESET barriers: %d on B, %d on C; want 1 each", nb, nc)
+	// C holds B's barrier: one type-7 control batch, right after the stop's
+	// ABORT marker, whose MirrorPidResetRecord (version 0, flexible) names
+	// the cluster B mirrored, Kafka.
+	wantValue := binary.AppendUvarint([]byte{0, 0}, uint64(len(k.ClusterID))+1)
+	wantValue = append(append(wantValue, k.ClusterID...), 0)
+	for _, who := range []struct{ name, addr string }{{"B", b.Addr}, {"C", c.Addr}} {
+		bs := controlBatches(t, who.addr, "chain", 7)
+		if len(bs) != 1 {
+			t.Fatalf("%s holds %d MIRROR_PID_RESET barriers, want 1", who.name, len(bs))
+		}
+		recs, err := kbatch.Records(bs[0])
+		if err != nil || len(recs) != 1 {
+			t.Fatalf("%s's barrier: %d records, %v", who.name, len(recs), err)
+		}
+		if at := kbatch.BaseOffset(bs[0]); at != end+1 || !bytes.Equal(recs[0].Value, wantValue) {
+			t.Fatalf("%s's barrier at %d has value %x; want it at %d with value %x", who.name, at, recs[0].Value, end+1, wantValue)
+		}
 	}
 	// ABORT markers: the source's two aborted transactions, the stop's
 	// abort of the open one and B's local abort.
@@ -341,4 +361,45 @@ func sameProducers(t *testing.T, who string, got map[int64]kadm.DescribedProduce
 			t.Fatalf("%s: producer %d is %+v, on %s %+v", who, id, g, than, w)
 		}
 	}
+}
+
+// controlBatches returns partition 0's control batches of type typ on addr.
+func controlBatches(t *testing.T, addr, topic string, typ int16) [][]byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := mirror.NewCluster(addr, "interop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	cn, _, err := cl.Leader(ctx, topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := mirror.ListOffset(ctx, cn, topic, 0, mirror.Latest, mirror.ReadUncommitted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for next := int64(0); next < e.Offset; {
+		res, err := mirror.FetchPartition(ctx, cn, mirror.FetchArgs{Topic: topic, Offset: next, MaxBytes: 1 << 20, CurrentEpoch: -1, LastFetchedEpoch: -1})
+		if err == nil {
+			err = res.Err
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs, _, _, err := mirror.Split(res.Records, next)
+		if err != nil || len(bs) == 0 {
+			t.Fatalf("reading %s on %s at %d: %d batches, %v", topic, addr, next, len(bs), err)
+		}
+		for _, b := range bs {
+			if got, ok := kbatch.ControlType(b); ok && got == typ {
+				out = append(out, append([]byte(nil), b...))
+			}
+			next = mirror.LastOffset(b) + 1
+		}
+	}
+	return out
 }

@@ -49,8 +49,10 @@ if mode == "dest":
     for tp in c.committed([TopicPartition(topic, p) for p in sorted(want)], timeout=30):
         if tp.error:
             sys.exit("committed %s: %s" % (tp, tp.error))
-        committed[tp.partition] = tp
-        print("COMMITTED\t%d\t%d\t%d" % (tp.partition, tp.offset, tp.leader_epoch), flush=True)
+        epoch = -1 if tp.leader_epoch is None else tp.leader_epoch
+        print("COMMITTED\t%d\t%d\t%d" % (tp.partition, tp.offset, epoch), flush=True)
+        if tp.offset >= 0:
+            committed[tp.partition] = tp
 
 
 assigned = []
@@ -66,7 +68,7 @@ c.subscribe([topic], on_assign=on_assign)
 # OffsetForLeaderEpoch before fetching again (KIP-320). Records delivered
 # before the seek took effect are not counted; librdkafka drops the ones it
 # fetched for the old position.
-to_seek = sorted(want) if mode == "dest" else []
+to_seek = sorted(committed)
 reached = {p: False for p in want}
 last_epoch = {}
 deadline = time.time() + 90
