@@ -85,6 +85,8 @@ func TestMirrorTopologies(t *testing.T) {
 		for _, dst := range []string{v1.Addr, v2.Addr} {
 			expectIdentical(t, runVerify(t, bin, src, dst, topics, 0), 4)
 		}
+		// And the two copies are identical to each other.
+		expectIdentical(t, runVerify(t, bin, v1.Addr, v2.Addr, topics, 0), 4)
 	})
 
 	t.Run("fan-in", func(t *testing.T) {
@@ -154,9 +156,16 @@ func testChainFailover(t *testing.T, bin string, k *Kafka) {
 	}
 	sameProducers(t, "B (mirror of Kafka)", describeProducers(t, b.Addr, "chain"), "Kafka", kp)
 	sameProducers(t, "C (mirror of B)", describeProducers(t, c.Addr, "chain"), "Kafka", kp)
+	// C's source is B: its topic records B's cluster id, not Kafka's.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	md, err := kadm.NewClient(kgoClient(t, b.Addr)).BrokerMetadata(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := topicConfigs(t, c.Addr, "chain")
-	if id := cfg["chain"]["mirror.source.cluster.id"]; id == "" {
-		t.Fatalf("C's chain has no mirror.source.cluster.id")
+	if id := cfg["chain"]["mirror.source.cluster.id"]; id != md.Cluster || id == k.ClusterID {
+		t.Fatalf("C's chain has mirror.source.cluster.id %q, want B's cluster id %q", id, md.Cluster)
 	}
 
 	end := destEnd(t, b.Addr, "chain")
@@ -176,8 +185,6 @@ func testChainFailover(t *testing.T, bin string, k *Kafka) {
 	runTxn(t, tx, true, keyed("chain", 7, "b-commit"))
 	runTxn(t, tx, false, keyed("chain", 7, "b-abort"))
 	produceSync(t, idem, keyed("chain", 5, "b-idem-last")...)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	idemID, _, err := idem.ProducerID(ctx)
 	if err != nil {
 		t.Fatal(err)
