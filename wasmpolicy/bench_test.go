@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,4 +103,61 @@ func BenchmarkStartup(b *testing.B) {
 			start(cache)
 		}
 	})
+}
+
+// rssBytes reads the process's resident set size (Linux; 0 elsewhere).
+func rssBytes() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize())
+}
+
+// BenchmarkInstanceMemory reports the resident memory one topic's
+// instances of a policy list cost after a judge call: 100 topics bound,
+// one call each (so one instance per module per topic), RSS before and
+// after divided by 100. Compiled code is shared and not counted.
+func BenchmarkInstanceMemory(b *testing.B) {
+	for _, c := range []struct {
+		name     string
+		policies []string
+	}{
+		{"defaults", policies.DefaultMirror},
+		{"producer-ids", []string{"producer-ids"}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			h := newHost(b, Options{CacheDir: testCacheDir})
+			if err := h.Check(c.policies); err != nil {
+				b.Fatal(err)
+			}
+			set := benchSet(b, 16)
+			const topics = 100
+			for i := 0; i < b.N; i++ {
+				runtime.GC()
+				before := rssBytes()
+				var bs []*Binding
+				for j := 0; j < topics; j++ {
+					bd, err := h.Bind("t"+strconv.Itoa(j), c.policies, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := bd.Judge(context.Background(), mirrorCtx(0, -1), set); err != nil {
+						b.Fatal(err)
+					}
+					bs = append(bs, bd)
+				}
+				runtime.GC()
+				b.ReportMetric(float64(rssBytes()-before)/topics/1024, "KiB/topic")
+				for _, bd := range bs {
+					bd.Close()
+				}
+			}
+		})
+	}
 }
