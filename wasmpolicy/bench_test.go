@@ -28,7 +28,10 @@ func benchSet(b testing.TB, n int) []byte {
 
 // BenchmarkJudge measures the cost of one judge call (one partition of one
 // produce request) for 1, 16 and 256 batches per call; ns/batch is the
-// per-batch share.
+// per-batch share. defaults and epoch-monotonic are the WAT built-ins
+// (run without termination checks), epoch-monotonic-go the same policy as
+// a Go guest and wat the WAT example loaded from a file (with the
+// deadline's per-call goroutine).
 func BenchmarkJudge(b *testing.B) {
 	wat, err := os.ReadFile("../policies/examples/epoch-monotonic-wat/policy.wasm")
 	if err != nil {
@@ -39,15 +42,27 @@ func BenchmarkJudge(b *testing.B) {
 		b.Fatal(err)
 	}
 	h := newHost(b, Options{PolicyDir: dir, CacheDir: testCacheDir})
+	// The Go reference of epoch-monotonic, loaded over the built-in in a
+	// host of its own: what the built-in cost as a Go guest.
+	goPath := filepath.Join(dir, "epoch-monotonic-go.wasm")
+	if err := os.WriteFile(goPath, goEpoch, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	hGo := newHost(b, Options{CacheDir: testCacheDir})
+	if _, err := hGo.LoadFile(goPath); err != nil {
+		b.Fatal(err)
+	}
 	for _, c := range []struct {
 		name     string
+		h        *Host
 		policies []string
 	}{
-		{"defaults", policies.DefaultMirror},
-		{"epoch-monotonic", []string{"epoch-monotonic"}},
-		{"wat", []string{"epoch-monotonic-wat"}},
+		{"defaults", h, policies.DefaultMirror},
+		{"epoch-monotonic", h, []string{"epoch-monotonic"}},
+		{"epoch-monotonic-go", hGo, []string{"epoch-monotonic"}},
+		{"wat", h, []string{"epoch-monotonic-wat"}},
 	} {
-		bd, err := h.Bind("bench", c.policies, nil)
+		bd, err := c.h.Bind("bench", c.policies, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -12,9 +12,11 @@ import (
 // each Go guest is compiled to machine code once per run.
 var testCacheDir string
 
-// goGuest is the hostile Go guest (testdata/goguest) and sdkExample the
-// SDK example (policies/examples/max-batch-bytes), built for this run.
-var goGuest, sdkExample []byte
+// goGuest is the hostile Go guest (testdata/goguest), sdkExample the SDK
+// example (policies/examples/max-batch-bytes) and goEpoch the Go reference
+// of the epoch-monotonic built-in (policies/epoch-monotonic), built for
+// this run.
+var goGuest, sdkExample, goEpoch []byte
 
 // buildGuest builds a Go policy with the standard toolchain.
 func buildGuest(dir, pkg string) ([]byte, error) {
@@ -42,6 +44,9 @@ func TestMain(m *testing.M) {
 		testCacheDir = filepath.Join(os.TempDir(), "verbatim-wasm-test-cache")
 		if goGuest, err = buildGuest(dir, "./testdata/goguest"); err == nil {
 			sdkExample, err = buildGuest(dir, "../policies/examples/max-batch-bytes")
+		}
+		if err == nil {
+			goEpoch, err = buildGuest(dir, "../policies/epoch-monotonic")
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
