@@ -132,29 +132,38 @@ type unflushedSeg struct {
 // flusher. It must run before the next segment is published in syncSeg
 // (see syncActive). REQUIRES: l.mu.
 func (l *Log) pushUnflushedLocked(s *segment) {
-	l.unflushed = append(l.unflushed, unflushedSeg{log: s.log, idx: s.idx, tidx: s.tidx, txn: s.txn, seg: s, upTo: s.next, size: s.size})
+	e := unflushedSeg{log: s.log, idx: s.idx, tidx: s.tidx, txn: s.txn, seg: s, upTo: s.next, size: s.size}
+	l.unflushed = append(l.unflushed, e)
 	l.nUnflushed.Store(int32(len(l.unflushed)))
+	l.rollRecord = append(l.rollRecord, e)
 }
 
 // popUnflushedLocked undoes the last pushUnflushedLocked. REQUIRES: l.mu.
 func (l *Log) popUnflushedLocked() {
+	s := l.unflushed[len(l.unflushed)-1].seg
 	l.unflushed[len(l.unflushed)-1] = unflushedSeg{}
 	l.unflushed = l.unflushed[:len(l.unflushed)-1]
 	l.nUnflushed.Store(int32(len(l.unflushed)))
+	l.rollRecord = dropSeg(l.rollRecord, s)
 }
 
 // dropUnflushedLocked forgets the entry of a segment that is deleted or
 // active again (truncation). REQUIRES: l.syncMu, l.mu.
 func (l *Log) dropUnflushedLocked(s *segment) {
-	for i := range l.unflushed {
-		if l.unflushed[i].seg == s {
-			copy(l.unflushed[i:], l.unflushed[i+1:])
-			l.unflushed[len(l.unflushed)-1] = unflushedSeg{}
-			l.unflushed = l.unflushed[:len(l.unflushed)-1]
-			l.nUnflushed.Store(int32(len(l.unflushed)))
-			return
+	l.unflushed = dropSeg(l.unflushed, s)
+	l.nUnflushed.Store(int32(len(l.unflushed)))
+	l.rollRecord = dropSeg(l.rollRecord, s)
+}
+
+func dropSeg(list []unflushedSeg, s *segment) []unflushedSeg {
+	kept := list[:0]
+	for _, e := range list {
+		if e.seg != s {
+			kept = append(kept, e)
 		}
 	}
+	clear(list[len(kept):])
+	return kept
 }
 
 // takeUnflushed moves the rolled segments waiting for a sync into the
@@ -218,10 +227,19 @@ func (l *Log) failMaybeLocked(locked bool, op string, err error) error {
 // after a roll: sync the rolled segments, then record the recovery point
 // and publish the durable offset. REQUIRES: l.syncMu (not l.mu).
 func (l *Log) flushRolled() error {
-	rolled := l.takeUnflushed()
-	if len(rolled) == 0 {
+	if l.nUnflushed.Load() == 0 {
 		return nil
 	}
+	l.mu.Lock()
+	if l.holdBackground.Load() {
+		// Checked under l.mu: a roll that a test makes after setting
+		// the hold is never taken.
+		l.mu.Unlock()
+		return nil
+	}
+	l.flushBuf = l.takeUnflushedLocked(l.flushBuf[:0])
+	l.mu.Unlock()
+	rolled := l.flushBuf
 	if err := l.syncRolled(rolled, false); err != nil {
 		return err
 	}
@@ -278,11 +296,9 @@ func (l *Log) flushLoop() {
 			if l.cfg.Flush != FlushAlways {
 				// A roll (or recovery) left segments to sync; the active
 				// segment waits for the interval, Flush or Close.
-				if !l.holdBackground.Load() {
-					l.syncMu.Lock()
-					_ = l.flushRolled() // a failure takes the log offline
-					l.syncMu.Unlock()
-				}
+				l.syncMu.Lock()
+				_ = l.flushRolled() // a failure takes the log offline
+				l.syncMu.Unlock()
 				continue
 			}
 		case <-tick:
@@ -328,7 +344,7 @@ func (l *Log) syncActive(full bool) error {
 	if err := l.syncRolled(rolled, false); err != nil {
 		return err
 	}
-	if err := seg.log.Sync(); err != nil && !seg.retired.Load() {
+	if err := seg.flushLog.Sync(); err != nil && !seg.retired.Load() {
 		// (A retired segment was empty: everything below target is in
 		// the segments before it, synced when it was created.)
 		return l.failMaybeLocked(false, "sync", err)

@@ -158,6 +158,10 @@ type Log struct {
 	unflushed  []unflushedSeg
 	nUnflushed atomic.Int32
 	flushBuf   []unflushedSeg
+	// rollRecord lists the rolled segments not known durable (synced or
+	// not yet: taken entries stay until the recovery point passes them),
+	// as the rolled-segments file records them (guarded by mu).
+	rollRecord []unflushedSeg
 	rolledBuf  []byte // encoding scratch for the rolled-segments file (guarded by mu)
 
 	// recoveryPoint is the first offset not known durable (stored under

@@ -436,6 +436,7 @@ func openSegment(fs FS, dir string, base int64, indexInterval int64, nowMs int64
 	if s.log, err = fs.OpenFile(s.path(logSuffix), os.O_RDWR, 0); err != nil {
 		return nil, err
 	}
+	s.flushLog = s.log
 	st, err := s.log.Stat()
 	if err != nil {
 		s.closeFiles()

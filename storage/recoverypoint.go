@@ -150,9 +150,19 @@ func readRolledSegments(fs FS, dir string) (map[int64]rolledSegment, error) {
 	return m, nil
 }
 
-// writeRolledSegmentsLocked records the segments waiting for their sync.
-// REQUIRES: l.mu.
+// writeRolledSegmentsLocked records the rolled segments not known durable:
+// those whose end the recovery point has not passed, including any the
+// flusher is syncing right now. REQUIRES: l.mu.
 func (l *Log) writeRolledSegmentsLocked() error {
-	l.rolledBuf = appendRolledSegments(l.rolledBuf[:0], l.unflushed)
+	rp := l.recoveryPoint.Load()
+	kept := l.rollRecord[:0]
+	for _, e := range l.rollRecord {
+		if e.upTo > rp {
+			kept = append(kept, e)
+		}
+	}
+	clear(l.rollRecord[len(kept):])
+	l.rollRecord = kept
+	l.rolledBuf = appendRolledSegments(l.rolledBuf[:0], l.rollRecord)
 	return AtomicWriteFile(l.fs, l.dir+"/"+RolledSegmentsFile, l.rolledBuf)
 }

@@ -55,6 +55,9 @@ type segment struct {
 	dir  string
 	base int64
 	log  File
+	// flushLog is log as opened, never reassigned: the flusher syncs it
+	// without l.mu (log is set to nil when the segment is closed).
+	flushLog File
 
 	size int64 // bytes of whole batches in the file
 	next int64 // offset after the last batch, base when empty
@@ -96,6 +99,7 @@ func createSegment(fs FS, dir string, base int64, indexInterval int64, nowMs int
 	if s.log, err = fs.OpenFile(s.path(logSuffix), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644); err != nil {
 		return nil, err
 	}
+	s.flushLog = s.log
 	if s.idx, err = fs.OpenFile(s.path(indexSuffix), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644); err != nil {
 		s.closeFiles()
 		return nil, err
