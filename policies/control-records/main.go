@@ -1,4 +1,8 @@
-// Command control-records is the built-in policy for control batches.
+// Command control-records is the Go reference implementation of the
+// built-in policy for control batches. The built-in itself is policy.wat
+// (WebAssembly text, no runtime); the tests run both over every vector and
+// fuzz input and require the same verdicts and reasons. This version also
+// serves as an SDK example.
 //
 // On mirror topics it accepts every control batch shape a Kafka log holds:
 // COMMIT/ABORT markers (also when their transaction's start was compacted
