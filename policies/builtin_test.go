@@ -14,6 +14,18 @@ import (
 // fails if any committed .wasm differs: the embedded artifacts must be
 // exactly what the sources produce with the pinned toolchain.
 func TestBuiltinsUpToDate(t *testing.T) {
+	// build.sh's inputs are read by subprocesses; reading them here too
+	// makes go test's cache notice when one changes.
+	srcs, _ := filepath.Glob("*/policy.wat")
+	gos, _ := filepath.Glob("*/*.go")
+	for _, src := range append(append(srcs, gos...), "build.sh") {
+		if _, err := os.ReadFile(src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(srcs) != 2 {
+		t.Fatalf("WAT built-in sources %v, want epoch-monotonic and control-records", srcs)
+	}
 	out := t.TempDir()
 	cmd := exec.Command("sh", "build.sh", out)
 	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
@@ -31,7 +43,7 @@ func TestBuiltinsUpToDate(t *testing.T) {
 		}
 		committed, _ := Builtin(n)
 		if !bytes.Equal(fresh, committed) {
-			t.Errorf("policies/builtin/%s.wasm is stale (built %d bytes, committed %d) with %s: run `go generate ./policies` with the toolchain go.mod pins and commit", n, len(fresh), len(committed), runtime.Version())
+			t.Errorf("policies/builtin/%s.wasm is stale (built %d bytes, committed %d) with %s: run `go generate ./policies` (wat2wasm for policy.wat sources, the toolchain go.mod pins for Go ones) and commit", n, len(fresh), len(committed), runtime.Version())
 		}
 	}
 }
