@@ -198,6 +198,9 @@ func (s *Server) checkTopicPolicies(cfg *TopicConfig) error {
 	return nil
 }
 
+// openTxnIDs holds the producer-id slices of judge calls' contexts.
+var openTxnIDs = sync.Pool{New: func() any { return new([]int64) }}
+
 // judgePolicies runs p's topic policies over set, whose first batch would
 // be appended at leo. A rejection becomes the policy's Kafka error with a
 // message naming the policy, the offset and the reason.
@@ -217,10 +220,15 @@ func (s *Server) judgePolicies(p *Partition, l *storage.Log, set []byte, leo int
 		pc.LastBatchEpoch = e
 	}
 	if txns := l.OngoingTransactions(); len(txns) > 0 {
-		pc.OpenTxnProducerIDs = make([]int64, len(txns))
-		for i, t := range txns {
-			pc.OpenTxnProducerIDs[i] = t.ProducerID
+		// The host copies the ids into each module's input, so a pooled
+		// slice serves every call.
+		ids := openTxnIDs.Get().(*[]int64)
+		defer openTxnIDs.Put(ids)
+		*ids = (*ids)[:0]
+		for _, t := range txns {
+			*ids = append(*ids, t.ProducerID)
 		}
+		pc.OpenTxnProducerIDs = *ids
 	}
 	v, err := tp.b.Judge(context.Background(), pc, set)
 	switch {
