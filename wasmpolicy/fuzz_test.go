@@ -5,8 +5,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/policies"
 	"github.com/verbatim-kafka/verbatim/policies/abi"
 )
 
@@ -57,6 +60,46 @@ func FuzzJudgeRecordSet(f *testing.F) {
 		}
 		for _, r := range v.Rejected {
 			if r.Batch < 0 || r.Code != 44 || r.Policy != "epoch-monotonic-wat" {
+				t.Fatalf("rejection %+v", r)
+			}
+		}
+	})
+}
+
+// FuzzJudgeDefaults: the default built-ins (WAT, run without a deadline)
+// judge any record set that splits into batches, whatever its headers and
+// control records hold, without trapping, overrunning or answering
+// garbage: every rejection is theirs, with their codes, never an instance
+// failure.
+func FuzzJudgeDefaults(f *testing.F) {
+	h := newHost(f, Options{CacheDir: testCacheDir})
+	b, err := h.Bind("t", policies.DefaultMirror, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	ctl := batch(f, 1, 2, func(bt *kbatch.Batch) {
+		bt.Records = []kbatch.Record{{Key: kbatch.ControlKey(kbatch.ControlCommit), Value: kbatch.EndTxnMarkerValue(1)}}
+		bt.Attributes = kbatch.ControlBit | kbatch.TransactionalBit
+		bt.ProducerID = 5
+	})
+	f.Add(concat(batch(f, 0, 2, nil), ctl), int32(1), uint8(1))
+	f.Add(concat(ctl, ctl), int32(-1), uint8(0))
+	f.Fuzz(func(t *testing.T, set []byte, lastEpoch int32, mode uint8) {
+		pc := mirrorCtx(0, lastEpoch)
+		pc.Mode = ModeNone
+		if mode&1 != 0 {
+			pc.Mode = ModePush
+		}
+		v, err := b.Judge(context.Background(), pc, set)
+		if err != nil {
+			if !errors.Is(err, abi.ErrBatches) {
+				t.Fatalf("unexpected error %v", err)
+			}
+			return
+		}
+		for _, r := range v.Rejected {
+			ok := r.Policy == "epoch-monotonic" && r.Code == 44 || r.Policy == "control-records" && r.Code == 87
+			if !ok || strings.Contains(r.Reason, "instance replaced") || r.Reason == "" {
 				t.Fatalf("rejection %+v", r)
 			}
 		}
