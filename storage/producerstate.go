@@ -465,7 +465,9 @@ func (s *ProducerState) Discard() {
 // the aborted ones to the transaction index of the segment holding the
 // marker. As in Kafka, all producer updates of the staged batches are
 // applied before the completed transactions are resolved (a type-7 reset
-// resolves those staged before it first).
+// resolves those staged before it first); unlike Kafka's follower, a
+// marker's LSO ignores transactions that start above it (see
+// lastStableOffsetFor).
 func (s *ProducerState) Commit(dst []CompletedTxn) []CompletedTxn {
 	mark := len(dst)
 	for i := range s.staged {
@@ -518,10 +520,22 @@ func (s *ProducerState) completeTxns(txns []CompletedTxn) {
 }
 
 // lastStableOffsetFor is the LSO right after producer pid's marker at
-// lastOffset: the first ongoing transaction of another producer, else
-// lastOffset+1.
+// lastOffset: the first transaction of another producer that was open at
+// that point, else lastOffset+1.
+//
+// Transactions that start above the marker are not counted, although one
+// verbatim append may already have started them: the source leader wrote
+// the marker on its own, before they existed, and its transaction index
+// holds the LSO of that moment. Kafka's follower append counts them (it
+// resolves markers after applying the whole append), which gives an entry
+// an LSO above later aborted transactions and makes read_committed
+// fetches stop collecting aborted transactions too early; a mirror must
+// keep the source's answers.
 func (s *ProducerState) lastStableOffsetFor(pid, lastOffset int64) int64 {
-	for _, t := range s.ongoing {
+	for _, t := range s.ongoing { // ordered by first offset
+		if t.firstOffset > lastOffset {
+			break
+		}
 		if t.producerID != pid {
 			return t.firstOffset
 		}
