@@ -139,12 +139,9 @@ func testChainFailover(t *testing.T, bin string, k *Kafka) {
 	// A transaction left open on the source, copied along the chain by a
 	// second round of pushes (as a following mirror would): the failover
 	// of B must abort it. The long timeout keeps the source coordinator
-	// from aborting it first. (Copied in the same append as the earlier
-	// ABORT markers, the open transaction currently makes Verbatim store
-	// too high a last stable offset in the first marker's transaction
-	// index entry, and read_committed Fetch then omits the second aborted
-	// transaction; that is a storage bug of its own, not what this chain
-	// test is about.)
+	// from aborting it first. (The case of an open transaction copied in
+	// the same append as earlier ABORT markers has its own test,
+	// TestMirrorTxnIndexOneAppend.)
 	open := k.Client(t, kgo.TransactionalID("chain-open"), kgo.TransactionTimeout(10*time.Minute),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err := open.BeginTransaction(); err != nil {
