@@ -193,6 +193,10 @@ func (l *Log) load() error {
 	// their indexes are checked and rebuilt if inconsistent. From the
 	// first segment that is not (or that turns out inconsistent) on,
 	// every segment is validated batch by batch.
+	rolled, err := readRolledSegments(fs, dir)
+	if err != nil {
+		return err
+	}
 	recoverFrom := len(bases) - 1
 	for i, b := range bases {
 		s, err := openSegment(fs, dir, b, int64(l.cfg.IndexIntervalBytes), nowMs)
@@ -203,7 +207,7 @@ func (l *Log) load() error {
 		if i == len(bases)-1 || recoverFrom < len(bases)-1 {
 			continue
 		}
-		if err := s.loadRolled(); err != nil || (i > 0 && s.base < l.segs[i-1].next) || (!clean && s.next > rp) {
+		if err := s.loadRolled(); err != nil || (i > 0 && s.base < l.segs[i-1].next) || (!clean && !trustedBelow(s, rolled, rp)) {
 			recoverFrom = i
 		}
 	}
@@ -216,7 +220,7 @@ func (l *Log) load() error {
 		}
 	}
 	if !clean {
-		if err := l.recoverSegments(recoverFrom); err != nil {
+		if err := l.recoverSegments(recoverFrom, rolled); err != nil {
 			return err
 		}
 		if recoverFrom > len(l.segs)-1 {
@@ -322,6 +326,18 @@ func (l *Log) load() error {
 	return l.removeCleanMarker(clean)
 }
 
+// trustedBelow reports whether a rolled segment, as loaded, lies wholly
+// below the recovery point rp. Its end is the one recorded at its roll
+// when there is one: a segment that lost its tail ends lower on disk than
+// it did, possibly below rp although the lost batches were not.
+func trustedBelow(s *segment, rolled map[int64]rolledSegment, rp int64) bool {
+	end, size := s.next, s.size
+	if want, ok := rolled[s.base]; ok {
+		end, size = max(end, want.next), max(size, want.size)
+	}
+	return end <= rp && size == s.size
+}
+
 // recoverSegments validates the segments from index from on, batch by
 // batch (Kafka's recovery of the segments above the recovery point). The
 // first segment with an invalid or torn batch is truncated there and every
@@ -330,12 +346,8 @@ func (l *Log) load() error {
 // before the size and end offset recorded when it rolled. A recovered
 // segment left empty whose base is below the previous segment's end goes
 // too.
-func (l *Log) recoverSegments(from int) error {
+func (l *Log) recoverSegments(from int, rolled map[int64]rolledSegment) error {
 	fs, dir := l.fs, l.dir
-	rolled, err := readRolledSegments(fs, dir)
-	if err != nil {
-		return err
-	}
 	dropAfter := func(i int) error {
 		for len(l.segs) > i+1 {
 			s := l.segs[len(l.segs)-1]
