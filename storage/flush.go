@@ -346,7 +346,7 @@ func (l *Log) syncActive(full bool) error {
 	}
 	if err := seg.flushLog.Sync(); err != nil && !seg.retired.Load() {
 		// (A retired segment was empty: everything below target is in
-		// the segments before it, synced when it was created.)
+		// the segments before it, durable already or synced above.)
 		return l.failMaybeLocked(false, "sync", err)
 	}
 	if full && !seg.retired.Load() {
