@@ -41,11 +41,13 @@
 // log, indexes and transaction index and advances the recovery point, the
 // first offset not known durable, recorded in
 // recovery-point-offset-checkpoint. Flush and Close sync everything and
-// record the recovery point at the log end; a truncation lowers it first.
+// record the recovery point at the log end; a truncation lowers it before
+// anything is written again.
 //
 // After an unclean shutdown (no .verbatim_cleanshutdown) recovery trusts the
-// segments whose batches all end below the recovery point (indexes checked,
-// rebuilt if inconsistent) and validates every later segment batch by batch
+// segments whose batches all end below the recovery point (the end recorded
+// at the roll, not the one found on disk; indexes checked, rebuilt if
+// inconsistent) and validates every later segment batch by batch
 // (length, magic, CRC, increasing offsets). At the first invalid batch, or
 // at the end of a segment found shorter than recorded at its roll (a tail
 // lost at a batch boundary), the log ends: that segment is cut and every
@@ -54,7 +56,10 @@
 // above the first recovered segment go, and producer state and transaction
 // indexes are replayed from the newest remaining snapshot. A missing or
 // corrupt recovery point validates every segment. A clean shutdown skips
-// validation.
+// validation. What recovery kept above the recovery point may have come
+// from the page cache: the durable offset starts at the recovery point;
+// under FlushAlways Open syncs the rest before returning, under the other
+// policies the flusher syncs the recovered rolled segments.
 //
 // Guarantees: under FlushNever and FlushInterval, a machine crash may lose
 // or tear anything above the recovery point (or above the last interval
