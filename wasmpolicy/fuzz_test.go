@@ -105,3 +105,29 @@ func FuzzJudgeDefaults(f *testing.F) {
 		}
 	})
 }
+
+// FuzzHasImports: any bytes are read without panicking, and prefixing an
+// import section to a module's sections always makes it count as having
+// imports. (wazero's compiler is not the oracle here: some fuzzed inputs
+// make it allocate without bound.)
+func FuzzHasImports(f *testing.F) {
+	for _, n := range policies.BuiltinNames() {
+		if n != "producer-ids" { // 2 MB: too big a seed
+			b, _ := policies.Builtin(n)
+			f.Add(b)
+		}
+	}
+	wat, _ := os.ReadFile("testdata/wat/netimport.wasm")
+	f.Add(wat)
+	// One import: module "m", name "f", function of type 0.
+	imports := []byte{2, 7, 1, 1, 'm', 1, 'f', 0, 0}
+	f.Fuzz(func(t *testing.T, wasm []byte) {
+		hasImports(wasm)
+		if len(wasm) >= 8 && string(wasm[:4]) == "\x00asm" {
+			with := append(append(append([]byte(nil), wasm[:8]...), imports...), wasm[8:]...)
+			if !hasImports(with) {
+				t.Fatal("a module starting with an import section counted as import-free")
+			}
+		}
+	})
+}

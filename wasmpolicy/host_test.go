@@ -126,3 +126,20 @@ func TestBoundedModules(t *testing.T) {
 		t.Fatalf("a module file runs bounded (source %s)", m.source)
 	}
 }
+
+func TestHasImports(t *testing.T) {
+	for name, want := range map[string]bool{"epoch-monotonic": false, "control-records": false, "producer-ids": true} {
+		wasm, _ := policies.Builtin(name)
+		if got := hasImports(wasm); got != want {
+			t.Errorf("%s: hasImports %v, want %v", name, got, want)
+		}
+	}
+	for _, bad := range [][]byte{nil, []byte("\x00asm"), []byte("\x00asm\x01\x00\x00\x00\x01\xff"), []byte("notwasm!")} {
+		if !hasImports(bad) {
+			t.Errorf("unreadable %q counted as import-free", bad)
+		}
+	}
+	if hasImports([]byte("\x00asm\x01\x00\x00\x00")) {
+		t.Error("empty module has imports")
+	}
+}

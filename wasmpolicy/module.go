@@ -1,6 +1,7 @@
 package wasmpolicy
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -96,12 +97,12 @@ func (h *Host) locate(name string) (wasm []byte, source string, stamp fileStamp,
 // descriptor, read from a probe instance. want is the name it must
 // declare ("" accepts any).
 func (h *Host) compile(wasm []byte, source, want string) (*module, error) {
-	bounded := source == "built-in"
+	// A built-in with a runtime (a Go guest, which imports WASI) keeps
+	// the deadline.
+	bounded := source == "built-in" && !hasImports(wasm)
 	cm, err := h.eng.compile(wasm, bounded)
 	if err == nil && bounded && len(cm.ImportedFunctions()) > 0 {
-		// A built-in with a runtime (a Go guest) keeps the deadline.
-		bounded = false
-		cm, err = h.eng.compile(wasm, false)
+		err = errors.New("imports functions its import section did not show")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w %s: %v", ErrBadModule, source, err)
@@ -124,6 +125,28 @@ func (h *Host) compile(wasm []byte, source, want string) (*module, error) {
 	}
 	m.desc, m.name = desc, desc.Name
 	return m, nil
+}
+
+// hasImports reports whether a module binary has a non-empty import
+// section; anything it cannot read counts as having imports.
+func hasImports(wasm []byte) bool {
+	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
+		return true
+	}
+	for b := wasm[8:]; len(b) > 0; {
+		id := b[0]
+		size, n := binary.Uvarint(b[1:])
+		if n <= 0 || size > uint64(len(b)-1-n) {
+			return true
+		}
+		body := b[1+n : 1+n+int(size)]
+		if id == 2 { // import section: a count, then the imports
+			count, n := binary.Uvarint(body)
+			return n <= 0 || count > 0
+		}
+		b = b[1+n+int(size):]
+	}
+	return false
 }
 
 type exportSig struct {
