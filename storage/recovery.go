@@ -25,11 +25,13 @@ const cleanShutdownFile = ".verbatim_cleanshutdown"
 //
 //   - leftover temporary files are removed; segments entirely below the
 //     checkpointed log start offset are deleted;
-//   - rolled segments were synced when they rolled; their index files are
-//     checked and rebuilt from the log if inconsistent;
-//   - after an unclean shutdown the last segment is validated batch by
-//     batch (length, magic, CRC, increasing offsets) and truncated at the
-//     first invalid byte (a torn or zero-filled tail); its indexes are
+//   - segments wholly below the recovery point (all of them after a clean
+//     shutdown) are trusted: their index files are checked and rebuilt
+//     from the log if inconsistent;
+//   - after an unclean shutdown every later segment is validated batch by
+//     batch (length, magic, CRC, increasing offsets, the size recorded at
+//     its roll); the first invalid byte (a torn or zero-filled tail) ends
+//     the log there and later segments are deleted; their indexes are
 //     rebuilt;
 //   - the leader-epoch cache is truncated to the log end; producer state is
 //     loaded from the newest usable snapshot and the log after it is
@@ -463,8 +465,8 @@ func openSegment(fs FS, dir string, base int64, indexInterval int64, nowMs int64
 	return s, nil
 }
 
-// loadRolled loads a segment that was synced when it rolled (or at a clean
-// shutdown): indexes are loaded (rebuilt when inconsistent); the batch
+// loadRolled loads a segment whose data is trusted (below the recovery
+// point, or any segment after a clean shutdown): indexes are loaded (rebuilt when inconsistent); the batch
 // headers after the last index entry are read to find the end offset, and
 // must end exactly at the file size.
 func (s *segment) loadRolled() error {
