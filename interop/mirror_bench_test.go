@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -18,8 +20,19 @@ import (
 // bound for any pusher). Run with:
 //
 //	go test -run '^$' -bench BenchmarkMirrorPushFromKafka -benchtime 1x ./interop/
+//
+// MIRROR_BENCH_RECORDS (default 8000) sets the 1000-byte records per
+// partition (4 partitions); small runs mostly time the pusher's start-up.
 func BenchmarkMirrorPushFromKafka(b *testing.B) {
-	const parts, perPart, valueSize = 4, 8000, 1000 // 32 MB of values
+	const parts, valueSize = 4, 1000
+	perPart := 8000 // 32 MB of values
+	if v := os.Getenv("MIRROR_BENCH_RECORDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			b.Fatalf("MIRROR_BENCH_RECORDS=%q: want a positive number", v)
+		}
+		perPart = n
+	}
 	bin := BuildVerbatim(b)
 	k := StartKafka(b, KafkaOptions{HeapMB: 768})
 	src := k.Bootstrap()
