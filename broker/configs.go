@@ -148,6 +148,7 @@ func (s *Server) alterTopicConfig(t *Topic, next map[string]string, validateOnly
 	if err := s.cluster.setConfig(t, cfg); err != nil {
 		return err
 	}
+	s.reconfigureLogs(t)
 	s.log.Info("altered topic config", "topic", t.Name, "configs", cfg.Overrides())
 	return nil
 }

@@ -110,6 +110,7 @@ func (s *Server) completeMirrorStop(t *Topic) error {
 	if err := s.cluster.setConfig(t, cfg); err != nil {
 		return err
 	}
+	s.reconfigureLogs(t)
 	if err := stopHook(t.Name, -1, stopStepWritable); err != nil {
 		return err
 	}

@@ -183,13 +183,15 @@ func TestMirrorStop(t *testing.T) {
 		t.Fatalf("client DeleteRecords on a mirror: low watermark %d", low)
 	}
 
-	// The stop, with another config change in the same request.
-	if err, msg := incrementalAlter(t, b, "m", false, iacDelete("mirror.mode"), iacSet("retention.ms", "3600000")); err != nil {
+	// The stop, with another config change in the same request (ten
+	// years: the retention the stop wakes must keep the 2023 batches
+	// checked below; the new value reaches the live log at once).
+	if err, msg := incrementalAlter(t, b, "m", false, iacDelete("mirror.mode"), iacSet("retention.ms", "315360000000")); err != nil {
 		t.Fatalf("stop: %v %q", err, msg)
 	}
 	cfg := p.Topic.Config()
 	ov := cfg.Overrides()
-	if cfg.MirrorPush || ov["mirror.source.cluster.id"] != "" || ov["retention.ms"] != "3600000" {
+	if cfg.MirrorPush || ov["mirror.source.cluster.id"] != "" || ov["retention.ms"] != "315360000000" {
 		t.Fatalf("config after stop: %v", ov)
 	}
 	newEpoch := p.LeaderEpoch()

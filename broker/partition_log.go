@@ -13,8 +13,8 @@ package broker
 //
 // message.timestamp.type and max.message.bytes are applied by the hot path
 // per request from the current topic config, so changing them takes effect
-// at once. The segment and retention settings are read when the log opens:
-// changing them applies after a restart.
+// at once. A change of the segment and retention settings is pushed into
+// the open logs (reconfigureLogs), as Kafka updates its live logs.
 
 import (
 	"context"
@@ -148,6 +148,22 @@ func (s *Server) storageConfig(p *Partition) storage.Config {
 		c.RetentionMs = 1 // retention.ms=0 means delete at once, not "default"
 	}
 	return c
+}
+
+// reconfigureLogs pushes t's current segment and retention settings into
+// the open logs of its partitions. A log that refuses (closed or offline)
+// keeps its old settings until it is reopened, which reads the config
+// anew.
+func (s *Server) reconfigureLogs(t *Topic) {
+	for _, p := range t.Partitions() {
+		l, err := partitionLog(p)
+		if err != nil {
+			continue
+		}
+		if err := l.Reconfigure(s.storageConfig(p)); err != nil && !errors.Is(err, storage.ErrClosed) {
+			s.log.Warn("topic config not applied to an offline log", "topic", t.Name, "partition", p.Index, "err", err)
+		}
+	}
 }
 
 // partitionLogDir is the slash-separated directory of p's log.

@@ -201,7 +201,11 @@ type Log struct {
 func (l *Log) Dir() string { return l.dir }
 
 // Config returns the effective configuration (defaults filled in).
-func (l *Log) Config() Config { return l.cfg }
+func (l *Log) Config() Config {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cfg
+}
 
 func (l *Log) active() *segment { return l.segs[len(l.segs)-1] }
 
