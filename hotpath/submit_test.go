@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/internal/kbatch"
@@ -124,10 +125,12 @@ type fakeLog struct {
 	order         []int64 // base offsets in the order AppendVerbatim saw them
 	durableErr    error   // OnDurable fires with this error
 	vecFail       bool
+	blocked       atomic.Int32 // appends that reached the gate
 }
 
 func (f *fakeLog) wait() {
 	if f.gate != nil {
+		f.blocked.Add(1)
 		<-f.gate
 	}
 }
@@ -191,7 +194,7 @@ func queueWhileBlocked(t *testing.T, p *Partition, gate chan struct{}, g *Group,
 	g.Add(len(appends))
 	first := make(chan error, 1)
 	go func() { first <- p.Submit(context.Background(), g, appends[0]) }()
-	waitWriterBusy(t, p)
+	waitBlockedInLog(t, p)
 	for _, a := range appends[1:] {
 		if err := p.Submit(context.Background(), g, a); err != nil {
 			t.Fatal(err)
@@ -204,17 +207,25 @@ func queueWhileBlocked(t *testing.T, p *Partition, gate chan struct{}, g *Group,
 	g.Wait()
 }
 
-// waitWriterBusy yields until someone holds p's writer lock.
-func waitWriterBusy(t *testing.T, p *Partition) {
+// waitBlockedInLog yields until an append of p's fake log waits at its
+// gate. It does not touch the writer lock: probing it with TryLock (as
+// this helper once did) could make the first Submit find the partition
+// busy and queue its append, and the owner goroutine could then take the
+// appends queued next into the same write.
+func waitBlockedInLog(t *testing.T, p *Partition) {
 	t.Helper()
-	for i := 0; ; i++ {
-		if p.writer.TryLock() {
-			p.writer.Unlock()
-		} else {
-			return
-		}
+	var f *fakeLog
+	switch l := p.log.(type) {
+	case *fakeLog:
+		f = l
+	case *fakeVecLog:
+		f = &l.fakeLog
+	default:
+		t.Fatalf("waitBlockedInLog on a %T", p.log)
+	}
+	for i := 0; f.blocked.Load() == 0; i++ {
 		if i > 1_000_000 {
-			t.Fatal("nobody started writing")
+			t.Fatal("no append reached the log")
 		}
 		runtime.Gosched()
 	}
@@ -311,7 +322,7 @@ func TestQueueCloseDrainsAndRefuses(t *testing.T) {
 	g.Add(3)
 	first := make(chan error, 1)
 	go func() { first <- p.Submit(context.Background(), g, appends[0]) }()
-	waitWriterBusy(t, p) // the first append is being written inline
+	waitBlockedInLog(t, p) // the first append is being written inline
 	for _, a := range appends[1:] {
 		if err := p.Submit(context.Background(), g, a); err != nil {
 			t.Fatal(err)
@@ -345,7 +356,7 @@ func TestQueueBackPressure(t *testing.T) {
 	appends := verbatimAppends(t, 4, false)
 	g.Add(3)
 	go func() { _ = p.Submit(context.Background(), g, appends[0]) }() // written inline, blocked in the log
-	waitWriterBusy(t, p)
+	waitBlockedInLog(t, p)
 	_ = p.Submit(context.Background(), g, appends[1]) // taken by the owner, which waits for the writer
 	for len(p.queue) != 0 {
 		runtime.Gosched()
@@ -369,7 +380,7 @@ func TestQueueNeverReordersSuccessiveSubmits(t *testing.T) {
 	g.Add(len(appends))
 	first := make(chan error, 1)
 	go func() { first <- p.Submit(context.Background(), g, appends[0]) }()
-	waitWriterBusy(t, p)
+	waitBlockedInLog(t, p)
 	for i, a := range appends[1:20] {
 		if err := p.Submit(context.Background(), g, a); err != nil {
 			t.Fatal(i, err)
