@@ -107,6 +107,19 @@ func keyed(topic string, n int, tag string) []*kgo.Record {
 // record on the source (compaction removed them).
 func partitionGaps(t *testing.T, addr, topic string) (gaps, end int64) {
 	t.Helper()
+	var records int64
+	end = eachBatch(t, addr, topic, func(b []byte) {
+		h, _ := kbatch.ParseHeader(b)
+		records += int64(h.RecordCount)
+	})
+	return end - records, end
+}
+
+// eachBatch calls fn with every batch of partition 0 of topic on addr, from
+// offset 0 to the log end (read_uncommitted, control batches included), and
+// returns the log end. fn must copy a batch it keeps.
+func eachBatch(t *testing.T, addr, topic string, fn func(b []byte)) int64 {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cl, err := mirror.NewCluster(addr, "interop")
@@ -122,7 +135,6 @@ func partitionGaps(t *testing.T, addr, topic string) (gaps, end int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var records int64
 	for next := int64(0); next < e.Offset; {
 		res, err := mirror.FetchPartition(ctx, cn, mirror.FetchArgs{Topic: topic, Offset: next, MaxBytes: 1 << 20, CurrentEpoch: -1, LastFetchedEpoch: -1})
 		if err == nil {
@@ -133,15 +145,14 @@ func partitionGaps(t *testing.T, addr, topic string) (gaps, end int64) {
 		}
 		bs, _, _, err := mirror.Split(res.Records, next)
 		if err != nil || len(bs) == 0 {
-			t.Fatalf("reading %s at %d: %d batches, %v", topic, next, len(bs), err)
+			t.Fatalf("reading %s on %s at %d: %d batches, %v", topic, addr, next, len(bs), err)
 		}
 		for _, b := range bs {
-			h, _ := kbatch.ParseHeader(b)
-			records += int64(h.RecordCount)
-			next = h.LastOffset() + 1
+			fn(b)
+			next = mirror.LastOffset(b) + 1
 		}
 	}
-	return e.Offset - records, e.Offset
+	return e.Offset
 }
 
 func destEnd(t *testing.T, addr, topic string) int64 {
@@ -519,41 +530,12 @@ func waitMidCopy(t *testing.T, proc *Proc, dst, topic string) {
 // in partition 0 of topic.
 func countMarkers(t *testing.T, addr, topic string, typ int16) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cl, err := mirror.NewCluster(addr, "interop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	cn, _, err := cl.Leader(ctx, topic, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := mirror.ListOffset(ctx, cn, topic, 0, mirror.Latest, mirror.ReadUncommitted)
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := 0
-	for next := int64(0); next < e.Offset; {
-		res, err := mirror.FetchPartition(ctx, cn, mirror.FetchArgs{Topic: topic, Offset: next, MaxBytes: 1 << 20, CurrentEpoch: -1, LastFetchedEpoch: -1})
-		if err == nil {
-			err = res.Err
+	eachBatch(t, addr, topic, func(b []byte) {
+		if got, ok := kbatch.ControlType(b); ok && got == typ {
+			n++
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		bs, _, _, err := mirror.Split(res.Records, next)
-		if err != nil || len(bs) == 0 {
-			break
-		}
-		for _, b := range bs {
-			if got, ok := kbatch.ControlType(b); ok && got == typ {
-				n++
-			}
-			next = mirror.LastOffset(b) + 1
-		}
-	}
+	})
 	return n
 }
 

@@ -16,7 +16,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/verbatim-kafka/verbatim/internal/kbatch"
-	"github.com/verbatim-kafka/verbatim/internal/mirror"
 )
 
 // TestMirrorTopologies runs the mirror topologies of issue #8 with a real
@@ -375,40 +374,11 @@ func sameProducers(t *testing.T, who string, got map[int64]kadm.DescribedProduce
 // controlBatches returns partition 0's control batches of type typ on addr.
 func controlBatches(t *testing.T, addr, topic string, typ int16) [][]byte {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cl, err := mirror.NewCluster(addr, "interop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	cn, _, err := cl.Leader(ctx, topic, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := mirror.ListOffset(ctx, cn, topic, 0, mirror.Latest, mirror.ReadUncommitted)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out [][]byte
-	for next := int64(0); next < e.Offset; {
-		res, err := mirror.FetchPartition(ctx, cn, mirror.FetchArgs{Topic: topic, Offset: next, MaxBytes: 1 << 20, CurrentEpoch: -1, LastFetchedEpoch: -1})
-		if err == nil {
-			err = res.Err
+	eachBatch(t, addr, topic, func(b []byte) {
+		if got, ok := kbatch.ControlType(b); ok && got == typ {
+			out = append(out, append([]byte(nil), b...))
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		bs, _, _, err := mirror.Split(res.Records, next)
-		if err != nil || len(bs) == 0 {
-			t.Fatalf("reading %s on %s at %d: %d batches, %v", topic, addr, next, len(bs), err)
-		}
-		for _, b := range bs {
-			if got, ok := kbatch.ControlType(b); ok && got == typ {
-				out = append(out, append([]byte(nil), b...))
-			}
-			next = mirror.LastOffset(b) + 1
-		}
-	}
+	})
 	return out
 }
