@@ -251,22 +251,30 @@ func TestReadCommittedAbortedTransactions(t *testing.T) {
 	}
 }
 
+// rawApiVersions sends one ApiVersions request of version v on a new raw
+// connection and returns the decoded answer.
+func rawApiVersions(t *testing.T, b *testBroker, v int16) *kmsg.ApiVersionsResponse {
+	t.Helper()
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.Version = v
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "t", "1"
+	rc := dialRaw(t, b.addr)
+	rc.write(appendRequestFrame(nil, req, 1, "t"))
+	_, body, err := rc.read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
+	if err := resp.ReadFrom(body); err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
 func TestApiVersionsAdvertisesMirrorProduce(t *testing.T) {
 	b := startBroker(t, t.TempDir(), nil)
 	for _, v := range []int16{2, 3, 4} {
-		req := kmsg.NewPtrApiVersionsRequest()
-		req.Version = v
-		req.ClientSoftwareName, req.ClientSoftwareVersion = "t", "1"
-		rc := dialRaw(t, b.addr)
-		rc.write(appendRequestFrame(nil, req, 1, "t"))
-		_, body, err := rc.read()
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
-		if err := resp.ReadFrom(body); err != nil {
-			t.Fatal(err)
-		}
+		resp := rawApiVersions(t, b, v)
 		found := false
 		for _, f := range resp.SupportedFeatures {
 			found = found || f.Name == "verbatim.mirror.produce" && f.MinVersion == 0 && f.MaxVersion == 1

@@ -193,19 +193,7 @@ func TestCreateTopicWithIDAfterDelete(t *testing.T) {
 // discoverable (v3+ supported features).
 func TestApiVersionsAdvertisesMirrorTopicID(t *testing.T) {
 	b := startBroker(t, t.TempDir(), nil)
-	req := kmsg.NewPtrApiVersionsRequest()
-	req.Version = 3
-	req.ClientSoftwareName, req.ClientSoftwareVersion = "t", "1"
-	rc := dialRaw(t, b.addr)
-	rc.write(appendRequestFrame(nil, req, 1, "t"))
-	_, body, err := rc.read()
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
-	if err := resp.ReadFrom(body); err != nil {
-		t.Fatal(err)
-	}
+	resp := rawApiVersions(t, b, 3)
 	found := false
 	for _, f := range resp.SupportedFeatures {
 		found = found || f.Name == "verbatim.mirror.topic.id" && f.MinVersion == 0 && f.MaxVersion == 0
