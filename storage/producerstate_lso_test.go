@@ -16,19 +16,13 @@ import (
 // the second aborted transaction as committed data.
 func TestProducerMarkerLSOIgnoresLaterTransactions(t *testing.T) {
 	s := newTestProducerState(t)
-	stage := func(h *kbatch.Header, ctl ControlRecord) {
-		t.Helper()
-		if _, err := s.Prepare(h, ctl, OriginVerbatim); err != nil {
-			t.Fatalf("batch at %d: %v", h.BaseOffset, err)
-		}
-	}
-	stage(dataHeader(1, 0, 0, 10, 5, 1, true), ControlRecord{})
+	stage(t, s, dataHeader(1, 0, 0, 10, 5, 1, true), ControlRecord{})
 	h, ctl := controlBatch(t, 1, 0, 15, kbatch.ControlAbort, 0, 1)
-	stage(h, ctl)
-	stage(dataHeader(1, 0, 5, 16, 3, 1, true), ControlRecord{})
+	stage(t, s, h, ctl)
+	stage(t, s, dataHeader(1, 0, 5, 16, 3, 1, true), ControlRecord{})
 	h, ctl = controlBatch(t, 1, 0, 19, kbatch.ControlAbort, 0, 1)
-	stage(h, ctl)
-	stage(dataHeader(2, 0, 0, 20, 2, 1, true), ControlRecord{})
+	stage(t, s, h, ctl)
+	stage(t, s, dataHeader(2, 0, 0, 20, 2, 1, true), ControlRecord{})
 	done := s.Commit(nil)
 	want := []CompletedTxn{
 		{ProducerID: 1, FirstOffset: 10, LastOffset: 15, Aborted: true, LastStableOffset: 16},
@@ -49,20 +43,22 @@ func TestProducerMarkerLSOIgnoresLaterTransactions(t *testing.T) {
 // open when the marker was written, so it bounds that marker's LSO.
 func TestProducerMarkerLSOCountsTransactionsOpenAtTheMarker(t *testing.T) {
 	s := newTestProducerState(t)
-	stage := func(h *kbatch.Header, ctl ControlRecord) {
-		t.Helper()
-		if _, err := s.Prepare(h, ctl, OriginVerbatim); err != nil {
-			t.Fatalf("batch at %d: %v", h.BaseOffset, err)
-		}
-	}
-	stage(dataHeader(2, 0, 0, 5, 1, 1, true), ControlRecord{})
-	stage(dataHeader(1, 0, 0, 10, 5, 1, true), ControlRecord{})
+	stage(t, s, dataHeader(2, 0, 0, 5, 1, 1, true), ControlRecord{})
+	stage(t, s, dataHeader(1, 0, 0, 10, 5, 1, true), ControlRecord{})
 	h, ctl := controlBatch(t, 1, 0, 15, kbatch.ControlAbort, 0, 1)
-	stage(h, ctl)
+	stage(t, s, h, ctl)
 	h, ctl = controlBatch(t, 2, 0, 16, kbatch.ControlCommit, 0, 1)
-	stage(h, ctl)
+	stage(t, s, h, ctl)
 	done := s.Commit(nil)
 	if len(done) != 2 || done[0].LastStableOffset != 5 || done[1].LastStableOffset != 17 {
 		t.Fatalf("completed %+v, want LSO 5 for producer 1's marker and 17 for producer 2's", done)
+	}
+}
+
+// stage prepares one verbatim batch of one append (Commit applies them).
+func stage(t *testing.T, s *ProducerState, h *kbatch.Header, ctl ControlRecord) {
+	t.Helper()
+	if _, err := s.Prepare(h, ctl, OriginVerbatim); err != nil {
+		t.Fatalf("batch at %d: %v", h.BaseOffset, err)
 	}
 }
