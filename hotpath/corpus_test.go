@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
 // The corpus: every batch shape a Kafka 4 log can hold, built with

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
 // FuzzCutBatches: cutting never panics, the batches and the tail

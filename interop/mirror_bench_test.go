@@ -11,7 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/verbatim-kafka/verbatim/internal/mirror"
+	"github.com/verbatim-kafka/verbatim/mirror"
 )
 
 // BenchmarkMirrorPushFromKafka measures `verbatim mirror push` from a real

@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/verbatim-kafka/verbatim/internal/mirror"
+	"github.com/verbatim-kafka/verbatim/mirror"
 )
 
 // topicIDOf reads a topic's id (KIP-516) through kadm's Metadata.

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
 // AppendResult describes a successful append.

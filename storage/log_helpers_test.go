@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
 // testBatch builds a batch of n records with values of valueSize bytes.

@@ -3,7 +3,7 @@ package storage
 import (
 	"fmt"
 
-	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
 // producerHooks connects the Log to the producer state (ProducerState,

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
 func pidBatch(t testing.TB, base int64, pid int64, epoch int16, seq int32, n int, txn bool) []byte {

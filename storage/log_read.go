@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
 // Slice is a range of stored bytes: Size bytes of File starting at Pos,

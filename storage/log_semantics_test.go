@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
 func TestLogOffsetForTimestampAllCodecs(t *testing.T) {

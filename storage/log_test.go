@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
 func TestLogLeaderAppendAssignsOffsets(t *testing.T) {

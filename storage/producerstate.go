@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
 // Producer-state errors, each the Kafka error a produce response carries.

@@ -5,7 +5,7 @@ package storage
 import (
 	"testing"
 
-	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
 // TestAllocProducerStatePrepareCommit: preparing and committing a batch of

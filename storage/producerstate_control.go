@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
 // ErrMalformedControl is wrapped by ParseControlBatch errors.

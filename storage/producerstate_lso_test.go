@@ -3,7 +3,7 @@ package storage
 import (
 	"testing"
 
-	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
 // TestProducerMarkerLSOIgnoresLaterTransactions: one verbatim append holds

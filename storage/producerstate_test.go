@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
 // dataHeader is the header of an n-record data batch.

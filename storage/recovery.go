@@ -10,7 +10,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
 // cleanShutdownFile marks a partition directory whose Log was closed

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
 // crashWorkload appends random batches until the machine dies (or n

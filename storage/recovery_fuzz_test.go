@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
 // validPrefix returns the batches of b that recovery must keep: whole v2

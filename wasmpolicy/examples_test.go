@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
 // TestWATModulesAssemble re-assembles every hand-written module (the

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
 // policyDir copies the named testdata/wat modules (and, for "goguest",

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/verbatim-kafka/verbatim/internal/mirror"
+	"github.com/verbatim-kafka/verbatim/mirror"
 )
 
 const mirrorUsage = `usage:

@@ -12,7 +12,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/policies"
 	"github.com/verbatim-kafka/verbatim/policies/abi"
 	"github.com/verbatim-kafka/verbatim/wasmpolicy"

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
 func runPolicy(t *testing.T, args ...string) (int, string, string) {

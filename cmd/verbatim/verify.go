@@ -7,8 +7,8 @@ import (
 	"io"
 	"os"
 
-	"github.com/verbatim-kafka/verbatim/internal/mirror"
-	"github.com/verbatim-kafka/verbatim/internal/verify"
+	"github.com/verbatim-kafka/verbatim/mirror"
+	"github.com/verbatim-kafka/verbatim/verify"
 )
 
 // verifyCmd runs `verbatim verify`. Exit codes: 0 exact (including a

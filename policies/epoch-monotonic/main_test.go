@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/policies/internal/wasmjudge"
 	"github.com/verbatim-kafka/verbatim/policies/sdk"
 )

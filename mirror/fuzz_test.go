@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
 // FuzzSplit: whatever a source sends, Split never panics, returns only

@@ -6,7 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/verbatim-kafka/verbatim/internal/mirror"
+	"github.com/verbatim-kafka/verbatim/mirror"
 )
 
 // batches walks one partition's batches from an offset up to an end,

@@ -5,8 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/verbatim-kafka/verbatim/internal/kbatch"
-	"github.com/verbatim-kafka/verbatim/internal/mirror"
+	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/mirror"
 )
 
 func fuzzBatch(base int64, txn bool) []byte {

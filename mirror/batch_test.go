@@ -1,7 +1,7 @@
 package mirror
 
 import (
-	"github.com/verbatim-kafka/verbatim/internal/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
 // newTestBatch encodes an uncompressed v2 batch of n records at base.
