@@ -17,8 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/interop"
+	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
 // The test binary doubles as the reference sink process when the harness

@@ -13,8 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/broker"
-	"github.com/verbatim-kafka/verbatim/mirror"
 	"github.com/verbatim-kafka/verbatim/internal/testwasm"
+	"github.com/verbatim-kafka/verbatim/mirror"
 )
 
 // startDest runs an in-process Verbatim broker and returns its address.
