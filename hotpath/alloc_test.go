@@ -74,7 +74,7 @@ func TestAllocProduceDecodeAndResponse(t *testing.T) {
 					}
 					resp.Topics = append(resp.Topics, ProduceTopicResponse{Name: tp.Name, ID: tp.ID, Partitions: parts})
 				}
-				buf = AppendResponseFrame(buf[:0], 1, &resp)
+				buf = resp.AppendTo(buf[:0])
 			}
 			run() // grow the reusable structures
 			if allocs := testing.AllocsPerRun(50, run); allocs != 0 {

@@ -2,7 +2,6 @@ package hotpath
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"testing"
@@ -102,41 +101,6 @@ func TestDecodeProduceMatchesKmsgEveryVersion(t *testing.T) {
 	}
 }
 
-func TestSplitProduceFrameMatchesKmsgFormatter(t *testing.T) {
-	for v := int16(ProduceMinVersion); v <= ProduceMaxVersion; v++ {
-		for _, id := range []*string{nil, strp("client-1")} {
-			var opts []kmsg.RequestFormatterOpt
-			if id != nil {
-				opts = append(opts, kmsg.FormatterClientID(*id))
-			}
-			want := kmsgProduce(v, 2, 2, 64, false)
-			frame := kmsg.NewRequestFormatter(opts...).AppendRequest(nil, want, 77)
-			if int(binary.BigEndian.Uint32(frame)) != len(frame)-4 {
-				t.Fatal("formatter size prefix")
-			}
-			h, body, err := SplitProduceFrame(frame[4:])
-			if err != nil {
-				t.Fatalf("v%d: %v", v, err)
-			}
-			if h.APIKey != 0 || h.APIVersion != v || h.CorrelationID != 77 || (id == nil) != (h.ClientID == nil) ||
-				(id != nil && string(h.ClientID) != *id) {
-				t.Fatalf("v%d header %+v", v, h)
-			}
-			var req ProduceRequest
-			if err := req.Decode(body, h.APIVersion); err != nil {
-				t.Fatal(err)
-			}
-			compareWithKmsg(t, &req, want)
-		}
-	}
-	if _, _, err := SplitProduceFrame([]byte{0, 1, 0, 4, 0, 0, 0, 1, 0xff, 0xff}); !errors.Is(err, ErrMalformedRequest) {
-		t.Fatalf("fetch key accepted: %v", err)
-	}
-	if _, _, err := SplitProduceFrame([]byte{0, 0, 0, 9, 0, 0}); !errors.Is(err, ErrMalformedRequest) {
-		t.Fatalf("short header accepted: %v", err)
-	}
-}
-
 func TestDecodeProduceRejects(t *testing.T) {
 	var req ProduceRequest
 	good := kmsgProduce(11, 2, 2, 10, false).AppendTo(nil)
@@ -200,17 +164,7 @@ func TestProduceResponseDecodesWithKmsgEveryVersion(t *testing.T) {
 			resp.Topics = append(resp.Topics, tr)
 		}
 		resp.NodeEndpoints = []NodeEndpoint{{NodeID: 2, Host: "broker-2.example", Port: 9093, Rack: &rack}, {NodeID: 3, Host: "b3", Port: 1}}
-		frame := AppendResponseFrame(nil, 99, &resp)
-		if int(binary.BigEndian.Uint32(frame)) != len(frame)-4 || int32(binary.BigEndian.Uint32(frame[4:])) != 99 {
-			t.Fatal("frame size/correlation")
-		}
-		body := frame[8:]
-		if v >= 9 {
-			if body[0] != 0 {
-				t.Fatal("missing empty response header tags")
-			}
-			body = body[1:]
-		}
+		body := resp.AppendTo(nil)
 		got := kmsgDecodeResponse(t, v, body)
 		if got.ThrottleMillis != 12 || len(got.Topics) != 3 {
 			t.Fatalf("v%d: throttle %d topics %d", v, got.ThrottleMillis, len(got.Topics))

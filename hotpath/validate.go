@@ -17,7 +17,7 @@ const (
 	// LastOffsetDelta, no control batches, timestamp bounds, keys on compacted
 	// topics. MaxTimestamp and the timestamp type are patched in place (CRC
 	// recomputed) exactly when Kafka patches them; the base offset and leader
-	// epoch are stamped later by AssignOffsets, outside the CRC.
+	// epoch are stamped later by storage's AppendLeader, outside the CRC.
 	Normal Mode = iota
 	// Verbatim is a mirror produce: the batches are final, as on Kafka's
 	// follower path (appendAsFollower). Several batches per set, any base
@@ -553,19 +553,4 @@ func headerTimestamps(batch []byte, o *Options, count int32, rs *recordStats) *E
 		}
 	}
 	return nil
-}
-
-// AssignOffsets stamps a normal-mode record set (validated by Validate) with
-// its base offset and leader epoch. Both fields are outside the CRC. It
-// returns the offset after the set's last record.
-func AssignOffsets(set []byte, baseOffset int64, leaderEpoch int32) int64 {
-	next := baseOffset
-	for len(set) >= kbatch.HeaderSize {
-		size := kbatch.LogOverhead + int(kbatch.Length(set))
-		kbatch.SetBaseOffset(set, next)
-		kbatch.SetLeaderEpoch(set, leaderEpoch)
-		next += int64(kbatch.LastOffsetDelta(set)) + 1
-		set = set[size:]
-	}
-	return next
 }
