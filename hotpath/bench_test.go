@@ -181,7 +181,7 @@ func (p *pipeline) request(tb testing.TB) {
 	p.resp.Version = version
 	p.resp.Topics[0].Name = p.req.Topics[0].Name
 	pr := NewPartitionResponse(part.Index, 0)
-	pr.BaseOffset, pr.LogAppendTimeMs, pr.LogStartOffset = a.Result.FirstOffset, a.Result.LogAppendTime, a.Result.LogStartOffset
+	pr.BaseOffset, pr.LogAppendTimeMs, pr.LogStartOffset = a.Result.FirstOffset, res.LogAppendTimeMs, a.Result.LogStartOffset
 	p.resp.Topics[0].Partitions[0] = pr
 	p.out = p.resp.AppendTo(p.out[:0])
 	_, _ = io.Discard.Write(p.out)
@@ -210,12 +210,12 @@ func (n *nullLog) AppendLeader(set []byte, epoch int32, nowMs int64) (storage.Ap
 		kbatch.SetLeaderEpoch(rest, epoch)
 		n.leo += int64(kbatch.LastOffsetDelta(rest)) + 1
 	}
-	return storage.AppendResult{FirstOffset: first, LastOffset: n.leo - 1, LogAppendTime: -1}, nil
+	return storage.AppendResult{FirstOffset: first, LastOffset: n.leo - 1}, nil
 }
 
 func (n *nullLog) AppendVerbatim(set []byte) (storage.AppendResult, error) {
 	n.leo = lastOffset(set) + 1
-	return storage.AppendResult{FirstOffset: kbatch.BaseOffset(set), LastOffset: n.leo - 1, LogAppendTime: -1}, nil
+	return storage.AppendResult{FirstOffset: kbatch.BaseOffset(set), LastOffset: n.leo - 1}, nil
 }
 
 func (n *nullLog) OnDurable(upTo int64, fn func(error)) { fn(nil) }

@@ -140,7 +140,7 @@ func (f *fakeLog) AppendLeader(set []byte, epoch int32, now int64) (storage.Appe
 	f.calls++
 	first := f.leo
 	f.leo += int64(kbatch.LastOffsetDelta(set)) + 1
-	return storage.AppendResult{FirstOffset: first, LastOffset: f.leo - 1, LogAppendTime: -1}, nil
+	return storage.AppendResult{FirstOffset: first, LastOffset: f.leo - 1}, nil
 }
 
 func (f *fakeLog) AppendVerbatim(set []byte) (storage.AppendResult, error) {
@@ -150,7 +150,7 @@ func (f *fakeLog) AppendVerbatim(set []byte) (storage.AppendResult, error) {
 	f.calls++
 	f.order = append(f.order, kbatch.BaseOffset(set))
 	f.leo = lastOffset(set) + 1
-	return storage.AppendResult{FirstOffset: kbatch.BaseOffset(set), LastOffset: f.leo - 1, LogAppendTime: -1}, nil
+	return storage.AppendResult{FirstOffset: kbatch.BaseOffset(set), LastOffset: f.leo - 1}, nil
 }
 
 func (f *fakeLog) OnDurable(upTo int64, fn func(error)) {

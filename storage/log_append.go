@@ -2,7 +2,6 @@ package storage
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -17,9 +16,6 @@ type AppendResult struct {
 	// AppendVerbatim). For a duplicate or an already-present retry they are
 	// the offsets the batches were stored at originally.
 	FirstOffset, LastOffset int64
-	// LogAppendTime is the time stamped into the batches under
-	// Config.LogAppendTime, or -1 (CreateTime).
-	LogAppendTime int64
 	// LogStartOffset at the time of the append (Produce responses carry it).
 	LogStartOffset int64
 	// Duplicate: AppendLeader found the batch among the last five batches
@@ -36,12 +32,13 @@ type AppendResult struct {
 
 // AppendLeader appends a record set as the partition leader: offsets are
 // assigned from the log end (the base offset and partition leader epoch of
-// each batch are patched in place, outside the CRC; under LogAppendTime the
-// timestamp type and max timestamp are set and the CRC recomputed), after
-// producer-state checks as Kafka's leader does them.
+// each batch are patched in place, outside the CRC), after producer-state
+// checks as Kafka's leader does them.
 //
 // set must be whole v2 batches (the hot path has validated CRCs and
-// record framing); it is modified in place and written as is. nowMs is the
+// record framing and, on LogAppendTime topics, stamped the timestamp type
+// and max timestamp and recomputed the CRC); it is modified in place and
+// written as is. nowMs is the
 // append time in Unix milliseconds.
 //
 // Errors: ErrCorruptBatch, ErrUnsupportedMagic, the producer errors
@@ -86,14 +83,10 @@ func (l *Log) AppendCoordinator(set []byte, leaderEpoch int32, nowMs int64, txnV
 // appendAssignedLocked is the leader append: checks, offset assignment,
 // write. REQUIRES: l.mu, set checked.
 func (l *Log) appendAssignedLocked(set []byte, leaderEpoch int32, nowMs int64, origin ProducerOrigin, txnVersion int16) (AppendResult, error) {
-	res := AppendResult{FirstOffset: l.leo, LogAppendTime: -1, LogStartOffset: l.logStart}
-	appendTime := int64(-1)
-	if l.cfg.LogAppendTime {
-		appendTime = nowMs
-	}
+	res := AppendResult{FirstOffset: l.leo, LogStartOffset: l.logStart}
 	// Producer checks come before any change so that a refused set leaves
 	// the log, the producer state and the caller's buffer untouched.
-	dup, first, last, err := l.producer.prepareSet(set, origin, true, l.leo, leaderEpoch, appendTime, txnVersion)
+	dup, first, last, err := l.producer.prepareSet(set, origin, true, l.leo, leaderEpoch, txnVersion)
 	if err != nil {
 		return AppendResult{}, err
 	}
@@ -108,13 +101,6 @@ func (l *Log) appendAssignedLocked(set []byte, leaderEpoch int32, nowMs int64, o
 		rest = rest[n:]
 		kbatch.SetBaseOffset(b, off)
 		kbatch.SetLeaderEpoch(b, leaderEpoch)
-		if l.cfg.LogAppendTime {
-			attrs := uint16(kbatch.Attributes(b)) | kbatch.TimestampTypeBit
-			binary.BigEndian.PutUint16(b[kbatch.AttributesOffset:], attrs)
-			kbatch.SetMaxTimestamp(b, nowMs)
-			kbatch.SetCRC(b)
-			res.LogAppendTime = nowMs
-		}
 		off += int64(kbatch.LastOffsetDelta(b)) + 1
 	}
 	res.LastOffset = off - 1
@@ -153,7 +139,7 @@ func (l *Log) AppendVerbatim(set []byte) (AppendResult, error) {
 		return AppendResult{}, err
 	}
 	res := AppendResult{FirstOffset: kbatch.BaseOffset(set), LastOffset: lastOffsetOfSet(set),
-		LogAppendTime: -1, LogStartOffset: l.logStart}
+		LogStartOffset: l.logStart}
 	if res.FirstOffset < l.leo {
 		rest, err := l.matchStoredLocked(set)
 		if err != nil {
@@ -321,7 +307,7 @@ func (l *Log) writeLocked(set []byte, nowMs int64, prepared bool) error {
 			return fmt.Errorf("%w: %d bytes", ErrRecordSetTooLarge, chunk)
 		}
 		if !prepared {
-			if _, _, _, err := l.producer.prepareSet(set[:chunk], OriginVerbatim, false, 0, 0, -1, 0); err != nil {
+			if _, _, _, err := l.producer.prepareSet(set[:chunk], OriginVerbatim, false, 0, 0, 0); err != nil {
 				return fmt.Errorf("%w: %v", ErrCorruptBatch, err)
 			}
 		}

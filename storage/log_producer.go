@@ -36,7 +36,7 @@ func controlOf(b []byte, h *kbatch.Header) ControlRecord {
 // repeats one of its producer's last five. On error or duplicate nothing
 // stays staged.
 func (p *producerHooks) prepareSet(set []byte, origin ProducerOrigin, assign bool, firstOffset int64,
-	leaderEpoch int32, appendTime int64, txnVersion int16) (dup bool, first, last int64, err error) {
+	leaderEpoch int32, txnVersion int16) (dup bool, first, last int64, err error) {
 	off := firstOffset
 	for rest := set; len(rest) > 0; {
 		n := batchSize(rest)
@@ -46,10 +46,6 @@ func (p *producerHooks) prepareSet(set []byte, origin ProducerOrigin, assign boo
 		if assign {
 			h.BaseOffset = off
 			h.LeaderEpoch = leaderEpoch
-			if appendTime >= 0 {
-				h.Attributes |= kbatch.TimestampTypeBit
-				h.MaxTimestamp = appendTime
-			}
 			off = h.NextOffset()
 		}
 		ctl := controlOf(b, &h)
