@@ -72,6 +72,7 @@
 // # File map
 //
 //	fs.go, osfs*.go, memfs.go   the filesystem interface, the real one, the crash simulator
+//	subfs.go                    an FS rooted at a directory of another (the broker's metadata)
 //	log.go                      Log, Config, accessors, Close
 //	log_append.go               AppendLeader, AppendCoordinator, AppendVerbatim, roll
 //	log_read.go                 Read, ReadBounded, OffsetForTimestamp, MaxTimestamp
