@@ -16,7 +16,7 @@ type subFS struct {
 	root string
 }
 
-func (s subFS) name(n string) string { return path.Join(s.root, path.Clean("/" + n)) }
+func (s subFS) name(n string) string { return path.Join(s.root, path.Clean("/"+n)) }
 
 func (s subFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	return s.fsys.OpenFile(s.name(name), flag, perm)
