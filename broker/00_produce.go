@@ -424,13 +424,6 @@ func checkLeaderEpoch(p *Partition, epoch int32) error {
 	return nil
 }
 
-// epochHeadroom and epochBump keep a mirror partition's leader epoch ahead
-// of the batch epochs it stores (KIP-1279).
-const (
-	epochHeadroom = 3
-	epochBump     = 10
-)
-
 // appendMirror is the verbatim append of a mirror produce. It goes through
 // the partition's queue (one writer per partition) and waits for the write
 // under the partition's append lock, so the writer-epoch fencing
@@ -493,8 +486,8 @@ func (s *Server) appendMirror(p *Partition, h *logHandle, set []byte, writer mir
 		}
 		b = b[kbatch.LogOverhead+int(kbatch.Length(b)):]
 	}
-	if cur := p.LeaderEpoch(); maxEpoch > cur-epochHeadroom {
-		if err := s.SetLeaderEpochAtLeast(p, max(cur, maxEpoch)+epochBump); err != nil {
+	if cur, want := p.LeaderEpoch(), storage.MirrorLeaderEpoch(p.LeaderEpoch(), maxEpoch); want != cur {
+		if err := s.SetLeaderEpochAtLeast(p, want); err != nil {
 			// The batches are stored; the epoch catches up on the next
 			// append. Report the failure so the pusher retries.
 			return out, err
