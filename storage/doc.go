@@ -80,7 +80,9 @@
 //	log_producer.go             glue to producer state and transaction indexes, LSO
 //	flush.go                    flush policies, group commit, background sync of rolled segments
 //	recoverypoint.go            the recovery point and the rolled-segments record
-//	recovery.go                 Open and crash recovery
+//	recovery.go                 Open and crash recovery: the apply phase, validation, replay
+//	recovery_plan.go            the scan and the pure plan of Open (what to keep, drop, trust, validate)
+//	segment_load.go             loading one segment: trusted (indexes checked) or validated batch by batch
 //	segment.go, index.go        segments and the offset/time indexes
 //	checkpoint.go               the log-start-offset checkpoint
 //	epochcache*.go              leader-epoch cache and its checkpoint
