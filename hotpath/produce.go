@@ -4,13 +4,18 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
 // Produce request decoding without kmsg: versions 3-13 (flexible from 9,
 // topic ids instead of names from 13). The decoded request aliases the frame:
 // topic names, the transactional id and every record set are sub-slices of
 // the body, so a request costs no allocation once the reusable struct has
-// grown to the request's shape, whatever its batch count and size.
+// grown to the request's shape, whatever its batch count and size. The same
+// single pass decodes Verbatim's mirror produce fields (tag
+// wireext.MirrorTag at request and partition level, docs/protocol.md);
+// other tagged fields are skipped.
 
 // Produce versions decoded here (Kafka 4 serves 3-13).
 const (
@@ -31,6 +36,10 @@ type ProduceRequest struct {
 	Acks            int16
 	TimeoutMs       int32
 	Topics          []ProduceTopic
+	// Mirror is the request-level MirrorProduce value (v9+), valid when
+	// HasMirror: the request is a mirror produce.
+	Mirror    wireext.MirrorProduce
+	HasMirror bool
 
 	parts []ProducePartition // backing array of every topic's Partitions
 }
@@ -49,6 +58,10 @@ type ProduceTopic struct {
 type ProducePartition struct {
 	Index   int32
 	Records []byte
+	// Mirror is the partition-level MirrorPartition value (v9+), valid
+	// when HasMirror.
+	Mirror    wireext.MirrorPartition
+	HasMirror bool
 }
 
 // NumPartitions returns the number of partitions over all topics.
@@ -85,20 +98,13 @@ func (r *reader) int32() int32 {
 // uvarint reads an unsigned varint of at most 5 bytes (bits past 32
 // refused).
 func (r *reader) uvarint() uint32 {
-	var v uint32
-	for i := 0; i < 5 && i < len(r.b); i++ {
-		c := r.b[i]
-		v |= uint32(c&0x7f) << (7 * i)
-		if c&0x80 == 0 {
-			if i == 4 && c > 0x0f {
-				break
-			}
-			r.b = r.b[i+1:]
-			return v
-		}
+	v, n := wireext.Uvarint(r.b)
+	if n == 0 {
+		r.fail()
+		return 0
 	}
-	r.fail()
-	return 0
+	r.b = r.b[n:]
+	return v
 }
 
 func (r *reader) span(n int) []byte {
@@ -123,14 +129,36 @@ func (r *reader) length(flexible, wide bool) int {
 	return int(r.int16())
 }
 
+// tags starts walking the tagged-field section at the reader's position;
+// endTags moves the reader past it once walked.
+func (r *reader) tags() wireext.Tags {
+	if r.bad {
+		return wireext.Tags{}
+	}
+	return wireext.ReadTags(r.b)
+}
+
+func (r *reader) endTags(t *wireext.Tags) {
+	if r.bad {
+		return
+	}
+	if t.Err() != nil {
+		r.fail()
+		return
+	}
+	r.b = t.Rest()
+}
+
 // skipTags skips a tagged-field section.
 func (r *reader) skipTags() {
-	n := r.uvarint()
-	for ; n > 0 && !r.bad; n-- {
-		r.uvarint() // tag
-		r.span(int(r.uvarint()))
+	t := r.tags()
+	for t.Next() {
 	}
+	r.endTags(&t)
 }
+
+// malformedTag wraps a mirror field's decoding error.
+func malformedTag(err error) error { return fmt.Errorf("%w: %w", ErrMalformedRequest, err) }
 
 // Decode decodes a Produce request body (the bytes after the request
 // header) of the given version into r, reusing r's slices.
@@ -140,6 +168,7 @@ func (r *ProduceRequest) Decode(body []byte, version int16) error {
 	}
 	flexible := version >= 9
 	r.Version = version
+	r.Mirror, r.HasMirror = wireext.MirrorProduce{}, false
 	r.Topics = r.Topics[:0]
 	r.parts = r.parts[:0]
 	rd := reader{b: body}
@@ -181,7 +210,17 @@ func (r *ProduceRequest) Decode(body []byte, version int16) error {
 				part.Records = rd.span(n)
 			}
 			if flexible {
-				rd.skipTags()
+				t := rd.tags()
+				for t.Next() {
+					if t.Tag() != wireext.MirrorTag {
+						continue
+					}
+					if err := part.Mirror.ReadFrom(t.Value()); err != nil {
+						return malformedTag(err)
+					}
+					part.HasMirror = true
+				}
+				rd.endTags(&t)
 			}
 			r.parts = append(r.parts, part)
 		}
@@ -195,7 +234,17 @@ func (r *ProduceRequest) Decode(body []byte, version int16) error {
 		r.Topics = append(r.Topics, topic)
 	}
 	if flexible {
-		rd.skipTags()
+		t := rd.tags()
+		for t.Next() {
+			if t.Tag() != wireext.MirrorTag {
+				continue
+			}
+			if err := r.Mirror.ReadFrom(t.Value()); err != nil {
+				return malformedTag(err)
+			}
+			r.HasMirror = true
+		}
+		rd.endTags(&t)
 	}
 	if rd.bad {
 		return fmt.Errorf("%w: truncated", ErrMalformedRequest)

@@ -94,8 +94,9 @@ func (t *Tags) Value() []byte { return t.val }
 // Err is ErrTagCount, ErrTag or ErrTagSize when the section is malformed.
 func (t *Tags) Err() error { return t.err }
 
-// Rest returns the bytes after the section (after every field has been
-// read; nil when the section is malformed).
+// Rest returns the bytes after the last field read: after the section
+// once Next returned false (nil when the section is malformed), after the
+// field count before the first Next.
 func (t *Tags) Rest() []byte { return t.b }
 
 // skipTags walks a whole section and returns the bytes after it.
