@@ -129,33 +129,28 @@ func (r *reader) length(flexible, wide bool) int {
 	return int(r.int16())
 }
 
-// tags starts walking the tagged-field section at the reader's position;
-// endTags moves the reader past it once walked.
-func (r *reader) tags() wireext.Tags {
+// field walks a tagged-field section and returns the value of its last
+// field with the given tag (as kmsg keeps the last of duplicate tags).
+func (r *reader) field(tag uint32) (v []byte, ok bool) {
 	if r.bad {
-		return wireext.Tags{}
+		return nil, false
 	}
-	return wireext.ReadTags(r.b)
-}
-
-func (r *reader) endTags(t *wireext.Tags) {
-	if r.bad {
-		return
+	t := wireext.ReadTags(r.b)
+	for t.Next() {
+		if t.Tag() == tag {
+			v, ok = t.Value(), true
+		}
 	}
 	if t.Err() != nil {
 		r.fail()
-		return
+		return nil, false
 	}
 	r.b = t.Rest()
+	return v, ok
 }
 
 // skipTags skips a tagged-field section.
-func (r *reader) skipTags() {
-	t := r.tags()
-	for t.Next() {
-	}
-	r.endTags(&t)
-}
+func (r *reader) skipTags() { r.field(0) }
 
 // malformedTag wraps a mirror field's decoding error.
 func malformedTag(err error) error { return fmt.Errorf("%w: %w", ErrMalformedRequest, err) }
@@ -210,17 +205,13 @@ func (r *ProduceRequest) Decode(body []byte, version int16) error {
 				part.Records = rd.span(n)
 			}
 			if flexible {
-				t := rd.tags()
-				for t.Next() {
-					if t.Tag() != wireext.MirrorTag {
-						continue
-					}
-					if err := part.Mirror.ReadFrom(t.Value()); err != nil {
+				v, ok := rd.field(wireext.MirrorTag)
+				if ok {
+					if err := part.Mirror.ReadFrom(v); err != nil {
 						return malformedTag(err)
 					}
 					part.HasMirror = true
 				}
-				rd.endTags(&t)
 			}
 			r.parts = append(r.parts, part)
 		}
@@ -233,21 +224,18 @@ func (r *ProduceRequest) Decode(body []byte, version int16) error {
 		topic.from, topic.to = from, len(r.parts)
 		r.Topics = append(r.Topics, topic)
 	}
+	var mirror []byte
 	if flexible {
-		t := rd.tags()
-		for t.Next() {
-			if t.Tag() != wireext.MirrorTag {
-				continue
-			}
-			if err := r.Mirror.ReadFrom(t.Value()); err != nil {
-				return malformedTag(err)
-			}
-			r.HasMirror = true
-		}
-		rd.endTags(&t)
+		mirror, r.HasMirror = rd.field(wireext.MirrorTag)
 	}
 	if rd.bad {
 		return fmt.Errorf("%w: truncated", ErrMalformedRequest)
+	}
+	if r.HasMirror {
+		if err := r.Mirror.ReadFrom(mirror); err != nil {
+			r.HasMirror = false
+			return malformedTag(err)
+		}
 	}
 	// Point every topic at its partitions in the final backing array.
 	for t := range r.Topics {
