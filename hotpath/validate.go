@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
 // Mode selects the validation rules for a record set.
@@ -315,23 +316,19 @@ func checkMirrorPidResetValue(v []byte) string {
 	if n <= 0 || l == 0 || l-1 > uint64(len(v)-n) {
 		return "bad SourceClusterId"
 	}
-	v = v[n+int(l-1):]
-	tags, n := binary.Uvarint(v)
-	if n <= 0 || tags > uint64(len(v)) {
+	t := wireext.ReadTags(v[n+int(l-1):])
+	if t.Err() != nil || t.Left() > len(t.Rest()) {
 		return "bad tagged fields"
 	}
-	v = v[n:]
-	for ; tags > 0; tags-- {
-		if _, n = binary.Uvarint(v); n <= 0 {
-			return "bad tag"
-		}
-		v = v[n:]
-		size, n := binary.Uvarint(v)
-		if n <= 0 || size > uint64(len(v)-n) {
-			return "bad tag size"
-		}
-		v = v[n+int(size):]
+	for t.Next() {
 	}
+	switch t.Err() {
+	case wireext.ErrTag:
+		return "bad tag"
+	case wireext.ErrTagSize:
+		return "bad tag size"
+	}
+	v = t.Rest()
 	if len(v) != 0 {
 		return "trailing bytes"
 	}
