@@ -84,7 +84,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/hotpath"
-	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/storage"
 	"github.com/verbatim-kafka/verbatim/wireext"
 )
@@ -440,7 +439,7 @@ func (s *Server) appendMirror(p *Partition, h *logHandle, set []byte, writer mir
 		}
 	}
 	g := hotpath.NewGroup()
-	a := hotpath.Append{Set: set, Verbatim: true}
+	a := hotpath.Append{Set: set, Verbatim: true, Summary: vr}
 	g.Add(1)
 	if err := h.queue.Submit(context.Background(), g, &a); err != nil {
 		return out, fmt.Errorf("%w: %v", storage.ErrClosed, err)
@@ -458,14 +457,9 @@ func (s *Server) appendMirror(p *Partition, h *logHandle, set []byte, writer mir
 		p.notifyAppend()
 	}
 	out.upTo = ar.LastOffset + 1
-	maxEpoch := int32(-1)
-	for b := set; len(b) >= kbatch.HeaderSize; {
-		if e := kbatch.LeaderEpoch(b); e > maxEpoch {
-			maxEpoch = e
-		}
-		b = b[kbatch.LogOverhead+int(kbatch.Length(b)):]
-	}
-	if cur := p.LeaderEpoch(); maxEpoch > cur-epochHeadroom {
+	// The validation summary has the set's largest batch epoch: the set
+	// is not walked again.
+	if cur, maxEpoch := p.LeaderEpoch(), vr.MaxLeaderEpoch; maxEpoch > cur-epochHeadroom {
 		if err := s.SetLeaderEpochAtLeast(p, max(cur, maxEpoch)+epochBump); err != nil {
 			// The batches are stored; the epoch catches up on the next
 			// append. Report the failure so the pusher retries.

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/storage"
 )
 
@@ -41,8 +40,13 @@ type VectoredLog interface {
 // Append is one partition's share of a produce request. The caller fills
 // the inputs, submits it, and reads Result/Err after its Group completes.
 type Append struct {
-	Set         []byte
-	Verbatim    bool
+	Set      []byte
+	Verbatim bool
+	// Summary is Validate's Result for Set (verbatim appends): consecutive
+	// verbatim appends are coalesced into one vectored write and answered
+	// with their offsets from it, without walking Set again. A verbatim
+	// append without one (Batches 0) is written on its own.
+	Summary     Result
 	LeaderEpoch int32 // normal mode: the partition's current leader epoch
 	NowMs       int64 // normal mode: append time
 	// Durable makes completion wait for the log's group commit (acks=-1
@@ -289,11 +293,11 @@ func (p *Partition) appendRun(run []*Append) int {
 	}
 	n := 1
 	if p.vec != nil {
-		for n < len(run) && run[n].Verbatim {
+		for n < len(run) && run[n].Verbatim && run[n].Summary.Batches > 0 {
 			n++
 		}
 	}
-	if n == 1 || len(a.Set) < kbatchHeader || firstOffset(a.Set) < p.log.LogEndOffset() {
+	if n == 1 || a.Summary.Batches == 0 || a.Summary.FirstOffset < p.log.LogEndOffset() {
 		a.Result, a.Err = p.log.AppendVerbatim(a.Set)
 		return 1
 	}
@@ -311,7 +315,7 @@ func (p *Partition) appendRun(run []*Append) int {
 	}
 	for _, x := range run[:n] {
 		x.Result = res
-		x.Result.FirstOffset, x.Result.LastOffset = firstOffset(x.Set), lastOffset(x.Set)
+		x.Result.FirstOffset, x.Result.LastOffset = x.Summary.FirstOffset, x.Summary.LastOffset
 	}
 	return n
 }
@@ -334,22 +338,4 @@ func (p *Partition) durableFired(err error) {
 	m = copy(p.waiting, p.waiting[n:])
 	clear(p.waiting[m:])
 	p.waiting = p.waiting[:m]
-}
-
-const kbatchHeader = kbatch.HeaderSize
-
-func firstOffset(set []byte) int64 { return kbatch.BaseOffset(set) }
-
-// lastOffset is the last offset of the last batch of a framed set.
-func lastOffset(set []byte) int64 {
-	last := int64(-1)
-	for len(set) >= kbatch.HeaderSize {
-		last = kbatch.BaseOffset(set) + int64(kbatch.LastOffsetDelta(set))
-		size := kbatch.LogOverhead + int64(kbatch.Length(set))
-		if size < kbatch.HeaderSize || size > int64(len(set)) {
-			break
-		}
-		set = set[size:]
-	}
-	return last
 }

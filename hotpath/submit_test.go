@@ -237,7 +237,11 @@ func verbatimAppends(t *testing.T, n int, durable bool) []*Append {
 	for i := 0; i < n; i++ {
 		b := withBase(clientBatch(t, 2, 10), off, 1)
 		off += 2
-		out = append(out, &Append{Set: b, Verbatim: true, Durable: durable})
+		a := &Append{Set: b, Verbatim: true, Durable: durable}
+		if err := Validate(b, &Options{Mode: Verbatim}, &a.Summary); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, a)
 	}
 	return out
 }
@@ -263,7 +267,18 @@ func TestQueueCoalescesDurabilityRegistration(t *testing.T) {
 	}
 }
 
-// With a vectored log, queued verbatim appends become one vectored append.
+// lastOffset is the last offset of a set's last batch.
+func lastOffset(set []byte) int64 {
+	last := int64(-1)
+	for it := kbatch.Batches(set); it.Next(); {
+		last = kbatch.BaseOffset(it.Batch()) + int64(kbatch.LastOffsetDelta(it.Batch()))
+	}
+	return last
+}
+
+// With a vectored log, queued verbatim appends become one vectored append
+// (answered from their Validate summaries); one without a summary is
+// written on its own.
 func TestQueueUsesVectoredAppend(t *testing.T) {
 	f := &fakeVecLog{fakeLog{gate: make(chan struct{})}}
 	p := NewPartition(f, QueueConfig{Depth: 16, MaxCoalesce: 16})
@@ -295,6 +310,20 @@ func TestQueueUsesVectoredAppend(t *testing.T) {
 	}
 	if !errors.Is(appends[2].Err, storage.ErrOffsetBelowLogEnd) {
 		t.Fatalf("wrong error %v", appends[2].Err)
+	}
+	f3 := &fakeVecLog{fakeLog{gate: make(chan struct{})}}
+	p3 := NewPartition(f3, QueueConfig{Depth: 16, MaxCoalesce: 16})
+	defer p3.Close()
+	appends = verbatimAppends(t, 5, false)
+	appends[3].Summary = Result{}
+	queueWhileBlocked(t, p3, f3.gate, NewGroup(), appends)
+	if len(f3.calls) != 4 || f3.calls[1] != 2 || f3.calls[2] != 1 || f3.calls[3] != 1 {
+		t.Fatalf("append calls %v, want [1 2 1 1]", f3.calls)
+	}
+	for i, a := range appends {
+		if a.Err != nil || a.Result.FirstOffset != int64(2*i) || a.Result.LastOffset != int64(2*i+1) {
+			t.Fatalf("append %d: %+v %v", i, a.Result, a.Err)
+		}
 	}
 }
 

@@ -92,6 +92,10 @@ type Result struct {
 	// OffsetOfMaxTimestamp the offset Kafka records for it.
 	MaxTimestamp         int64
 	OffsetOfMaxTimestamp int64
+	// MaxLeaderEpoch is the largest PartitionLeaderEpoch of the batches
+	// as received (verbatim mode; -1 in normal mode, where storage stamps
+	// the epoch).
+	MaxLeaderEpoch int32
 	// LogAppendTimeMs is NowMs on LogAppendTime topics in normal mode, else
 	// -1 (the Produce response's log_append_time_ms).
 	LogAppendTimeMs int64
@@ -111,7 +115,7 @@ const maxRecordErrors = 1024
 // set. It allocates nothing unless it rejects the set or must decompress
 // (normal mode on compacted topics, or ExactTimestamps).
 func Validate(set []byte, o *Options, res *Result) error {
-	*res = Result{FirstOffset: -1, LastOffset: -1, MaxTimestamp: noTimestamp, OffsetOfMaxTimestamp: -1, LogAppendTimeMs: -1}
+	*res = Result{FirstOffset: -1, LastOffset: -1, MaxTimestamp: noTimestamp, OffsetOfMaxTimestamp: -1, MaxLeaderEpoch: -1, LogAppendTimeMs: -1}
 	if o.Mode == Verbatim {
 		return validateVerbatim(set, res)
 	}
@@ -189,6 +193,7 @@ func validateVerbatim(set []byte, res *Result) error {
 			res.MaxTimestamp = ts
 			res.OffsetOfMaxTimestamp = last
 		}
+		res.MaxLeaderEpoch = max(res.MaxLeaderEpoch, kbatch.LeaderEpoch(batch))
 		res.Batches++
 		res.Bytes += len(batch)
 		rest = rest[len(batch):]
@@ -557,12 +562,11 @@ func headerTimestamps(batch []byte, o *Options, count int32, rs *recordStats) *E
 // returns the offset after the set's last record.
 func AssignOffsets(set []byte, baseOffset int64, leaderEpoch int32) int64 {
 	next := baseOffset
-	for len(set) >= kbatch.HeaderSize {
-		size := kbatch.LogOverhead + int(kbatch.Length(set))
-		kbatch.SetBaseOffset(set, next)
-		kbatch.SetLeaderEpoch(set, leaderEpoch)
-		next += int64(kbatch.LastOffsetDelta(set)) + 1
-		set = set[size:]
+	for it := kbatch.Batches(set); it.Next(); {
+		b := it.Batch()
+		kbatch.SetBaseOffset(b, next)
+		kbatch.SetLeaderEpoch(b, leaderEpoch)
+		next += int64(kbatch.LastOffsetDelta(b)) + 1
 	}
 	return next
 }
