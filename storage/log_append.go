@@ -187,17 +187,11 @@ func checkSet(set []byte, verbatim bool) (last int64, err error) {
 		return 0, fmt.Errorf("%w: empty record set", ErrCorruptBatch)
 	}
 	prevLast := int64(-1)
-	for pos := 0; pos < len(set); {
-		b := set[pos:]
-		if len(b) >= kbatch.MagicOffset+1 && kbatch.Magic(b) != 2 {
+	it := kbatch.Batches(set)
+	for it.Next() {
+		b, pos := it.Batch(), it.Pos()
+		if kbatch.Magic(b) != 2 {
 			return 0, fmt.Errorf("%w: batch at byte %d has magic %d", ErrUnsupportedMagic, pos, kbatch.Magic(b))
-		}
-		if len(b) < kbatch.HeaderSize {
-			return 0, fmt.Errorf("%w: %d bytes at byte %d are shorter than a batch header", ErrCorruptBatch, len(b), pos)
-		}
-		n := int64(kbatch.Length(b))
-		if n < kbatch.HeaderSize-kbatch.LogOverhead || n > int64(len(b)-kbatch.LogOverhead) {
-			return 0, fmt.Errorf("%w: batch at byte %d has length %d, %d bytes available", ErrCorruptBatch, pos, n, len(b)-kbatch.LogOverhead)
 		}
 		lod := kbatch.LastOffsetDelta(b)
 		if lod < 0 {
@@ -212,9 +206,18 @@ func checkSet(set []byte, verbatim bool) (last int64, err error) {
 			if base <= prevLast {
 				return 0, fmt.Errorf("%w: batch at byte %d has base offset %d, not above the previous batch's last offset %d", ErrCorruptBatch, pos, base, prevLast)
 			}
-			prevLast = base + int64(lod)
+			prevLast = last
 		}
-		pos += kbatch.LogOverhead + int(n)
+	}
+	if b, pos := it.Rest(), it.Pos(); len(b) > 0 {
+		// Not a whole batch: say why.
+		if len(b) >= kbatch.MagicOffset+1 && kbatch.Magic(b) != 2 {
+			return 0, fmt.Errorf("%w: batch at byte %d has magic %d", ErrUnsupportedMagic, pos, kbatch.Magic(b))
+		}
+		if len(b) < kbatch.HeaderSize {
+			return 0, fmt.Errorf("%w: %d bytes at byte %d are shorter than a batch header", ErrCorruptBatch, len(b), pos)
+		}
+		return 0, fmt.Errorf("%w: batch at byte %d has length %d, %d bytes available", ErrCorruptBatch, pos, kbatch.Length(b), len(b)-kbatch.LogOverhead)
 	}
 	return last, nil
 }
