@@ -13,8 +13,10 @@
 //
 //	FrameReader.ReadFrame   4-byte size, budget acquire (blocks: back-pressure), one read
 //	SplitProduceFrame       request header v1/v2
-//	ProduceRequest.Decode   v3-13, record sets alias the frame, 0 allocations when reused
-//	Validate                per partition, in place (normal or verbatim)
+//	ProduceRequest.Decode   v3-13, record sets alias the frame, 0 allocations when reused;
+//	                        the mirror fields (wireext) come out of the same pass
+//	Validate                per partition, in place (normal or verbatim); its Result is
+//	                        the set's summary (offsets, largest epoch) for later steps
 //	Partition.Submit        inline write when the partition is idle, else queued to its owner
 //	Group.Wait              completions (after the group commit when Append.Durable)
 //	AppendResponseFrame     into GetResponseBuffer; ResponseWriter batches frames into one writev
