@@ -28,7 +28,8 @@ package broker
 //     (UNKNOWN_TOPIC_ID when unknown).
 //   - Mirror produce (docs/protocol.md): flexible versions (v9+) carrying
 //     the request-level tagged field wireext.MirrorTag (MirrorProduce,
-//     decoded by the hot path's single pass with wireext) write to mirror.mode=push
+//     decoded with the partition-level fields in the hot path's single
+//     pass over the body) write to mirror.mode=push
 //     topics through the hot path's verbatim mode and storage's verbatim
 //     append: batches keep every byte. ExpectedLogEndOffset must equal the
 //     log end (else OFFSET_OUT_OF_RANGE, unless the set is an identical

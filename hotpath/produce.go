@@ -149,7 +149,7 @@ func (r *reader) field(tag uint32) (v []byte, ok bool) {
 	return v, ok
 }
 
-// skipTags skips a tagged-field section.
+// skipTags skips a tagged-field section (the value field finds is unused).
 func (r *reader) skipTags() { r.field(0) }
 
 // malformedTag wraps a mirror field's decoding error.
