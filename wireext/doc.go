@@ -4,8 +4,8 @@
 // DeleteRecords (request level: MirrorProduce, the log-start forward of a
 // pusher) and CreateTopics (topic entry: MirrorTopicID), the ApiVersions
 // feature names and versions that advertise them, and the walker of a
-// flexible-version tagged-field section (Tags) that every decoder of tagged
-// fields in the module uses.
+// flexible-version tagged-field section (Tags) that the broker's request
+// header, the hot path's Produce decoder and these values share.
 //
 // Each value is a typed struct in franz-go kmsg's style: AppendTo(dst)
 // appends its encoding, ReadFrom(b) decodes it. Decoding never allocates
