@@ -2,7 +2,6 @@ package wireext
 
 import (
 	"encoding/binary"
-
 	"fmt"
 )
 
@@ -63,8 +62,9 @@ func (m *MirrorProduce) AppendTo(dst []byte) []byte {
 }
 
 // ReadFrom decodes b into m: Version (int16, >= 0), WriterEpoch (int32),
-// a tag section whose WriterIDTag field must be 16 bytes (the last one
-// wins; other tags are skipped). Bytes after the tag section are ignored.
+// a tag section in which every WriterIDTag field must be 16 bytes (the
+// last one counts; other tags are skipped). Bytes after the tag section
+// are ignored. On error m is the zero value.
 func (m *MirrorProduce) ReadFrom(b []byte) error {
 	*m = MirrorProduce{}
 	if len(b) < 6 {
