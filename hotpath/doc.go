@@ -15,8 +15,10 @@
 //
 //	FrameReader.ReadFrame   4-byte size, budget acquire (blocks: back-pressure), one read
 //	                        (the broker's connection parses the request header)
-//	ProduceRequest.Decode   v3-13, record sets alias the frame, 0 allocations when reused
-//	Validate                per partition, in place (normal or verbatim)
+//	ProduceRequest.Decode   v3-13, record sets alias the frame, 0 allocations when reused;
+//	                        the mirror fields (wireext) come out of the same pass
+//	Validate                per partition, in place (normal or verbatim); its Result is
+//	                        the set's summary (offsets, largest epoch) for later steps
 //	Partition.Submit        inline write when the partition is idle, else queued to its owner
 //	Group.Wait              completions (after the group commit when Append.Durable)
 //	ProduceResponse.AppendTo  the response body (the broker frames and writes it)

@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
 func strp(s string) *string { return &s }
@@ -46,8 +48,60 @@ func kmsgProduce(version int16, topics, partitions, setSize int, withNull bool) 
 	return req
 }
 
+// withMirrorTags adds, to a flexible request, Verbatim's mirror fields
+// (request level, and partition level on every other partition) and an
+// unknown tag at each level the decoder must skip.
+func withMirrorTags(req *kmsg.ProduceRequest) *kmsg.ProduceRequest {
+	if req.Version < 9 {
+		return req
+	}
+	mp := wireext.MirrorProduce{WriterEpoch: 77, WriterID: [16]byte{3: 9}}
+	req.UnknownTags.Set(7, []byte("skip"))
+	req.UnknownTags.Set(wireext.MirrorTag, mp.AppendTo(nil))
+	for ti := range req.Topics {
+		req.Topics[ti].UnknownTags.Set(wireext.MirrorTag, []byte("topic-level: skipped"))
+		for pi := range req.Topics[ti].Partitions {
+			rp := &req.Topics[ti].Partitions[pi]
+			rp.UnknownTags.Set(1, nil)
+			if pi%2 == 0 {
+				v := wireext.MirrorPartition{ExpectedLogEndOffset: int64(ti*1000 + pi), CurrentLeaderEpoch: int32(pi)}
+				rp.UnknownTags.Set(wireext.MirrorTag, v.AppendTo(nil))
+			}
+		}
+	}
+	return req
+}
+
+// kmsgMirrorTag is the value of tag wireext.MirrorTag kmsg kept.
+func kmsgMirrorTag(tags kmsg.Tags) (v []byte, ok bool) {
+	tags.Each(func(tag uint32, val []byte) {
+		if tag == wireext.MirrorTag {
+			v, ok = val, true
+		}
+	})
+	return v, ok
+}
+
+// sameMirrorField checks a decoded mirror field against the raw value kmsg
+// kept: present alike, and equal to wireext's decoding of it.
+func sameMirrorField[T comparable, P interface {
+	*T
+	ReadFrom([]byte) error
+}](t *testing.T, what string, has bool, got T, tags kmsg.Tags) {
+	t.Helper()
+	raw, ok := kmsgMirrorTag(tags)
+	if has != ok {
+		t.Fatalf("%s: mirror field present %v, kmsg %v", what, has, ok)
+	}
+	var want T
+	if ok && (P(&want).ReadFrom(raw) != nil || want != got) {
+		t.Fatalf("%s: mirror field %+v, kmsg's value %x", what, got, raw)
+	}
+}
+
 func compareWithKmsg(t *testing.T, got *ProduceRequest, want *kmsg.ProduceRequest) {
 	t.Helper()
+	sameMirrorField(t, "request", got.HasMirror, got.Mirror, want.UnknownTags)
 	if (got.TransactionalID == nil) != (want.TransactionID == nil) ||
 		(want.TransactionID != nil && string(got.TransactionalID) != *want.TransactionID) {
 		t.Fatalf("transactional id %q vs %v", got.TransactionalID, want.TransactionID)
@@ -72,6 +126,7 @@ func compareWithKmsg(t *testing.T, got *ProduceRequest, want *kmsg.ProduceReques
 			if gp.Index != wp.Partition || !bytes.Equal(gp.Records, wp.Records) || (gp.Records == nil) != (wp.Records == nil) {
 				t.Fatalf("topic %d partition %d: %d/%d records %d/%d bytes", i, j, gp.Index, wp.Partition, len(gp.Records), len(wp.Records))
 			}
+			sameMirrorField(t, fmt.Sprintf("topic %d partition %d", i, j), gp.HasMirror, gp.Mirror, wp.UnknownTags)
 		}
 	}
 }
@@ -79,8 +134,11 @@ func compareWithKmsg(t *testing.T, got *ProduceRequest, want *kmsg.ProduceReques
 func TestDecodeProduceMatchesKmsgEveryVersion(t *testing.T) {
 	var req ProduceRequest // reused across versions and shapes
 	for v := int16(ProduceMinVersion); v <= ProduceMaxVersion; v++ {
-		for _, shape := range []struct{ topics, parts, size int }{{1, 1, 100}, {3, 5, 40}, {0, 0, 0}, {2, 200, 2}, {12, 2, 300}} {
+		for i, shape := range []struct{ topics, parts, size int }{{1, 1, 100}, {3, 5, 40}, {0, 0, 0}, {2, 200, 2}, {12, 2, 300}, {1, 1, 100}, {3, 5, 40}} {
 			want := kmsgProduce(v, shape.topics, shape.parts, shape.size, true)
+			if i >= 5 {
+				want = withMirrorTags(want)
+			}
 			body := want.AppendTo(nil)
 			if err := req.Decode(body, v); err != nil {
 				t.Fatalf("v%d %+v: %v", v, shape, err)

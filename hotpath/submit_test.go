@@ -213,7 +213,11 @@ func verbatimAppends(t *testing.T, n int, durable bool) []*Append {
 	for i := 0; i < n; i++ {
 		b := withBase(clientBatch(t, 2, 10), off, 1)
 		off += 2
-		out = append(out, &Append{Set: b, Verbatim: true, Durable: durable})
+		a := &Append{Set: b, Verbatim: true, Durable: durable}
+		if err := Validate(b, &Options{Mode: Verbatim}, &a.Summary); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, a)
 	}
 	return out
 }

@@ -57,7 +57,7 @@ func (l *Log) AppendLeader(set []byte, leaderEpoch int32, nowMs int64) (AppendRe
 	if err := l.checkLocked(); err != nil {
 		return AppendResult{}, err
 	}
-	if err := checkSet(set, false); err != nil {
+	if _, err := checkSet(set, false); err != nil {
 		return AppendResult{}, err
 	}
 	return l.appendAssignedLocked(set, leaderEpoch, nowMs, OriginClient, 0)
@@ -74,7 +74,7 @@ func (l *Log) AppendCoordinator(set []byte, leaderEpoch int32, nowMs int64, txnV
 	if err := l.checkLocked(); err != nil {
 		return AppendResult{}, err
 	}
-	if err := checkSet(set, false); err != nil {
+	if _, err := checkSet(set, false); err != nil {
 		return AppendResult{}, err
 	}
 	return l.appendAssignedLocked(set, leaderEpoch, nowMs, OriginCoordinator, txnVersion)
@@ -135,10 +135,11 @@ func (l *Log) AppendVerbatim(set []byte) (AppendResult, error) {
 	if err := l.checkLocked(); err != nil {
 		return AppendResult{}, err
 	}
-	if err := checkSet(set, true); err != nil {
+	last, err := checkSet(set, true)
+	if err != nil {
 		return AppendResult{}, err
 	}
-	res := AppendResult{FirstOffset: kbatch.BaseOffset(set), LastOffset: lastOffsetOfSet(set),
+	res := AppendResult{FirstOffset: kbatch.BaseOffset(set), LastOffset: last,
 		LogStartOffset: l.logStart}
 	if res.FirstOffset < l.leo {
 		rest, err := l.matchStoredLocked(set)
@@ -162,67 +163,63 @@ func (l *Log) AppendVerbatim(set []byte) (AppendResult, error) {
 // checkSet.
 func batchSize(b []byte) int { return kbatch.LogOverhead + int(kbatch.Length(b)) }
 
-func lastOffsetOfSet(set []byte) int64 {
-	var last int64
-	for rest := set; len(rest) > 0; {
-		n := batchSize(rest)
-		last = kbatch.BaseOffset(rest) + int64(kbatch.LastOffsetDelta(rest))
-		rest = rest[n:]
-	}
-	return last
-}
-
 // checkSet checks the framing storage relies on: whole batches, v2, a
 // non-negative last offset delta, and for verbatim sets non-negative,
-// strictly increasing offsets that do not overflow.
-func checkSet(set []byte, verbatim bool) error {
+// strictly increasing offsets that do not overflow. It returns the last
+// offset of the last batch as the bytes say (the set's own for verbatim
+// sets), so that nothing walks the set again for it.
+func checkSet(set []byte, verbatim bool) (last int64, err error) {
 	if len(set) == 0 {
-		return fmt.Errorf("%w: empty record set", ErrCorruptBatch)
+		return 0, fmt.Errorf("%w: empty record set", ErrCorruptBatch)
 	}
 	prevLast := int64(-1)
-	for pos := 0; pos < len(set); {
-		b := set[pos:]
-		if len(b) >= kbatch.MagicOffset+1 && kbatch.Magic(b) != 2 {
-			return fmt.Errorf("%w: batch at byte %d has magic %d", ErrUnsupportedMagic, pos, kbatch.Magic(b))
-		}
-		if len(b) < kbatch.HeaderSize {
-			return fmt.Errorf("%w: %d bytes at byte %d are shorter than a batch header", ErrCorruptBatch, len(b), pos)
-		}
-		n := int64(kbatch.Length(b))
-		if n < kbatch.HeaderSize-kbatch.LogOverhead || n > int64(len(b)-kbatch.LogOverhead) {
-			return fmt.Errorf("%w: batch at byte %d has length %d, %d bytes available", ErrCorruptBatch, pos, n, len(b)-kbatch.LogOverhead)
+	it := kbatch.Batches(set)
+	for it.Next() {
+		b, pos := it.Batch(), it.Pos()
+		if kbatch.Magic(b) != 2 {
+			return 0, fmt.Errorf("%w: batch at byte %d has magic %d", ErrUnsupportedMagic, pos, kbatch.Magic(b))
 		}
 		lod := kbatch.LastOffsetDelta(b)
 		if lod < 0 {
-			return fmt.Errorf("%w: batch at byte %d has negative last offset delta %d", ErrCorruptBatch, pos, lod)
+			return 0, fmt.Errorf("%w: batch at byte %d has negative last offset delta %d", ErrCorruptBatch, pos, lod)
 		}
+		last = kbatch.BaseOffset(b) + int64(lod)
 		if verbatim {
 			base := kbatch.BaseOffset(b)
 			if base < 0 || base > math.MaxInt64-int64(lod)-1 {
-				return fmt.Errorf("%w: batch at byte %d has base offset %d", ErrCorruptBatch, pos, base)
+				return 0, fmt.Errorf("%w: batch at byte %d has base offset %d", ErrCorruptBatch, pos, base)
 			}
 			if base <= prevLast {
-				return fmt.Errorf("%w: batch at byte %d has base offset %d, not above the previous batch's last offset %d", ErrCorruptBatch, pos, base, prevLast)
+				return 0, fmt.Errorf("%w: batch at byte %d has base offset %d, not above the previous batch's last offset %d", ErrCorruptBatch, pos, base, prevLast)
 			}
-			prevLast = base + int64(lod)
+			prevLast = last
 		}
-		pos += kbatch.LogOverhead + int(n)
 	}
-	return nil
+	if b, pos := it.Rest(), it.Pos(); len(b) > 0 {
+		// Not a whole batch: say why.
+		if len(b) >= kbatch.MagicOffset+1 && kbatch.Magic(b) != 2 {
+			return 0, fmt.Errorf("%w: batch at byte %d has magic %d", ErrUnsupportedMagic, pos, kbatch.Magic(b))
+		}
+		if len(b) < kbatch.HeaderSize {
+			return 0, fmt.Errorf("%w: %d bytes at byte %d are shorter than a batch header", ErrCorruptBatch, len(b), pos)
+		}
+		return 0, fmt.Errorf("%w: batch at byte %d has length %d, %d bytes available", ErrCorruptBatch, pos, kbatch.Length(b), len(b)-kbatch.LogOverhead)
+	}
+	return last, nil
 }
 
 // matchStoredLocked compares the batches of set that start below the log
 // end with the stored ones and returns the remaining (new) batches.
 // REQUIRES: l.mu.
 func (l *Log) matchStoredLocked(set []byte) ([]byte, error) {
-	rest := set
-	for len(rest) > 0 {
-		base := kbatch.BaseOffset(rest)
+	it := kbatch.Batches(set)
+	for it.Next() {
+		b := it.Batch()
+		base := kbatch.BaseOffset(b)
 		if base >= l.leo {
-			return rest, nil
+			return set[it.Pos():], nil
 		}
-		n := batchSize(rest)
-		b := rest[:n]
+		n := len(b)
 		if base < l.logStart {
 			return nil, fmt.Errorf("%w: batch at offset %d is below the log start offset %d", ErrOffsetBelowLogEnd, base, l.logStart)
 		}
@@ -243,9 +240,8 @@ func (l *Log) matchStoredLocked(set []byte) ([]byte, error) {
 		if !bytes.Equal(buf, b) {
 			return nil, fmt.Errorf("%w: offset %d (log end %d): stored batch differs from the offered one", ErrOffsetBelowLogEnd, base, l.leo)
 		}
-		rest = rest[n:]
 	}
-	return rest, nil
+	return it.Rest(), nil
 }
 
 type storedBatch struct {
@@ -292,12 +288,12 @@ func (l *Log) writeLocked(set []byte, nowMs int64, prepared bool) error {
 		// The chunk is the longest prefix whose offsets fit the segment's
 		// int32 relative offsets (a longer one only with huge verbatim gaps).
 		chunk := 0
-		for chunk < len(set) {
-			b := set[chunk:]
+		for it := kbatch.Batches(set); it.Next(); {
+			b := it.Batch()
 			if kbatch.BaseOffset(b)+int64(kbatch.LastOffsetDelta(b))-a.base > math.MaxInt32 {
 				break
 			}
-			chunk += batchSize(b)
+			chunk = it.Pos() + len(b)
 		}
 		if chunk == 0 {
 			// Unreachable after shouldRoll; kept as a guard against looping.
@@ -327,8 +323,8 @@ func (l *Log) writeChunkLocked(a *segment, chunk []byte) error {
 	// write that fails (ENOSPC) fails the append cleanly. Entries starting
 	// at or after the log end describe no stored batch, so truncating the
 	// cache to the log end undoes them.
-	for rest := chunk; len(rest) > 0; rest = rest[batchSize(rest):] {
-		if _, err := l.epochs.Assign(kbatch.LeaderEpoch(rest), kbatch.BaseOffset(rest)); err != nil {
+	for it := kbatch.Batches(chunk); it.Next(); {
+		if _, err := l.epochs.Assign(kbatch.LeaderEpoch(it.Batch()), kbatch.BaseOffset(it.Batch())); err != nil {
 			return l.undoChunkLocked(a, a.size, false, "leader-epoch checkpoint", err)
 		}
 	}
@@ -336,13 +332,11 @@ func (l *Log) writeChunkLocked(a *segment, chunk []byte) error {
 	if _, err := a.log.WriteAt(chunk, pos); err != nil {
 		return l.undoChunkLocked(a, pos, true, "append to "+a.path(logSuffix), err)
 	}
-	for rest := chunk; len(rest) > 0; {
-		n := batchSize(rest)
-		b := rest[:n:n]
-		rest = rest[n:]
+	for it := kbatch.Batches(chunk); it.Next(); {
+		b := it.Batch()
 		last := kbatch.BaseOffset(b) + int64(kbatch.LastOffsetDelta(b))
-		a.noteBatch(pos, int64(n), last, kbatch.MaxTimestamp(b))
-		pos += int64(n)
+		a.noteBatch(pos, int64(len(b)), last, kbatch.MaxTimestamp(b))
+		pos += int64(len(b))
 		l.leo = last + 1
 	}
 	if err := l.producer.commit(a, l.leo); err != nil {

@@ -38,10 +38,8 @@ func controlOf(b []byte, h *kbatch.Header) ControlRecord {
 func (p *producerHooks) prepareSet(set []byte, origin ProducerOrigin, assign bool, firstOffset int64,
 	leaderEpoch int32, txnVersion int16) (dup bool, first, last int64, err error) {
 	off := firstOffset
-	for rest := set; len(rest) > 0; {
-		n := batchSize(rest)
-		b := rest[:n:n]
-		rest = rest[n:]
+	for it := kbatch.Batches(set); it.Next(); {
+		b := it.Batch()
 		h, _ := kbatch.ParseHeader(b)
 		if assign {
 			h.BaseOffset = off
