@@ -165,3 +165,47 @@ func TestGroupInstanceIDChecksPerAPI(t *testing.T) {
 		t.Fatalf("members left: %+v", desc.Members)
 	}
 }
+
+// TxnOffsetCommit's group checks follow Kafka's ClassicGroup
+// validateOffsetCommit for transactional commits: a generation for a group
+// that does not exist is ILLEGAL_GENERATION (the group is not created),
+// generation -1 to an empty group is accepted whatever member id it names,
+// and a generation to an empty group needs a known member.
+func TestTxnOffsetCommitGroupChecks(t *testing.T) {
+	clk := &manualClock{t: time.Now()}
+	b := startClockBroker(t, t.TempDir(), clk)
+	createTopic(t, b, "tg", 1, nil)
+	pid, epoch := openRawTxn(t, b, "tg-tx", "tg")
+	commit := func(group, member string, gen int32) int16 {
+		areq := kmsg.NewPtrAddOffsetsToTxnRequest()
+		areq.TransactionalID, areq.ProducerID, areq.ProducerEpoch, areq.Group = "tg-tx", pid, epoch, group
+		if r := rawRequest[*kmsg.AddOffsetsToTxnResponse](t, b, areq); r.ErrorCode != 0 {
+			t.Fatalf("add offsets of %s: %+v", group, r)
+		}
+		req := kmsg.NewPtrTxnOffsetCommitRequest()
+		req.Version = 4
+		req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = "tg-tx", group, pid, epoch
+		req.Generation, req.MemberID = gen, member
+		req.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "tg", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1, LeaderEpoch: -1}}}}
+		return rawRequest[*kmsg.TxnOffsetCommitResponse](t, b, req).Topics[0].Partitions[0].ErrorCode
+	}
+	if got := commit("tg-none", "m", 1); got != kerr.IllegalGeneration.Code {
+		t.Fatalf("unknown group with a generation: %d", got)
+	}
+	c := b.srv.groups
+	c.mu.Lock()
+	created := c.groups["tg-none"] != nil
+	c.mu.Unlock()
+	if created {
+		t.Fatal("a refused commit created the group")
+	}
+	if got := commit("tg-empty", "", -1); got != 0 {
+		t.Fatalf("standalone commit to a new group: %d", got)
+	}
+	if got := commit("tg-empty", "someone", -1); got != 0 {
+		t.Fatalf("generation -1 with a member id to an empty group: %d", got)
+	}
+	if got := commit("tg-empty", "someone", 0); got != kerr.UnknownMemberID.Code {
+		t.Fatalf("generation 0 with an unknown member to an empty group: %d", got)
+	}
+}
