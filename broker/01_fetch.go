@@ -306,6 +306,13 @@ func (op *fetchOp) Await(ctx context.Context) (Reply, error) {
 			p.removeWaiter(wake)
 		}
 	}()
+	// An append between the first read and the registration above woke
+	// nobody: read again now that appends signal wake (Kafka's
+	// tryCompleteElseWatch checks again after watching, for the same
+	// reason).
+	if op.read() {
+		return op.response(), nil
+	}
 	deadline := op.started.Add(time.Duration(op.req.MaxWaitMillis) * time.Millisecond)
 	if d, ok := ctx.Deadline(); ok && d.Add(-100*time.Millisecond).Before(deadline) {
 		deadline = d.Add(-100 * time.Millisecond)
