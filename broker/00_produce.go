@@ -105,10 +105,6 @@ func mirrorProduceFeature() kmsg.ApiVersionsResponseSupportedFeature {
 
 var producePool = sync.Pool{New: func() any { return new(hotpath.ProduceRequest) }}
 
-type produceReply struct{ *hotpath.ProduceResponse }
-
-func (r produceReply) IsFlexible() bool { return r.Version >= 9 }
-
 func handleProduce(_ context.Context, s *Server, r *Request) (Reply, error) {
 	req := producePool.Get().(*hotpath.ProduceRequest)
 	defer producePool.Put(req)
@@ -119,13 +115,7 @@ func handleProduce(_ context.Context, s *Server, r *Request) (Reply, error) {
 	if req.HasMirror {
 		mreq = &req.Mirror
 	}
-	op := &produceOp{
-		resp: &hotpath.ProduceResponse{Version: r.Version, Topics: make([]hotpath.ProduceTopicResponse, len(req.Topics))},
-		acks: req.Acks,
-		// Appends are referenced by the partition queues: the slice
-		// never grows past its capacity.
-		pend: make([]pendingAppend, 0, req.NumPartitions()),
-	}
+	op := getProduceOp(r.Version, req.Acks, len(req.Topics), req.NumPartitions())
 	acksOK := req.Acks == 0 || req.Acks == 1 || req.Acks == -1
 	durable := req.Acks == -1 && s.flushPolicy() == storage.FlushAlways
 	now := time.Now().UnixMilli()
@@ -133,7 +123,7 @@ func handleProduce(_ context.Context, s *Server, r *Request) (Reply, error) {
 		rt := &req.Topics[ti]
 		out := &op.resp.Topics[ti]
 		out.Name, out.ID = rt.Name, rt.ID
-		out.Partitions = make([]hotpath.ProducePartitionResponse, len(rt.Partitions))
+		out.Partitions = resize(out.Partitions, len(rt.Partitions))
 		var t *Topic
 		var topicErr *kerr.Error
 		if r.Version >= 13 {
@@ -164,28 +154,23 @@ func handleProduce(_ context.Context, s *Server, r *Request) (Reply, error) {
 				pr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}
-			res, err := s.produceOne(op, p, pr, r.Version, req.TransactionalID, rp.Records, mreq, mp, now, durable)
-			if err != nil {
-				setProduceError(pr, err, res.log)
-				continue
-			}
-			if res.submitted {
-				continue // answered once the queue completes it
-			}
-			pr.BaseOffset, pr.LogAppendTimeMs, pr.LogStartOffset = res.base, res.appendTime, res.logStart
-			if durable && res.upTo > 0 {
-				op.waits = append(op.waits, durableWait{pr: pr, log: res.log, upTo: res.upTo})
+			if log, err := s.produceOne(op, p, pr, r.Version, req.TransactionalID, rp.Records, mreq, mp, now, durable); err != nil {
+				setProduceError(pr, err, log)
 			}
 		}
 	}
-	if len(op.pend) == 0 && len(op.waits) == 0 {
-		if req.Acks == 0 {
-			return nil, nil
-		}
-		return produceReply{op.resp}, nil
+	// Answered by the connection writer once every submitted append has
+	// completed (Await), in request order.
+	return op, nil
+}
+
+// resize returns s with length n, reusing its backing array when it is
+// large enough.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
 	}
-	op.registerWaits()
-	return Defer(op), nil
+	return s[:n]
 }
 
 // setProduceError fills a partition's error code, message and per-record
@@ -202,55 +187,85 @@ func setProduceError(pr *hotpath.ProducePartitionResponse, err error, l *storage
 	}
 }
 
-// produceOp is a produce request whose appends are in the partition
-// queues (and, for acks=-1 under --flush always, waiting for the group
-// commit). The connection writer resolves it in request order.
+// produceOp is one produce request from decode to the written answer:
+// its response, and its appends while they are in the partition queues
+// (and, for acks=-1 under --flush always, waiting for the group commit).
+// It is the handler's deferred reply; the connection writer resolves it in
+// request order and releases it once the answer is written. Pooled: a
+// request costs no allocation of its own once the pool is warm.
 type produceOp struct {
-	resp *hotpath.ProduceResponse
+	resp hotpath.ProduceResponse
 	acks int16
+	// pend are the submitted appends. The slice never grows past the
+	// capacity set before the first submit: the partition queues hold
+	// pointers into it.
 	pend []pendingAppend
-	// waits are mirror appends (written synchronously) whose answer
-	// waits for durability.
-	waits []durableWait
-	done  chan durableResult
+	// settled is set once no queue references pend any more (Await saw
+	// every completion); only then may the op go back to the pool.
+	settled bool
 }
 
-// pendingAppend is one partition's append submitted to its queue.
+var produceOps = sync.Pool{New: func() any { return new(produceOp) }}
+
+func getProduceOp(version, acks int16, topics, partitions int) *produceOp {
+	op := produceOps.Get().(*produceOp)
+	op.resp.Version, op.acks, op.settled = version, acks, false
+	op.resp.Topics = resize(op.resp.Topics, topics)
+	if cap(op.pend) < partitions {
+		op.pend = make([]pendingAppend, 0, partitions)
+	}
+	op.pend = op.pend[:0]
+	return op
+}
+
+// Release returns op to the pool once its answer has been written (the
+// connection writer calls it). An op whose appends may still be queued
+// (its Await was cut short) is left to the garbage collector.
+func (op *produceOp) Release() {
+	if !op.settled {
+		return
+	}
+	for i := range op.pend {
+		pa := &op.pend[i]
+		pa.a, pa.guard, pa.p, pa.log, pa.pr = hotpath.Append{}, produceGuard{}, nil, nil, nil
+	}
+	op.pend = op.pend[:0]
+	for i := range op.resp.Topics {
+		t := &op.resp.Topics[i]
+		clear(t.Partitions)
+		t.Name, t.Partitions = nil, t.Partitions[:0]
+	}
+	op.resp.NodeEndpoints = nil
+	produceOps.Put(op)
+}
+
+// AppendTo and IsFlexible make the op its own reply (no boxing per
+// request); produceReply is the answer Await hands the writer.
+func (op *produceOp) AppendTo(dst []byte) []byte { return op.resp.AppendTo(dst) }
+func (op *produceOp) IsFlexible() bool           { return op.resp.Version >= 9 }
+
+// produceReply is an awaited op's answer. It is a distinct value so the
+// writer releases the op once (as the deferred reply), not twice.
+type produceReply struct{ op *produceOp }
+
+func (r produceReply) AppendTo(dst []byte) []byte { return r.op.resp.AppendTo(dst) }
+func (r produceReply) IsFlexible() bool           { return r.op.resp.Version >= 9 }
+
+// pendingAppend is one partition's append submitted to its queue. Its
+// group and guard are reused with the pooled op.
 type pendingAppend struct {
 	a          hotpath.Append
-	g          *hotpath.Group
+	g          hotpath.Group
+	guard      produceGuard
 	p          *Partition
 	log        *storage.Log
 	pr         *hotpath.ProducePartitionResponse
 	appendTime int64
 }
 
-// durableWait is one mirror partition whose acks=-1 answer waits for
-// durability.
-type durableWait struct {
-	pr   *hotpath.ProducePartitionResponse
-	log  *storage.Log
-	upTo int64
-}
-
-type durableResult struct {
-	i   int
-	err error
-}
-
-func (op *produceOp) registerWaits() {
-	if len(op.waits) == 0 {
-		return
-	}
-	op.done = make(chan durableResult, len(op.waits))
-	for i := range op.waits {
-		op.waits[i].log.OnDurable(op.waits[i].upTo, func(err error) { op.done <- durableResult{i, err} })
-	}
-}
-
-// Await waits for the queued appends and the durability of mirror appends,
-// then fills their partition answers. A partition whose write or sync
-// fails is answered with its error (KAFKA_STORAGE_ERROR for I/O).
+// Await waits for the queued appends, then fills their partition answers.
+// A partition whose write or sync fails is answered with its error
+// (KAFKA_STORAGE_ERROR for I/O).
 func (op *produceOp) Await(ctx context.Context) (Reply, error) {
 	for i := range op.pend {
 		pa := &op.pend[i]
@@ -259,109 +274,126 @@ func (op *produceOp) Await(ctx context.Context) (Reply, error) {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("waiting for appends: %w", ctx.Err())
 		}
-		if pa.a.Err != nil {
-			setProduceError(pa.pr, pa.a.Err, pa.log)
-			continue
-		}
-		ar := &pa.a.Result
-		pa.pr.BaseOffset, pa.pr.LogStartOffset, pa.pr.LogAppendTimeMs = ar.FirstOffset, ar.LogStartOffset, pa.appendTime
-		if ar.Duplicate {
-			pa.pr.LogAppendTimeMs = -1
-		} else {
-			pa.p.notifyAppend()
-		}
+		pa.settle()
 	}
-	for range op.waits {
-		select {
-		case r := <-op.done:
-			if r.err != nil {
-				setProduceError(op.waits[r.i].pr, r.err, nil)
-			}
-		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for durability: %w", ctx.Err())
-		}
-	}
+	op.settled = true
 	if op.acks == 0 {
 		return nil, nil
 	}
-	return produceReply{op.resp}, nil
+	return produceReply{op}, nil
 }
 
-// produced is the outcome of one partition's produce when it was answered
-// without the queue's completion (refusals and mirror appends).
-type produced struct {
-	log        *storage.Log
-	submitted  bool
-	base       int64
-	appendTime int64
-	logStart   int64
-	// upTo is the offset below which the appended data must be durable
-	// before acks=-1 is answered (0: nothing to wait for).
-	upTo int64
+// settle fills the partition answer of a completed append.
+func (pa *pendingAppend) settle() {
+	err := pa.a.Err
+	if pa.guard.mirror {
+		err = pa.guard.settleMirror(err)
+	}
+	if err != nil {
+		setProduceError(pa.pr, err, pa.log)
+		return
+	}
+	ar := &pa.a.Result
+	pa.pr.BaseOffset, pa.pr.LogStartOffset, pa.pr.LogAppendTimeMs = ar.FirstOffset, ar.LogStartOffset, pa.appendTime
+	if ar.Duplicate || ar.AlreadyPresent {
+		// Nothing new in the log: no fetch to wake, and no append
+		// time (a duplicate has its original one, which Kafka does not
+		// report either).
+		pa.pr.LogAppendTimeMs = -1
+		return
+	}
+	pa.p.notifyAppend()
 }
 
-// produceOne validates one partition's record set and submits it to the
-// partition's queue (normal mode) or appends it (mirror mode). mreq is the
-// request's MirrorProduce value and mp the partition's MirrorPartition,
-// each nil when absent.
+// produceOne checks one partition's record set (topic rules, validation,
+// the mirror fields, transaction verification) and submits it to the
+// partition's queue; the checks that need the log as the append finds it
+// run in the append's guard (produce_guard.go). mreq is the request's
+// MirrorProduce value and mp the partition's MirrorPartition, each nil
+// when absent. An error refuses the partition; log is its log when known.
 func (s *Server) produceOne(op *produceOp, p *Partition, pr *hotpath.ProducePartitionResponse, version int16, txnID, set []byte,
-	mreq *wireext.MirrorProduce, mp *wireext.MirrorPartition, now int64, durable bool) (produced, error) {
+	mreq *wireext.MirrorProduce, mp *wireext.MirrorPartition, now int64, durable bool) (log *storage.Log, err error) {
 	h, err := partitionHandle(p)
 	if err != nil {
-		return produced{}, err
+		return nil, err
 	}
-	out := produced{log: h.log}
 	if isInternalTopic(p.Topic.Name) {
 		// Only the coordinators write their topics (Kafka's
 		// ReplicaManager refuses clients the same way).
-		return out, kafkaErr(kerr.InvalidTopicException, "Cannot append to internal topic "+p.Topic.Name)
+		return h.log, kafkaErr(kerr.InvalidTopicException, "Cannot append to internal topic "+p.Topic.Name)
 	}
 	cfg := p.Topic.Config()
 	mirror := mreq != nil
 	switch {
 	case cfg.MirrorPush && !mirror:
-		return out, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is a mirror topic (mirror.mode=push): only mirror produces (docs/protocol.md) may write to it", p.Topic.Name))
+		return h.log, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is a mirror topic (mirror.mode=push): only mirror produces (docs/protocol.md) may write to it", p.Topic.Name))
 	case !cfg.MirrorPush && mirror:
-		return out, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is not a mirror topic: mirror produces need mirror.mode=push", p.Topic.Name))
+		return h.log, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is not a mirror topic: mirror produces need mirror.mode=push", p.Topic.Name))
 	}
 	if mp != nil {
 		if err := checkLeaderEpoch(p, mp.CurrentLeaderEpoch); err != nil {
-			return out, err
+			return h.log, err
 		}
 		if !mirror && mp.ExpectedLogEndOffset != -1 {
-			return out, kafkaErr(kerr.InvalidRequest, "ExpectedLogEndOffset is only allowed in mirror produces")
+			return h.log, kafkaErr(kerr.InvalidRequest, "ExpectedLogEndOffset is only allowed in mirror produces")
 		}
 	}
-	if mirror {
-		return s.appendMirror(p, h, set, writerOf(mreq), mp, out)
+	if mirror && (mp == nil || mp.ExpectedLogEndOffset < 0) {
+		return h.log, kafkaErr(kerr.InvalidRequest, msgNoExpectedLogEnd)
 	}
 	opts := hotpath.Options{Mode: hotpath.Normal, Topic: hotpathConfig(cfg), ProduceVersion: version, NowMs: now}
+	if mirror {
+		opts = hotpath.Options{Mode: hotpath.Verbatim}
+	}
 	var vr hotpath.Result
 	if err := hotpath.Validate(set, &opts, &vr); err != nil {
-		return out, err
+		return h.log, err
 	}
-	if err := s.verifyTxnProduce(txnID, p, set); err != nil {
-		return out, err
-	}
-	if _, ok := cfg.overrides[cfgMirrorPolicies]; ok {
-		// An ordinary topic with mirror.policies: judged as sent
-		// (docs/policies.md).
-		if err := s.judgePolicies(p, h.log, set, h.log.LogEndOffset()); err != nil {
-			return out, err
+	if !mirror {
+		if err := s.verifyTxnProduce(txnID, p, set); err != nil {
+			return h.log, err
 		}
 	}
-	// One group per append: a group signals once per round, and appends
-	// written inline complete before the next partition is submitted.
-	op.pend = append(op.pend, pendingAppend{p: p, log: h.log, pr: pr, appendTime: vr.LogAppendTimeMs, g: hotpath.NewGroup(),
-		a: hotpath.Append{Set: set, LeaderEpoch: p.LeaderEpoch(), NowMs: now, Durable: durable}})
-	pa := &op.pend[len(op.pend)-1]
-	pa.g.Add(1)
-	if err := h.queue.Submit(context.Background(), pa.g, &pa.a); err != nil {
-		op.pend = op.pend[:len(op.pend)-1]
-		return out, fmt.Errorf("%w: %v", storage.ErrClosed, err)
+	pa := op.add()
+	pa.p, pa.log, pa.pr, pa.appendTime = p, h.log, pr, vr.LogAppendTimeMs
+	pa.a = hotpath.Append{Set: set, Verbatim: mirror, LeaderEpoch: p.LeaderEpoch(), NowMs: now, Durable: durable}
+	switch {
+	case mirror:
+		pa.appendTime = -1
+		pa.guard = produceGuard{s: s, p: p, log: h.log, set: set, mirror: true,
+			writer: writerOf(mreq), expected: mp.ExpectedLogEndOffset, last: vr.LastOffset, maxEpoch: vr.MaxLeaderEpoch}
+		pa.a.Guard = &pa.guard
+	case hasPolicyOverride(cfg):
+		// An ordinary topic with mirror.policies: judged as sent
+		// (docs/policies.md), against the log the append finds.
+		pa.guard = produceGuard{s: s, p: p, log: h.log, set: set}
+		pa.a.Guard = &pa.guard
+	default:
+		pa.guard = produceGuard{}
 	}
-	out.submitted = true
-	return out, nil
+	pa.g.Add(1)
+	if err := h.queue.Submit(context.Background(), &pa.g, &pa.a); err != nil {
+		op.pend = op.pend[:len(op.pend)-1]
+		return h.log, fmt.Errorf("%w: %v", storage.ErrClosed, err)
+	}
+	return h.log, nil
+}
+
+// add takes the next pending entry, with an empty group of its own: a
+// group signals once per round, and appends written inline complete
+// before the next partition is submitted.
+func (op *produceOp) add() *pendingAppend {
+	op.pend = op.pend[:len(op.pend)+1]
+	pa := &op.pend[len(op.pend)-1]
+	pa.g.Reset()
+	return pa
+}
+
+// hasPolicyOverride reports whether an ordinary topic binds policies with
+// mirror.policies.
+func hasPolicyOverride(cfg *TopicConfig) bool {
+	_, ok := cfg.overrides[cfgMirrorPolicies]
+	return ok
 }
 
 // hotpathConfig is what the hot path's validation needs of a topic config.
@@ -395,70 +427,3 @@ func checkLeaderEpoch(p *Partition, epoch int32) error {
 // msgNoExpectedLogEnd refuses a mirror produce whose partition carries no
 // usable MirrorPartition value.
 var msgNoExpectedLogEnd = fmt.Sprintf("mirror produce without ExpectedLogEndOffset (partition tag %d)", wireext.MirrorTag)
-
-// appendMirror is the verbatim append of a mirror produce. It goes through
-// the partition's queue (one writer per partition) and waits for the write
-// under the partition's append lock, so the writer-epoch fencing
-// (mirror_state.go), the expected-log-end check, the append and the
-// leader-epoch bookkeeping are one step.
-func (s *Server) appendMirror(p *Partition, h *logHandle, set []byte, writer mirrorWriter, mp *wireext.MirrorPartition, out produced) (produced, error) {
-	if mp == nil || mp.ExpectedLogEndOffset < 0 {
-		return out, kafkaErr(kerr.InvalidRequest, msgNoExpectedLogEnd)
-	}
-	var vr hotpath.Result
-	if err := hotpath.Validate(set, &hotpath.Options{Mode: hotpath.Verbatim}, &vr); err != nil {
-		return out, err
-	}
-	p.data.appendMu.Lock()
-	defer p.data.appendMu.Unlock()
-	if err := s.checkMirrorWriter(p, writer); err != nil {
-		return out, err
-	}
-	l := h.log
-	leo := l.LogEndOffset()
-	mismatch := func() error {
-		return kafkaErr(kerr.OffsetOutOfRange, fmt.Sprintf("mirror: expected log end %d, log end is %d", mp.ExpectedLogEndOffset, leo))
-	}
-	if mp.ExpectedLogEndOffset != leo && vr.LastOffset >= leo {
-		// Only an identical retry of stored batches may disagree with the
-		// log end; anything reaching past the end is refused unwritten.
-		return out, mismatch()
-	}
-	if vr.LastOffset >= leo {
-		// The topic's policies (docs/policies.md) judge what is new; an
-		// identical retry of stored batches was judged when first
-		// appended.
-		if err := s.judgePolicies(p, l, set, leo); err != nil {
-			return out, err
-		}
-	}
-	g := hotpath.NewGroup()
-	a := hotpath.Append{Set: set, Verbatim: true}
-	g.Add(1)
-	if err := h.queue.Submit(context.Background(), g, &a); err != nil {
-		return out, fmt.Errorf("%w: %v", storage.ErrClosed, err)
-	}
-	g.Wait()
-	if a.Err != nil {
-		if mp.ExpectedLogEndOffset != leo && errors.Is(a.Err, storage.ErrOffsetBelowLogEnd) {
-			return out, mismatch()
-		}
-		return out, a.Err
-	}
-	ar := a.Result
-	out.base, out.logStart, out.appendTime = ar.FirstOffset, ar.LogStartOffset, -1
-	if !ar.AlreadyPresent {
-		p.notifyAppend()
-	}
-	out.upTo = ar.LastOffset + 1
-	// The validation summary has the set's largest batch epoch: the set
-	// is not walked again.
-	if cur, want := p.LeaderEpoch(), storage.MirrorLeaderEpoch(p.LeaderEpoch(), vr.MaxLeaderEpoch); want != cur {
-		if err := s.SetLeaderEpochAtLeast(p, want); err != nil {
-			// The batches are stored; the epoch catches up on the next
-			// append. Report the failure so the pusher retries.
-			return out, err
-		}
-	}
-	return out, nil
-}

@@ -3,63 +3,116 @@
 package broker
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"testing"
 )
 
+// maxProduceAllocs bounds the allocations of one produce request through
+// the handler, the partition queue and storage, as the connection writer
+// resolves and releases it.
+const maxProduceAllocs = 2
+
 // TestAllocProduceRequest bounds the allocations of one single-partition
-// Produce request through the handler, the partition queue and storage
-// (acks=1, flush never): the response and its per-request bookkeeping,
-// never anything proportional to the record bytes.
+// Produce request through the handler, the partition queue and storage:
+// the per-request state is pooled (produceOp), so nothing proportional to
+// the record bytes and at most maxProduceAllocs of anything. Normal and
+// mirror produce, acks=1 and acks=-1 under --flush always.
 func TestAllocProduceRequest(t *testing.T) {
-	s, err := Open(quietConfig(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Shutdown(context.Background())
-	cfg, _ := newTopicConfig(nil)
-	if _, err := s.cluster.createTopic("alloc", 1, cfg, false); err != nil {
-		t.Fatal(err)
-	}
-	values := make([][]byte, 100)
-	for i := range values {
-		values[i] = make([]byte, 1000)
-	}
-	batch := encodeBatch(t, 0, -1, -1, values...)
-	preq := produceRequest(9, "alloc", 0, batch)
-	preq.Acks = 1
-	frame := appendRequestFrame(nil, preq, 1, "alloc")[4:]
-	_, e, req, err := decodeFrame(frame)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body := append([]byte(nil), req.Body...)
-	ctx := context.Background()
-	run := func() {
-		copy(req.Body, body) // normal mode stamps the batch in place
-		reply, err := e.handler(ctx, s, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d, ok := reply.(deferredAdapter); ok {
-			if reply, err = d.Await(ctx); err != nil {
+	for _, c := range []struct {
+		name   string
+		mirror bool
+		acks   int16
+		flush  string
+	}{
+		{"acks=1", false, 1, ""},
+		{"acks=-1/flush=always", false, -1, "always"},
+		{"mirror/acks=1", true, 1, ""},
+		{"mirror/acks=-1/flush=always", true, -1, "always"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := quietConfig(t.TempDir())
+			cfg.Flush = c.flush
+			s, err := Open(cfg)
+			if err != nil {
 				t.Fatal(err)
 			}
-		}
-		if reply.(produceReply).Topics[0].Partitions[0].ErrorCode != 0 {
-			t.Fatal("produce failed")
-		}
-	}
-	run()
-	// The broker compiles its default WASM policies in the background
-	// after Open; AllocsPerRun counts every goroutine, so take the best
-	// of several rounds (the compile ends within the first ones).
-	allocs := testing.AllocsPerRun(200, run)
-	for i := 0; i < 20 && allocs > 10; i++ {
-		allocs = min(allocs, testing.AllocsPerRun(200, run))
-	}
-	t.Logf("%.1f allocations per produce request (%d record bytes)", allocs, len(batch))
-	if allocs > 10 {
-		t.Fatalf("%.1f allocations per produce request, want <= 10", allocs)
+			defer s.Shutdown(context.Background())
+			over := map[string]string{}
+			if c.mirror {
+				over["mirror.mode"] = "push"
+			}
+			tc, err := newTopicConfig(over)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.cluster.createTopic("alloc", 1, tc, false); err != nil {
+				t.Fatal(err)
+			}
+			n, size := 100, 1000
+			if c.mirror {
+				n, size = 10, 100 // every round appends at the log end
+			}
+			values := make([][]byte, n)
+			for i := range values {
+				values[i] = make([]byte, size)
+			}
+			batch := encodeBatch(t, 0, -1, -1, values...)
+			preq := produceRequest(9, "alloc", 0, batch)
+			const sentinel = 0x5a5a5a5a5a5a5a5a
+			if c.mirror {
+				preq = mirrorProduce(11, "alloc", 0, batch, sentinel, -1)
+			}
+			preq.Acks = c.acks
+			frame := appendRequestFrame(nil, preq, 1, "alloc")[4:]
+			_, e, req, err := decodeFrame(frame)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := append([]byte(nil), req.Body...)
+			at := bytes.Index(body, batch)
+			exp := bytes.Index(body, binary.BigEndian.AppendUint64(nil, sentinel))
+			if at < 0 || c.mirror && exp < 0 {
+				t.Fatal("batch or expected log end not found in the request body")
+			}
+			l := s.cluster.topic("alloc").Partition(0).Log.(*logHandle).log
+			ctx := context.Background()
+			run := func() {
+				copy(req.Body, body) // normal mode stamps the batch in place
+				if c.mirror {
+					leo := uint64(l.LogEndOffset())
+					binary.BigEndian.PutUint64(req.Body[at:], leo) // the source's base offset
+					binary.BigEndian.PutUint64(req.Body[exp:], leo)
+				}
+				reply, err := e.handler(ctx, s, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d := reply.(DeferredReply)
+				answer, err := d.Await(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pr := answer.(produceReply).op.resp.Topics[0].Partitions[0]
+				if pr.ErrorCode != 0 {
+					t.Fatalf("produce failed: %d %v", pr.ErrorCode, pr.ErrorMessage)
+				}
+				reply.(Releaser).Release() // as the connection writer does
+			}
+			run()
+			// The broker compiles its default WASM policies in the
+			// background after Open; AllocsPerRun counts every goroutine,
+			// so take the best of several rounds (the compile ends within
+			// the first ones).
+			allocs := testing.AllocsPerRun(100, run)
+			for i := 0; i < 10 && allocs > maxProduceAllocs; i++ {
+				allocs = min(allocs, testing.AllocsPerRun(100, run))
+			}
+			t.Logf("%.1f allocations per produce request (%d record bytes)", allocs, len(batch))
+			if allocs > maxProduceAllocs {
+				t.Fatalf("%.1f allocations per produce request, want <= %d", allocs, maxProduceAllocs)
+			}
+		})
 	}
 }

@@ -73,6 +73,16 @@ type DeferredReply interface {
 	Await(ctx context.Context) (Reply, error)
 }
 
+// Releaser is a reply holding pooled state. The connection writer calls
+// Release once the reply's bytes have been written or dropped: for a
+// deferred reply (which is then released as well as the Reply its Await
+// returned, so Await must not return the deferred value itself), after
+// Await's answer; Release must cope with an Await that was never called
+// or cut short.
+type Releaser interface {
+	Release()
+}
+
 // deferredAdapter lets a DeferredReply travel where a Reply is expected.
 type deferredAdapter struct{ DeferredReply }
 
@@ -80,6 +90,8 @@ func (deferredAdapter) AppendTo(dst []byte) []byte { return dst }
 func (deferredAdapter) IsFlexible() bool           { return false }
 
 // Defer wraps d as a Reply; the connection writer resolves it in order.
+// A Reply that implements DeferredReply itself is resolved the same way
+// without the wrapper (which costs an allocation per request).
 func Defer(d DeferredReply) Reply { return deferredAdapter{d} }
 
 // pending is a request that has been read and handled (or is deferred)
@@ -446,7 +458,7 @@ func (c *conn) writeLoop() {
 			continue
 		}
 		reply := p.reply
-		if d, ok := reply.(deferredAdapter); ok {
+		if d, ok := reply.(DeferredReply); ok {
 			r, err := d.Await(&p.ctx)
 			if err != nil {
 				c.log.Warn("request failed after decode; closing connection", "api", kmsg.NameForKey(p.key),
@@ -482,9 +494,17 @@ func (c *conn) writeLoop() {
 	}
 }
 
+// finish releases a request's resources once its answer (reply, nil when
+// none was written) is done with: the reply, the deferred reply it came
+// from, the handler context and the frame.
 func (c *conn) finish(p *pending, reply Reply) {
-	if v, ok := reply.(VectoredReply); ok {
-		v.Release()
+	if r, ok := reply.(Releaser); ok {
+		r.Release()
+	}
+	if _, ok := p.reply.(DeferredReply); ok {
+		if r, ok := p.reply.(Releaser); ok {
+			r.Release()
+		}
 	}
 	p.ctx.release()
 	p.frame.Release()

@@ -58,7 +58,7 @@ func fuzzSeedRequests() []kmsg.Request {
 // replyBody serialises a reply as the connection writer would: deferred
 // replies are awaited, vectored ones concatenated.
 func replyBody(ctx context.Context, reply Reply) ([]byte, error) {
-	if d, ok := reply.(deferredAdapter); ok {
+	if d, ok := reply.(DeferredReply); ok {
 		r, err := d.Await(ctx)
 		if err != nil || r == nil {
 			return nil, err

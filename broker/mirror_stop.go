@@ -132,8 +132,14 @@ func (s *Server) stopPartition(p *Partition, sourceID string) error {
 		return err
 	}
 	l := h.log
+	// The append lock orders the stop against mirror appends (their
+	// guard, produce_guard.go, takes it around the write): the record
+	// sees every mirror append admitted before the topic became
+	// "stopping", and none is admitted after. It is not held across the
+	// epoch bump, which takes the cluster lock: a topic deletion holds
+	// that lock while it closes the partition's queue, whose owner may be
+	// waiting for this one.
 	p.data.appendMu.Lock()
-	defer p.data.appendMu.Unlock()
 	var ps mirrorPartitionState
 	err = s.updateMirrorState(p.Topic, func(st *mirrorTopicState) error {
 		cur := &st.Partitions[p.Index]
@@ -152,6 +158,7 @@ func (s *Server) stopPartition(p *Partition, sourceID string) error {
 		ps = *cur
 		return nil
 	})
+	p.data.appendMu.Unlock()
 	if err != nil {
 		return err
 	}
@@ -165,6 +172,8 @@ func (s *Server) stopPartition(p *Partition, sourceID string) error {
 	if err := stopHook(p.Topic.Name, p.Index, stopStepEpoch); err != nil {
 		return err
 	}
+	p.data.appendMu.Lock()
+	defer p.data.appendMu.Unlock()
 	epoch := p.LeaderEpoch()
 	// 2. ABORT markers for the open transactions.
 	aborted := 0

@@ -40,12 +40,33 @@ type Append struct {
 	// data durable only on rolls, intervals, Flush or Close, so the wait
 	// could last until then.
 	Durable bool
+	// Guard, when not nil, admits the append at the moment it is written
+	// (see Guard).
+	Guard Guard
 
 	Result storage.AppendResult
 	Err    error
 
 	group *Group
 	upTo  int64
+}
+
+// Guard admits an append at the moment it is written, for the checks that
+// must see the log as the append will find it (a mirror writer's fencing,
+// its expected log end, policies judging the log end and open
+// transactions). It is an interface so that a caller's pooled state can
+// serve without a per-append closure.
+//
+// Whoever writes the append (the partition's owner goroutine or a
+// submitter writing inline) calls Begin immediately before the write, in
+// queue order, and, when Begin returned nil, End right after it with the
+// write's outcome. An error from Begin fails the append unwritten with
+// that error. Begin may take a lock that End releases: nothing else is
+// written to the log between them. Neither may submit to the same
+// partition.
+type Guard interface {
+	Begin() error
+	End(res *storage.AppendResult, err error)
 }
 
 // Group counts the outstanding appends of one request. The zero value is
@@ -57,6 +78,20 @@ type Group struct {
 
 // NewGroup returns an empty group.
 func NewGroup() *Group { return &Group{done: make(chan struct{}, 1)} }
+
+// Reset makes g empty for reuse, as NewGroup would, keeping its channel.
+// Only call it when no append of g is outstanding.
+func (g *Group) Reset() {
+	g.pending.Store(0)
+	if g.done == nil {
+		g.done = make(chan struct{}, 1)
+		return
+	}
+	select {
+	case <-g.done:
+	default:
+	}
+}
 
 // Add announces n more appends (call before submitting them).
 func (g *Group) Add(n int) { g.pending.Add(int32(n)) }
@@ -261,13 +296,23 @@ func (p *Partition) park(a *Append) {
 	p.mu.Unlock()
 }
 
-// appendOne appends a with the log's leader or verbatim append.
+// appendOne appends a with the log's leader or verbatim append, inside
+// its guard's Begin and End.
 func (p *Partition) appendOne(a *Append) {
+	if a.Guard != nil {
+		if err := a.Guard.Begin(); err != nil {
+			a.Err = err
+			return
+		}
+	}
 	if a.Verbatim {
 		a.Result, a.Err = p.log.AppendVerbatim(a.Set)
-		return
+	} else {
+		a.Result, a.Err = p.log.AppendLeader(a.Set, a.LeaderEpoch, a.NowMs)
 	}
-	a.Result, a.Err = p.log.AppendLeader(a.Set, a.LeaderEpoch, a.NowMs)
+	if a.Guard != nil {
+		a.Guard.End(&a.Result, a.Err)
+	}
 }
 
 // durableFired runs on the log's flusher (under the log's lock) for one
