@@ -269,10 +269,8 @@ type pendingAppend struct {
 func (op *produceOp) Await(ctx context.Context) (Reply, error) {
 	for i := range op.pend {
 		pa := &op.pend[i]
-		select {
-		case <-pa.g.Done():
-		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for appends: %w", ctx.Err())
+		if err := awaitReady(ctx, pa.g.Done()); err != nil {
+			return nil, fmt.Errorf("waiting for appends: %w", err)
 		}
 		pa.settle()
 	}

@@ -150,6 +150,9 @@ type conn struct {
 	handing     atomic.Int32
 	handlerDone chan struct{} // closed when the handler goroutine fails
 	handlerErr  error         // set before handlerDone is closed
+
+	// wait is the writer's waiter for deferred replies (awaitReady).
+	wait *waiter
 }
 
 // handoffBytes is the frame size from which the reader hands a frame to
@@ -175,6 +178,7 @@ func newConn(s *Server, nc net.Conn) (*conn, error) {
 		frames:      fr,
 		ctx:         ctx,
 		cancelRead:  cancel,
+		wait:        newWaiter(s.baseCtx),
 	}, nil
 }
 
@@ -348,6 +352,7 @@ func (c *conn) handleFrame(frame hotpath.Frame) (*pending, error) {
 	}
 	p.frame = frame
 	p.ctx.init(c.s.baseCtx, time.Now().Add(c.s.cfg.RequestTimeout))
+	p.ctx.w = c.wait
 	if p.reply != nil {
 		return p, nil
 	}

@@ -239,8 +239,14 @@ func (s *Server) judgePolicies(p *Partition, l *storage.Log, set []byte, leo int
 	case err != nil:
 		return kafkaErr(kerr.PolicyViolation, fmt.Sprintf("mirror policies of topic %s: %v", p.Topic.Name, err))
 	}
+	verr := v.Err()
+	if verr == nil {
+		return nil
+	}
+	// Declared only here: errors.As makes it escape, and an accepted
+	// set must not cost an allocation.
 	var re *wasmpolicy.RejectedError
-	if errors.As(v.Err(), &re) {
+	if errors.As(verr, &re) {
 		code, ok := kerr.ErrorForCode(re.KafkaCode()).(*kerr.Error)
 		if !ok {
 			code = kerr.PolicyViolation

@@ -18,6 +18,9 @@ type requestCtx struct {
 	parent   context.Context
 	deadline time.Time
 
+	// w, when set, is the connection writer's waiter (see awaitReady).
+	w *waiter
+
 	mu   sync.Mutex
 	done chan struct{} // created by Done
 	err  error         // set when the context ends
@@ -100,5 +103,54 @@ func (c *requestCtx) release() {
 	c.mu.Unlock()
 	if stop != nil {
 		stop()
+	}
+}
+
+// waiter lets the connection writer wait for a deferred reply's
+// completion, the request deadline or the server's abort without creating
+// the request's Done channel and timers: its timer is reused for every
+// request of the connection. Only the writer goroutine uses it.
+type waiter struct {
+	timer *time.Timer
+	abort <-chan struct{} // the server's base context
+}
+
+func newWaiter(base context.Context) *waiter {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &waiter{timer: t, abort: base.Done()}
+}
+
+// awaitReady waits until ch is ready (and receives from it) or ctx ends,
+// whose error it then returns. With the connection writer's request
+// context it allocates nothing.
+func awaitReady(ctx context.Context, ch <-chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	default:
+	}
+	rc, ok := ctx.(*requestCtx)
+	if !ok || rc.w == nil {
+		select {
+		case <-ch:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := rc.Err(); err != nil {
+		return err
+	}
+	t := rc.w.timer
+	t.Reset(time.Until(rc.deadline))
+	defer t.Stop()
+	select {
+	case <-ch:
+		return nil
+	case <-t.C:
+		return context.DeadlineExceeded
+	case <-rc.w.abort:
+		return context.Cause(rc.parent)
 	}
 }

@@ -214,6 +214,11 @@ func (p *Partition) Submit(ctx context.Context, g *Group, a *Append) error {
 	}
 }
 
+// Queued returns the number of appends submitted through the queue and
+// not yet written (appends written inline by their submitter are never
+// counted). For tests and metrics.
+func (p *Partition) Queued() int { return int(p.queued.Load()) }
+
 // Close stops the owner after it has written what is queued; later Submits
 // fail with ErrPartitionClosed. Appends waiting for durability complete when
 // the log makes them durable or is closed.

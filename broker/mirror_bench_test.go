@@ -1,0 +1,134 @@
+package broker
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+
+	"github.com/verbatim-kafka/verbatim/kbatch"
+)
+
+// BenchmarkMirrorProduceInFlight measures mirror produces (docs/protocol.md)
+// on one connection over loopback TCP with 1 and 8 requests in flight:
+// with 8 the appends of one connection overlap in the partition queue
+// (coalesced writes) as those of normal produce do. Each request carries
+// one batch of 16 records of 100 bytes at the log end; the topic has its
+// default mirror policies. allocs/op is per request, client included.
+func BenchmarkMirrorProduceInFlight(b *testing.B) {
+	for _, window := range []int{1, 8} {
+		b.Run(fmt.Sprintf("inflight=%d", window), func(b *testing.B) { benchProduceConn(b, true, window) })
+	}
+}
+
+// BenchmarkProduceInFlight is BenchmarkMirrorProduceInFlight's ordinary
+// produce (acks=-1, flush never) for comparison.
+func BenchmarkProduceInFlight(b *testing.B) {
+	for _, window := range []int{1, 8} {
+		b.Run(fmt.Sprintf("inflight=%d", window), func(b *testing.B) { benchProduceConn(b, false, window) })
+	}
+}
+
+// benchProduceConn sends b.N produces of one batch on one connection,
+// window at a time.
+func benchProduceConn(b *testing.B, mirror bool, window int) {
+	s, err := Open(quietConfig(b.TempDir()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = s.Shutdown(context.Background()) }()
+	over := map[string]string{}
+	if mirror {
+		over["mirror.mode"] = "push"
+	}
+	cfg, err := newTopicConfig(over)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.cluster.createTopic("bench", 1, cfg, false); err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = s.Serve(ln) }()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+
+	const per = 16
+	recs := make([]kbatch.Record, per)
+	for i := range recs {
+		recs[i] = kbatch.Record{OffsetDelta: int32(i), Value: make([]byte, 100)}
+	}
+	bt := kbatch.NewBatch(1_700_000_000_000, recs...)
+	bt.LeaderEpoch = 1
+	batch, err := kbatch.Encode(bt)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const sentinel = 0x5a5a5a5a5a5a5a5a
+	req := produceRequest(9, "bench", 0, batch)
+	if mirror {
+		req = mirrorProduce(11, "bench", 0, batch, sentinel, -1)
+	}
+	frame := appendRequestFrame(nil, req, 1, "bench")
+	at := bytes.Index(frame, batch)
+	exp := bytes.Index(frame, binary.BigEndian.AppendUint64(nil, sentinel))
+	if at < 0 || mirror && exp < 0 {
+		b.Fatal("batch or expected log end not found in the frame")
+	}
+
+	tokens := make(chan struct{}, window)
+	done := make(chan error, 1)
+	go func() {
+		br := bufio.NewReader(nc)
+		var resp [256]byte
+		for range b.N {
+			if _, err := io.ReadFull(br, resp[:4]); err != nil {
+				done <- err
+				return
+			}
+			n := int(binary.BigEndian.Uint32(resp[:4]))
+			if n > len(resp) {
+				done <- fmt.Errorf("response of %d bytes", n)
+				return
+			}
+			if _, err := io.ReadFull(br, resp[:n]); err != nil {
+				done <- err
+				return
+			}
+			<-tokens
+		}
+		done <- nil
+	}()
+	b.SetBytes(int64(len(batch)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		tokens <- struct{}{}
+		if mirror {
+			off := uint64(i * per)
+			binary.BigEndian.PutUint64(frame[at:], off)
+			binary.BigEndian.PutUint64(frame[exp:], off)
+		}
+		if _, err := nc.Write(frame); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	l := s.cluster.topic("bench").Partition(0).Log.(*logHandle).log
+	if end := l.LogEndOffset(); end != int64(b.N*per) {
+		b.Fatalf("log end %d after %d produces of %d records: some were refused", end, b.N, per)
+	}
+}
