@@ -43,8 +43,15 @@ package broker
 //     (KIP-1279: raised to the batch epoch + 10 when one comes within 3).
 //   - The topic's WASM policies (mirror.policies, docs/policies.md; the
 //     defaults on mirror topics) judge each record set after the hot path's
-//     checks and before the append; a rejection refuses the partition's
-//     whole set with the policy's error.
+//     checks, at the moment of the append (log end, epoch cache and open
+//     transactions as the append finds them: produce_guard.go); a
+//     rejection refuses the partition's whole set with the policy's error.
+//   - One pipeline for normal and mirror produce: validate, submit to the
+//     partition's queue (whose writer runs the append's guard: mirror
+//     writer fencing, expected log end, policies), answer from the
+//     connection writer once the appends completed (Await), so pipelined
+//     requests on one connection overlap in the queue, mirror produces
+//     included. The request's state is pooled (produceOp).
 //   - An ordinary producer writing to a mirror topic, or a mirror produce
 //     to an ordinary topic, gets POLICY_VIOLATION (non-retriable in the
 //     Java producer and librdkafka) and nothing is appended.

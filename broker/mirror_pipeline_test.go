@@ -208,3 +208,33 @@ func TestMirrorStopRefusesQueuedProduces(t *testing.T) {
 		t.Fatalf("%d batches stored; want only the barrier", len(bs))
 	}
 }
+
+// TestMirrorProduceAcksAllWaitsForDurability: under --flush always a
+// pipelined mirror produce with acks=-1 is answered only once the group
+// commit covers it.
+func TestMirrorProduceAcksAllWaitsForDurability(t *testing.T) {
+	b := startBroker(t, t.TempDir(), func(c *Config) { c.Flush = "always" })
+	createTopic(t, b, "m", 1, map[string]*string{"mirror.mode": sp("push")})
+	l, err := partitionLog(b.srv.cluster.topic("m").Partition(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n, per = 16, 2
+	c := dialRaw(t, b.addr)
+	var buf []byte
+	for i := range n {
+		req := mirrorProduce(11, "m", 0, data(int64(i*per), 1, per).encode(t), int64(i*per), -1)
+		req.Acks = -1
+		buf = appendRequestFrame(buf, req, int32(i), "pipe")
+	}
+	c.write(buf)
+	for i := range n {
+		pr := readProduce(t, c, int32(i))
+		if pr.ErrorCode != 0 || pr.BaseOffset != int64(i*per) {
+			t.Fatalf("mirror produce %d: error %d, base offset %d", i, pr.ErrorCode, pr.BaseOffset)
+		}
+		if d := l.DurableOffset(); d < int64((i+1)*per) {
+			t.Fatalf("mirror produce %d (up to offset %d) answered at durable offset %d", i, (i+1)*per-1, d)
+		}
+	}
+}

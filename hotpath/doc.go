@@ -6,7 +6,8 @@
 // submission queue that coalesces appends and hands them to storage's group
 // commit, and the Produce response encoding.
 //
-// It must not decide topic policy (wasmpolicy does) nor own files or offsets
+// It must not decide topic policy (wasmpolicy does, through the caller's
+// Guard, which the queue runs at the moment of the write) nor own files or offsets
 // (storage does: AppendLeader stamps base offsets and leader epochs); it
 // never copies record bytes between the socket buffer and the storage
 // write.
@@ -19,7 +20,8 @@
 //	                        the mirror fields (wireext) come out of the same pass
 //	Validate                per partition, in place (normal or verbatim); its Result is
 //	                        the set's summary (offsets, largest epoch) for later steps
-//	Partition.Submit        inline write when the partition is idle, else queued to its owner
+//	Partition.Submit        inline write when the partition is idle, else queued to its owner;
+//	                        whoever writes runs the append's Guard (Begin, write, End) in queue order
 //	Group.Wait              completions (after the group commit when Append.Durable)
 //	ProduceResponse.AppendTo  the response body (the broker frames and writes it)
 //	Frame.Release           after the response is written
