@@ -32,24 +32,8 @@ func TestAllocProduceRequest(t *testing.T) {
 		{"mirror/acks=-1/flush=always", true, -1, "always"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := quietConfig(t.TempDir())
-			cfg.Flush = c.flush
-			s, err := Open(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s, l := openProduceServer(t, c.flush, "alloc", c.mirror)
 			defer s.Shutdown(context.Background())
-			over := map[string]string{}
-			if c.mirror {
-				over["mirror.mode"] = "push"
-			}
-			tc, err := newTopicConfig(over)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.cluster.createTopic("alloc", 1, tc, false); err != nil {
-				t.Fatal(err)
-			}
 			n, size := 100, 1000
 			if c.mirror {
 				n, size = 10, 100 // every round appends at the log end
@@ -76,7 +60,6 @@ func TestAllocProduceRequest(t *testing.T) {
 			if at < 0 || c.mirror && exp < 0 {
 				t.Fatal("batch or expected log end not found in the request body")
 			}
-			l := s.cluster.topic("alloc").Partition(0).Log.(*logHandle).log
 			ctx := context.Background()
 			run := func() {
 				copy(req.Body, body) // normal mode stamps the batch in place

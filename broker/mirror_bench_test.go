@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/storage"
 )
 
 // BenchmarkMirrorProduceInFlight measures mirror produces (docs/protocol.md)
@@ -36,22 +37,8 @@ func BenchmarkProduceInFlight(b *testing.B) {
 // benchProduceConn sends b.N produces of one batch on one connection,
 // window at a time.
 func benchProduceConn(b *testing.B, mirror bool, window int) {
-	s, err := Open(quietConfig(b.TempDir()))
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, l := openProduceServer(b, "", "bench", mirror)
 	defer func() { _ = s.Shutdown(context.Background()) }()
-	over := map[string]string{}
-	if mirror {
-		over["mirror.mode"] = "push"
-	}
-	cfg, err := newTopicConfig(over)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := s.cluster.createTopic("bench", 1, cfg, false); err != nil {
-		b.Fatal(err)
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -127,8 +114,33 @@ func benchProduceConn(b *testing.B, mirror bool, window int) {
 		b.Fatal(err)
 	}
 	b.StopTimer()
-	l := s.cluster.topic("bench").Partition(0).Log.(*logHandle).log
 	if end := l.LogEndOffset(); end != int64(b.N*per) {
 		b.Fatalf("log end %d after %d produces of %d records: some were refused", end, b.N, per)
 	}
+}
+
+// openProduceServer opens a broker (not serving) with flush policy flush
+// and a one-partition topic, a mirror topic when mirror; it returns the
+// topic's log too.
+func openProduceServer(tb testing.TB, flush, topic string, mirror bool) (*Server, *storage.Log) {
+	tb.Helper()
+	cfg := quietConfig(tb.TempDir())
+	cfg.Flush = flush
+	s, err := Open(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	over := map[string]string{}
+	if mirror {
+		over["mirror.mode"] = "push"
+	}
+	tc, err := newTopicConfig(over)
+	if err == nil {
+		_, err = s.cluster.createTopic(topic, 1, tc, false)
+	}
+	if err != nil {
+		_ = s.Shutdown(context.Background())
+		tb.Fatal(err)
+	}
+	return s, s.cluster.topic(topic).Partition(0).Log.(*logHandle).log
 }
