@@ -459,4 +459,3 @@ func (fs *MemFS) SyncDir(dir string) error {
 	}
 	return nil
 }
-
