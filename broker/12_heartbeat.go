@@ -24,6 +24,6 @@ func handleHeartbeat(_ context.Context, s *Server, r *Request) (Reply, error) {
 	if req.Version < 3 {
 		inst = nil
 	}
-	resp.ErrorCode = s.groups.heartbeat(req.Group, req.MemberID, inst, req.Generation)
+	resp.ErrorCode = s.groups.Heartbeat(req.Group, req.MemberID, inst, req.Generation)
 	return resp, nil
 }

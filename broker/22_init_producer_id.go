@@ -41,8 +41,8 @@ func handleInitProducerID(_ context.Context, s *Server, r *Request) (Reply, erro
 		if req.Version >= 3 {
 			reqPid, reqEpoch = req.ProducerID, req.ProducerEpoch
 		}
-		res := s.txns.initProducerID(*req.TransactionalID, req.TransactionTimeoutMillis, reqPid, reqEpoch)
-		resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = fencedCode(res.code, req.Version, 4), res.pid, res.epoch
+		res := s.txns.InitProducerID(*req.TransactionalID, req.TransactionTimeoutMillis, reqPid, reqEpoch)
+		resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = fencedCode(res.Code, req.Version, 4), res.PID, res.Epoch
 		return resp, nil
 	}
 	id, err := s.pids.allocate()

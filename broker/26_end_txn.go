@@ -30,7 +30,7 @@ func init() { register(kmsg.EndTxn.Int16(), 0, 4, handleEndTxn) }
 func handleEndTxn(_ context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.EndTxnRequest)
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
-	resp.ErrorCode = fencedCode(s.txns.endTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit), req.Version, 2)
+	resp.ErrorCode = fencedCode(s.txns.EndTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit), req.Version, 2)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	return resp, nil
 }

@@ -1,4 +1,4 @@
-package broker
+package groupcoord
 
 // The group coordinator: Kafka's classic group protocol on one node.
 //
@@ -6,7 +6,8 @@ package broker
 // guarded by the coordinator's one mutex; its durable form is the group's
 // records in __consumer_offsets (group metadata at the end of each
 // rebalance, one record per committed offset), replayed on start
-// (group_coordinator_offsets.go).
+// (load.go). Writes are queued under the mutex and appended without it
+// (drive.go).
 //
 // States and transitions follow Kafka's GroupCoordinator:
 //
@@ -16,19 +17,22 @@ package broker
 //	DeleteGroups or offset expiry of an empty group -> Dead (removed).
 //
 // JoinGroup and SyncGroup answers that wait for other members are deferred
-// replies (DeferredReply): the connection keeps reading while the member
-// waits. Time is read only through the coordinator's clock and timers are
-// evaluated by tick, which the broker calls every coordTickInterval.
+// replies: the connection keeps reading while the member waits. Time is
+// read only through the coordinator's clock and timers are evaluated by
+// Tick, which the broker calls every coordlog.TickInterval.
 
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"log/slog"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/coordlog"
 )
 
 type groupState int8
@@ -58,44 +62,41 @@ func (s groupState) String() string {
 
 // Kafka's broker defaults for groups.
 const (
-	groupMinSessionTimeout    = 6 * time.Second      // group.min.session.timeout.ms
-	groupMaxSessionTimeout    = 30 * time.Minute     // group.max.session.timeout.ms
-	groupInitialRebalanceWait = 3 * time.Second      // group.initial.rebalance.delay.ms
-	offsetsRetention          = 7 * 24 * time.Hour   // offsets.retention.minutes
-	offsetsRetentionCheck     = 10 * time.Minute     // offsets.retention.check.interval.ms
-	offsetMetadataMaxBytes    = 4096                 // offset.metadata.max.bytes
-	groupMaxSize              = int(^uint32(0) >> 1) // group.max.size
+	groupMinSessionTimeout       = 6 * time.Second      // group.min.session.timeout.ms
+	groupMaxSessionTimeout       = 30 * time.Minute     // group.max.session.timeout.ms
+	DefaultInitialRebalanceDelay = 3 * time.Second      // group.initial.rebalance.delay.ms
+	offsetsRetention             = 7 * 24 * time.Hour   // offsets.retention.minutes
+	offsetsRetentionCheck        = 10 * time.Minute     // offsets.retention.check.interval.ms
+	offsetMetadataMaxBytes       = 4096                 // offset.metadata.max.bytes
+	groupMaxSize                 = int(^uint32(0) >> 1) // group.max.size
 )
 
-type topicPartition struct {
-	topic     string
-	partition int32
+// OffsetEntry is one committed offset.
+type OffsetEntry struct {
+	Offset      int64
+	LeaderEpoch int32
+	Metadata    string
+	CommitTs    int64
 }
 
-// offsetEntry is one committed offset.
-type offsetEntry struct {
-	offset      int64
-	leaderEpoch int32
-	metadata    string
-	commitTs    int64
+// JoinResult is the answer to one JoinGroup.
+type JoinResult struct {
+	Code           int16
+	Generation     int32
+	ProtocolType   string
+	Protocol       string
+	Leader         string
+	MemberID       string
+	SkipAssignment bool
+	Members        []kmsg.JoinGroupResponseMember
 }
 
-type joinResult struct {
-	code           int16
-	generation     int32
-	protocolType   string
-	protocol       string
-	leader         string
-	memberID       string
-	skipAssignment bool
-	members        []kmsg.JoinGroupResponseMember
-}
-
-type syncResult struct {
-	code         int16
-	protocolType string
-	protocol     string
-	assignment   []byte
+// SyncResult is the answer to one SyncGroup.
+type SyncResult struct {
+	Code         int16
+	ProtocolType string
+	Protocol     string
+	Assignment   []byte
 }
 
 type groupMember struct {
@@ -111,8 +112,8 @@ type groupMember struct {
 	lastHeartbeat    time.Time
 	// joinWait/syncWait are set while the member waits for the end of
 	// the join or sync phase.
-	joinWait chan joinResult
-	syncWait chan syncResult
+	joinWait chan JoinResult
+	syncWait chan SyncResult
 }
 
 func (m *groupMember) metadataFor(protocol string) []byte {
@@ -155,18 +156,23 @@ type group struct {
 	// current generation; syncDeadline is when they are removed.
 	pendingSync  map[string]bool
 	syncDeadline time.Time
-	offsets      map[topicPartition]offsetEntry
+	// assigning is the generation whose leader assignment is being
+	// written, 0 if none.
+	assigning int32
+	// inflight counts queued writes of the group not yet appended.
+	inflight int
+	offsets  map[coordlog.TopicPartition]OffsetEntry
 	// pendingTxn are transactional offset commits not yet decided, by
 	// producer id.
-	pendingTxn map[int64]map[topicPartition]offsetEntry
+	pendingTxn map[int64]map[coordlog.TopicPartition]OffsetEntry
 }
 
 func newGroup(id string, now time.Time) *group {
 	return &group{
 		id: id, state: groupEmpty, stateTime: now,
 		members: map[string]*groupMember{}, static: map[string]string{}, pending: map[string]time.Time{},
-		pendingSync: map[string]bool{}, offsets: map[topicPartition]offsetEntry{},
-		pendingTxn: map[int64]map[topicPartition]offsetEntry{},
+		pendingSync: map[string]bool{}, offsets: map[coordlog.TopicPartition]OffsetEntry{},
+		pendingTxn: map[int64]map[coordlog.TopicPartition]OffsetEntry{},
 	}
 }
 
@@ -288,11 +294,23 @@ func (g *group) allJoined() bool {
 	return true
 }
 
-// groupCoordinator coordinates every group (this node owns every
+// Config is what a Coordinator is built from.
+type Config struct {
+	// Log stores __consumer_offsets.
+	Log   coordlog.Log
+	Clock coordlog.Clock
+	// Logger gets the coordinator's warnings; nil discards them.
+	Logger *slog.Logger
+	// InitialRebalanceDelay is group.initial.rebalance.delay.ms.
+	InitialRebalanceDelay time.Duration
+}
+
+// Coordinator coordinates every group (this node owns every
 // __consumer_offsets partition).
-type groupCoordinator struct {
-	s     *Server
-	clock coordClock
+type Coordinator struct {
+	log   coordlog.Log
+	clock coordlog.Clock
+	lg    *slog.Logger
 
 	mu            sync.Mutex
 	groups        map[string]*group
@@ -301,15 +319,27 @@ type groupCoordinator struct {
 	// initialRebalanceDelay is group.initial.rebalance.delay.ms.
 	initialRebalanceDelay time.Duration
 	retention             time.Duration
+	// outbox is the queue of writes decided under mu and not yet
+	// appended; driving is set while a goroutine appends them (drive.go).
+	outbox  []*write
+	driving bool
 }
 
-func newGroupCoordinator(s *Server, clock coordClock) *groupCoordinator {
-	return &groupCoordinator{
-		s: s, clock: clock, groups: map[string]*group{},
-		initialRebalanceDelay: groupInitialRebalanceWait, retention: offsetsRetention,
-		lastRetention: clock.Now(),
+// New returns a coordinator with no groups; Load recovers them.
+func New(cfg Config) *Coordinator {
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	return &Coordinator{
+		log: cfg.Log, clock: cfg.Clock, lg: lg, groups: map[string]*group{},
+		initialRebalanceDelay: cfg.InitialRebalanceDelay, retention: offsetsRetention,
+		lastRetention: cfg.Clock.Now(),
 	}
 }
+
+// InitialRebalanceDelay is the coordinator's group.initial.rebalance.delay.ms.
+func (c *Coordinator) InitialRebalanceDelay() time.Duration { return c.initialRebalanceDelay }
 
 func newMemberID(prefix string) string {
 	var b [16]byte
@@ -318,96 +348,114 @@ func newMemberID(prefix string) string {
 	return prefix + "-" + h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
-type joinRequest struct {
-	group            string
-	memberID         string
-	instanceID       *string
-	protocolType     string
-	protocols        []kmsg.JoinGroupRequestProtocol
-	sessionTimeout   time.Duration
-	rebalanceTimeout time.Duration
-	clientID         string
-	clientHost       string
-	// requireKnownMember: v4+ (KIP-394).
-	requireKnownMember bool
-	version            int16
+// JoinRequest is one JoinGroup.
+type JoinRequest struct {
+	Group            string
+	MemberID         string
+	InstanceID       *string
+	ProtocolType     string
+	Protocols        []kmsg.JoinGroupRequestProtocol
+	SessionTimeout   time.Duration
+	RebalanceTimeout time.Duration
+	ClientID         string
+	ClientHost       string
+	// RequireKnownMember: v4+ (KIP-394).
+	RequireKnownMember bool
+	Version            int16
 }
 
-// join handles JoinGroup. It returns either an immediate result or a
+// Join handles JoinGroup. It returns either an immediate result or a
 // channel the result will be sent on.
-func (c *groupCoordinator) join(r joinRequest) (joinResult, chan joinResult) {
+func (c *Coordinator) Join(r JoinRequest) (JoinResult, chan JoinResult) {
 	now := c.clock.Now()
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	fail := func(e *kerr.Error) (joinResult, chan joinResult) {
-		return joinResult{code: e.Code, memberID: r.memberID, generation: -1}, nil
+	n := len(c.outbox)
+	res, ch, afterWrite := c.join(r, now)
+	w := c.queuedSince(n)
+	c.mu.Unlock()
+	c.await(w)
+	if afterWrite {
+		// The answer depends on the write just made: it is on ch now.
+		return <-ch, nil
+	}
+	return res, ch
+}
+
+// join is Join under c.mu. afterWrite means the answer is sent on ch by
+// the advance of a write this call queued.
+func (c *Coordinator) join(r JoinRequest, now time.Time) (res JoinResult, ch chan JoinResult, afterWrite bool) {
+	fail := func(e *kerr.Error) (JoinResult, chan JoinResult, bool) {
+		return JoinResult{Code: e.Code, MemberID: r.MemberID, Generation: -1}, nil, false
 	}
 	if c.closed {
 		return fail(kerr.NotCoordinator)
 	}
-	if r.group == "" {
+	if r.Group == "" {
 		return fail(kerr.InvalidGroupID)
 	}
-	if r.sessionTimeout < groupMinSessionTimeout || r.sessionTimeout > groupMaxSessionTimeout {
+	if r.SessionTimeout < groupMinSessionTimeout || r.SessionTimeout > groupMaxSessionTimeout {
 		return fail(kerr.InvalidSessionTimeout)
 	}
-	g := c.groups[r.group]
+	g := c.groups[r.Group]
 	if g == nil {
-		if r.memberID != "" {
+		if r.MemberID != "" {
 			return fail(kerr.UnknownMemberID)
 		}
-		g = newGroup(r.group, now)
-		c.groups[r.group] = g
+		g = newGroup(r.Group, now)
+		c.groups[r.Group] = g
 	}
 	if g.state == groupDead {
 		return fail(kerr.CoordinatorNotAvailable)
 	}
-	if !g.supportsProtocols(r.protocolType, r.protocols) {
+	if !g.supportsProtocols(r.ProtocolType, r.Protocols) {
 		if len(g.members) == 0 && g.state == groupEmpty && len(g.offsets) == 0 && g.generation == 0 {
-			delete(c.groups, r.group)
+			delete(c.groups, r.Group)
 		}
 		return fail(kerr.InconsistentGroupProtocol)
 	}
-	if r.memberID == "" {
+	if r.MemberID == "" {
 		return c.joinUnknownMember(g, r, now)
 	}
-	return c.joinKnownMember(g, r, now)
+	res, ch = c.joinKnownMember(g, r, now)
+	return res, ch, false
 }
 
-func (c *groupCoordinator) joinUnknownMember(g *group, r joinRequest, now time.Time) (joinResult, chan joinResult) {
-	if r.instanceID != nil {
-		if old, ok := g.static[*r.instanceID]; ok {
+func (c *Coordinator) joinUnknownMember(g *group, r JoinRequest, now time.Time) (JoinResult, chan JoinResult, bool) {
+	if r.InstanceID != nil {
+		if old, ok := g.static[*r.InstanceID]; ok {
 			return c.replaceStaticMember(g, g.members[old], r, now)
 		}
 		// A new static member joins directly (no KIP-394 round trip).
-		id := newMemberID(*r.instanceID)
-		return c.addMemberAndRebalance(g, id, r, now)
+		id := newMemberID(*r.InstanceID)
+		res, ch := c.addMemberAndRebalance(g, id, r, now)
+		return res, ch, false
 	}
-	id := newMemberID(r.clientID)
-	if r.requireKnownMember {
-		g.pending[id] = now.Add(r.sessionTimeout)
-		return joinResult{code: kerr.MemberIDRequired.Code, memberID: id, generation: -1}, nil
+	id := newMemberID(r.ClientID)
+	if r.RequireKnownMember {
+		g.pending[id] = now.Add(r.SessionTimeout)
+		return JoinResult{Code: kerr.MemberIDRequired.Code, MemberID: id, Generation: -1}, nil, false
 	}
-	return c.addMemberAndRebalance(g, id, r, now)
+	res, ch := c.addMemberAndRebalance(g, id, r, now)
+	return res, ch, false
 }
 
-func (c *groupCoordinator) addMemberAndRebalance(g *group, id string, r joinRequest, now time.Time) (joinResult, chan joinResult) {
+func (c *Coordinator) addMemberAndRebalance(g *group, id string, r JoinRequest, now time.Time) (JoinResult, chan JoinResult) {
 	if len(g.members) >= groupMaxSize {
-		return joinResult{code: kerr.GroupMaxSizeReached.Code, memberID: id, generation: -1}, nil
+		return JoinResult{Code: kerr.GroupMaxSizeReached.Code, MemberID: id, Generation: -1}, nil
 	}
 	delete(g.pending, id)
 	m := &groupMember{
-		id: id, instanceID: r.instanceID, clientID: r.clientID, clientHost: r.clientHost,
-		rebalanceTimeout: r.rebalanceTimeout, sessionTimeout: r.sessionTimeout,
-		protocolType: r.protocolType, protocols: r.protocols, lastHeartbeat: now,
-		joinWait: make(chan joinResult, 1),
+		id: id, instanceID: r.InstanceID, clientID: r.ClientID, clientHost: r.ClientHost,
+		rebalanceTimeout: r.RebalanceTimeout, sessionTimeout: r.SessionTimeout,
+		protocolType: r.ProtocolType, protocols: r.Protocols, lastHeartbeat: now,
+		joinWait: make(chan JoinResult, 1),
 	}
 	if len(g.members) == 0 {
-		g.protocolType = r.protocolType
+		g.protocolType = r.ProtocolType
 	}
 	g.members[id] = m
-	if r.instanceID != nil {
-		g.static[*r.instanceID] = id
+	if r.InstanceID != nil {
+		g.static[*r.InstanceID] = id
 	}
 	if g.leader == "" {
 		g.leader = id
@@ -421,7 +469,7 @@ func (c *groupCoordinator) addMemberAndRebalance(g *group, id string, r joinRequ
 	}
 	c.maybePrepareRebalance(g, now)
 	c.maybeCompleteJoin(g, now)
-	return joinResult{}, ch
+	return JoinResult{}, ch
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -431,15 +479,15 @@ func minTime(a, b time.Time) time.Time {
 	return b
 }
 
-func (c *groupCoordinator) replaceStaticMember(g *group, old *groupMember, r joinRequest, now time.Time) (joinResult, chan joinResult) {
-	newID := newMemberID(*r.instanceID)
+func (c *Coordinator) replaceStaticMember(g *group, old *groupMember, r JoinRequest, now time.Time) (JoinResult, chan JoinResult, bool) {
+	newID := newMemberID(*r.InstanceID)
 	// The old instance is fenced: whatever it waits for ends now.
 	if old.joinWait != nil {
-		old.joinWait <- joinResult{code: kerr.FencedInstanceID.Code, memberID: old.id, generation: -1}
+		old.joinWait <- JoinResult{Code: kerr.FencedInstanceID.Code, MemberID: old.id, Generation: -1}
 		old.joinWait = nil
 	}
 	if old.syncWait != nil {
-		old.syncWait <- syncResult{code: kerr.FencedInstanceID.Code}
+		old.syncWait <- SyncResult{Code: kerr.FencedInstanceID.Code}
 		old.syncWait = nil
 	}
 	delete(g.members, old.id)
@@ -447,12 +495,12 @@ func (c *groupCoordinator) replaceStaticMember(g *group, old *groupMember, r joi
 	delete(g.pendingSync, old.id)
 	m := *old
 	m.id = newID
-	m.clientID, m.clientHost = r.clientID, r.clientHost
-	m.sessionTimeout, m.rebalanceTimeout = r.sessionTimeout, r.rebalanceTimeout
+	m.clientID, m.clientHost = r.ClientID, r.ClientHost
+	m.sessionTimeout, m.rebalanceTimeout = r.SessionTimeout, r.RebalanceTimeout
 	m.lastHeartbeat = now
 	m.joinWait, m.syncWait = nil, nil
 	g.members[newID] = &m
-	g.static[*r.instanceID] = newID
+	g.static[*r.InstanceID] = newID
 	if wasPendingSync {
 		g.pendingSync[newID] = true
 	}
@@ -463,88 +511,95 @@ func (c *groupCoordinator) replaceStaticMember(g *group, old *groupMember, r joi
 	switch g.state {
 	case groupStable:
 		oldSelected := old.metadataFor(g.protocol)
-		m.protocols = r.protocols
-		if !hasProtocol(r.protocols, g.protocol) || string(oldSelected) != string(m.metadataFor(g.protocol)) {
+		m.protocols = r.Protocols
+		if !hasProtocol(r.Protocols, g.protocol) || string(oldSelected) != string(m.metadataFor(g.protocol)) {
 			// The subscription changed: a real rebalance.
-			m.joinWait = make(chan joinResult, 1)
+			m.joinWait = make(chan JoinResult, 1)
 			ch := m.joinWait
 			c.prepareRebalance(g, now)
-			return joinResult{}, ch
+			return JoinResult{}, ch, false
 		}
-		if err := c.persistGroup(g, now); err != nil {
-			return joinResult{code: kerr.UnknownServerError.Code, memberID: newID, generation: -1}, nil
+		// The answer is the group as it is now, sent once the new
+		// member id is durable.
+		res := JoinResult{Generation: g.generation, ProtocolType: g.protocolType, Protocol: g.protocol, Leader: g.leader, MemberID: newID}
+		if wasLeader && r.Version >= 9 {
+			res.SkipAssignment = true
+			res.Members = c.joinMembers(g)
 		}
-		res := joinResult{generation: g.generation, protocolType: g.protocolType, protocol: g.protocol, leader: g.leader, memberID: newID}
-		if wasLeader && r.version >= 9 {
-			res.skipAssignment = true
-			res.members = c.joinMembers(g)
-		}
-		return res, nil
+		ch := make(chan JoinResult, 1)
+		c.persistGroup(g, now, func(err error) {
+			if err != nil {
+				c.lg.Warn("persisting static member replacement", "group", g.id, "err", err)
+				res = JoinResult{Code: kerr.UnknownServerError.Code, MemberID: newID, Generation: -1}
+			}
+			ch <- res
+		})
+		return JoinResult{}, ch, true
 	default:
-		m.protocols = r.protocols
-		m.joinWait = make(chan joinResult, 1)
+		m.protocols = r.Protocols
+		m.joinWait = make(chan JoinResult, 1)
 		ch := m.joinWait
 		c.maybePrepareRebalance(g, now)
 		c.maybeCompleteJoin(g, now)
-		return joinResult{}, ch
+		return JoinResult{}, ch, false
 	}
 }
 
-func (c *groupCoordinator) joinKnownMember(g *group, r joinRequest, now time.Time) (joinResult, chan joinResult) {
-	if _, ok := g.pending[r.memberID]; ok {
-		return c.addMemberAndRebalance(g, r.memberID, r, now)
+func (c *Coordinator) joinKnownMember(g *group, r JoinRequest, now time.Time) (JoinResult, chan JoinResult) {
+	if _, ok := g.pending[r.MemberID]; ok {
+		return c.addMemberAndRebalance(g, r.MemberID, r, now)
 	}
-	m := g.members[r.memberID]
-	if r.instanceID != nil {
-		if cur, ok := g.static[*r.instanceID]; ok && cur != r.memberID {
-			return joinResult{code: kerr.FencedInstanceID.Code, memberID: r.memberID, generation: -1}, nil
+	m := g.members[r.MemberID]
+	if r.InstanceID != nil {
+		if cur, ok := g.static[*r.InstanceID]; ok && cur != r.MemberID {
+			return JoinResult{Code: kerr.FencedInstanceID.Code, MemberID: r.MemberID, Generation: -1}, nil
 		}
 	}
 	if m == nil {
-		return joinResult{code: kerr.UnknownMemberID.Code, memberID: r.memberID, generation: -1}, nil
+		return JoinResult{Code: kerr.UnknownMemberID.Code, MemberID: r.MemberID, Generation: -1}, nil
 	}
-	if m.instanceID != nil && (r.instanceID == nil || *r.instanceID != *m.instanceID) {
-		return joinResult{code: kerr.FencedInstanceID.Code, memberID: r.memberID, generation: -1}, nil
+	if m.instanceID != nil && (r.InstanceID == nil || *r.InstanceID != *m.instanceID) {
+		return JoinResult{Code: kerr.FencedInstanceID.Code, MemberID: r.MemberID, Generation: -1}, nil
 	}
 	m.lastHeartbeat = now
-	m.rebalanceTimeout, m.sessionTimeout = r.rebalanceTimeout, r.sessionTimeout
+	m.rebalanceTimeout, m.sessionTimeout = r.RebalanceTimeout, r.SessionTimeout
 	switch g.state {
 	case groupPreparingRebalance:
-		m.protocols = r.protocols
+		m.protocols = r.Protocols
 		if m.joinWait != nil {
 			// A retry of a join still waiting: the old request is
 			// answered as superseded.
-			m.joinWait <- joinResult{code: kerr.RebalanceInProgress.Code, memberID: m.id, generation: -1}
+			m.joinWait <- JoinResult{Code: kerr.RebalanceInProgress.Code, MemberID: m.id, Generation: -1}
 		}
-		m.joinWait = make(chan joinResult, 1)
+		m.joinWait = make(chan JoinResult, 1)
 		ch := m.joinWait
 		c.maybeCompleteJoin(g, now)
-		return joinResult{}, ch
+		return JoinResult{}, ch
 	case groupCompletingRebalance:
-		if m.sameProtocols(r.protocols) {
+		if m.sameProtocols(r.Protocols) {
 			// The member lost the join response: send it again.
 			return c.joinResultFor(g, m), nil
 		}
-		m.protocols = r.protocols
-		m.joinWait = make(chan joinResult, 1)
+		m.protocols = r.Protocols
+		m.joinWait = make(chan JoinResult, 1)
 		ch := m.joinWait
 		c.prepareRebalance(g, now)
-		return joinResult{}, ch
+		return JoinResult{}, ch
 	case groupStable:
-		if m.id == g.leader || !m.sameProtocols(r.protocols) {
-			m.protocols = r.protocols
-			m.joinWait = make(chan joinResult, 1)
+		if m.id == g.leader || !m.sameProtocols(r.Protocols) {
+			m.protocols = r.Protocols
+			m.joinWait = make(chan JoinResult, 1)
 			ch := m.joinWait
 			c.prepareRebalance(g, now)
-			return joinResult{}, ch
+			return JoinResult{}, ch
 		}
 		return c.joinResultFor(g, m), nil
 	default:
-		return joinResult{code: kerr.UnknownMemberID.Code, memberID: r.memberID, generation: -1}, nil
+		return JoinResult{Code: kerr.UnknownMemberID.Code, MemberID: r.MemberID, Generation: -1}, nil
 	}
 }
 
-func (c *groupCoordinator) joinMembers(g *group) []kmsg.JoinGroupResponseMember {
+func (c *Coordinator) joinMembers(g *group) []kmsg.JoinGroupResponseMember {
 	var out []kmsg.JoinGroupResponseMember
 	for _, id := range g.sortedMemberIDs() {
 		m := g.members[id]
@@ -555,15 +610,15 @@ func (c *groupCoordinator) joinMembers(g *group) []kmsg.JoinGroupResponseMember 
 	return out
 }
 
-func (c *groupCoordinator) joinResultFor(g *group, m *groupMember) joinResult {
-	res := joinResult{generation: g.generation, protocolType: g.protocolType, protocol: g.protocol, leader: g.leader, memberID: m.id}
+func (c *Coordinator) joinResultFor(g *group, m *groupMember) JoinResult {
+	res := JoinResult{Generation: g.generation, ProtocolType: g.protocolType, Protocol: g.protocol, Leader: g.leader, MemberID: m.id}
 	if m.id == g.leader {
-		res.members = c.joinMembers(g)
+		res.Members = c.joinMembers(g)
 	}
 	return res
 }
 
-func (c *groupCoordinator) maybePrepareRebalance(g *group, now time.Time) {
+func (c *Coordinator) maybePrepareRebalance(g *group, now time.Time) {
 	switch g.state {
 	case groupEmpty, groupStable, groupCompletingRebalance:
 		c.prepareRebalance(g, now)
@@ -571,12 +626,12 @@ func (c *groupCoordinator) maybePrepareRebalance(g *group, now time.Time) {
 }
 
 // prepareRebalance moves g to PreparingRebalance.
-func (c *groupCoordinator) prepareRebalance(g *group, now time.Time) {
+func (c *Coordinator) prepareRebalance(g *group, now time.Time) {
 	if g.state == groupCompletingRebalance {
 		for _, m := range g.members {
 			m.assignment = nil
 			if m.syncWait != nil {
-				m.syncWait <- syncResult{code: kerr.RebalanceInProgress.Code}
+				m.syncWait <- SyncResult{Code: kerr.RebalanceInProgress.Code}
 				m.syncWait = nil
 			}
 		}
@@ -594,7 +649,7 @@ func (c *groupCoordinator) prepareRebalance(g *group, now time.Time) {
 	c.maybeCompleteJoin(g, now)
 }
 
-func (c *groupCoordinator) maybeCompleteJoin(g *group, now time.Time) {
+func (c *Coordinator) maybeCompleteJoin(g *group, now time.Time) {
 	if g.state != groupPreparingRebalance {
 		return
 	}
@@ -608,7 +663,7 @@ func (c *groupCoordinator) maybeCompleteJoin(g *group, now time.Time) {
 
 // completeJoin ends the join phase: members that did not rejoin are
 // removed and the others get the new generation.
-func (c *groupCoordinator) completeJoin(g *group, now time.Time) {
+func (c *Coordinator) completeJoin(g *group, now time.Time) {
 	for id, m := range g.members {
 		if m.joinWait == nil {
 			c.dropMember(g, m)
@@ -621,9 +676,11 @@ func (c *groupCoordinator) completeJoin(g *group, now time.Time) {
 	if len(g.members) == 0 {
 		g.protocol, g.leader = "", ""
 		g.transition(groupEmpty, now)
-		if err := c.persistGroup(g, now); err != nil {
-			c.s.log.Warn("persisting empty group", "group", g.id, "err", err)
-		}
+		c.persistGroup(g, now, func(err error) {
+			if err != nil {
+				c.lg.Warn("persisting empty group", "group", g.id, "err", err)
+			}
+		})
 		return
 	}
 	if g.members[g.leader] == nil {
@@ -642,13 +699,13 @@ func (c *groupCoordinator) completeJoin(g *group, now time.Time) {
 }
 
 // dropMember removes m from g, answering what it waits for.
-func (c *groupCoordinator) dropMember(g *group, m *groupMember) {
+func (c *Coordinator) dropMember(g *group, m *groupMember) {
 	if m.joinWait != nil {
-		m.joinWait <- joinResult{code: kerr.UnknownMemberID.Code, memberID: m.id, generation: -1}
+		m.joinWait <- JoinResult{Code: kerr.UnknownMemberID.Code, MemberID: m.id, Generation: -1}
 		m.joinWait = nil
 	}
 	if m.syncWait != nil {
-		m.syncWait <- syncResult{code: kerr.UnknownMemberID.Code}
+		m.syncWait <- SyncResult{Code: kerr.UnknownMemberID.Code}
 		m.syncWait = nil
 	}
 	delete(g.members, m.id)
@@ -666,7 +723,7 @@ func (c *groupCoordinator) dropMember(g *group, m *groupMember) {
 
 // removeMember removes m and rebalances as Kafka does after a leave or a
 // session expiry.
-func (c *groupCoordinator) removeMember(g *group, m *groupMember, now time.Time) {
+func (c *Coordinator) removeMember(g *group, m *groupMember, now time.Time) {
 	c.dropMember(g, m)
 	switch g.state {
 	case groupStable, groupCompletingRebalance:
@@ -676,39 +733,50 @@ func (c *groupCoordinator) removeMember(g *group, m *groupMember, now time.Time)
 	}
 }
 
-type syncRequest struct {
-	group        string
-	memberID     string
-	instanceID   *string
-	generation   int32
-	protocolType *string
-	protocol     *string
-	assignments  map[string][]byte
+// SyncRequest is one SyncGroup.
+type SyncRequest struct {
+	Group        string
+	MemberID     string
+	InstanceID   *string
+	Generation   int32
+	ProtocolType *string
+	Protocol     *string
+	Assignments  map[string][]byte
 }
 
-func (c *groupCoordinator) sync(r syncRequest) (syncResult, chan syncResult) {
+// Sync handles SyncGroup. It returns either an immediate result or a
+// channel the result will be sent on.
+func (c *Coordinator) Sync(r SyncRequest) (SyncResult, chan SyncResult) {
 	now := c.clock.Now()
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	fail := func(e *kerr.Error) (syncResult, chan syncResult) { return syncResult{code: e.Code}, nil }
+	n := len(c.outbox)
+	res, ch := c.sync(r, now)
+	w := c.queuedSince(n)
+	c.mu.Unlock()
+	c.await(w)
+	return res, ch
+}
+
+func (c *Coordinator) sync(r SyncRequest, now time.Time) (SyncResult, chan SyncResult) {
+	fail := func(e *kerr.Error) (SyncResult, chan SyncResult) { return SyncResult{Code: e.Code}, nil }
 	if c.closed {
 		return fail(kerr.NotCoordinator)
 	}
-	g := c.groups[r.group]
+	g := c.groups[r.Group]
 	if g == nil {
 		return fail(kerr.UnknownMemberID)
 	}
 	if g.state == groupDead {
 		return fail(kerr.CoordinatorNotAvailable)
 	}
-	m, code := g.validateMember(r.memberID, r.instanceID)
+	m, code := g.validateMember(r.MemberID, r.InstanceID)
 	if code != 0 {
-		return syncResult{code: code}, nil
+		return SyncResult{Code: code}, nil
 	}
-	if r.generation != g.generation {
+	if r.Generation != g.generation {
 		return fail(kerr.IllegalGeneration)
 	}
-	if (r.protocolType != nil && *r.protocolType != g.protocolType) || (r.protocol != nil && *r.protocol != g.protocol) {
+	if (r.ProtocolType != nil && *r.ProtocolType != g.protocolType) || (r.Protocol != nil && *r.Protocol != g.protocol) {
 		return fail(kerr.InconsistentGroupProtocol)
 	}
 	m.lastHeartbeat = now
@@ -719,41 +787,57 @@ func (c *groupCoordinator) sync(r syncRequest) (syncResult, chan syncResult) {
 		return fail(kerr.RebalanceInProgress)
 	case groupStable:
 		delete(g.pendingSync, m.id)
-		return syncResult{protocolType: g.protocolType, protocol: g.protocol, assignment: m.assignment}, nil
+		return SyncResult{ProtocolType: g.protocolType, Protocol: g.protocol, Assignment: m.assignment}, nil
 	}
 	// CompletingRebalance.
 	delete(g.pendingSync, m.id)
 	if m.syncWait != nil {
-		m.syncWait <- syncResult{code: kerr.RebalanceInProgress.Code}
+		m.syncWait <- SyncResult{Code: kerr.RebalanceInProgress.Code}
 	}
-	m.syncWait = make(chan syncResult, 1)
+	m.syncWait = make(chan SyncResult, 1)
 	ch := m.syncWait
-	if m.id != g.leader {
-		return syncResult{}, ch
+	if m.id != g.leader || g.assigning == g.generation {
+		// A follower, or the leader again while its assignment is
+		// being written: answered when that write completes.
+		return SyncResult{}, ch
 	}
 	for id, gm := range g.members {
-		gm.assignment = r.assignments[id]
+		gm.assignment = r.Assignments[id]
 	}
-	if err := c.persistGroup(g, now); err != nil {
-		c.s.log.Warn("persisting group assignment", "group", g.id, "err", err)
+	// The group stays CompletingRebalance until the assignment is
+	// durable; then every waiting member gets its part, as Kafka does.
+	gen := g.generation
+	g.assigning = gen
+	c.persistGroup(g, now, func(err error) {
+		if g.assigning == gen {
+			g.assigning = 0
+		}
+		if g.state != groupCompletingRebalance || g.generation != gen || c.groups[g.id] != g {
+			// The rebalance moved on meanwhile: its own answers hold.
+			return
+		}
+		now := c.clock.Now()
+		if err != nil {
+			c.lg.Warn("persisting group assignment", "group", g.id, "err", err)
+			for _, gm := range g.members {
+				gm.assignment = nil
+				if gm.syncWait != nil {
+					gm.syncWait <- SyncResult{Code: kerr.CoordinatorNotAvailable.Code}
+					gm.syncWait = nil
+				}
+			}
+			c.prepareRebalance(g, now)
+			return
+		}
+		g.transition(groupStable, now)
 		for _, gm := range g.members {
-			gm.assignment = nil
 			if gm.syncWait != nil {
-				gm.syncWait <- syncResult{code: kerr.CoordinatorNotAvailable.Code}
+				gm.syncWait <- SyncResult{ProtocolType: g.protocolType, Protocol: g.protocol, Assignment: gm.assignment}
 				gm.syncWait = nil
 			}
 		}
-		c.prepareRebalance(g, now)
-		return syncResult{}, ch
-	}
-	g.transition(groupStable, now)
-	for _, gm := range g.members {
-		if gm.syncWait != nil {
-			gm.syncWait <- syncResult{protocolType: g.protocolType, protocol: g.protocol, assignment: gm.assignment}
-			gm.syncWait = nil
-		}
-	}
-	return syncResult{}, ch
+	})
+	return SyncResult{}, ch
 }
 
 // validateMember checks a member id and group instance id against g.
@@ -773,7 +857,8 @@ func (g *group) validateMember(memberID string, instanceID *string) (*groupMembe
 	return m, 0
 }
 
-func (c *groupCoordinator) heartbeat(groupID, memberID string, instanceID *string, generation int32) int16 {
+// Heartbeat handles Heartbeat.
+func (c *Coordinator) Heartbeat(groupID, memberID string, instanceID *string, generation int32) int16 {
 	now := c.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -806,23 +891,33 @@ func (c *groupCoordinator) heartbeat(groupID, memberID string, instanceID *strin
 	}
 }
 
-type leaveMember struct {
-	memberID   string
-	instanceID *string
-	code       int16
+// LeaveMember is one member of a LeaveGroup; Code is its answer.
+type LeaveMember struct {
+	MemberID   string
+	InstanceID *string
+	Code       int16
 }
 
-func (c *groupCoordinator) leave(groupID string, ms []leaveMember) (int16, []leaveMember) {
+// Leave handles LeaveGroup; each member's Code is set.
+func (c *Coordinator) Leave(groupID string, ms []LeaveMember) (int16, []LeaveMember) {
 	now := c.clock.Now()
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	n := len(c.outbox)
+	code, out := c.leave(groupID, ms, now)
+	w := c.queuedSince(n)
+	c.mu.Unlock()
+	c.await(w)
+	return code, out
+}
+
+func (c *Coordinator) leave(groupID string, ms []LeaveMember, now time.Time) (int16, []LeaveMember) {
 	if c.closed {
 		return kerr.NotCoordinator.Code, nil
 	}
 	g := c.groups[groupID]
 	if g == nil {
 		for i := range ms {
-			ms[i].code = kerr.UnknownMemberID.Code
+			ms[i].Code = kerr.UnknownMemberID.Code
 		}
 		return 0, ms
 	}
@@ -832,27 +927,27 @@ func (c *groupCoordinator) leave(groupID string, ms []leaveMember) (int16, []lea
 	for i := range ms {
 		lm := &ms[i]
 		var m *groupMember
-		if lm.instanceID != nil {
-			id, ok := g.static[*lm.instanceID]
+		if lm.InstanceID != nil {
+			id, ok := g.static[*lm.InstanceID]
 			switch {
 			case !ok:
-				lm.code = kerr.UnknownMemberID.Code
+				lm.Code = kerr.UnknownMemberID.Code
 				continue
-			case lm.memberID != "" && lm.memberID != id:
-				lm.code = kerr.FencedInstanceID.Code
+			case lm.MemberID != "" && lm.MemberID != id:
+				lm.Code = kerr.FencedInstanceID.Code
 				continue
 			}
 			m = g.members[id]
 		} else {
-			if _, ok := g.pending[lm.memberID]; ok {
-				delete(g.pending, lm.memberID)
+			if _, ok := g.pending[lm.MemberID]; ok {
+				delete(g.pending, lm.MemberID)
 				c.maybeCompleteJoin(g, now)
 				continue
 			}
-			m = g.members[lm.memberID]
+			m = g.members[lm.MemberID]
 		}
 		if m == nil {
-			lm.code = kerr.UnknownMemberID.Code
+			lm.Code = kerr.UnknownMemberID.Code
 			continue
 		}
 		c.removeMember(g, m, now)
@@ -860,10 +955,17 @@ func (c *groupCoordinator) leave(groupID string, ms []leaveMember) (int16, []lea
 	return 0, ms
 }
 
-// tick evaluates every timer against now.
-func (c *groupCoordinator) tick(now time.Time) {
+// Tick evaluates every timer against now. It returns once every write
+// queued before it returns (its own and others') is appended.
+func (c *Coordinator) Tick(now time.Time) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.tick(now)
+	w := c.lastQueued()
+	c.mu.Unlock()
+	c.await(w)
+}
+
+func (c *Coordinator) tick(now time.Time) {
 	if c.closed {
 		return
 	}
@@ -878,7 +980,7 @@ func (c *groupCoordinator) tick(now time.Time) {
 				continue
 			}
 			if !now.Before(m.lastHeartbeat.Add(m.sessionTimeout)) {
-				c.s.log.Info("group member session expired", "group", g.id, "member", m.id)
+				c.lg.Info("group member session expired", "group", g.id, "member", m.id)
 				c.removeMember(g, m, now)
 			}
 		}
@@ -889,7 +991,7 @@ func (c *groupCoordinator) tick(now time.Time) {
 			if len(g.pendingSync) > 0 && !now.Before(g.syncDeadline) {
 				for id := range g.pendingSync {
 					if m := g.members[id]; m != nil {
-						c.s.log.Info("group member did not sync in time", "group", g.id, "member", id)
+						c.lg.Info("group member did not sync in time", "group", g.id, "member", id)
 						c.dropMember(g, m)
 					}
 				}
@@ -904,20 +1006,21 @@ func (c *groupCoordinator) tick(now time.Time) {
 	}
 }
 
-// shutdown answers every waiting member with NOT_COORDINATOR, as Kafka
-// does when it unloads a group, and refuses later requests.
-func (c *groupCoordinator) shutdown() {
+// Shutdown answers every waiting member with NOT_COORDINATOR, as Kafka
+// does when it unloads a group, and refuses later requests. Writes
+// already queued are still appended by their driver.
+func (c *Coordinator) Shutdown() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
 	for _, g := range c.groups {
 		for _, m := range g.members {
 			if m.joinWait != nil {
-				m.joinWait <- joinResult{code: kerr.NotCoordinator.Code, memberID: m.id, generation: -1}
+				m.joinWait <- JoinResult{Code: kerr.NotCoordinator.Code, MemberID: m.id, Generation: -1}
 				m.joinWait = nil
 			}
 			if m.syncWait != nil {
-				m.syncWait <- syncResult{code: kerr.NotCoordinator.Code}
+				m.syncWait <- SyncResult{Code: kerr.NotCoordinator.Code}
 				m.syncWait = nil
 			}
 		}
