@@ -4,7 +4,7 @@ package broker
 //
 // Behaviour: stores committed offsets, their leader epoch (v6+; -1 below)
 // and metadata as OffsetCommitKey/Value records in __consumer_offsets
-// (group_coordinator_offsets.go), as Kafka's group coordinator does:
+// (groupcoord), as Kafka's group coordinator does:
 //   - generation -1 with an empty or unknown group: a standalone commit
 //     (no group management; the group is created empty);
 //   - otherwise the member must be known (UNKNOWN_MEMBER_ID), its instance

@@ -2,7 +2,7 @@ package broker
 
 // JoinGroup (key 11), versions 0-9.
 //
-// Behaviour: Kafka's classic group protocol (group_coordinator.go): the
+// Behaviour: Kafka's classic group protocol (groupcoord): the
 // join phase of a rebalance with session and rebalance timeouts (v0: the
 // rebalance timeout is the session timeout), the delayed first rebalance
 // of an empty group (group.initial.rebalance.delay.ms, 3 s by default;

@@ -3,7 +3,7 @@ package broker
 // LeaveGroup (key 13), versions 0-5.
 //
 // Behaviour: removes members at once (no wait for the session timeout) and
-// rebalances the group (group_coordinator.go). v0-2: one member id. v3+
+// rebalances the group (groupcoord). v0-2: one member id. v3+
 // (KIP-345): a batch of members by member id and/or group instance id,
 // with per-member errors (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID when the
 // instance is held by another member id). A member id handed out by

@@ -3,7 +3,7 @@ package broker
 // SyncGroup (key 14), versions 0-5.
 //
 // Behaviour: the sync phase of Kafka's classic rebalance
-// (group_coordinator.go). The leader's assignments are stored (group
+// (groupcoord). The leader's assignments are stored (group
 // metadata record in __consumer_offsets) and every member gets its own
 // once they are durable; followers wait (deferred) for the leader. Errors
 // as Kafka: UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID (v3+ instance ids),

@@ -10,7 +10,7 @@ package broker
 //     persisted block allocator (producerids.go), so they never repeat
 //     across restarts or crashes.
 //   - Transactional producers (TransactionalID set) are served by the
-//     transaction coordinator (txn_coordinator.go): a new id gets a fresh
+//     transaction coordinator (txncoord): a new id gets a fresh
 //     producer id with epoch 0; an existing one gets its epoch bumped
 //     (a new producer id once the epoch would reach 32767), which fences
 //     older instances; an ongoing transaction of the id is aborted first

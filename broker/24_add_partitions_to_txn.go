@@ -3,7 +3,7 @@ package broker
 // AddPartitionsToTxn (key 24), versions 0-4.
 //
 // Behaviour: adds partitions to the producer's transaction
-// (txn_coordinator.go), persisted in __transaction_state before the answer;
+// (txncoord), persisted in __transaction_state before the answer;
 // the first add starts the transaction (Ongoing, its timeout runs from
 // here). Errors as Kafka: INVALID_PRODUCER_ID_MAPPING (unknown id or
 // producer id), PRODUCER_FENCED (stale epoch; INVALID_PRODUCER_EPOCH for

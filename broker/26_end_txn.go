@@ -3,7 +3,7 @@ package broker
 // EndTxn (key 26), versions 0-4.
 //
 // Behaviour: commits or aborts the producer's transaction
-// (txn_coordinator.go): PrepareCommit/PrepareAbort is persisted in
+// (txncoord): PrepareCommit/PrepareAbort is persisted in
 // __transaction_state, COMMIT/ABORT markers are written to every partition
 // of the transaction (storage AppendCoordinator, with the coordinator
 // epoch), the group offsets of a committed TxnOffsetCommit become visible,
