@@ -106,14 +106,9 @@ type JoinRequest struct {
 
 // Join handles JoinGroup. It returns either an immediate result or a
 // channel the result will be sent on.
-func (c *Coordinator) Join(r JoinRequest) (JoinResult, chan JoinResult) {
-	now := c.clock.Now()
-	c.mu.Lock()
-	n := len(c.outbox)
-	res, ch, afterWrite := c.join(r, now)
-	w := c.queuedSince(n)
-	c.mu.Unlock()
-	c.await(w)
+func (c *Coordinator) Join(r JoinRequest) (res JoinResult, ch chan JoinResult) {
+	var afterWrite bool
+	c.run(func(now time.Time) { res, ch, afterWrite = c.join(r, now) })
 	if afterWrite {
 		// The answer depends on the write just made: it is on ch now.
 		return <-ch, nil
@@ -222,14 +217,7 @@ func minTime(a, b time.Time) time.Time {
 func (c *Coordinator) replaceStaticMember(g *group, old *groupMember, r JoinRequest, now time.Time) (JoinResult, chan JoinResult, bool) {
 	newID := newMemberID(*r.InstanceID)
 	// The old instance is fenced: whatever it waits for ends now.
-	if old.joinWait != nil {
-		old.joinWait <- JoinResult{Code: kerr.FencedInstanceID.Code, MemberID: old.id, Generation: -1}
-		old.joinWait = nil
-	}
-	if old.syncWait != nil {
-		old.syncWait <- SyncResult{Code: kerr.FencedInstanceID.Code}
-		old.syncWait = nil
-	}
+	old.endWaits(kerr.FencedInstanceID.Code)
 	delete(g.members, old.id)
 	wasPendingSync := g.pendingSync[old.id]
 	delete(g.pendingSync, old.id)
@@ -440,14 +428,7 @@ func (c *Coordinator) completeJoin(g *group, now time.Time) {
 
 // dropMember removes m from g, answering what it waits for.
 func (c *Coordinator) dropMember(g *group, m *groupMember) {
-	if m.joinWait != nil {
-		m.joinWait <- JoinResult{Code: kerr.UnknownMemberID.Code, MemberID: m.id, Generation: -1}
-		m.joinWait = nil
-	}
-	if m.syncWait != nil {
-		m.syncWait <- SyncResult{Code: kerr.UnknownMemberID.Code}
-		m.syncWait = nil
-	}
+	m.endWaits(kerr.UnknownMemberID.Code)
 	delete(g.members, m.id)
 	delete(g.pendingSync, m.id)
 	if m.instanceID != nil && g.static[*m.instanceID] == m.id {

@@ -60,6 +60,18 @@ func (c *Coordinator) queuedSince(n int) *write {
 	return nil
 }
 
+// run runs fn under c.mu with the time of the request, then appends what
+// it queued and returns once that is appended and advanced.
+func (c *Coordinator) run(fn func(now time.Time)) {
+	now := c.clock.Now()
+	c.mu.Lock()
+	n := len(c.outbox)
+	fn(now)
+	w := c.queuedSince(n)
+	c.mu.Unlock()
+	c.await(w)
+}
+
 // await drives the queue and returns once w (and so every write queued
 // before it) is appended and advanced; w nil returns at once. Called
 // without c.mu.

@@ -102,6 +102,18 @@ func (m *groupMember) metadataFor(protocol string) []byte {
 	return nil
 }
 
+// endWaits answers whatever m waits for (join or sync) with code.
+func (m *groupMember) endWaits(code int16) {
+	if m.joinWait != nil {
+		m.joinWait <- JoinResult{Code: code, MemberID: m.id, Generation: -1}
+		m.joinWait = nil
+	}
+	if m.syncWait != nil {
+		m.syncWait <- SyncResult{Code: code}
+		m.syncWait = nil
+	}
+}
+
 func (m *groupMember) sameProtocols(ps []kmsg.JoinGroupRequestProtocol) bool {
 	if len(ps) != len(m.protocols) {
 		return false

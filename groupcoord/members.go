@@ -21,14 +21,8 @@ type SyncRequest struct {
 
 // Sync handles SyncGroup. It returns either an immediate result or a
 // channel the result will be sent on.
-func (c *Coordinator) Sync(r SyncRequest) (SyncResult, chan SyncResult) {
-	now := c.clock.Now()
-	c.mu.Lock()
-	n := len(c.outbox)
-	res, ch := c.sync(r, now)
-	w := c.queuedSince(n)
-	c.mu.Unlock()
-	c.await(w)
+func (c *Coordinator) Sync(r SyncRequest) (res SyncResult, ch chan SyncResult) {
+	c.run(func(now time.Time) { res, ch = c.sync(r, now) })
 	return res, ch
 }
 
@@ -157,14 +151,8 @@ type LeaveMember struct {
 }
 
 // Leave handles LeaveGroup; each member's Code is set.
-func (c *Coordinator) Leave(groupID string, ms []LeaveMember) (int16, []LeaveMember) {
-	now := c.clock.Now()
-	c.mu.Lock()
-	n := len(c.outbox)
-	code, out := c.leave(groupID, ms, now)
-	w := c.queuedSince(n)
-	c.mu.Unlock()
-	c.await(w)
+func (c *Coordinator) Leave(groupID string, ms []LeaveMember) (code int16, out []LeaveMember) {
+	c.run(func(now time.Time) { code, out = c.leave(groupID, ms, now) })
 	return code, out
 }
 
@@ -273,14 +261,7 @@ func (c *Coordinator) Shutdown() {
 	c.closed = true
 	for _, g := range c.groups {
 		for _, m := range g.members {
-			if m.joinWait != nil {
-				m.joinWait <- JoinResult{Code: kerr.NotCoordinator.Code, MemberID: m.id, Generation: -1}
-				m.joinWait = nil
-			}
-			if m.syncWait != nil {
-				m.syncWait <- SyncResult{Code: kerr.NotCoordinator.Code}
-				m.syncWait = nil
-			}
+			m.endWaits(kerr.NotCoordinator.Code)
 		}
 	}
 }

@@ -75,32 +75,28 @@ type OffsetCommit struct {
 	Code  int16
 }
 
+// setCodes sets code on every commit not already answered.
+func setCodes(commits []OffsetCommit, code int16) {
+	for i := range commits {
+		if commits[i].Code == 0 {
+			commits[i].Code = code
+		}
+	}
+}
+
 // CommitOffsets validates the committer and stores the offsets; codes are
 // set per partition. A top-level validation failure sets every code.
 func (c *Coordinator) CommitOffsets(groupID, memberID string, instanceID *string, generation int32, commits []OffsetCommit) {
-	now := c.clock.Now()
-	c.mu.Lock()
-	n := len(c.outbox)
-	c.commitOffsets(groupID, memberID, instanceID, generation, commits, now)
-	w := c.queuedSince(n)
-	c.mu.Unlock()
-	c.await(w)
+	c.run(func(now time.Time) { c.commitOffsets(groupID, memberID, instanceID, generation, commits, now) })
 }
 
 func (c *Coordinator) commitOffsets(groupID, memberID string, instanceID *string, generation int32, commits []OffsetCommit, now time.Time) {
-	setAll := func(code int16) {
-		for i := range commits {
-			if commits[i].Code == 0 {
-				commits[i].Code = code
-			}
-		}
-	}
 	if c.closed {
-		setAll(kerr.NotCoordinator.Code)
+		setCodes(commits, kerr.NotCoordinator.Code)
 		return
 	}
 	if groupID == "" {
-		setAll(kerr.InvalidGroupID.Code)
+		setCodes(commits, kerr.InvalidGroupID.Code)
 		return
 	}
 	g := c.groups[groupID]
@@ -109,25 +105,25 @@ func (c *Coordinator) commitOffsets(groupID, memberID string, instanceID *string
 		g = newGroup(groupID, now)
 		c.groups[groupID] = g
 	case g == nil:
-		setAll(kerr.IllegalGeneration.Code)
+		setCodes(commits, kerr.IllegalGeneration.Code)
 		return
 	case g.state == groupDead:
-		setAll(kerr.CoordinatorNotAvailable.Code)
+		setCodes(commits, kerr.CoordinatorNotAvailable.Code)
 		return
 	case generation < 0 && g.state == groupEmpty:
 		// A standalone commit (no group management).
 	default:
 		m, code := g.validateMember(memberID, instanceID)
 		if code != 0 {
-			setAll(code)
+			setCodes(commits, code)
 			return
 		}
 		if generation != g.generation {
-			setAll(kerr.IllegalGeneration.Code)
+			setCodes(commits, kerr.IllegalGeneration.Code)
 			return
 		}
 		if g.state == groupCompletingRebalance {
-			setAll(kerr.RebalanceInProgress.Code)
+			setCodes(commits, kerr.RebalanceInProgress.Code)
 			return
 		}
 		m.lastHeartbeat = now
@@ -161,11 +157,7 @@ func (c *Coordinator) storeOffsetsLocked(g *group, commits []OffsetCommit, now t
 				code = kerr.ProducerFenced.Code
 			}
 			c.lg.Warn("storing offsets", "group", g.id, "err", err)
-			for i := range commits {
-				if commits[i].Code == 0 {
-					commits[i].Code = code
-				}
-			}
+			setCodes(commits, code)
 			return
 		}
 		for _, oc := range commits {
@@ -191,25 +183,14 @@ func (c *Coordinator) storeOffsetsLocked(g *group, commits []OffsetCommit, now t
 // The caller has checked the transaction (txncoord) and keeps it from
 // ending until this returns.
 func (c *Coordinator) TxnCommitOffsets(groupID, memberID string, instanceID *string, generation int32, pid int64, epoch int16, commits []OffsetCommit) {
-	now := c.clock.Now()
-	c.mu.Lock()
-	n := len(c.outbox)
-	c.txnCommitOffsets(groupID, memberID, instanceID, generation, pid, epoch, commits, now)
-	w := c.queuedSince(n)
-	c.mu.Unlock()
-	c.await(w)
+	c.run(func(now time.Time) {
+		c.txnCommitOffsets(groupID, memberID, instanceID, generation, pid, epoch, commits, now)
+	})
 }
 
 func (c *Coordinator) txnCommitOffsets(groupID, memberID string, instanceID *string, generation int32, pid int64, epoch int16, commits []OffsetCommit, now time.Time) {
-	setAll := func(code int16) {
-		for i := range commits {
-			if commits[i].Code == 0 {
-				commits[i].Code = code
-			}
-		}
-	}
 	if c.closed {
-		setAll(kerr.NotCoordinator.Code)
+		setCodes(commits, kerr.NotCoordinator.Code)
 		return
 	}
 	g := c.groups[groupID]
@@ -219,16 +200,16 @@ func (c *Coordinator) txnCommitOffsets(groupID, memberID string, instanceID *str
 	}
 	if g.state == groupDead {
 		// Being deleted: its tombstones are queued.
-		setAll(kerr.CoordinatorNotAvailable.Code)
+		setCodes(commits, kerr.CoordinatorNotAvailable.Code)
 		return
 	}
 	if memberID != "" || generation >= 0 || instanceID != nil {
 		if _, code := g.validateMember(memberID, instanceID); code != 0 {
-			setAll(code)
+			setCodes(commits, code)
 			return
 		}
 		if generation != g.generation {
-			setAll(kerr.IllegalGeneration.Code)
+			setCodes(commits, kerr.IllegalGeneration.Code)
 			return
 		}
 	}
@@ -338,19 +319,18 @@ func (c *Coordinator) deleteGroupLocked(g *group, now time.Time, advance func(er
 
 // DeleteGroup is DeleteGroups for one group.
 func (c *Coordinator) DeleteGroup(groupID string) int16 {
-	now := c.clock.Now()
-	c.mu.Lock()
-	code, w := c.deleteGroup(groupID, now)
-	c.mu.Unlock()
-	c.await(w)
+	var code *int16
+	c.run(func(now time.Time) { code = c.deleteGroup(groupID, now) })
 	return *code
 }
 
-func (c *Coordinator) deleteGroup(groupID string, now time.Time) (*int16, *write) {
+// deleteGroup is DeleteGroup under c.mu; the code is final once what it
+// queued is advanced.
+func (c *Coordinator) deleteGroup(groupID string, now time.Time) *int16 {
 	code := new(int16)
-	fail := func(e *kerr.Error) (*int16, *write) {
+	fail := func(e *kerr.Error) *int16 {
 		*code = e.Code
-		return code, nil
+		return code
 	}
 	if c.closed {
 		return fail(kerr.NotCoordinator)
@@ -371,7 +351,7 @@ func (c *Coordinator) deleteGroup(groupID string, now time.Time) (*int16, *write
 			*code = kerr.CoordinatorNotAvailable.Code
 		}
 	})
-	return code, c.lastQueued()
+	return code
 }
 
 // subscribedTopics returns the topics g's consumer members subscribe to,
@@ -397,19 +377,18 @@ func (g *group) subscribedTopics() (map[string]bool, bool) {
 
 // DeleteOffsets is OffsetDelete; codes are set per partition.
 func (c *Coordinator) DeleteOffsets(groupID string, tps []OffsetCommit) int16 {
-	now := c.clock.Now()
-	c.mu.Lock()
-	code, w := c.deleteOffsets(groupID, tps, now)
-	c.mu.Unlock()
-	c.await(w)
+	var code *int16
+	c.run(func(now time.Time) { code = c.deleteOffsets(groupID, tps, now) })
 	return *code
 }
 
-func (c *Coordinator) deleteOffsets(groupID string, tps []OffsetCommit, now time.Time) (*int16, *write) {
+// deleteOffsets is DeleteOffsets under c.mu; the code is final once what
+// it queued is advanced.
+func (c *Coordinator) deleteOffsets(groupID string, tps []OffsetCommit, now time.Time) *int16 {
 	code := new(int16)
-	fail := func(e *kerr.Error) (*int16, *write) {
+	fail := func(e *kerr.Error) *int16 {
 		*code = e.Code
-		return code, nil
+		return code
 	}
 	if c.closed {
 		return fail(kerr.NotCoordinator)
@@ -436,9 +415,9 @@ func (c *Coordinator) deleteOffsets(groupID string, tps []OffsetCommit, now time
 		}
 	}
 	if len(recs) == 0 {
-		return code, nil
+		return code
 	}
-	w := c.queue(g, recs, coordlog.Batch{}, now, func(err error) {
+	c.queue(g, recs, coordlog.Batch{}, now, func(err error) {
 		if err != nil {
 			c.lg.Warn("deleting offsets", "group", groupID, "err", err)
 			*code = kerr.CoordinatorNotAvailable.Code
@@ -448,7 +427,7 @@ func (c *Coordinator) deleteOffsets(groupID string, tps []OffsetCommit, now time
 			delete(g.offsets, tp)
 		}
 	})
-	return code, w
+	return code
 }
 
 // expireOffsetsLocked applies offsets.retention.minutes as Kafka 2.1+

@@ -18,12 +18,7 @@ import (
 // delay.
 func start(t *testing.T, l coordlog.Log, clk coordlog.Clock) *Coordinator {
 	t.Helper()
-	c := New(Config{Log: l, Clock: clk})
-	if err := c.Load(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Shutdown)
-	return c
+	return coordlogtest.Start(t, New(Config{Log: l, Clock: clk}))
 }
 
 func describe(c *Coordinator, group string) kmsg.DescribeGroupsResponseGroup {

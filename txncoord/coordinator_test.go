@@ -65,12 +65,25 @@ func (h *fakeHost) MaxLoggedProducerID() int64 { return -1 }
 
 func startTxn(t *testing.T, h Host, clk coordlog.Clock) *Coordinator {
 	t.Helper()
-	c := New(Config{Host: h, Clock: clk})
-	if err := c.Load(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Shutdown)
-	return c
+	return coordlogtest.Start(t, New(Config{Host: h, Clock: clk}))
+}
+
+// fixture is a started coordinator over a host with topic t (and
+// extra topics) and transaction "tx" open on t-0 and t-1.
+type fixture struct {
+	h     *fakeHost
+	clk   *coordlogtest.Clock
+	c     *Coordinator
+	pid   int64
+	epoch int16
+}
+
+func newFixture(t *testing.T, topics ...string) *fixture {
+	t.Helper()
+	f := &fixture{h: newHost(append(topics, "t")...), clk: coordlogtest.NewClock(time.UnixMilli(1_700_000_000_000))}
+	f.c = startTxn(t, f.h, f.clk)
+	f.pid, f.epoch = open(t, f.c, "tx")
+	return f
 }
 
 func describe(c *Coordinator, id string) kmsg.DescribeTransactionsResponseTransactionState {
@@ -107,10 +120,8 @@ func markers(h *fakeHost, p int32) (commits, aborts int) {
 }
 
 func TestTxnCommitWritesMarkersAndCompletes(t *testing.T) {
-	h := newHost("t")
-	clk := coordlogtest.NewClock(time.UnixMilli(1_700_000_000_000))
-	c := startTxn(t, h, clk)
-	pid, epoch := open(t, c, "tx")
+	f := newFixture(t)
+	h, clk, c, pid, epoch := f.h, f.clk, f.c, f.pid, f.epoch
 	if code := c.EndTxn("tx", pid, epoch, true); code != 0 {
 		t.Fatalf("end: %d", code)
 	}
@@ -136,10 +147,8 @@ func TestTxnCommitWritesMarkersAndCompletes(t *testing.T) {
 // A failed record write is answered COORDINATOR_NOT_AVAILABLE and leaves
 // the transaction as it was.
 func TestTxnFailedAppendRollsBack(t *testing.T) {
-	h := newHost("t")
-	clk := coordlogtest.NewClock(time.UnixMilli(1_700_000_000_000))
-	c := startTxn(t, h, clk)
-	pid, epoch := open(t, c, "tx")
+	f := newFixture(t)
+	h, c, pid, epoch := f.h, f.c, f.pid, f.epoch
 	var fail bool
 	h.BeforeAppend = func(topic string, _ int32) error {
 		if fail && topic == coordlog.TxnStateTopic {
@@ -172,10 +181,8 @@ func TestTxnFailedAppendRollsBack(t *testing.T) {
 // A marker that cannot be written keeps the transaction in Prepare*; Tick
 // retries it.
 func TestTxnMarkerRetriedByTick(t *testing.T) {
-	h := newHost("t")
-	clk := coordlogtest.NewClock(time.UnixMilli(1_700_000_000_000))
-	c := startTxn(t, h, clk)
-	pid, epoch := open(t, c, "tx")
+	f := newFixture(t)
+	h, clk, c, pid, epoch := f.h, f.clk, f.c, f.pid, f.epoch
 	var fail bool
 	h.BeforeAppend = func(topic string, p int32) error {
 		if fail && topic == "t" && p == 1 {
@@ -206,10 +213,8 @@ func TestTxnMarkerRetriedByTick(t *testing.T) {
 // A timed-out transaction is aborted with a bumped epoch; the old
 // producer is fenced.
 func TestTxnTimeoutFences(t *testing.T) {
-	h := newHost("t")
-	clk := coordlogtest.NewClock(time.UnixMilli(1_700_000_000_000))
-	c := startTxn(t, h, clk)
-	pid, epoch := open(t, c, "tx")
+	f := newFixture(t)
+	clk, c, pid, epoch := f.clk, f.c, f.pid, f.epoch
 	c.Tick(clk.Advance(59 * time.Second))
 	if d := describe(c, "tx"); d.State != "Ongoing" {
 		t.Fatalf("before the timeout: %+v", d)
@@ -225,10 +230,8 @@ func TestTxnTimeoutFences(t *testing.T) {
 
 // An offset commit in flight keeps the transaction from ending.
 func TestTxnOffsetCommitHoldsEnd(t *testing.T) {
-	h := newHost("t", coordlog.OffsetsTopic)
-	clk := coordlogtest.NewClock(time.UnixMilli(1_700_000_000_000))
-	c := startTxn(t, h, clk)
-	pid, epoch := open(t, c, "tx")
+	f := newFixture(t, coordlog.OffsetsTopic)
+	clk, c, pid, epoch := f.clk, f.c, f.pid, f.epoch
 	otp := coordlog.TopicPartition{Topic: coordlog.OffsetsTopic, Partition: 3}
 	if _, code := c.BeginOffsetCommit("tx", pid, epoch, otp); code != kerr.InvalidTxnState.Code {
 		t.Fatalf("offset commit before AddOffsetsToTxn: %d", code)
@@ -259,18 +262,14 @@ func TestTxnOffsetCommitHoldsEnd(t *testing.T) {
 // another transactional id); if the lock were held the call would
 // deadlock, which the test turns into a failure after a generous bound.
 func TestTxnNoLockHeldDuringAppend(t *testing.T) {
-	h := newHost("t")
-	clk := coordlogtest.NewClock(time.UnixMilli(1_700_000_000_000))
-	c := startTxn(t, h, clk)
-	pid, epoch := open(t, c, "tx")
+	f := newFixture(t)
+	h, c, pid, epoch := f.h, f.c, f.pid, f.epoch
 	other := c.InitProducerID("other", 60000, -1, -1)
 	var calls, reentered int
 	var busyCode int16
 	h.BeforeAppend = func(topic string, _ int32) error {
 		calls++
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
+		return coordlogtest.CallBack(t, topic, func() {
 			describe(c, "tx")
 			c.List(nil, nil, -1, nil)
 			if reentered == 0 {
@@ -282,14 +281,7 @@ func TestTxnNoLockHeldDuringAppend(t *testing.T) {
 				// The transaction being written is busy.
 				busyCode = c.EndTxn("tx", pid, epoch, true)
 			}
-		}()
-		select {
-		case <-done:
-			return nil
-		case <-time.After(10 * time.Second):
-			t.Errorf("the coordinator's lock is held during an append to %s", topic)
-			return errors.New("deadlocked")
-		}
+		})
 	}
 	if code := c.EndTxn("tx", pid, epoch, true); code != 0 {
 		t.Fatalf("end: %d", code)

@@ -6,8 +6,10 @@
 package coordlogtest
 
 import (
+	"errors"
 	"sort"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/verbatim-kafka/verbatim/coordlog"
@@ -123,4 +125,39 @@ func (c *Clock) Advance(d time.Duration) time.Time {
 	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
 	return c.t
+}
+
+// Coordinator is what Start needs of a coordinator.
+type Coordinator interface {
+	Load() error
+	Shutdown()
+}
+
+// Start loads c and shuts it down when the test ends.
+func Start[C Coordinator](t testing.TB, c C) C {
+	t.Helper()
+	if err := c.Load(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Shutdown)
+	return c
+}
+
+// CallBack runs fn on another goroutine and waits for it; for append
+// hooks that call back into a coordinator, which deadlocks if the
+// coordinator holds its lock during the append. A call that has not
+// returned after 10 s fails the test and the append.
+func CallBack(t testing.TB, topic string, fn func()) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-time.After(10 * time.Second):
+		t.Errorf("the coordinator's lock is held during an append to %s", topic)
+		return errors.New("deadlocked")
+	}
 }
