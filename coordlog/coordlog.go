@@ -51,9 +51,11 @@ type Entry struct {
 	Value   []byte
 }
 
-// Log is what a coordinator needs of the broker's storage. Every method
-// may block on I/O; a coordinator calls none of them while it holds its
-// own lock.
+// Log is what a coordinator needs of the broker's storage. A coordinator
+// never calls Append with its own lock held, so Append may call back into
+// it. PartitionCount may be called under the lock and must neither block
+// nor call back; Partitions and Replay are called by Load, before the
+// coordinator serves requests.
 type Log interface {
 	// PartitionCount is the number of partitions the keys of an
 	// internal topic are spread over.

@@ -34,8 +34,9 @@ import (
 // transaction.max.timeout.ms
 const txnMaxTimeout = 15 * time.Minute
 
-// Host is what the transaction coordinator needs of the broker. No method
-// is called with the coordinator's lock held.
+// Host is what the transaction coordinator needs of the broker. Apart
+// from Load's Replay (before the coordinator serves), no method is called
+// with the coordinator's lock held, so every one may call back into it.
 type Host interface {
 	// Log stores __transaction_state.
 	coordlog.Log
@@ -256,48 +257,60 @@ func checkProducer(m *txnMeta, pid int64, epoch int16) int16 {
 // added.
 func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, tps []coordlog.TopicPartition, verifyOnly bool) []int16 {
 	codes := make([]int16, len(tps))
-	setAll := func(code int16) []int16 {
-		for i := range codes {
-			codes[i] = code
+	var missing []bool // looked up once the request passed its checks
+	for {
+		now := c.clock.Now()
+		c.mu.Lock()
+		m, code := c.addable(id, pid, epoch)
+		if code != 0 {
+			c.mu.Unlock()
+			return setAll(codes, code)
 		}
-		return codes
-	}
-	var missing []bool
-	if !verifyOnly {
-		// Looked up before the lock: it may create __consumer_offsets.
-		missing = make([]bool, len(tps))
-		for i, tp := range tps {
-			missing[i] = !c.host.PartitionExists(tp)
+		if verifyOnly {
+			for i, tp := range tps {
+				if m.state != txnOngoing || !m.parts[tp] {
+					codes[i] = kerr.InvalidTxnState.Code
+				}
+			}
+			c.mu.Unlock()
+			return codes
 		}
+		if missing == nil {
+			// Looked up without the lock (it may create
+			// __consumer_offsets); the checks then run again.
+			c.mu.Unlock()
+			missing = make([]bool, len(tps))
+			for i, tp := range tps {
+				missing[i] = !c.host.PartitionExists(tp)
+			}
+			continue
+		}
+		return c.add(m, tps, missing, codes, now)
 	}
-	now := c.clock.Now()
-	c.mu.Lock()
+}
+
+// addable checks an AddPartitions against the transaction; called with
+// c.mu held.
+func (c *Coordinator) addable(id string, pid int64, epoch int16) (*txnMeta, int16) {
 	if c.closed {
-		c.mu.Unlock()
-		return setAll(kerr.NotCoordinator.Code)
+		return nil, kerr.NotCoordinator.Code
 	}
 	m := c.txns[id]
 	if code := checkProducer(m, pid, epoch); code != 0 {
-		c.mu.Unlock()
-		return setAll(code)
+		return nil, code
 	}
 	switch m.state {
 	case txnPrepareCommit, txnPrepareAbort:
-		c.mu.Unlock()
-		return setAll(kerr.ConcurrentTransactions.Code)
+		return nil, kerr.ConcurrentTransactions.Code
 	case txnPrepareEpochFence, txnDead:
-		c.mu.Unlock()
-		return setAll(kerr.ProducerFenced.Code)
+		return nil, kerr.ProducerFenced.Code
 	}
-	if verifyOnly {
-		for i, tp := range tps {
-			if m.state != txnOngoing || !m.parts[tp] {
-				codes[i] = kerr.InvalidTxnState.Code
-			}
-		}
-		c.mu.Unlock()
-		return codes
-	}
+	return m, 0
+}
+
+// add adds tps to m's transaction; called with c.mu held, which it
+// releases.
+func (c *Coordinator) add(m *txnMeta, tps []coordlog.TopicPartition, missing []bool, codes []int16, now time.Time) []int16 {
 	bad := false
 	for i := range tps {
 		if missing[i] {
@@ -328,7 +341,7 @@ func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, tps []coo
 	}
 	if m.busy != nil {
 		c.mu.Unlock()
-		return setAll(kerr.ConcurrentTransactions.Code)
+		return setAll(codes, kerr.ConcurrentTransactions.Code)
 	}
 	t := m.snapshot()
 	if t.state != txnOngoing {
@@ -346,10 +359,18 @@ func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, tps []coo
 	defer c.mu.Unlock()
 	c.release(m)
 	if err != nil {
-		c.lg.Warn("persisting transaction", "transactional_id", id, "err", err)
-		return setAll(kerr.CoordinatorNotAvailable.Code)
+		c.lg.Warn("persisting transaction", "transactional_id", t.id, "err", err)
+		return setAll(codes, kerr.CoordinatorNotAvailable.Code)
 	}
 	m.apply(t, now)
+	return codes
+}
+
+// setAll sets every code to code.
+func setAll(codes []int16, code int16) []int16 {
+	for i := range codes {
+		codes[i] = code
+	}
 	return codes
 }
 
