@@ -1,8 +1,3 @@
-// Package coordlogtest is an in-memory coordlog.Log for the coordinators'
-// tests: records and markers are kept per partition and replayed in
-// order, a hook runs before every append (to inject failures or call
-// back into a coordinator), and a manual clock. It is imported by tests
-// only.
 package coordlogtest
 
 import (
