@@ -49,18 +49,11 @@ func (s *Server) startCoordinators() error {
 }
 
 func (s *Server) coordinatorLoop(ctx context.Context, clock coordlog.Clock) {
-	t := time.NewTicker(coordlog.TickInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, coordlog.TickInterval, func() {
 		now := clock.Now()
 		s.groups.Tick(now)
 		s.txns.Tick(now)
-	}
+	})
 }
 
 // stopCoordinators answers waiting group members and refuses new

@@ -5,6 +5,7 @@ package groupcoord
 
 import (
 	"encoding/binary"
+	"sort"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -172,7 +173,7 @@ func (c *Coordinator) List() []Listing {
 	for _, g := range c.groups {
 		out = append(out, Listing{g.id, g.protocolType, g.state.String()})
 	}
-	sortSlice(out, func(a, b Listing) bool { return a.ID < b.ID })
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 
