@@ -344,25 +344,13 @@ func TestGroupJoinWaitEndsBeforeRequestTimeout(t *testing.T) {
 	initialRebalanceDelay = 0
 	t.Cleanup(func() { initialRebalanceDelay = old })
 	b := startBroker(t, t.TempDir(), func(c *Config) { c.RequestTimeout = 2 * time.Second })
-	join := func(member string) *kmsg.JoinGroupResponse {
-		req := kmsg.NewPtrJoinGroupRequest()
-		req.Version = 9
-		req.Group, req.MemberID, req.ProtocolType = "w", member, "consumer"
-		req.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte("md")}}
-		req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 10000, 60000
-		return rawRequest[*kmsg.JoinGroupResponse](t, b, req)
-	}
+	join := func(member string) *kmsg.JoinGroupResponse { return wireJoin(t, b, "w", member, nil, 60000) }
 	// m1 alone: generation 1, synced.
 	m1 := join("").MemberID
 	if r := join(m1); r.ErrorCode != 0 || r.Generation != 1 {
 		t.Fatalf("m1 join: %+v", r)
 	}
-	sreq := kmsg.NewPtrSyncGroupRequest()
-	sreq.Version = 5
-	sreq.Group, sreq.MemberID, sreq.Generation = "w", m1, 1
-	sreq.ProtocolType, sreq.Protocol = sp("consumer"), sp("range")
-	sreq.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: m1, MemberAssignment: []byte("a")}}
-	if r := rawRequest[*kmsg.SyncGroupResponse](t, b, sreq); r.ErrorCode != 0 {
+	if r := wireSync(t, b, "w", m1, nil, 1, m1); r.ErrorCode != 0 {
 		t.Fatalf("m1 sync: %+v", r)
 	}
 	first := join("")
@@ -388,4 +376,31 @@ func TestGroupJoinWaitEndsBeforeRequestTimeout(t *testing.T) {
 	if again := join(first.MemberID); again.ErrorCode != 0 || again.Generation != 2 {
 		t.Fatalf("rejoin of the member that got REBALANCE_IN_PROGRESS: %+v", again)
 	}
+}
+
+
+// wireJoin sends JoinGroup v9 for member (empty: a new member) of group
+// with a "range" subscription and a 10 s session.
+func wireJoin(t *testing.T, b *testBroker, group, member string, inst *string, rebalanceMs int32) *kmsg.JoinGroupResponse {
+	t.Helper()
+	req := kmsg.NewPtrJoinGroupRequest()
+	req.Version = 9
+	req.Group, req.MemberID, req.InstanceID, req.ProtocolType = group, member, inst, "consumer"
+	req.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte("md")}}
+	req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 10000, rebalanceMs
+	return rawRequest[*kmsg.JoinGroupResponse](t, b, req)
+}
+
+// wireSync sends SyncGroup v5 for member of group at generation gen; a
+// leader passes the members to assign ("a-<id>" each).
+func wireSync(t *testing.T, b *testBroker, group, member string, inst *string, gen int32, assign ...string) *kmsg.SyncGroupResponse {
+	t.Helper()
+	req := kmsg.NewPtrSyncGroupRequest()
+	req.Version = 5
+	req.Group, req.MemberID, req.InstanceID, req.Generation = group, member, inst, gen
+	req.ProtocolType, req.Protocol = sp("consumer"), sp("range")
+	for _, m := range assign {
+		req.GroupAssignment = append(req.GroupAssignment, kmsg.SyncGroupRequestGroupAssignment{MemberID: m, MemberAssignment: []byte("a-" + m)})
+	}
+	return rawRequest[*kmsg.SyncGroupResponse](t, b, req)
 }
