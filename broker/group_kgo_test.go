@@ -378,7 +378,6 @@ func TestGroupJoinWaitEndsBeforeRequestTimeout(t *testing.T) {
 	}
 }
 
-
 // wireJoin sends JoinGroup v9 for member (empty: a new member) of group
 // with a "range" subscription and a 10 s session.
 func wireJoin(t *testing.T, b *testBroker, group, member string, inst *string, rebalanceMs int32) *kmsg.JoinGroupResponse {
