@@ -13,6 +13,7 @@ import (
 
 	"github.com/verbatim-kafka/verbatim/groupcoord"
 	"github.com/verbatim-kafka/verbatim/hotpath"
+	"github.com/verbatim-kafka/verbatim/storage"
 	"github.com/verbatim-kafka/verbatim/txncoord"
 )
 
@@ -143,7 +144,7 @@ type Server struct {
 	cfg  Config
 	log  *slog.Logger
 	lock *dirLock
-	fs   fileSystem
+	fs   storage.FS
 
 	clusterID string
 	cluster   *cluster

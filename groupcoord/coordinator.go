@@ -277,17 +277,9 @@ func (c *Coordinator) joinKnownMember(g *group, r JoinRequest, now time.Time) (J
 	if _, ok := g.pending[r.MemberID]; ok {
 		return c.addMemberAndRebalance(g, r.MemberID, r, now)
 	}
-	m := g.members[r.MemberID]
-	if r.InstanceID != nil {
-		if cur, ok := g.static[*r.InstanceID]; ok && cur != r.MemberID {
-			return JoinResult{Code: kerr.FencedInstanceID.Code, MemberID: r.MemberID, Generation: -1}, nil
-		}
-	}
-	if m == nil {
-		return JoinResult{Code: kerr.UnknownMemberID.Code, MemberID: r.MemberID, Generation: -1}, nil
-	}
-	if m.instanceID != nil && (r.InstanceID == nil || *r.InstanceID != *m.instanceID) {
-		return JoinResult{Code: kerr.FencedInstanceID.Code, MemberID: r.MemberID, Generation: -1}, nil
+	m, code := g.validateMember(r.MemberID, r.InstanceID)
+	if code != 0 {
+		return JoinResult{Code: code, MemberID: r.MemberID, Generation: -1}, nil
 	}
 	m.lastHeartbeat = now
 	m.rebalanceTimeout, m.sessionTimeout = r.RebalanceTimeout, r.SessionTimeout

@@ -283,19 +283,27 @@ func (g *group) allJoined() bool {
 	return true
 }
 
-// validateMember checks a member id and group instance id against g.
+// validateMember checks a member id and group instance id against g, as
+// Kafka's ClassicGroup.validateMember does for JoinGroup of a known member,
+// SyncGroup, Heartbeat, LeaveGroup, OffsetCommit and TxnOffsetCommit: an
+// instance id that no member holds is UNKNOWN_MEMBER_ID (a dynamic member
+// naming one, or a static member removed meanwhile), one held by another
+// member id is FENCED_INSTANCE_ID (KIP-345), and then the member id must
+// be known (UNKNOWN_MEMBER_ID). Without an instance id, a static member's
+// own member id is accepted.
 func (g *group) validateMember(memberID string, instanceID *string) (*groupMember, int16) {
 	if instanceID != nil {
-		if cur, ok := g.static[*instanceID]; ok && cur != memberID {
+		cur, ok := g.static[*instanceID]
+		if !ok {
+			return nil, kerr.UnknownMemberID.Code
+		}
+		if cur != memberID {
 			return nil, kerr.FencedInstanceID.Code
 		}
 	}
 	m := g.members[memberID]
 	if m == nil {
 		return nil, kerr.UnknownMemberID.Code
-	}
-	if instanceID != nil && (m.instanceID == nil || *m.instanceID != *instanceID) {
-		return nil, kerr.FencedInstanceID.Code
 	}
 	return m, 0
 }

@@ -193,17 +193,24 @@ func (c *Coordinator) txnCommitOffsets(groupID, memberID string, instanceID *str
 		setCodes(commits, kerr.NotCoordinator.Code)
 		return
 	}
+	// As Kafka's ClassicGroup.validateOffsetCommit for a transactional
+	// commit: an unknown group is created only for generation -1, a
+	// commit with generation -1 to an empty group is accepted as is, and
+	// the group state is not enforced otherwise. A Dead group (being
+	// deleted: its tombstones are queued) is COORDINATOR_NOT_AVAILABLE.
 	g := c.groups[groupID]
-	if g == nil {
+	switch {
+	case g == nil && generation >= 0:
+		setCodes(commits, kerr.IllegalGeneration.Code)
+		return
+	case g == nil:
 		g = newGroup(groupID, now)
 		c.groups[groupID] = g
-	}
-	if g.state == groupDead {
-		// Being deleted: its tombstones are queued.
+	case g.state == groupDead:
 		setCodes(commits, kerr.CoordinatorNotAvailable.Code)
 		return
 	}
-	if memberID != "" || generation >= 0 || instanceID != nil {
+	if (memberID != "" || generation >= 0 || instanceID != nil) && !(generation < 0 && g.state == groupEmpty) {
 		if _, code := g.validateMember(memberID, instanceID); code != 0 {
 			setCodes(commits, code)
 			return
