@@ -191,8 +191,10 @@ func cloneMirrorState(st *mirrorTopicState) mirrorTopicState {
 // writer we to p: refused once a stop began (the topic is no longer a
 // mirror), fenced (PRODUCER_FENCED) when older than the newest writer the
 // partition has seen (epoch, then writer id); a newer writer is persisted
-// before the write goes on. Mirror produces call it under the partition's append lock, so no
-// mirror append slips in after a stop took that lock.
+// before the write goes on. Mirror produces call it from their append's
+// guard (produce_guard.go), under the partition's append lock and at the
+// moment of the write, so no mirror append slips in after a stop took that
+// lock, even one queued before the stop began.
 func (s *Server) checkMirrorWriter(p *Partition, we mirrorWriter) error {
 	r := &s.mirror
 	r.mu.Lock()
