@@ -65,35 +65,6 @@ func (r *Request) KeepFrame() (release func()) {
 	return func() { once.Do(f.Release) }
 }
 
-// DeferredReply lets a handler submit work in request order (so appends
-// from one connection keep their order) and answer later: the reader goes
-// on decoding the next request while the writer waits for this one. Await
-// must return once ctx is done.
-type DeferredReply interface {
-	Await(ctx context.Context) (Reply, error)
-}
-
-// Releaser is a reply holding pooled state. The connection writer calls
-// Release once the reply's bytes have been written or dropped: for a
-// deferred reply (which is then released as well as the Reply its Await
-// returned, so Await must not return the deferred value itself), after
-// Await's answer; Release must cope with an Await that was never called
-// or cut short.
-type Releaser interface {
-	Release()
-}
-
-// deferredAdapter lets a DeferredReply travel where a Reply is expected.
-type deferredAdapter struct{ DeferredReply }
-
-func (deferredAdapter) AppendTo(dst []byte) []byte { return dst }
-func (deferredAdapter) IsFlexible() bool           { return false }
-
-// Defer wraps d as a Reply; the connection writer resolves it in order.
-// A Reply that implements DeferredReply itself is resolved the same way
-// without the wrapper (which costs an allocation per request).
-func Defer(d DeferredReply) Reply { return deferredAdapter{d} }
-
 // pending is a request that has been read and handled (or is deferred)
 // and waits for its response to be written, in read order.
 type pending struct {
