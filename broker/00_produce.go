@@ -207,8 +207,10 @@ type produceOp struct {
 	// capacity set before the first submit: the partition queues hold
 	// pointers into it.
 	pend []pendingAppend
+	// waited counts the appends whose completion Await has received;
 	// settled is set once no queue references pend any more (Await saw
-	// every completion); only then may the op go back to the pool.
+	// every completion): only then may the op go back to the pool.
+	waited  int
 	settled bool
 }
 
@@ -216,7 +218,7 @@ var produceOps = sync.Pool{New: func() any { return new(produceOp) }}
 
 func getProduceOp(version, acks int16, topics, partitions int) *produceOp {
 	op := produceOps.Get().(*produceOp)
-	op.resp.Version, op.acks, op.settled = version, acks, false
+	op.resp.Version, op.acks, op.waited, op.settled = version, acks, 0, false
 	op.resp.Topics = resize(op.resp.Topics, topics)
 	if cap(op.pend) < partitions {
 		op.pend = make([]pendingAppend, 0, partitions)
@@ -244,6 +246,20 @@ func (op *produceOp) Release() {
 	}
 	op.resp.NodeEndpoints = nil
 	produceOps.Put(op)
+}
+
+// Settled and ReleaseWhenSettled keep the request frame, which queued
+// appends still read, from being recycled when the connection gives up on
+// the answer (frameHolder).
+func (op *produceOp) Settled() bool { return op.settled }
+
+func (op *produceOp) ReleaseWhenSettled(release func()) {
+	go func() {
+		for i := op.waited; i < len(op.pend); i++ {
+			<-op.pend[i].g.Done()
+		}
+		release()
+	}()
 }
 
 // AppendTo and IsFlexible make the op its own reply (no boxing per
@@ -279,6 +295,7 @@ func (op *produceOp) Await(ctx context.Context) (Reply, error) {
 		if err := awaitReady(ctx, pa.g.Done()); err != nil {
 			return nil, fmt.Errorf("waiting for appends: %w", err)
 		}
+		op.waited = i + 1
 		pa.settle()
 	}
 	op.settled = true

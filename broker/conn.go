@@ -477,6 +477,11 @@ func (c *conn) finish(p *pending, reply Reply) {
 	if r, ok := reply.(Releaser); ok {
 		r.Release()
 	}
+	if h, ok := p.reply.(frameHolder); ok && !h.Settled() {
+		f := p.frame
+		p.frame = hotpath.Frame{}
+		h.ReleaseWhenSettled(f.Release)
+	}
 	if _, ok := p.reply.(DeferredReply); ok {
 		if r, ok := p.reply.(Releaser); ok {
 			r.Release()

@@ -1,8 +1,11 @@
 package broker
 
 import (
+	"bytes"
 	"errors"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -48,12 +51,19 @@ func holdWriter(t *testing.T, q *hotpath.Partition) (release func()) {
 		done <- a.Err
 	}()
 	<-g.entered
-	return func() {
-		close(g.release)
-		if err := <-done; !errors.Is(err, errGate) {
-			t.Errorf("gate append: %v", err)
-		}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			close(g.release)
+			if err := <-done; !errors.Is(err, errGate) {
+				t.Errorf("gate append: %v", err)
+			}
+		})
 	}
+	// A failing test must not leave the queue held: closing the broker
+	// waits for it.
+	t.Cleanup(release)
+	return release
 }
 
 // readProduce reads the next response of c as a produce v11 answer.
@@ -236,5 +246,40 @@ func TestMirrorProduceAcksAllWaitsForDurability(t *testing.T) {
 		if d := l.DurableOffset(); d < int64((i+1)*per) {
 			t.Fatalf("mirror produce %d (up to offset %d) answered at durable offset %d", i, (i+1)*per-1, d)
 		}
+	}
+}
+
+// TestBrokenConnectionKeepsQueuedFrames: when the writer gives up on a
+// produce (request timeout) and closes the connection while its append is
+// still queued, the request frame stays held (its bytes are what the
+// queue writes) until the append completes; the batch is stored as sent.
+func TestBrokenConnectionKeepsQueuedFrames(t *testing.T) {
+	b := startBroker(t, t.TempDir(), func(c *Config) { c.RequestTimeout = 300 * time.Millisecond })
+	createTopic(t, b, "m", 1, map[string]*string{"mirror.mode": sp("push"), "retention.ms": sp("-1")})
+	p := b.srv.cluster.topic("m").Partition(0)
+	h, err := partitionHandle(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := func() int {
+		b.srv.mu.Lock()
+		defer b.srv.mu.Unlock()
+		return len(b.srv.mu.conns)
+	}
+	others := conns() // the admin client's
+	release := holdWriter(t, h.queue)
+	set := data(0, 1, 4).encode(t)
+	c := dialRaw(t, b.addr)
+	c.write(appendRequestFrame(nil, mirrorProduce(11, "m", 0, set, 0, -1), 1, "broken"))
+	c.expectClosed()
+	waitFor(t, "the connection to be gone", func() bool { return conns() == others })
+	if b.srv.budget.InUse() == 0 {
+		t.Fatal("the frame of a queued append was recycled when its connection broke")
+	}
+	release()
+	waitInflightZero(t, b.srv)
+	bs := storedBatches(t, p, 0)
+	if len(bs) != 1 || !bytes.Equal(bs[0], set) {
+		t.Fatalf("stored %d batches, want the one sent, byte for byte", len(bs))
 	}
 }

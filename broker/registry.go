@@ -48,6 +48,18 @@ type Releaser interface {
 	Release()
 }
 
+// frameHolder is a deferred reply whose work may still read the request
+// frame (appends still queued) when its Await was cut short or never ran
+// (a broken connection): the writer then hands it the frame's release
+// instead of recycling the frame under that work.
+type frameHolder interface {
+	// Settled reports whether nothing of the request's work references
+	// the frame any more.
+	Settled() bool
+	// ReleaseWhenSettled calls release once nothing does.
+	ReleaseWhenSettled(release func())
+}
+
 // deferredAdapter lets a DeferredReply travel where a Reply is expected.
 type deferredAdapter struct{ DeferredReply }
 
