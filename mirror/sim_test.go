@@ -1,0 +1,162 @@
+package mirror
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// TestPartitionCopySimulation drives the partition copy, on simulated time
+// and one goroutine, against a simulated source and destination whose
+// faults and events come from a seed: leader changes (stale epochs,
+// broken connections), connection failures and lost produce answers,
+// retention moving the source's log start past the copy position,
+// another pusher taking over (PRODUCER_FENCED), an unclean truncation of
+// the source, destination epoch bumps, source appends while copying. A
+// copy that stops is restarted, as an operator would (a fenced pusher's
+// successor is newer). After every run the destination must be an exact
+// prefix of the source: the same batches, bytes and offsets, no duplicate
+// and no gap except what the source itself deleted. A run that completes
+// must never leave the destination holding data the source does not; a
+// truncation under the copy must end in a divergence refusal (exit 1)
+// whenever the destination holds data beyond it.
+func TestPartitionCopySimulation(t *testing.T) {
+	total := map[string]int{}
+	for seed := int64(1); seed <= 24; seed++ {
+		seen := simulate(t, seed)
+		for k, v := range seen {
+			total[k] += v
+		}
+	}
+	// The seeds must have exercised every path the test claims to cover.
+	for _, k := range []string{"leader_change", "retention", "fetch_below_log_start", "log_start_forwarded", "rival", "fenced",
+		"truncation", "divergence", "lost_answer", "identical_retry", "restart", "complete"} {
+		if total[k] == 0 {
+			t.Errorf("no seed exercised %s (seen %v)", k, total)
+		}
+	}
+	t.Logf("events over all seeds: %v", total)
+}
+
+func simulate(t *testing.T, seed int64) map[string]int {
+	rng := rand.New(rand.NewSource(seed))
+	w := &simWorld{rng: rng, clock: &simClock{now: time.Unix(1_700_000_000, 0)}, seen: map[string]int{},
+		appends: 30 + rng.Intn(30), leaderChanges: 1 + rng.Intn(4), retentions: rng.Intn(3), rivals: int(seed % 3 / 2),
+		truncations: int(seed%4) / 3, faultPct: 2 + rng.Intn(6)}
+	w.cache = []epochStart{{0, 0}}
+	w.appendBatches(5 + rng.Intn(20))
+	fetchBytes := int32(150 + rng.Intn(1500))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w.cancel = cancel
+	for run := 0; run < 40; run++ {
+		writer := Writer{Epoch: w.writer.Epoch + 1}
+		writer.ID[0] = byte(run)
+		c := NewPartitionCopy(CopyConfig{Topic: "t", Partition: 0, Source: simSource{w}, Dest: simDest{w, writer},
+			Clock: w.clock, FetchBytes: fetchBytes, Writer: writer})
+		err := c.run(ctx, false)
+		if run > 0 {
+			w.seen["restart"]++
+		}
+		// A refused copy may hold a prefix of the lineage the source had
+		// before its truncation; anything else must be a prefix of what
+		// the source holds now.
+		msg := w.checkPrefix(w.lineage)
+		if msg != "" && errors.Is(err, ErrDivergence) && w.prevLineage != nil {
+			msg = w.checkPrefix(w.prevLineage)
+		}
+		if msg != "" {
+			t.Fatalf("seed %d run %d (err %v): %s", seed, run, err, msg)
+		}
+		switch {
+		case err == nil:
+			if msg := w.checkPrefix(w.lineage); msg != "" {
+				t.Fatalf("seed %d run %d completed but the destination holds what the source does not: %s", seed, run, msg)
+			}
+			if w.dnext == w.next && w.appends == 0 && w.rivals == 0 && w.truncations == 0 {
+				w.seen["complete"]++
+				return w.seen
+			}
+		case errors.Is(err, ErrDivergence):
+			if ExitCode(err) != ExitRefused {
+				t.Fatalf("seed %d: divergence with exit %d: %v", seed, ExitCode(err), err)
+			}
+			w.seen["divergence"]++
+			if w.checkPrefix(w.lineage) != "" {
+				// The destination holds truncated data: every later run
+				// must refuse too, and never write.
+				before := len(w.dlog)
+				again := NewPartitionCopy(CopyConfig{Topic: "t", Partition: 0, Source: simSource{w}, Dest: simDest{w, Writer{Epoch: w.writer.Epoch + 1}},
+					Clock: w.clock, FetchBytes: fetchBytes, Writer: Writer{Epoch: w.writer.Epoch + 1}}).run(ctx, false)
+				if !errors.Is(again, ErrDivergence) || len(w.dlog) != before {
+					t.Fatalf("seed %d: a restart after the divergence returned %v and wrote %d batches", seed, again, len(w.dlog)-before)
+				}
+				return w.seen
+			}
+		case errors.Is(err, kerr.ProducerFenced):
+			if ExitCode(err) != ExitRefused {
+				t.Fatalf("seed %d: fenced with exit %d: %v", seed, ExitCode(err), err)
+			}
+			w.seen["fenced"]++
+		case ExitCode(err) == ExitUsage:
+			w.seen["gave_up"]++ // retries exhausted: restarted like any other stop
+		case errors.Is(err, context.Canceled):
+			t.Fatalf("seed %d run %d: the copy made more than %d calls without finishing", seed, run, maxCalls)
+		default:
+			t.Fatalf("seed %d run %d: unexpected error (exit %d): %v", seed, run, ExitCode(err), err)
+		}
+		// Let the world go on before the restart.
+		for i := 0; i < 5; i++ {
+			w.step()
+		}
+	}
+	// Bounded: stop the events and run to the end once more.
+	w.appends, w.leaderChanges, w.retentions, w.truncations, w.rivals, w.faultPct = 0, 0, 0, 0, 0, 0
+	writer := Writer{Epoch: w.writer.Epoch + 1}
+	err := NewPartitionCopy(CopyConfig{Topic: "t", Partition: 0, Source: simSource{w}, Dest: simDest{w, writer}, Clock: w.clock, FetchBytes: fetchBytes, Writer: writer}).run(ctx, false)
+	if err != nil && !errors.Is(err, ErrDivergence) {
+		t.Fatalf("seed %d: final run: %v", seed, err)
+	}
+	if msg := w.checkPrefix(w.lineage); err == nil && (msg != "" || w.dnext != w.next) {
+		t.Fatalf("seed %d: final run ended at %d of %d: %s", seed, w.dnext, w.next, msg)
+	}
+	w.seen["complete"]++
+	return w.seen
+}
+
+// checkPrefix compares the destination with a source lineage: every batch
+// from the destination's log start on is the lineage's batch at that
+// offset, byte for byte, in order; and every lineage batch in that range
+// that the source still holds is on the destination. It returns "" or
+// what differs.
+func (w *simWorld) checkPrefix(lineage []simBatch) string {
+	at := map[int64]simBatch{}
+	for _, b := range lineage {
+		at[b.base] = b
+	}
+	prev := int64(-1)
+	held := map[int64]bool{}
+	for _, d := range w.dlog {
+		if d.base <= prev {
+			return fmt.Sprintf("destination batch at %d after one ending at %d: duplicate or reordered", d.base, prev)
+		}
+		prev = d.last
+		s, ok := at[d.base]
+		if !ok || !bytes.Equal(s.raw, d.raw) {
+			return fmt.Sprintf("destination batch %d-%d (epoch %d) is not the source's (present %v)", d.base, d.last, d.epoch, ok)
+		}
+		held[d.base] = true
+	}
+	for _, s := range lineage {
+		if s.base >= w.dlogStart && s.last < w.dnext && s.last >= w.logStart && !held[s.base] {
+			return fmt.Sprintf("gap: source batch %d-%d is missing on the destination (log %d-%d)", s.base, s.last, w.dlogStart, w.dnext)
+		}
+	}
+	return ""
+}
