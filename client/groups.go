@@ -22,6 +22,16 @@ type GroupOffset struct {
 	Metadata    string
 }
 
+// CompileGroups compiles a consumer group pattern that must match a whole
+// group name.
+func CompileGroups(pattern string) (*regexp.Regexp, error) {
+	re, err := regexp.Compile("^(?:" + pattern + ")$")
+	if err != nil {
+		return nil, fmt.Errorf("--groups %q: %v", pattern, err)
+	}
+	return re, nil
+}
+
 // ListGroups returns the groups of every broker of a cluster whose name
 // matches re, sorted.
 func ListGroups(ctx context.Context, cl *Cluster, re *regexp.Regexp) ([]string, error) {

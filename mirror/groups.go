@@ -7,12 +7,12 @@ import (
 	"github.com/verbatim-kafka/verbatim/client"
 )
 
-// CompileGroups compiles a --groups pattern; it must match a whole group
-// name.
+// CompileGroups compiles a --groups pattern (client.CompileGroups); a bad
+// pattern is a usage error.
 func CompileGroups(pattern string) (*regexp.Regexp, error) {
-	re, err := regexp.Compile("^(?:" + pattern + ")$")
+	re, err := client.CompileGroups(pattern)
 	if err != nil {
-		return nil, Usage("--groups %q: %v", pattern, err)
+		return nil, Usage("%v", err)
 	}
 	return re, nil
 }
