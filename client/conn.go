@@ -167,15 +167,24 @@ func (c *Conn) negotiate(ctx context.Context) error {
 // Request sends req at the highest version both sides support, capped at
 // maxVersion when it is >= 0, and waits for its response.
 func (c *Conn) Request(ctx context.Context, req kmsg.Request, maxVersion int16) (kmsg.Response, error) {
+	if err := c.setVersion(req, maxVersion); err != nil {
+		return nil, err
+	}
+	return c.roundTrip(ctx, req)
+}
+
+// setVersion sets req to the highest version both sides support, capped
+// at maxVersion when it is >= 0.
+func (c *Conn) setVersion(req kmsg.Request, maxVersion int16) error {
 	v := c.MaxVersion(req.Key())
 	if v < 0 {
-		return nil, fmt.Errorf("%s does not serve %s", c.addr, kmsg.NameForKey(req.Key()))
+		return fmt.Errorf("%s does not serve %s", c.addr, kmsg.NameForKey(req.Key()))
 	}
 	if maxVersion >= 0 && v > maxVersion {
 		v = maxVersion
 	}
 	req.SetVersion(v)
-	return c.roundTrip(ctx, req)
+	return nil
 }
 
 // Pending is a request written to the connection whose response has not
@@ -189,14 +198,9 @@ type Pending struct {
 // when >= 0) without waiting for its response: requests sent one after
 // another on a connection are answered in that order.
 func (c *Conn) Send(ctx context.Context, req kmsg.Request, maxVersion int16) (*Pending, error) {
-	v := c.MaxVersion(req.Key())
-	if v < 0 {
-		return nil, fmt.Errorf("%s does not serve %s", c.addr, kmsg.NameForKey(req.Key()))
+	if err := c.setVersion(req, maxVersion); err != nil {
+		return nil, err
 	}
-	if maxVersion >= 0 && v > maxVersion {
-		v = maxVersion
-	}
-	req.SetVersion(v)
 	cl, err := c.send(ctx, req)
 	if err != nil {
 		return nil, err

@@ -28,7 +28,7 @@ import (
 // whenever the destination holds data beyond it.
 func TestPartitionCopySimulation(t *testing.T) {
 	total := map[string]int{}
-	for seed := int64(1); seed <= 24; seed++ {
+	for seed := int64(1); seed <= 100; seed++ {
 		seen := simulate(t, seed)
 		for k, v := range seen {
 			total[k] += v

@@ -234,13 +234,22 @@ type simSrcConn struct {
 	closed bool
 }
 
-func (s simSource) Leader(ctx context.Context) (SourceConn, int32, error) {
-	s.w.step()
+// enter lets the world move on before a call, then fails the call when
+// the context ended or a fault is drawn.
+func (w *simWorld) enter(ctx context.Context) error {
+	w.step()
 	if err := ctx.Err(); err != nil {
-		return nil, -1, err
+		return err
 	}
-	if s.w.chance(s.w.faultPct) {
-		return nil, -1, errSimConn
+	if w.chance(w.faultPct) {
+		return errSimConn
+	}
+	return nil
+}
+
+func (s simSource) Leader(ctx context.Context) (SourceConn, int32, error) {
+	if err := s.w.enter(ctx); err != nil {
+		return nil, -1, err
 	}
 	return &simSrcConn{w: s.w, gen: s.w.srcGen}, s.w.epoch, nil
 }
@@ -249,15 +258,14 @@ func (c *simSrcConn) Broken() bool { return c.closed || c.gen != c.w.srcGen }
 func (c *simSrcConn) Close()       { c.closed = true }
 
 func (c *simSrcConn) call(ctx context.Context) error {
-	c.w.step()
-	if err := ctx.Err(); err != nil {
-		return err
+	err := c.w.enter(ctx)
+	if err == nil && c.Broken() {
+		err = errSimConn
 	}
-	if c.Broken() || c.w.chance(c.w.faultPct) {
+	if err != nil {
 		c.closed = true
-		return errSimConn
 	}
-	return nil
+	return err
 }
 
 func (c *simSrcConn) Fetch(ctx context.Context, a client.FetchArgs) (client.FetchResult, error) {
@@ -322,12 +330,8 @@ type simDstConn struct {
 }
 
 func (d simDest) Leader(ctx context.Context) (DestConn, int32, error) {
-	d.w.step()
-	if err := ctx.Err(); err != nil {
+	if err := d.w.enter(ctx); err != nil {
 		return nil, -1, err
-	}
-	if d.w.chance(d.w.faultPct) {
-		return nil, -1, errSimConn
 	}
 	return &simDstConn{w: d.w, writer: d.writer, gen: d.w.dstGen}, d.w.depoch, nil
 }
@@ -335,15 +339,14 @@ func (d simDest) Leader(ctx context.Context) (DestConn, int32, error) {
 func (c *simDstConn) Broken() bool { return c.lost || c.gen != c.w.dstGen }
 
 func (c *simDstConn) call(ctx context.Context) error {
-	c.w.step()
-	if err := ctx.Err(); err != nil {
-		return err
+	err := c.w.enter(ctx)
+	if err == nil && c.Broken() {
+		err = errSimConn
 	}
-	if c.Broken() || c.w.chance(c.w.faultPct) {
+	if err != nil {
 		c.lost = true
-		return errSimConn
 	}
-	return nil
+	return err
 }
 
 func olderWriter(a, b Writer) bool {
