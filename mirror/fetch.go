@@ -160,6 +160,19 @@ func (f *fetcher) fetch(ctx context.Context) (res client.FetchResult, again bool
 			}
 			return res, false, err
 		}
+		if jump == f.next {
+			if f.lastEpoch < 0 {
+				// Refused although in range and unchecked: back off
+				// rather than ask again at once.
+				return res, true, f.sleep(ctx)
+			}
+			// In range, yet refused: Kafka answers OFFSET_OUT_OF_RANGE
+			// when it no longer knows the last fetched epoch (its log
+			// start moved past that epoch). It cannot check that epoch
+			// any more; as at the start of a copy, continue without it.
+			f.c.log().Info("the source no longer knows the epoch of the last copied batch; continuing without the divergence check", "partition", f.c.name(), "position", f.next, "epoch", f.lastEpoch)
+			f.lastEpoch = -1
+		}
 		f.next = jump
 		return res, true, nil
 	case errors.Is(err, context.Canceled) || ctx.Err() != nil:

@@ -53,11 +53,10 @@ type simWorld struct {
 	// Source: log is what the leader holds (retention removes from its
 	// front), lineage every batch ever appended and not truncated away
 	// (the reference for the destination), prevLineage the lineage before
-	// the unclean truncation, truncatedAt where it cut.
+	// the unclean truncation.
 	log         []simBatch
 	lineage     []simBatch
 	prevLineage []simBatch
-	truncatedAt int64
 	logStart    int64
 	next        int64
 	epoch       int32
@@ -174,7 +173,10 @@ func (w *simWorld) truncate() {
 		return
 	}
 	w.prevLineage = append([]simBatch(nil), w.lineage...)
-	w.truncatedAt = cut
+	// From here the copy's divergence check rests on the source's leader
+	// epoch cache; a source whose retention has since dropped the epoch
+	// cannot be checked (docs/mirroring.md), so no retention follows.
+	w.retentions = 0
 	w.log = w.log[:k]
 	for len(w.lineage) > 0 && w.lineage[len(w.lineage)-1].base >= cut {
 		w.lineage = w.lineage[:len(w.lineage)-1]
@@ -289,7 +291,15 @@ func (c *simSrcConn) Fetch(ctx context.Context, a client.FetchArgs) (client.Fetc
 		return res, nil
 	}
 	if a.LastFetchedEpoch >= 0 {
-		if ee := w.endForEpoch(a.LastFetchedEpoch); ee.LeaderEpoch >= 0 && (ee.LeaderEpoch < a.LastFetchedEpoch || ee.EndOffset < a.Offset) {
+		// Kafka's leader: an epoch it no longer knows is
+		// OFFSET_OUT_OF_RANGE; one that ended earlier, a diverging epoch.
+		ee := w.endForEpoch(a.LastFetchedEpoch)
+		if ee.LeaderEpoch < 0 {
+			res.Err = kerr.OffsetOutOfRange
+			w.seen["fetch_epoch_unknown"]++
+			return res, nil
+		}
+		if ee.LeaderEpoch < a.LastFetchedEpoch || ee.EndOffset < a.Offset {
 			res.DivergingEpoch = ee
 			w.seen["diverging_epoch"]++
 			return res, nil
