@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -39,8 +38,7 @@ type fetcher struct {
 	cn    SourceConn
 	epoch int32
 
-	deadline time.Time
-	backoff  time.Duration
+	backoff *client.Backoff // restarted by every useful answer
 }
 
 func (c *PartitionCopy) newFetcher(rp resumePoint) *fetcher {
@@ -48,7 +46,7 @@ func (c *PartitionCopy) newFetcher(rp resumePoint) *fetcher {
 	if c.cfg.Follow {
 		f.wait = 500
 	}
-	f.progressed()
+	f.backoff = client.NewBackoff(c.cfg.Clock, c.cfg.RetryFor)
 	return f
 }
 
@@ -59,22 +57,13 @@ func (f *fetcher) close() {
 	}
 }
 
-// progressed restarts the retry budget after a useful answer.
-func (f *fetcher) progressed() {
-	f.deadline, f.backoff = f.c.cfg.Clock.Now().Add(f.c.cfg.RetryFor), 100*time.Millisecond
-}
-
 // sleep backs off before the next attempt, or gives up once the source
 // has not answered usefully for RetryFor.
 func (f *fetcher) sleep(ctx context.Context) error {
-	if f.c.cfg.Clock.Now().After(f.deadline) {
+	if f.backoff.Expired() {
 		return Usage("%s: the source has not answered usefully for %v", f.c.name(), f.c.cfg.RetryFor)
 	}
-	if err := f.c.cfg.Clock.Sleep(ctx, f.backoff); err != nil {
-		return err
-	}
-	f.backoff = min(f.backoff*2, 2*time.Second)
-	return nil
+	return f.backoff.Wait(ctx)
 }
 
 // refresh reconnects to the current source leader.
@@ -117,7 +106,7 @@ func (f *fetcher) nextChunk(ctx context.Context) (c chunk, ok bool, err error) {
 		if again {
 			continue
 		}
-		f.progressed()
+		f.backoff.Reset()
 		if f.c.cfg.Follow {
 			f.c.target.Store(res.HighWatermark) // for the lag in progress lines
 		}

@@ -24,29 +24,10 @@ import (
 
 // Clock is the time source of a partition copy: every deadline and every
 // wait goes through it.
-type Clock interface {
-	Now() time.Time
-	// Sleep waits d, or until ctx ends (then it returns ctx.Err()).
-	Sleep(ctx context.Context, d time.Duration) error
-}
+type Clock = client.Clock
 
 // SystemClock is the wall clock.
-type SystemClock struct{}
-
-// Now is time.Now.
-func (SystemClock) Now() time.Time { return time.Now() }
-
-// Sleep waits d or until ctx ends.
-func (SystemClock) Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+type SystemClock = client.SystemClock
 
 // Source finds the source partition's leader.
 type Source interface {
@@ -172,22 +153,14 @@ func (c *PartitionCopy) log() *slog.Logger {
 // retry runs fn until it succeeds, fails with a non-transient error, or
 // transient failures have lasted RetryFor.
 func (c *PartitionCopy) retry(ctx context.Context, what string, fn func() error) error {
-	deadline := c.cfg.Clock.Now().Add(c.cfg.RetryFor)
-	backoff := 100 * time.Millisecond
-	for {
-		err := fn()
-		if err == nil || !transient(err) {
-			return err
-		}
-		if c.cfg.Clock.Now().After(deadline) {
-			return Usage("%s %s: giving up after %v: %v", c.name(), what, c.cfg.RetryFor, err)
-		}
+	err := client.Retry(ctx, c.cfg.Clock, c.cfg.RetryFor, fn, func(err error) {
 		c.log().Debug("retrying", "partition", c.name(), "what", what, "err", err)
-		if err := c.cfg.Clock.Sleep(ctx, backoff); err != nil {
-			return err
-		}
-		backoff = min(backoff*2, 2*time.Second)
+	})
+	var gu *client.GiveUpError
+	if errors.As(err, &gu) {
+		return Usage("%s %s: giving up after %v: %v", c.name(), what, gu.Budget, gu.Err)
 	}
+	return err
 }
 
 // resumePoint is where a copy starts: the destination's log end and log
