@@ -5,10 +5,12 @@
 // connection per broker re-dialled after failures), the raw one-partition
 // requests the mirroring tools need (ListOffsets, OffsetForLeaderEpoch,
 // sessionless Fetch, topic configs, consumer group listing, coordinator
-// lookup, offset fetch and commit) and the classification of errors worth
-// retrying (Transient).
+// lookup, offset fetch and commit), the classification of errors worth
+// retrying (Transient) and the pacing of retries (Clock, Backoff, Retry)
+// for callers that retry.
 //
-// It owns no policy: it does not retry by itself, decide exit codes, split
+// It owns no policy: no request is retried implicitly, and it does not
+// decide exit codes, split
 // record sets into batches, or know Verbatim's wire extensions (the mirror
 // produce and topic-id tags belong to the callers). It never rewrites a
 // request's acks, isolation level or record bytes. Dial and NewCluster
