@@ -10,10 +10,9 @@
 // for callers that retry.
 //
 // It owns no policy: no request is retried implicitly, and it does not
-// decide exit codes, split
-// record sets into batches, or know Verbatim's wire extensions (the mirror
-// produce and topic-id tags belong to the callers). It never rewrites a
-// request's acks, isolation level or record bytes. Dial and NewCluster
-// take an Options struct so that transport security and authentication
-// can be added without changing callers.
+// decide exit codes, split record sets into batches, or know Verbatim's
+// wire extensions (the mirror produce and topic-id tags belong to the
+// callers). It never rewrites a request's acks, isolation level or record
+// bytes. Dial and NewCluster take an Options struct so that transport
+// security and authentication can be added without changing callers.
 package client
