@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -142,6 +143,9 @@ func (c *PartitionCopy) Snapshot() PartitionStats {
 }
 
 func (c *PartitionCopy) name() string { return fmt.Sprintf("%s/%d", c.cfg.Topic, c.cfg.Partition) }
+
+// discardLogger is the logger of a copy configured without one.
+var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func (c *PartitionCopy) log() *slog.Logger {
 	if c.cfg.Log == nil {

@@ -16,9 +16,6 @@ import (
 	"github.com/verbatim-kafka/verbatim/client"
 )
 
-// discardLogger is the logger of a copy configured without one.
-var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
-
 // Options configure a push.
 type Options struct {
 	Source string // HOST:PORT of any source broker
