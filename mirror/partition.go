@@ -237,9 +237,17 @@ func (c *PartitionCopy) pipeline(ctx context.Context, f *fetcher, pr *producer) 
 }
 
 // lockstep alternates the two sides in one goroutine: fetch a chunk, send
-// it, complete the oldest produce when the window is full.
+// it, complete the oldest produce when the window is full. A following
+// copy that has fetched up to the source's high watermark completes its
+// produces before it polls again, as the concurrent produce side would
+// meanwhile.
 func (c *PartitionCopy) lockstep(ctx context.Context, f *fetcher, pr *producer) error {
 	for {
+		if c.cfg.Follow && f.next >= c.target.Load() {
+			if err := pr.drain(ctx); err != nil {
+				return err
+			}
+		}
 		ch, ok, err := f.nextChunk(ctx)
 		if err != nil {
 			if ferr := pr.drain(ctx); ferr != nil {

@@ -36,7 +36,7 @@ func TestPartitionCopySimulation(t *testing.T) {
 	}
 	// The seeds must have exercised every path the test claims to cover.
 	for _, k := range []string{"leader_change", "retention", "fetch_below_log_start", "log_start_forwarded", "rival", "fenced",
-		"truncation", "divergence", "lost_answer", "identical_retry", "restart", "complete"} {
+		"truncation", "divergence", "lost_answer", "identical_retry", "restart", "complete", "follow_stopped", "fetch_epoch_unknown"} {
 		if total[k] == 0 {
 			t.Errorf("no seed exercised %s (seen %v)", k, total)
 		}
@@ -58,13 +58,26 @@ func simulate(t *testing.T, seed int64) map[string]int {
 	// stale: the destination holds data the source truncated away since
 	// it was copied. Every later run must then refuse, writing nothing.
 	stale := false
+	// Some seeds follow the source (until stopped once caught up), the
+	// others copy up to the high watermark read at the start.
+	follow := seed%5 == 0
 	for run := 0; run < 40; run++ {
 		writer := Writer{Epoch: w.writer.Epoch + 1}
 		writer.ID[0] = byte(run)
 		c := NewPartitionCopy(CopyConfig{Topic: "t", Partition: 0, Source: simSource{w}, Dest: simDest{w, writer},
-			Clock: w.clock, FetchBytes: fetchBytes, Writer: writer})
+			Clock: w.clock, FetchBytes: fetchBytes, Writer: writer, Follow: follow})
 		before := len(w.dlog)
-		err := c.run(ctx, false)
+		rctx, rcancel := context.WithCancel(ctx)
+		if follow {
+			w.stopFollow = rcancel
+		}
+		err := c.run(rctx, false)
+		rcancel()
+		w.stopFollow = nil
+		if follow && errors.Is(err, context.Canceled) && ctx.Err() == nil {
+			w.seen["follow_stopped"]++
+			err = nil // stopped by its operator: a clean end
+		}
 		if run > 0 {
 			w.seen["restart"]++
 		}
@@ -87,7 +100,7 @@ func simulate(t *testing.T, seed int64) map[string]int {
 		}
 		switch {
 		case err == nil:
-			if !stale && w.dnext == w.next && w.appends == 0 && w.rivals == 0 && w.truncations == 0 {
+			if !stale && w.dnext == w.next && w.quiet() {
 				w.seen["complete"]++
 				return w.seen
 			}

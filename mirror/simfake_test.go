@@ -81,9 +81,15 @@ type simWorld struct {
 	// test instead of hanging it.
 	calls  int
 	cancel context.CancelFunc
+	// stopFollow, set for a following copy, ends it (as SIGINT would)
+	// once it caught up and nothing more will happen.
+	stopFollow context.CancelFunc
 }
 
 const maxCalls = 200_000
+
+// quiet reports that no more appends, rivals or truncations will come.
+func (w *simWorld) quiet() bool { return w.appends == 0 && w.rivals == 0 && w.truncations == 0 }
 
 func (w *simWorld) chance(pct int) bool { return w.rng.Intn(100) < pct }
 
@@ -91,6 +97,9 @@ func (w *simWorld) chance(pct int) bool { return w.rng.Intn(100) < pct }
 func (w *simWorld) step() {
 	if w.calls++; w.calls > maxCalls {
 		w.cancel()
+	}
+	if w.stopFollow != nil && w.quiet() && w.dnext == w.next {
+		w.stopFollow()
 	}
 	switch {
 	case w.appends > 0 && w.chance(25):
