@@ -450,6 +450,7 @@ func (w *simWorld) mirrorAppend(writer Writer, set []byte, expect int64, epoch i
 	w.writer = writer
 	switch {
 	case epoch >= 0 && epoch < w.depoch:
+		w.seen["dest_epoch_stale"]++
 		return &ProduceError{Err: kerr.FencedLeaderEpoch, Message: "stale epoch"}
 	case epoch > w.depoch:
 		return &ProduceError{Err: kerr.UnknownLeaderEpoch, Message: "future epoch"}
