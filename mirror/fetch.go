@@ -150,17 +150,7 @@ func (f *fetcher) fetch(ctx context.Context) (res client.FetchResult, again bool
 			return res, false, err
 		}
 		if jump == f.next {
-			if f.lastEpoch < 0 {
-				// Refused although in range and unchecked: back off
-				// rather than ask again at once.
-				return res, true, f.sleep(ctx)
-			}
-			// In range, yet refused: Kafka answers OFFSET_OUT_OF_RANGE
-			// when it no longer knows the last fetched epoch (its log
-			// start moved past that epoch). It cannot check that epoch
-			// any more; as at the start of a copy, continue without it.
-			f.c.log().Info("the source no longer knows the epoch of the last copied batch; continuing without the divergence check", "partition", f.c.name(), "position", f.next, "epoch", f.lastEpoch)
-			f.lastEpoch = -1
+			return res, true, f.refusedInRange(ctx)
 		}
 		f.next = jump
 		return res, true, nil
@@ -172,6 +162,32 @@ func (f *fetcher) fetch(ctx context.Context) (res client.FetchResult, again bool
 		return res, true, f.sleep(ctx)
 	}
 	return res, false, Usage("%s: fetching from the source at %d: %v", f.c.name(), f.next, err)
+}
+
+// refusedInRange handles OFFSET_OUT_OF_RANGE for a position the source's
+// ListOffsets says it holds. Either the log end moved between the two
+// answers, or the source no longer knows the epoch of the last batch
+// copied (Kafka refuses a LastFetchedEpoch it has dropped from its epoch
+// cache the same way). Its OffsetForLeaderEpoch answer tells which: an
+// epoch it does not know cannot be checked any more and the copy goes on
+// without the check, as a resume does; one that ends before the position
+// is a divergence; anything else is asked again after a backoff.
+func (f *fetcher) refusedInRange(ctx context.Context) error {
+	if f.lastEpoch >= 0 {
+		ee, err := f.cn.OffsetForLeaderEpoch(ctx, f.lastEpoch)
+		switch {
+		case err != nil && !transient(err):
+			return err
+		case err != nil:
+		case ee.LeaderEpoch < 0 || ee.EndOffset < 0:
+			f.c.log().Info("the source no longer knows the epoch of the last copied batch; continuing without the divergence check", "partition", f.c.name(), "position", f.next, "epoch", f.lastEpoch)
+			f.lastEpoch = -1
+			return nil
+		case ee.LeaderEpoch != f.lastEpoch || ee.EndOffset < f.next:
+			return f.c.divergence(f.lastEpoch, f.next, ee)
+		}
+	}
+	return f.sleep(ctx)
 }
 
 // Outcomes of cut.

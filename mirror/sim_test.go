@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,7 +30,7 @@ import (
 func TestPartitionCopySimulation(t *testing.T) {
 	total := map[string]int{}
 	for seed := int64(1); seed <= 100; seed++ {
-		seen := simulate(t, seed)
+		seen := simulate(t, seed, false)
 		for k, v := range seen {
 			total[k] += v
 		}
@@ -44,7 +45,19 @@ func TestPartitionCopySimulation(t *testing.T) {
 	t.Logf("events over all seeds: %v", total)
 }
 
-func simulate(t *testing.T, seed int64) map[string]int {
+// TestPartitionCopySimulationConcurrent runs the same worlds with the
+// copy's real schedule: fetching and producing in their own goroutines.
+// The order of calls, and so what happens, depends on the scheduler; the
+// invariants checked after every run hold for any order.
+func TestPartitionCopySimulationConcurrent(t *testing.T) {
+	for seed := int64(1); seed <= 30; seed++ {
+		simulate(t, seed, true)
+	}
+}
+
+// simulate runs one seeded world until its copy completes or refuses for
+// good; concurrent selects the copy's goroutine schedule.
+func simulate(t *testing.T, seed int64, concurrent bool) map[string]int {
 	rng := rand.New(rand.NewSource(seed))
 	w := &simWorld{rng: rng, clock: &simClock{now: time.Unix(1_700_000_000, 0)}, seen: map[string]int{},
 		appends: 30 + rng.Intn(30), leaderChanges: 1 + rng.Intn(4), retentions: rng.Intn(3), rivals: int(seed % 3 / 2),
@@ -68,10 +81,11 @@ func simulate(t *testing.T, seed int64) map[string]int {
 			Clock: w.clock, FetchBytes: fetchBytes, Writer: writer, Follow: follow})
 		before := len(w.dlog)
 		rctx, rcancel := context.WithCancel(ctx)
-		if follow {
+		if follow && !stale {
+			// (A copy over truncated data must refuse by itself.)
 			w.stopFollow = rcancel
 		}
-		err := c.run(rctx, false)
+		err := c.run(rctx, concurrent)
 		rcancel()
 		w.stopFollow = nil
 		if follow && errors.Is(err, context.Canceled) && ctx.Err() == nil {
@@ -96,11 +110,11 @@ func simulate(t *testing.T, seed int64) map[string]int {
 			msg, stale = "", true
 		}
 		if msg != "" {
-			t.Fatalf("seed %d run %d (err %v): %s", seed, run, err, msg)
+			t.Fatalf("seed %d run %d (err %v): %s\n%s", seed, run, err, msg, w.describe())
 		}
 		switch {
 		case err == nil:
-			if !stale && w.dnext == w.next && w.quiet() {
+			if !stale && w.caughtUp() && w.quiet() {
 				w.seen["complete"]++
 				return w.seen
 			}
@@ -129,12 +143,17 @@ func simulate(t *testing.T, seed int64) map[string]int {
 	// Bounded: stop the events and run to the end once more.
 	w.appends, w.leaderChanges, w.retentions, w.truncations, w.rivals, w.faultPct = 0, 0, 0, 0, 0, 0
 	writer := Writer{Epoch: w.writer.Epoch + 1}
-	err := NewPartitionCopy(CopyConfig{Topic: "t", Partition: 0, Source: simSource{w}, Dest: simDest{w, writer}, Clock: w.clock, FetchBytes: fetchBytes, Writer: writer}).run(ctx, false)
-	if err != nil && !errors.Is(err, ErrDivergence) {
-		t.Fatalf("seed %d: final run: %v", seed, err)
+	final := NewPartitionCopy(CopyConfig{Topic: "t", Partition: 0, Source: simSource{w}, Dest: simDest{w, writer}, Clock: w.clock, FetchBytes: fetchBytes, Writer: writer})
+	w.tracing = true
+	err := final.run(ctx, concurrent)
+	if ctx.Err() != nil {
+		t.Fatalf("seed %d: the copies made more than %d calls; the last ones:\n%s", seed, maxCalls, strings.Join(w.trace, "\n"))
 	}
-	if msg := w.checkPrefix(w.lineage); err == nil && (msg != "" || w.dnext != w.next) {
-		t.Fatalf("seed %d: final run ended at %d of %d: %s", seed, w.dnext, w.next, msg)
+	if err != nil && !errors.Is(err, ErrDivergence) {
+		t.Fatalf("seed %d: final run: %v\n%s", seed, err, strings.Join(w.trace, "\n"))
+	}
+	if msg := w.checkPrefix(w.lineage); err == nil && (msg != "" || !w.caughtUp()) {
+		t.Fatalf("seed %d: final run ended at %d of %d: %s (copy %+v)\n%s\n%s", seed, w.dnext, w.next, msg, final.Snapshot(), w.describe(), strings.Join(w.trace, "\n"))
 	}
 	w.seen["complete"]++
 	return w.seen
@@ -169,4 +188,16 @@ func (w *simWorld) checkPrefix(lineage []simBatch) string {
 		}
 	}
 	return ""
+}
+
+// describe lists the destination and both source lineages, for a failure.
+func (w *simWorld) describe() string {
+	list := func(bs []simBatch) string {
+		out := ""
+		for _, b := range bs {
+			out += fmt.Sprintf(" %d-%d/e%d", b.base, b.last, b.epoch)
+		}
+		return out
+	}
+	return fmt.Sprintf("destination (log start %d):%s\nsource lineage:%s\nbefore the truncation:%s", w.dlogStart, list(w.dlog), list(w.lineage), list(w.prevLineage))
 }

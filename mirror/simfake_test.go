@@ -10,7 +10,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -19,13 +21,23 @@ import (
 	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
-type simClock struct{ now time.Time }
+type simClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
 
-func (c *simClock) Now() time.Time { return c.now }
+func (c *simClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
 func (c *simClock) Sleep(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
 	return nil
 }
@@ -47,6 +59,9 @@ var errSimConn = errors.New("simulated connection failure")
 // simWorld is the source and the destination partition and what happens
 // to them between the copy's calls.
 type simWorld struct {
+	// mu serialises the calls of a copy that runs its fetch and produce
+	// sides concurrently.
+	mu    sync.Mutex
 	rng   *rand.Rand
 	clock *simClock
 
@@ -79,14 +94,21 @@ type simWorld struct {
 	// calls bounds the simulation: past maxCalls every call fails with
 	// the cancelled context, so a copy that loops without end fails the
 	// test instead of hanging it.
-	calls  int
-	cancel context.CancelFunc
+	calls   int
+	cancel  context.CancelFunc
+	trace   []string
+	tracing bool
 	// stopFollow, set for a following copy, ends it (as SIGINT would)
 	// once it caught up and nothing more will happen.
 	stopFollow context.CancelFunc
 }
 
 const maxCalls = 200_000
+
+// caughtUp reports that the destination holds the last batch the source
+// holds (with checkPrefix: every one it holds). A source whose retention
+// deleted everything not yet copied leaves nothing to copy.
+func (w *simWorld) caughtUp() bool { return len(w.log) == 0 || w.dnext > w.log[len(w.log)-1].last }
 
 // quiet reports that no more appends, rivals or truncations will come.
 func (w *simWorld) quiet() bool { return w.appends == 0 && w.rivals == 0 && w.truncations == 0 }
@@ -98,7 +120,7 @@ func (w *simWorld) step() {
 	if w.calls++; w.calls > maxCalls {
 		w.cancel()
 	}
-	if w.stopFollow != nil && w.quiet() && w.dnext == w.next {
+	if w.stopFollow != nil && w.quiet() && w.caughtUp() {
 		w.stopFollow()
 	}
 	switch {
@@ -249,6 +271,9 @@ type simSrcConn struct {
 // the context ended or a fault is drawn.
 func (w *simWorld) enter(ctx context.Context) error {
 	w.step()
+	if w.tracing || w.calls > maxCalls-20 {
+		w.trace = append(w.trace, fmt.Sprintf("call %d src next %d log start %d epoch %d dst next %d start %d epoch %d", w.calls, w.next, w.logStart, w.epoch, w.dnext, w.dlogStart, w.depoch))
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -259,18 +284,32 @@ func (w *simWorld) enter(ctx context.Context) error {
 }
 
 func (s simSource) Leader(ctx context.Context) (SourceConn, int32, error) {
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+
 	if err := s.w.enter(ctx); err != nil {
 		return nil, -1, err
 	}
 	return &simSrcConn{w: s.w, gen: s.w.srcGen}, s.w.epoch, nil
 }
 
-func (c *simSrcConn) Broken() bool { return c.closed || c.gen != c.w.srcGen }
-func (c *simSrcConn) Close()       { c.closed = true }
+func (c *simSrcConn) broken() bool { return c.closed || c.gen != c.w.srcGen }
+
+func (c *simSrcConn) Broken() bool {
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+	return c.broken()
+}
+
+func (c *simSrcConn) Close() {
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+	c.closed = true
+}
 
 func (c *simSrcConn) call(ctx context.Context) error {
 	err := c.w.enter(ctx)
-	if err == nil && c.Broken() {
+	if err == nil && c.broken() {
 		err = errSimConn
 	}
 	if err != nil {
@@ -280,6 +319,9 @@ func (c *simSrcConn) call(ctx context.Context) error {
 }
 
 func (c *simSrcConn) Fetch(ctx context.Context, a client.FetchArgs) (client.FetchResult, error) {
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+
 	if err := c.call(ctx); err != nil {
 		return client.FetchResult{}, err
 	}
@@ -315,10 +357,16 @@ func (c *simSrcConn) Fetch(ctx context.Context, a client.FetchArgs) (client.Fetc
 		}
 	}
 	res.Records = w.records(w.log, a.Offset, a.MaxBytes)
+	if w.tracing || w.calls > maxCalls-20 {
+		w.trace = append(w.trace, fmt.Sprintf("fetch at %d max %d last epoch %d cur %d: %d bytes", a.Offset, a.MaxBytes, a.LastFetchedEpoch, a.CurrentEpoch, len(res.Records)))
+	}
 	return res, nil
 }
 
 func (c *simSrcConn) ListOffset(ctx context.Context, ts int64) (client.OffsetAnswer, error) {
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+
 	if err := c.call(ctx); err != nil {
 		return client.OffsetAnswer{}, err
 	}
@@ -329,6 +377,9 @@ func (c *simSrcConn) ListOffset(ctx context.Context, ts int64) (client.OffsetAns
 }
 
 func (c *simSrcConn) OffsetForLeaderEpoch(ctx context.Context, e int32) (client.EpochEnd, error) {
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+
 	if err := c.call(ctx); err != nil {
 		return client.EpochEnd{}, err
 	}
@@ -349,17 +400,26 @@ type simDstConn struct {
 }
 
 func (d simDest) Leader(ctx context.Context) (DestConn, int32, error) {
+	d.w.mu.Lock()
+	defer d.w.mu.Unlock()
+
 	if err := d.w.enter(ctx); err != nil {
 		return nil, -1, err
 	}
 	return &simDstConn{w: d.w, writer: d.writer, gen: d.w.dstGen}, d.w.depoch, nil
 }
 
-func (c *simDstConn) Broken() bool { return c.lost || c.gen != c.w.dstGen }
+func (c *simDstConn) broken() bool { return c.lost || c.gen != c.w.dstGen }
+
+func (c *simDstConn) Broken() bool {
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+	return c.broken()
+}
 
 func (c *simDstConn) call(ctx context.Context) error {
 	err := c.w.enter(ctx)
-	if err == nil && c.Broken() {
+	if err == nil && c.broken() {
 		err = errSimConn
 	}
 	if err != nil {
@@ -373,6 +433,9 @@ func olderWriter(a, b Writer) bool {
 }
 
 func (c *simDstConn) ListOffset(ctx context.Context, ts int64) (client.OffsetAnswer, error) {
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+
 	if err := c.call(ctx); err != nil {
 		return client.OffsetAnswer{}, err
 	}
@@ -383,6 +446,9 @@ func (c *simDstConn) ListOffset(ctx context.Context, ts int64) (client.OffsetAns
 }
 
 func (c *simDstConn) Fetch(ctx context.Context, a client.FetchArgs) (client.FetchResult, error) {
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+
 	if err := c.call(ctx); err != nil {
 		return client.FetchResult{}, err
 	}
@@ -396,6 +462,9 @@ func (c *simDstConn) Fetch(ctx context.Context, a client.FetchArgs) (client.Fetc
 }
 
 func (c *simDstConn) DeleteRecords(ctx context.Context, offset int64) error {
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+
 	if err := c.call(ctx); err != nil {
 		return err
 	}
@@ -430,6 +499,9 @@ func (s simWait) Wait(context.Context) error {
 }
 
 func (c *simDstConn) SendProduce(ctx context.Context, set []byte, expect int64, epoch int32) (ProduceWait, error) {
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+
 	if err := c.call(ctx); err != nil {
 		return nil, err
 	}
