@@ -102,14 +102,21 @@ func handleFetch(ctx context.Context, s *Server, r *Request) (Reply, error) {
 func (op *fetchOp) resolve() {
 	s, req := op.s, op.req
 	if sess := op.plan.sess; sess != nil {
-		for _, sp := range sess.apply(req, &op.plan) {
-			fp := &fetchPart{name: sp.key.name, id: sp.key.id, part: sp.key.part, sp: sp,
-				fetchOffset: sp.fetchOffset, maxBytes: sp.maxBytes,
-				currentLeaderEpoch: sp.currentLeaderEpoch, lastFetchedEpoch: sp.lastFetchedEpoch}
-			op.bind(s, fp)
-			op.parts = append(op.parts, fp)
+		sps := sess.apply(req, &op.plan)
+		if len(sps) > 0 || op.plan.newSession {
+			for _, sp := range sps {
+				fp := &fetchPart{name: sp.key.name, id: sp.key.id, part: sp.key.part, sp: sp,
+					fetchOffset: sp.fetchOffset, maxBytes: sp.maxBytes,
+					currentLeaderEpoch: sp.currentLeaderEpoch, lastFetchedEpoch: sp.lastFetchedEpoch}
+				op.bind(s, fp)
+				op.parts = append(op.parts, fp)
+			}
+			return
 		}
-		return
+		// An incremental fetch that leaves its session without partitions
+		// closes it and is served sessionless (Kafka's FetchManager).
+		s.fetchSessions.end(sess, false)
+		op.plan = sessionPlan{}
 	}
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
@@ -299,6 +306,13 @@ func (op *fetchOp) Await(ctx context.Context) (Reply, error) {
 			p.removeWaiter(wake)
 		}
 	}()
+	// An append between the first read and the registration above woke
+	// nobody: read again now that appends signal wake (Kafka's
+	// tryCompleteElseWatch checks again after watching, for the same
+	// reason).
+	if op.read() {
+		return op.response(), nil
+	}
 	deadline := op.started.Add(time.Duration(op.req.MaxWaitMillis) * time.Millisecond)
 	if d, ok := ctx.Deadline(); ok && d.Add(-100*time.Millisecond).Before(deadline) {
 		deadline = d.Add(-100 * time.Millisecond)

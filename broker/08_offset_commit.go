@@ -7,8 +7,9 @@ package broker
 // (group_coordinator_offsets.go), as Kafka's group coordinator does:
 //   - generation -1 with an empty or unknown group: a standalone commit
 //     (no group management; the group is created empty);
-//   - otherwise the member must be known (UNKNOWN_MEMBER_ID), its instance
-//     id current (v7+, FENCED_INSTANCE_ID), the generation current
+//   - otherwise the member must be known (UNKNOWN_MEMBER_ID), a v7+
+//     instance id held by it (UNKNOWN_MEMBER_ID when no member holds it,
+//     FENCED_INSTANCE_ID when another does), the generation current
 //     (ILLEGAL_GENERATION); during CompletingRebalance the answer is
 //     REBALANCE_IN_PROGRESS; commits during PreparingRebalance with the
 //     current generation are accepted;

@@ -1,23 +1,30 @@
 package broker
 
-// Incremental fetch sessions (KIP-227), as Kafka's FetchSession /
-// FetchSessionCache define them for consumers:
+// Incremental fetch sessions (KIP-227), as Kafka's FetchManager.newContext
+// and FetchSessionCache resolve (session id, epoch) for consumers:
 //
-//   - SessionID 0, epoch -1 (FINAL): a sessionless full fetch.
-//   - SessionID 0 or X, epoch 0 (INITIAL): a full fetch that creates a new
-//     session (closing X); the response carries its id. When the cache is
-//     full and no session is idle long enough to evict, the response
-//     carries id 0 and the client goes on with full fetches.
-//   - SessionID X, epoch -1: closes X; the fetch is a sessionless full one.
-//   - SessionID X, epoch N > 0: an incremental fetch. The request lists
-//     only partitions that are new or changed (fetch offset, max bytes,
-//     epochs) and ForgottenTopics removes partitions; the response lists
-//     only partitions with records, an error, a diverging epoch or a
-//     changed high watermark / last stable offset / log start offset since
-//     the last response, plus those the request named. Unknown X:
-//     FETCH_SESSION_ID_NOT_FOUND; N not the expected epoch:
-//     INVALID_FETCH_SESSION_EPOCH; a session created with topic ids used
-//     with names or back: FETCH_SESSION_TOPIC_ID_ERROR.
+//   - Epoch -1 (FINAL) or 0 (INITIAL) is a full fetch. A non-zero session
+//     id names a session to close: it is removed when it exists and
+//     ignored when it does not (no error; kafka-go always sends id -1 with
+//     epoch -1).
+//   - Epoch -1: a sessionless full fetch; the response carries id 0.
+//   - Epoch 0: a full fetch that creates a new session; the response
+//     carries its id. When the cache is full and no session is idle long
+//     enough to evict, the response carries id 0 and the client goes on
+//     with full fetches.
+//   - Any other epoch (including negative ones below -1) is an incremental
+//     fetch of the named session: an unknown id (0 included) gets
+//     FETCH_SESSION_ID_NOT_FOUND, an epoch other than the expected one
+//     INVALID_FETCH_SESSION_EPOCH, a session created with topic ids used
+//     with names or back FETCH_SESSION_TOPIC_ID_ERROR (the session stays).
+//     These errors come with an empty response and id 0. Otherwise the
+//     request's partitions are added or updated, then ForgottenTopics
+//     removes partitions (a partition in both is forgotten); a session
+//     left with no partition is removed and the fetch is served
+//     sessionless (id 0). Else the response lists only partitions with
+//     records, an error, a diverging epoch or a changed high watermark /
+//     last stable offset / log start offset since the last response, plus
+//     those the request named. The epoch after 2^31-1 is 1.
 //
 // Sessions are bounded (maxFetchSessions, Kafka's
 // max.incremental.fetch.session.cache.slots) and evicted least recently
@@ -98,18 +105,13 @@ func (c *fetchSessionCache) begin(req *kmsg.FetchRequest, now time.Time) session
 	if c.sessions == nil {
 		c.sessions = make(map[int32]*fetchSession)
 	}
-	switch {
-	case req.SessionEpoch == -1:
+	if req.SessionEpoch == -1 || req.SessionEpoch == 0 {
+		// A full fetch: any session it names is closed, known or not.
 		if req.SessionID != 0 {
-			if s := c.sessions[req.SessionID]; s == nil {
-				return sessionPlan{errCode: kerr.FetchSessionIDNotFound.Code}
-			}
 			delete(c.sessions, req.SessionID)
 		}
-		return sessionPlan{}
-	case req.SessionEpoch == 0:
-		if req.SessionID != 0 {
-			delete(c.sessions, req.SessionID)
+		if req.SessionEpoch == -1 {
+			return sessionPlan{}
 		}
 		id := c.allocateLocked(now)
 		if id == 0 {
@@ -118,18 +120,17 @@ func (c *fetchSessionCache) begin(req *kmsg.FetchRequest, now time.Time) session
 		s := &fetchSession{id: id, epoch: 0, usesIDs: usesIDs, parts: make(map[sessKey]*sessPart), used: now, inUse: true}
 		c.sessions[id] = s
 		return sessionPlan{sess: s, newSession: true}
-	case req.SessionEpoch < 0:
-		return sessionPlan{errCode: kerr.InvalidFetchSessionEpoch.Code}
 	}
 	s := c.sessions[req.SessionID]
 	if s == nil {
 		return sessionPlan{errCode: kerr.FetchSessionIDNotFound.Code}
 	}
+	// A session's expected epoch is never negative, so a negative epoch
+	// naming a known session is a wrong epoch.
 	if s.inUse || s.epoch != req.SessionEpoch {
 		return sessionPlan{errCode: kerr.InvalidFetchSessionEpoch.Code}
 	}
 	if s.usesIDs != usesIDs {
-		delete(c.sessions, s.id)
 		return sessionPlan{errCode: kerr.FetchSessionTopicIDError.Code}
 	}
 	s.inUse, s.used = true, now
@@ -167,13 +168,15 @@ func (c *fetchSessionCache) allocateLocked(now time.Time) int32 {
 }
 
 // end releases the session after the response; ok=false (the fetch
-// failed without answering) drops it.
+// failed without answering, or emptied the session) drops it.
 func (c *fetchSessionCache) end(s *fetchSession, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s.inUse = false
 	if !ok {
-		delete(c.sessions, s.id)
+		if c.sessions[s.id] == s {
+			delete(c.sessions, s.id)
+		}
 		return
 	}
 	s.epoch++
@@ -182,39 +185,17 @@ func (c *fetchSessionCache) end(s *fetchSession, ok bool) {
 	}
 }
 
-// apply updates the session with the request's partitions and forgotten
-// topics and returns the partitions to fetch (every partition of the
-// session, in session order).
+// apply updates the session with the request's partitions, then removes
+// its forgotten topics (Kafka's FetchSession.update order: a partition
+// both named and forgotten is forgotten), and returns the partitions to
+// fetch (every partition of the session, in session order). An empty
+// result means the session is to be closed and the fetch served
+// sessionless.
 func (s *fetchSession) apply(req *kmsg.FetchRequest, plan *sessionPlan) []*sessPart {
 	plan.named = make(map[sessKey]bool)
-	for _, ft := range req.ForgottenTopics {
-		for _, p := range ft.Partitions {
-			k := sessKey{part: p}
-			if s.usesIDs {
-				k.id = ft.TopicID
-			} else {
-				k.name = ft.Topic
-			}
-			delete(s.parts, k)
-		}
-	}
-	if len(req.ForgottenTopics) > 0 {
-		kept := s.order[:0]
-		for _, k := range s.order {
-			if s.parts[k] != nil {
-				kept = append(kept, k)
-			}
-		}
-		s.order = kept
-	}
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
-			k := sessKey{part: p.Partition}
-			if s.usesIDs {
-				k.id = t.TopicID
-			} else {
-				k.name = t.Topic
-			}
+			k := s.key(t.Topic, t.TopicID, p.Partition)
 			sp := s.parts[k]
 			if sp == nil {
 				sp = &sessPart{key: k, hw: -2, lso: -2, logStart: -2}
@@ -226,9 +207,32 @@ func (s *fetchSession) apply(req *kmsg.FetchRequest, plan *sessionPlan) []*sessP
 			plan.named[k] = true
 		}
 	}
+	for _, ft := range req.ForgottenTopics {
+		for _, p := range ft.Partitions {
+			delete(s.parts, s.key(ft.Topic, ft.TopicID, p))
+		}
+	}
+	if len(req.ForgottenTopics) > 0 {
+		kept := s.order[:0]
+		for _, k := range s.order {
+			if s.parts[k] != nil {
+				kept = append(kept, k)
+			}
+		}
+		s.order = kept
+	}
 	out := make([]*sessPart, 0, len(s.parts))
 	for _, k := range s.order {
 		out = append(out, s.parts[k])
 	}
 	return out
+}
+
+// key is the session key of a partition: by id when the session uses
+// topic ids, else by name.
+func (s *fetchSession) key(name string, id [16]byte, part int32) sessKey {
+	if s.usesIDs {
+		return sessKey{id: id, part: part}
+	}
+	return sessKey{name: name, part: part}
 }

@@ -494,17 +494,9 @@ func (c *groupCoordinator) joinKnownMember(g *group, r joinRequest, now time.Tim
 	if _, ok := g.pending[r.memberID]; ok {
 		return c.addMemberAndRebalance(g, r.memberID, r, now)
 	}
-	m := g.members[r.memberID]
-	if r.instanceID != nil {
-		if cur, ok := g.static[*r.instanceID]; ok && cur != r.memberID {
-			return joinResult{code: kerr.FencedInstanceID.Code, memberID: r.memberID, generation: -1}, nil
-		}
-	}
-	if m == nil {
-		return joinResult{code: kerr.UnknownMemberID.Code, memberID: r.memberID, generation: -1}, nil
-	}
-	if m.instanceID != nil && (r.instanceID == nil || *r.instanceID != *m.instanceID) {
-		return joinResult{code: kerr.FencedInstanceID.Code, memberID: r.memberID, generation: -1}, nil
+	m, code := g.validateMember(r.memberID, r.instanceID)
+	if code != 0 {
+		return joinResult{code: code, memberID: r.memberID, generation: -1}, nil
 	}
 	m.lastHeartbeat = now
 	m.rebalanceTimeout, m.sessionTimeout = r.rebalanceTimeout, r.sessionTimeout
@@ -756,19 +748,27 @@ func (c *groupCoordinator) sync(r syncRequest) (syncResult, chan syncResult) {
 	return syncResult{}, ch
 }
 
-// validateMember checks a member id and group instance id against g.
+// validateMember checks a member id and group instance id against g, as
+// Kafka's ClassicGroup.validateMember does for JoinGroup of a known member,
+// SyncGroup, Heartbeat, LeaveGroup, OffsetCommit and TxnOffsetCommit: an
+// instance id that no member holds is UNKNOWN_MEMBER_ID (a dynamic member
+// naming one, or a static member removed meanwhile), one held by another
+// member id is FENCED_INSTANCE_ID (KIP-345), and then the member id must
+// be known (UNKNOWN_MEMBER_ID). Without an instance id, a static member's
+// own member id is accepted.
 func (g *group) validateMember(memberID string, instanceID *string) (*groupMember, int16) {
 	if instanceID != nil {
-		if cur, ok := g.static[*instanceID]; ok && cur != memberID {
+		cur, ok := g.static[*instanceID]
+		if !ok {
+			return nil, kerr.UnknownMemberID.Code
+		}
+		if cur != memberID {
 			return nil, kerr.FencedInstanceID.Code
 		}
 	}
 	m := g.members[memberID]
 	if m == nil {
 		return nil, kerr.UnknownMemberID.Code
-	}
-	if instanceID != nil && (m.instanceID == nil || *m.instanceID != *instanceID) {
-		return nil, kerr.FencedInstanceID.Code
 	}
 	return m, 0
 }

@@ -195,16 +195,23 @@ func (c *groupCoordinator) txnCommitOffsets(groupID, memberID string, instanceID
 		setAll(kerr.NotCoordinator.Code)
 		return
 	}
+	// As Kafka's ClassicGroup.validateOffsetCommit for a transactional
+	// commit: an unknown group is created only for generation -1, a
+	// commit with generation -1 to an empty group is accepted as is, and
+	// the group state is not enforced otherwise.
 	g := c.groups[groupID]
-	if g == nil {
+	switch {
+	case g == nil && generation >= 0:
+		setAll(kerr.IllegalGeneration.Code)
+		return
+	case g == nil:
 		g = newGroup(groupID, now)
 		c.groups[groupID] = g
+	case g.state == groupDead:
+		setAll(kerr.CoordinatorNotAvailable.Code)
+		return
 	}
-	if memberID != "" || generation >= 0 || instanceID != nil {
-		if g.state == groupDead {
-			setAll(kerr.CoordinatorNotAvailable.Code)
-			return
-		}
+	if (memberID != "" || generation >= 0 || instanceID != nil) && !(generation < 0 && g.state == groupEmpty) {
 		if _, code := g.validateMember(memberID, instanceID); code != 0 {
 			setAll(code)
 			return

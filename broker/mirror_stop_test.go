@@ -159,7 +159,7 @@ func TestMirrorStop(t *testing.T) {
 	p := b.srv.cluster.topic("m").Partition(0)
 	l, _ := partitionLog(p)
 	epochBefore := p.LeaderEpoch()
-	if epochBefore < 6+epochHeadroom {
+	if epochBefore < 6+storage.MirrorEpochHeadroom {
 		t.Fatalf("leader epoch %d after mirroring epoch 6", epochBefore)
 	}
 

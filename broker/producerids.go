@@ -8,6 +8,8 @@ import (
 	"os"
 	"strconv"
 	"sync"
+
+	"github.com/verbatim-kafka/verbatim/storage"
 )
 
 // producerIDs allocates idempotent producer ids that never repeat, across
@@ -15,7 +17,7 @@ import (
 // end of a block is made durable before the first id of the block is
 // returned. A crash wastes at most the rest of one block.
 type producerIDs struct {
-	fs fileSystem
+	fs storage.FS
 	mu sync.Mutex
 	// next is the next id to hand out; end is the persisted exclusive
 	// bound (no id >= end has ever been handed out).
@@ -28,7 +30,7 @@ const (
 	producerIDsFirst = 0
 )
 
-func openProducerIDs(fsys fileSystem) (*producerIDs, error) {
+func openProducerIDs(fsys storage.FS) (*producerIDs, error) {
 	p := &producerIDs{fs: fsys}
 	data, err := readFile(fsys, metaDirName+"/"+producerIDsFile)
 	switch {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/verbatim-kafka/verbatim/hotpath"
+	"github.com/verbatim-kafka/verbatim/storage"
 )
 
 // Config is everything a Server needs. Zero values take the defaults named
@@ -141,7 +142,7 @@ type Server struct {
 	cfg  Config
 	log  *slog.Logger
 	lock *dirLock
-	fs   fileSystem
+	fs   storage.FS
 
 	clusterID string
 	cluster   *cluster

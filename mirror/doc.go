@@ -16,8 +16,8 @@
 //     metadata refreshes, progress lines; topic admin (topics.go: create
 //     topics and partitions like the source's, configs kept in sync);
 //     consumer group offsets (groups.go);
-//   - the encoding of Verbatim's wire extensions as the pusher sends them
-//     (wire.go) and the writer identity (writer.go);
+//   - the requests that carry Verbatim's wire extensions, whose bytes
+//     wireext encodes (wire.go), and the writer identity (writer.go);
 //   - the stop (stop.go) and the exit-code errors (errors.go).
 //
 // It must not speak the Kafka protocol itself (package client does),

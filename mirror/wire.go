@@ -2,52 +2,45 @@ package mirror
 
 // Verbatim's wire extensions as the pusher sends them (docs/protocol.md):
 // the tag-22082 values of the mirror produce, the mirror DeleteRecords and
-// the CreateTopics topic id, and the feature names that announce them.
+// the CreateTopics topic id (their bytes are wireext's), and the feature
+// names that announce them.
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
 // Tag and feature of Verbatim's mirror produce (docs/protocol.md).
 const (
-	mirrorTag     = 22082
-	mirrorFeature = "verbatim.mirror.produce"
+	mirrorTag     = wireext.MirrorTag
+	mirrorFeature = wireext.FeatureMirrorProduce
 )
 
 // topicIDFeature is the destination feature for the CreateTopics topic-id
 // tag; mirrorFeature version 1 adds the WriterID.
 const (
-	topicIDFeature      = "verbatim.mirror.topic.id"
-	writerIDFeatureVers = 1
-	writerIDTag         = 0
+	topicIDFeature      = wireext.FeatureMirrorTopicID
+	writerIDFeatureVers = wireext.FeatureMirrorProduceWriterID
 )
 
 // writerTag is the request-level MirrorProduce value: version 0, the
 // writer epoch, and the WriterID in the struct's tagged field 0.
 func writerTag(epoch int32, id [16]byte) []byte {
-	v := binary.BigEndian.AppendUint16(nil, 0)
-	v = binary.BigEndian.AppendUint32(v, uint32(epoch))
-	v = append(v, 1, writerIDTag, byte(len(id)))
-	return append(v, id[:]...)
+	return (&wireext.MirrorProduce{WriterEpoch: epoch, WriterID: id}).AppendTo(nil)
 }
 
 // topicIDTag is the CreateTopics topic entry's MirrorTopicID value.
 func topicIDTag(id [16]byte) []byte {
-	v := binary.BigEndian.AppendUint16(nil, 0)
-	v = append(v, id[:]...)
-	return append(v, 0)
+	return (&wireext.MirrorTopicID{TopicID: id}).AppendTo(nil)
 }
 
 func partitionTag(expect int64, epoch int32) []byte {
-	v := binary.BigEndian.AppendUint16(nil, 0)
-	v = binary.BigEndian.AppendUint64(v, uint64(expect))
-	v = binary.BigEndian.AppendUint32(v, uint32(epoch))
-	return append(v, 0)
+	return (&wireext.MirrorPartition{ExpectedLogEndOffset: expect, CurrentLeaderEpoch: epoch}).AppendTo(nil)
 }
 
 func (d *destConn) requestTag() []byte { return writerTag(d.writer.Epoch, d.writer.ID) }

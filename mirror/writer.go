@@ -32,7 +32,7 @@ func newWriterID(now time.Time) [16]byte {
 // what an older Verbatim lacks.
 func (p *Pusher) checkDestFeatures(dc *client.Conn) {
 	if dc.FeatureMaxVersion(mirrorFeature) < writerIDFeatureVers {
-		p.log.Warn("the destination does not know writer ids (verbatim.mirror.produce < 1): a pusher started in the same second as this one would not be fenced by it", "dest", p.o.Dest)
+		p.log.Warn("the destination does not know writer ids ("+mirrorFeature+" < 1): a pusher started in the same second as this one would not be fenced by it", "dest", p.o.Dest)
 	}
 	p.pinIDs = dc.HasFeature(topicIDFeature)
 	if p.o.CreateTopics && !p.pinIDs {
