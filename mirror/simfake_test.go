@@ -286,7 +286,6 @@ func (w *simWorld) enter(ctx context.Context) error {
 func (s simSource) Leader(ctx context.Context) (SourceConn, int32, error) {
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()
-
 	if err := s.w.enter(ctx); err != nil {
 		return nil, -1, err
 	}
@@ -321,7 +320,6 @@ func (c *simSrcConn) call(ctx context.Context) error {
 func (c *simSrcConn) Fetch(ctx context.Context, a client.FetchArgs) (client.FetchResult, error) {
 	c.w.mu.Lock()
 	defer c.w.mu.Unlock()
-
 	if err := c.call(ctx); err != nil {
 		return client.FetchResult{}, err
 	}
@@ -366,20 +364,24 @@ func (c *simSrcConn) Fetch(ctx context.Context, a client.FetchArgs) (client.Fetc
 func (c *simSrcConn) ListOffset(ctx context.Context, ts int64) (client.OffsetAnswer, error) {
 	c.w.mu.Lock()
 	defer c.w.mu.Unlock()
+	return listOffset(c.call(ctx), ts, c.w.logStart, c.w.next, c.w.epoch)
+}
 
-	if err := c.call(ctx); err != nil {
+// listOffset answers ListOffsets for the earliest or latest offset of a
+// log, unless the call failed.
+func listOffset(err error, ts, logStart, logEnd int64, epoch int32) (client.OffsetAnswer, error) {
+	switch {
+	case err != nil:
 		return client.OffsetAnswer{}, err
+	case ts == client.Earliest:
+		return client.OffsetAnswer{Offset: logStart, LeaderEpoch: -1}, nil
 	}
-	if ts == client.Earliest {
-		return client.OffsetAnswer{Offset: c.w.logStart, LeaderEpoch: -1}, nil
-	}
-	return client.OffsetAnswer{Offset: c.w.next, LeaderEpoch: c.w.epoch}, nil
+	return client.OffsetAnswer{Offset: logEnd, LeaderEpoch: epoch}, nil
 }
 
 func (c *simSrcConn) OffsetForLeaderEpoch(ctx context.Context, e int32) (client.EpochEnd, error) {
 	c.w.mu.Lock()
 	defer c.w.mu.Unlock()
-
 	if err := c.call(ctx); err != nil {
 		return client.EpochEnd{}, err
 	}
@@ -402,7 +404,6 @@ type simDstConn struct {
 func (d simDest) Leader(ctx context.Context) (DestConn, int32, error) {
 	d.w.mu.Lock()
 	defer d.w.mu.Unlock()
-
 	if err := d.w.enter(ctx); err != nil {
 		return nil, -1, err
 	}
@@ -435,20 +436,12 @@ func olderWriter(a, b Writer) bool {
 func (c *simDstConn) ListOffset(ctx context.Context, ts int64) (client.OffsetAnswer, error) {
 	c.w.mu.Lock()
 	defer c.w.mu.Unlock()
-
-	if err := c.call(ctx); err != nil {
-		return client.OffsetAnswer{}, err
-	}
-	if ts == client.Earliest {
-		return client.OffsetAnswer{Offset: c.w.dlogStart, LeaderEpoch: -1}, nil
-	}
-	return client.OffsetAnswer{Offset: c.w.dnext, LeaderEpoch: c.w.depoch}, nil
+	return listOffset(c.call(ctx), ts, c.w.dlogStart, c.w.dnext, c.w.depoch)
 }
 
 func (c *simDstConn) Fetch(ctx context.Context, a client.FetchArgs) (client.FetchResult, error) {
 	c.w.mu.Lock()
 	defer c.w.mu.Unlock()
-
 	if err := c.call(ctx); err != nil {
 		return client.FetchResult{}, err
 	}
@@ -464,7 +457,6 @@ func (c *simDstConn) Fetch(ctx context.Context, a client.FetchArgs) (client.Fetc
 func (c *simDstConn) DeleteRecords(ctx context.Context, offset int64) error {
 	c.w.mu.Lock()
 	defer c.w.mu.Unlock()
-
 	if err := c.call(ctx); err != nil {
 		return err
 	}
@@ -501,7 +493,6 @@ func (s simWait) Wait(context.Context) error {
 func (c *simDstConn) SendProduce(ctx context.Context, set []byte, expect int64, epoch int32) (ProduceWait, error) {
 	c.w.mu.Lock()
 	defer c.w.mu.Unlock()
-
 	if err := c.call(ctx); err != nil {
 		return nil, err
 	}
