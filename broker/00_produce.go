@@ -433,7 +433,7 @@ func (s *Server) appendMirror(p *Partition, h *logHandle, set []byte, writer mir
 		}
 	}
 	g := hotpath.NewGroup()
-	a := hotpath.Append{Set: set, Verbatim: true, Summary: vr}
+	a := hotpath.Append{Set: set, Verbatim: true}
 	g.Add(1)
 	if err := h.queue.Submit(context.Background(), g, &a); err != nil {
 		return out, fmt.Errorf("%w: %v", storage.ErrClosed, err)

@@ -60,7 +60,7 @@ func serveFrames(t *testing.T, stream []byte, log *storage.Log, mode Mode, durab
 		if err := Validate(set, &o, &res); err != nil {
 			t.Fatalf("request %d: %v", correlationID, err)
 		}
-		a := &Append{Set: set, Verbatim: mode == Verbatim, Summary: res, LeaderEpoch: 5, NowMs: corpusNowMs, Durable: durable}
+		a := &Append{Set: set, Verbatim: mode == Verbatim, LeaderEpoch: 5, NowMs: corpusNowMs, Durable: durable}
 		g.Add(1)
 		if err := p.Submit(context.Background(), g, a); err != nil {
 			t.Fatal(err)

@@ -30,13 +30,8 @@ type Log interface {
 // Append is one partition's share of a produce request. The caller fills
 // the inputs, submits it, and reads Result/Err after its Group completes.
 type Append struct {
-	Set      []byte
-	Verbatim bool
-	// Summary is Validate's Result for Set (verbatim appends): consecutive
-	// verbatim appends are coalesced into one vectored write and answered
-	// with their offsets from it, without walking Set again. A verbatim
-	// append without one (Batches 0) is written on its own.
-	Summary     Result
+	Set         []byte
+	Verbatim    bool
 	LeaderEpoch int32 // normal mode: the partition's current leader epoch
 	NowMs       int64 // normal mode: append time
 	// Durable makes completion wait for the log's group commit (acks=-1
