@@ -11,8 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/verbatim-kafka/verbatim/groupcoord"
 	"github.com/verbatim-kafka/verbatim/hotpath"
 	"github.com/verbatim-kafka/verbatim/storage"
+	"github.com/verbatim-kafka/verbatim/txncoord"
 )
 
 // Config is everything a Server needs. Zero values take the defaults named
@@ -149,10 +151,9 @@ type Server struct {
 	pids      *producerIDs
 	// fetchSessions are the incremental fetch sessions (fetch_sessions.go).
 	fetchSessions fetchSessionCache
-	// groups and txns are the coordinators (group_coordinator*.go,
-	// txn_coordinator*.go).
-	groups *groupCoordinator
-	txns   *txnCoordinator
+	// groups and txns are the coordinators (coordinators.go).
+	groups *groupcoord.Coordinator
+	txns   *txncoord.Coordinator
 	// policy runs the topics' mirror policies (policies.go).
 	policy *policyState
 	// mirror holds the mirror topics' persisted state: writer epochs and

@@ -1,10 +1,11 @@
-package broker
+package groupcoord
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/verbatim-kafka/verbatim/coordlog/coordlogtest"
 )
 
 // FuzzGroupStateMachine runs arbitrary sequences of JoinGroup (dynamic
@@ -18,17 +19,8 @@ func FuzzGroupStateMachine(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 0, 2, 0, 3, 0, 5, 9, 0, 1, 1, 1, 2, 0, 2, 1})
 	f.Add([]byte{6, 0, 6, 1, 1, 0, 2, 0, 2, 1, 6, 1, 3, 1, 4, 0, 5, 30})
 	f.Add([]byte{0, 0, 0, 1, 5, 25, 1, 1, 5, 25, 4, 1, 4, 0})
-	clk := &manualClock{t: time.UnixMilli(1_700_000_000_000)}
-	old, oldDelay := newCoordClock, initialRebalanceDelay
-	newCoordClock = func() coordClock { return clk }
-	initialRebalanceDelay = 0
-	s, err := Open(quietConfig(f.TempDir()))
-	newCoordClock, initialRebalanceDelay = old, oldDelay
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { _ = s.Shutdown(context.Background()) })
-	c := s.groups
+	clk := coordlogtest.NewClock(time.UnixMilli(1_700_000_000_000))
+	c := New(Config{Log: coordlogtest.New(), Clock: clk})
 	run := 0
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		run++
@@ -45,15 +37,15 @@ func FuzzGroupStateMachine(f *testing.F) {
 			op, arg := ops[i]%7, ops[i+1]
 			switch op {
 			case 0: // new dynamic member, first step
-				if res, _ := c.join(jreq(group, "", nil, "md")); res.memberID != "" {
-					members = append(members, res.memberID)
+				if res, _ := c.Join(jreq(group, "", nil, "md")); res.MemberID != "" {
+					members = append(members, res.MemberID)
 				}
 			case 1: // (re)join of a known id
 				md := "md"
 				if arg&0x80 != 0 {
 					md = "other"
 				}
-				c.join(jreq(group, pick(arg), nil, md))
+				c.Join(jreq(group, pick(arg), nil, md))
 			case 2: // sync, as leader if it is one
 				c.mu.Lock()
 				g := c.groups[group]
@@ -67,21 +59,21 @@ func FuzzGroupStateMachine(f *testing.F) {
 					}
 				}
 				c.mu.Unlock()
-				c.sync(syncRequest{group: group, memberID: pick(arg), generation: gen - int32(arg&1), assignments: assign})
+				c.Sync(SyncRequest{Group: group, MemberID: pick(arg), Generation: gen - int32(arg&1), Assignments: assign})
 			case 3:
-				c.heartbeat(group, pick(arg), nil, int32(arg%4))
+				c.Heartbeat(group, pick(arg), nil, int32(arg%4))
 			case 4:
-				c.leave(group, []leaveMember{{memberID: pick(arg)}})
+				c.Leave(group, []LeaveMember{{MemberID: pick(arg)}})
 			case 5:
-				c.tick(clk.advance(time.Duration(arg) * time.Second))
+				c.Tick(clk.Advance(time.Duration(arg) * time.Second))
 			case 6: // static member join, unknown or known id
 				inst := insts[int(arg)%2]
 				id := ""
 				if arg&0x80 != 0 {
 					id = pick(arg)
 				}
-				if res, _ := c.join(jreq(group, id, &inst, "md")); res.memberID != "" {
-					members = append(members, res.memberID)
+				if res, _ := c.Join(jreq(group, id, &inst, "md")); res.MemberID != "" {
+					members = append(members, res.MemberID)
 				}
 			}
 			checkGroupInvariants(t, c, group)
@@ -89,7 +81,7 @@ func FuzzGroupStateMachine(f *testing.F) {
 	})
 }
 
-func checkGroupInvariants(t *testing.T, c *groupCoordinator, id string) {
+func checkGroupInvariants(t *testing.T, c *Coordinator, id string) {
 	t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()
