@@ -4,7 +4,7 @@ BIN       := bin/verbatim
 PKGS_UNIT := $(shell $(GO) list ./... | grep -v /interop)
 FUZZTIME  ?= 20s
 
-.PHONY: build run test vet unit alloc integration interop peers bench bench-quick bench-hotpath bench-ingest fuzz clean
+.PHONY: build run test vet unit alloc interop peers bench bench-quick bench-hotpath bench-ingest fuzz clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/verbatim
@@ -13,8 +13,8 @@ run: build
 	./$(BIN) serve --listen 127.0.0.1:9092 --data-dir ./data
 
 # peers first (some unit tests use wat2wasm), vet, unit tests with -race, allocation tests without -race (the race
-# detector makes sync.Pool drop items), then integration and real-peer tests.
-test: peers vet unit alloc integration
+# detector makes sync.Pool drop items), then the real-peer tests.
+test: peers vet unit alloc interop
 
 vet:
 	$(GO) vet ./...
@@ -27,9 +27,6 @@ unit:
 # TestAlloc*; under -race they are not compiled at all.
 alloc:
 	$(GO) test -count=1 -run 'Alloc' $(PKGS_UNIT)
-
-integration: peers build
-	$(GO) test -count=1 -timeout 25m ./interop/...
 
 interop: peers build
 	$(GO) test -count=1 -timeout 25m ./interop/...

@@ -13,6 +13,5 @@ require (
 	github.com/twmb/franz-go v1.22.3 // indirect
 	github.com/twmb/franz-go/pkg/kadm v1.20.0 // indirect
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
-	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	golang.org/x/sys v0.44.0 // indirect
 )

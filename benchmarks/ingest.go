@@ -40,6 +40,12 @@ type IngestOptions struct {
 	// ComparePolicies adds, to every verbatim scenario, runs of Verbatim
 	// with the mirror policies switched off (see IngestResult.Policies).
 	ComparePolicies bool
+	// Baseline, when set, is a second verbatim binary (an older build)
+	// run in every round beside Verbatim and the sink, in the same
+	// alternating order, so that a change is judged against the build
+	// before it on the same machine at the same moment (see
+	// IngestResult.BaselineRatio).
+	Baseline string
 	// AllocBytes is the volume of the in-process run that counts
 	// allocations per request (0: skip it).
 	AllocBytes int64
@@ -93,6 +99,13 @@ type IngestResult struct {
 	PoliciesRatio    float64 `json:"policies_ratio,omitempty"`
 	PoliciesRatioMin float64 `json:"policies_ratio_min,omitempty"`
 	PoliciesRatioMax float64 `json:"policies_ratio_max,omitempty"`
+	// With IngestOptions.Baseline: the baseline binary's throughput and
+	// BaselineRatio = Verbatim / baseline, the median of the per-round
+	// ratios (new / old when the baseline is the older build).
+	BaselineMBps     float64 `json:"baseline_mb_per_s,omitempty"`
+	BaselineRatio    float64 `json:"baseline_ratio,omitempty"`
+	BaselineRatioMin float64 `json:"baseline_ratio_min,omitempty"`
+	BaselineRatioMax float64 `json:"baseline_ratio_max,omitempty"`
 }
 
 type runResult struct {
@@ -172,15 +185,19 @@ func (o *IngestOptions) scenario(ctx context.Context, mode string, batch int, fl
 		runVerbatim = iota
 		runSink
 		runPoliciesOff
+		runBaseline
 	)
 	var vs, rs []runResult
-	var ratios, polRatios, offMBps []float64
+	var ratios, polRatios, offMBps, baseRatios, baseMBps []float64
 	for round := range o.Rounds {
-		var v, ref, off runResult
+		var v, ref, off, base runResult
 		var err error
 		order := []int{runVerbatim, runSink}
 		if comparePolicies {
 			order = append(order, runPoliciesOff)
+		}
+		if o.Baseline != "" {
+			order = append(order, runBaseline)
 		}
 		if round%2 == 1 {
 			slices.Reverse(order)
@@ -189,11 +206,13 @@ func (o *IngestOptions) scenario(ctx context.Context, mode string, batch int, fl
 			syscall.Sync() // the previous run's writeback must not land on this one
 			switch which {
 			case runVerbatim:
-				v, err = o.runVerbatim(ctx, mode, batch, flush, total, false)
+				v, err = o.runVerbatim(ctx, o.Verbatim, mode, batch, flush, total, false)
 			case runSink:
 				ref, err = o.runSink(ctx, mode, batch, flush, total)
 			case runPoliciesOff:
-				off, err = o.runVerbatim(ctx, mode, batch, flush, total, true)
+				off, err = o.runVerbatim(ctx, o.Verbatim, mode, batch, flush, total, true)
+			case runBaseline:
+				base, err = o.runVerbatim(ctx, o.Baseline, mode, batch, flush, total, false)
 			}
 			if err != nil {
 				return r, err
@@ -207,6 +226,16 @@ func (o *IngestOptions) scenario(ctx context.Context, mode string, batch int, fl
 			polRatios = append(polRatios, v.mbps/off.mbps)
 			offMBps = append(offMBps, off.mbps)
 		}
+		if o.Baseline != "" {
+			o.logf("%s round %d: baseline %.1f MB/s p99 %.2f ms", r.Scenario, round+1, base.mbps, base.p99)
+			baseRatios = append(baseRatios, v.mbps/base.mbps)
+			baseMBps = append(baseMBps, base.mbps)
+		}
+	}
+	if o.Baseline != "" {
+		r.BaselineMBps = round2(Median(baseMBps))
+		r.BaselineRatio = round2(Median(baseRatios))
+		r.BaselineRatioMin, r.BaselineRatioMax = round2(slices.Min(baseRatios)), round2(slices.Max(baseRatios))
 	}
 	if comparePolicies {
 		r.PoliciesOffMBps = round2(Median(offMBps))
@@ -270,7 +299,7 @@ func topicConfigs(mode string, batch int, policiesOff bool) map[string]string {
 	return map[string]string{"max.message.bytes": strconv.Itoa(max(2<<20, 2*batch))}
 }
 
-func (o *IngestOptions) runVerbatim(ctx context.Context, mode string, batch int, flush string, total int64, policiesOff bool) (runResult, error) {
+func (o *IngestOptions) runVerbatim(ctx context.Context, bin, mode string, batch int, flush string, total int64, policiesOff bool) (runResult, error) {
 	dir, err := os.MkdirTemp(o.WorkDir, "verbatim-")
 	if err != nil {
 		return runResult{}, err
@@ -279,7 +308,7 @@ func (o *IngestOptions) runVerbatim(ctx context.Context, mode string, batch int,
 	if err := o.seedDataDir(dir); err != nil {
 		return runResult{}, err
 	}
-	srv, err := StartServer(o.serveArgv(dir, flush), nil)
+	srv, err := StartServer(o.serveArgv(bin, dir, flush), nil)
 	if err != nil {
 		return runResult{}, err
 	}
@@ -325,8 +354,8 @@ func (o *IngestOptions) runSink(ctx context.Context, mode string, batch int, flu
 	return runResult{mbps: res.MBps(), p50: res.Percentile(0.50), p99: res.Percentile(0.99), stats: st, bytes: res.Bytes}, nil
 }
 
-func (o *IngestOptions) serveArgv(dir, flush string) []string {
-	return []string{o.Verbatim, "serve", "--listen", "{addr}", "--data-dir", dir,
+func (o *IngestOptions) serveArgv(bin, dir, flush string) []string {
+	return []string{bin, "serve", "--listen", "{addr}", "--data-dir", dir,
 		"--flush", flush, "--log-level", "warn", "--max-inflight-bytes", strconv.Itoa(o.InFlightLimitMB << 20)}
 }
 
@@ -341,7 +370,7 @@ func (o *IngestOptions) seedDataDir(dir string) error {
 		if err != nil {
 			return err
 		}
-		srv, err := StartServer(o.serveArgv(tmpl, "never"), nil)
+		srv, err := StartServer(o.serveArgv(o.Verbatim, tmpl, "never"), nil)
 		if err != nil {
 			return err
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/verbatim-kafka/verbatim/interop"
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
 // The test binary doubles as the reference sink process when the harness
@@ -148,7 +149,7 @@ func TestMirrorTemplateCarriesTags(t *testing.T) {
 	}
 	tag := func(tags kmsg.Tags) (v []byte, ok bool) {
 		tags.Each(func(k uint32, val []byte) {
-			if k == MirrorTag {
+			if k == wireext.MirrorTag {
 				v, ok = val, true
 			}
 		})

@@ -18,11 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/wireext"
 )
-
-// MirrorTag is the tagged field that marks a mirror produce
-// (docs/protocol.md).
-const MirrorTag = 22082
 
 // ProduceVersion is the Produce version the raw generator speaks: the first
 // flexible one (tagged fields, so mirror produces are possible) that still
@@ -157,14 +154,6 @@ func BuildBatch(size, recordBytes int, seed uint64) ([]byte, int, error) {
 	return nil, 0, fmt.Errorf("cannot build a batch of exactly %d bytes", size)
 }
 
-// partitionTagValue is the partition-level mirror tag value.
-func partitionTagValue(expect int64, epoch int32) []byte {
-	v := binary.BigEndian.AppendUint16(nil, 0)
-	v = binary.BigEndian.AppendUint64(v, uint64(expect))
-	v = binary.BigEndian.AppendUint32(v, uint32(epoch))
-	return append(v, 0)
-}
-
 // sentinel is a log end offset that cannot appear by chance in an encoded
 // request; its position in the template is where the real one is patched.
 const sentinel = int64(0x7e5a5a5a5a5a5a01)
@@ -190,9 +179,7 @@ func buildTemplate(l Load, partition int32, seed uint64) (*template, error) {
 	req.Acks = -1
 	req.TimeoutMillis = 30000
 	if l.Mirror {
-		v := binary.BigEndian.AppendUint16(nil, 0)
-		v = binary.BigEndian.AppendUint32(v, 0)
-		req.UnknownTags.Set(MirrorTag, append(v, 0))
+		req.UnknownTags.Set(wireext.MirrorTag, new(wireext.MirrorProduce).AppendTo(nil))
 	}
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = l.Topic
@@ -200,7 +187,8 @@ func buildTemplate(l Load, partition int32, seed uint64) (*template, error) {
 	rp.Partition = partition
 	rp.Records = batch
 	if l.Mirror {
-		rp.UnknownTags.Set(MirrorTag, partitionTagValue(sentinel, -1))
+		mp := wireext.MirrorPartition{ExpectedLogEndOffset: sentinel, CurrentLeaderEpoch: -1}
+		rp.UnknownTags.Set(wireext.MirrorTag, mp.AppendTo(nil))
 	}
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
@@ -404,21 +392,11 @@ func checkProduceResponse(body []byte) error {
 		return v, true
 	}
 	skipTags := func() bool {
-		nt, ok := uv()
-		if !ok {
-			return false
+		t := wireext.ReadTags(b)
+		for t.Next() {
 		}
-		for range nt {
-			if _, ok := uv(); !ok {
-				return false
-			}
-			l, ok := uv()
-			if !ok || uint64(len(b)) < l {
-				return false
-			}
-			b = b[l:]
-		}
-		return true
+		b = t.Rest()
+		return t.Err() == nil
 	}
 	if !skipTags() { // response header v1
 		return fail

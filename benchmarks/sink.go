@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
 // Sink is the reference server of `make bench-ingest`: the least a Kafka
@@ -301,24 +302,13 @@ func checkBatches(set []byte) (int64, error) {
 }
 
 func skipTagBuffer(b []byte) ([]byte, error) {
-	n, k := binary.Uvarint(b)
-	if k <= 0 {
-		return nil, errors.New("sink: bad tag buffer")
+	t := wireext.ReadTags(b)
+	for t.Next() {
 	}
-	b = b[k:]
-	for range n {
-		_, k := binary.Uvarint(b)
-		if k <= 0 {
-			return nil, errors.New("sink: bad tag")
-		}
-		b = b[k:]
-		l, k := binary.Uvarint(b)
-		if k <= 0 || uint64(len(b)-k) < l {
-			return nil, errors.New("sink: bad tag")
-		}
-		b = b[k+int(l):]
+	if t.Err() != nil {
+		return nil, fmt.Errorf("sink: bad tag buffer: %w", t.Err())
 	}
-	return b, nil
+	return t.Rest(), nil
 }
 
 // answer waits for r's appends and encodes its response frame into out.

@@ -27,7 +27,9 @@ package broker
 //     partition never fails the request. v13 addresses topics by id
 //     (UNKNOWN_TOPIC_ID when unknown).
 //   - Mirror produce (docs/protocol.md): flexible versions (v9+) carrying
-//     the request-level tagged field 22082 write to mirror.mode=push
+//     the request-level tagged field wireext.MirrorTag (MirrorProduce,
+//     decoded with the partition-level fields in the hot path's single
+//     pass over the body) write to mirror.mode=push
 //     topics through the hot path's verbatim mode and storage's verbatim
 //     append: batches keep every byte. ExpectedLogEndOffset must equal the
 //     log end (else OFFSET_OUT_OF_RANGE, unless the set is an identical
@@ -74,7 +76,6 @@ package broker
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -84,8 +85,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/hotpath"
-	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/storage"
+	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
 func init() {
@@ -93,63 +94,30 @@ func init() {
 		advertisedButRefusedBelow(hotpath.ProduceMinVersion), rawBody())
 }
 
-// mirrorTag is the tag of Verbatim's mirror produce fields
-// (docs/protocol.md), request level and partition level.
-const mirrorTag = 22082
-
-// mirrorProduceFeatureName is the ApiVersions supported feature a pusher
-// must see before sending mirror produces.
-const mirrorProduceFeatureName = "verbatim.mirror.produce"
-
+// mirrorProduceFeature is the ApiVersions supported feature a pusher must
+// see before sending mirror produces.
 func mirrorProduceFeature() kmsg.ApiVersionsResponseSupportedFeature {
 	f := kmsg.NewApiVersionsResponseSupportedFeature()
-	f.Name, f.MinVersion, f.MaxVersion = mirrorProduceFeatureName, 0, 1
+	f.Name = wireext.FeatureMirrorProduce
+	f.MinVersion, f.MaxVersion = wireext.FeatureMirrorProduceMinVersion, wireext.FeatureMirrorProduceMaxVersion
 	return f
 }
 
-// mirrorRequest is the request-level MirrorProduce field.
-type mirrorRequest struct {
-	Version     int16
-	WriterEpoch int32
-	// WriterID breaks writer-epoch ties (feature version 1, its tagged
-	// field 0; zero when absent), mirror_writer.go.
-	WriterID [16]byte
-}
-
-// mirrorPartition is the partition-level field.
-type mirrorPartition struct {
-	present              bool
-	Version              int16
-	ExpectedLogEndOffset int64
-	CurrentLeaderEpoch   int32
-}
-
-var producePool = sync.Pool{New: func() any { return new(produceState) }}
-
-// produceState is the reusable per-request decoding state.
-type produceState struct {
-	req   hotpath.ProduceRequest
-	parts []mirrorPartition
-}
+var producePool = sync.Pool{New: func() any { return new(hotpath.ProduceRequest) }}
 
 type produceReply struct{ *hotpath.ProduceResponse }
 
 func (r produceReply) IsFlexible() bool { return r.Version >= 9 }
 
 func handleProduce(_ context.Context, s *Server, r *Request) (Reply, error) {
-	st := producePool.Get().(*produceState)
-	defer producePool.Put(st)
-	req := &st.req
+	req := producePool.Get().(*hotpath.ProduceRequest)
+	defer producePool.Put(req)
 	if err := req.Decode(r.Body, r.Version); err != nil {
 		return nil, err
 	}
-	var mreq *mirrorRequest
-	st.parts = st.parts[:0]
-	if r.Version >= 9 {
-		var err error
-		if mreq, st.parts, err = scanProduceTags(r.Body, r.Version, st.parts); err != nil {
-			return nil, err
-		}
+	var mreq *wireext.MirrorProduce
+	if req.HasMirror {
+		mreq = &req.Mirror
 	}
 	op := &produceOp{
 		resp: &hotpath.ProduceResponse{Version: r.Version, Topics: make([]hotpath.ProduceTopicResponse, len(req.Topics))},
@@ -161,7 +129,6 @@ func handleProduce(_ context.Context, s *Server, r *Request) (Reply, error) {
 	acksOK := req.Acks == 0 || req.Acks == 1 || req.Acks == -1
 	durable := req.Acks == -1 && s.flushPolicy() == storage.FlushAlways
 	now := time.Now().UnixMilli()
-	pi := 0
 	for ti := range req.Topics {
 		rt := &req.Topics[ti]
 		out := &op.resp.Topics[ti]
@@ -178,11 +145,10 @@ func handleProduce(_ context.Context, s *Server, r *Request) (Reply, error) {
 		}
 		for i := range rt.Partitions {
 			rp := &rt.Partitions[i]
-			var mp mirrorPartition
-			if pi < len(st.parts) {
-				mp = st.parts[pi]
+			var mp *wireext.MirrorPartition
+			if rp.HasMirror {
+				mp = &rp.Mirror
 			}
-			pi++
 			pr := &out.Partitions[i]
 			*pr = hotpath.NewPartitionResponse(rp.Index, 0)
 			switch {
@@ -198,7 +164,7 @@ func handleProduce(_ context.Context, s *Server, r *Request) (Reply, error) {
 				pr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}
-			res, err := s.produceOne(op, p, pr, r.Version, req.TransactionalID, rp.Records, mreq, &mp, now, durable)
+			res, err := s.produceOne(op, p, pr, r.Version, req.TransactionalID, rp.Records, mreq, mp, now, durable)
 			if err != nil {
 				setProduceError(pr, err, res.log)
 				continue
@@ -335,9 +301,11 @@ type produced struct {
 }
 
 // produceOne validates one partition's record set and submits it to the
-// partition's queue (normal mode) or appends it (mirror mode).
+// partition's queue (normal mode) or appends it (mirror mode). mreq is the
+// request's MirrorProduce value and mp the partition's MirrorPartition,
+// each nil when absent.
 func (s *Server) produceOne(op *produceOp, p *Partition, pr *hotpath.ProducePartitionResponse, version int16, txnID, set []byte,
-	mreq *mirrorRequest, mp *mirrorPartition, now int64, durable bool) (produced, error) {
+	mreq *wireext.MirrorProduce, mp *wireext.MirrorPartition, now int64, durable bool) (produced, error) {
 	h, err := partitionHandle(p)
 	if err != nil {
 		return produced{}, err
@@ -356,7 +324,7 @@ func (s *Server) produceOne(op *produceOp, p *Partition, pr *hotpath.ProducePart
 	case !cfg.MirrorPush && mirror:
 		return out, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is not a mirror topic: mirror produces need mirror.mode=push", p.Topic.Name))
 	}
-	if mp.present {
+	if mp != nil {
 		if err := checkLeaderEpoch(p, mp.CurrentLeaderEpoch); err != nil {
 			return out, err
 		}
@@ -365,7 +333,7 @@ func (s *Server) produceOne(op *produceOp, p *Partition, pr *hotpath.ProducePart
 		}
 	}
 	if mirror {
-		return s.appendMirror(p, h, set, mreq.writer(), mp, out)
+		return s.appendMirror(p, h, set, writerOf(mreq), mp, out)
 	}
 	opts := hotpath.Options{Mode: hotpath.Normal, Topic: hotpathConfig(cfg), ProduceVersion: version, NowMs: now}
 	var vr hotpath.Result
@@ -424,21 +392,18 @@ func checkLeaderEpoch(p *Partition, epoch int32) error {
 	return nil
 }
 
-// epochHeadroom and epochBump keep a mirror partition's leader epoch ahead
-// of the batch epochs it stores (KIP-1279).
-const (
-	epochHeadroom = 3
-	epochBump     = 10
-)
+// msgNoExpectedLogEnd refuses a mirror produce whose partition carries no
+// usable MirrorPartition value.
+var msgNoExpectedLogEnd = fmt.Sprintf("mirror produce without ExpectedLogEndOffset (partition tag %d)", wireext.MirrorTag)
 
 // appendMirror is the verbatim append of a mirror produce. It goes through
 // the partition's queue (one writer per partition) and waits for the write
 // under the partition's append lock, so the writer-epoch fencing
 // (mirror_state.go), the expected-log-end check, the append and the
 // leader-epoch bookkeeping are one step.
-func (s *Server) appendMirror(p *Partition, h *logHandle, set []byte, writer mirrorWriter, mp *mirrorPartition, out produced) (produced, error) {
-	if !mp.present || mp.ExpectedLogEndOffset < 0 {
-		return out, kafkaErr(kerr.InvalidRequest, "mirror produce without ExpectedLogEndOffset (partition tag 22082)")
+func (s *Server) appendMirror(p *Partition, h *logHandle, set []byte, writer mirrorWriter, mp *wireext.MirrorPartition, out produced) (produced, error) {
+	if mp == nil || mp.ExpectedLogEndOffset < 0 {
+		return out, kafkaErr(kerr.InvalidRequest, msgNoExpectedLogEnd)
 	}
 	var vr hotpath.Result
 	if err := hotpath.Validate(set, &hotpath.Options{Mode: hotpath.Verbatim}, &vr); err != nil {
@@ -486,157 +451,14 @@ func (s *Server) appendMirror(p *Partition, h *logHandle, set []byte, writer mir
 		p.notifyAppend()
 	}
 	out.upTo = ar.LastOffset + 1
-	maxEpoch := int32(-1)
-	for b := set; len(b) >= kbatch.HeaderSize; {
-		if e := kbatch.LeaderEpoch(b); e > maxEpoch {
-			maxEpoch = e
-		}
-		b = b[kbatch.LogOverhead+int(kbatch.Length(b)):]
-	}
-	if cur := p.LeaderEpoch(); maxEpoch > cur-epochHeadroom {
-		if err := s.SetLeaderEpochAtLeast(p, max(cur, maxEpoch)+epochBump); err != nil {
+	// The validation summary has the set's largest batch epoch: the set
+	// is not walked again.
+	if cur, want := p.LeaderEpoch(), storage.MirrorLeaderEpoch(p.LeaderEpoch(), vr.MaxLeaderEpoch); want != cur {
+		if err := s.SetLeaderEpochAtLeast(p, want); err != nil {
 			// The batches are stored; the epoch catches up on the next
 			// append. Report the failure so the pusher retries.
 			return out, err
 		}
 	}
 	return out, nil
-}
-
-// scanProduceTags walks a flexible (v9+) Produce body that hotpath's
-// decoder accepted and extracts Verbatim's mirror fields: the request-level
-// MirrorProduce (nil when absent) and, per partition in request order, the
-// partition-level field. Other tags are skipped, as the protocol requires.
-func scanProduceTags(body []byte, version int16, parts []mirrorPartition) (*mirrorRequest, []mirrorPartition, error) {
-	rd := tagReader{b: body}
-	rd.skip(rd.compactLen()) // transactional id
-	rd.skip(2 + 4)           // acks, timeout
-	nt := rd.compactLen()
-	for t := 0; t < nt && !rd.bad; t++ {
-		if version >= 13 {
-			rd.skip(16)
-		} else {
-			rd.skip(rd.compactLen())
-		}
-		np := rd.compactLen()
-		for i := 0; i < np && !rd.bad; i++ {
-			rd.skip(4)
-			rd.skip(rd.compactLen()) // records
-			var mp mirrorPartition
-			rd.tags(func(tag uint64, v []byte) error {
-				if tag != mirrorTag {
-					return nil
-				}
-				return mp.decode(v)
-			})
-			parts = append(parts, mp)
-		}
-		rd.tags(nil)
-	}
-	var mreq *mirrorRequest
-	rd.tags(func(tag uint64, v []byte) error {
-		if tag != mirrorTag {
-			return nil
-		}
-		mreq = new(mirrorRequest)
-		return mreq.decode(v)
-	})
-	if rd.err != nil {
-		return nil, parts, fmt.Errorf("%w: %v", hotpath.ErrMalformedRequest, rd.err)
-	}
-	if rd.bad {
-		return nil, parts, fmt.Errorf("%w: truncated tagged fields", hotpath.ErrMalformedRequest)
-	}
-	return mreq, parts, nil
-}
-
-func (m *mirrorRequest) decode(v []byte) error {
-	rd := tagReader{b: v}
-	m.Version = int16(rd.uint(2))
-	m.WriterEpoch = int32(rd.uint(4))
-	rd.tags(m.decodeTag)
-	if rd.bad || rd.err != nil || m.Version < 0 {
-		return errors.New("malformed MirrorProduce request field (tag 22082)")
-	}
-	return nil
-}
-
-func (m *mirrorPartition) decode(v []byte) error {
-	rd := tagReader{b: v}
-	m.Version = int16(rd.uint(2))
-	m.ExpectedLogEndOffset = int64(rd.uint(8))
-	m.CurrentLeaderEpoch = int32(rd.uint(4))
-	rd.tags(nil)
-	if rd.bad || m.Version < 0 {
-		return errors.New("malformed MirrorProduce partition field (tag 22082)")
-	}
-	m.present = true
-	return nil
-}
-
-// tagReader is a sticky-error reader for the flexible encoding.
-type tagReader struct {
-	b   []byte
-	bad bool
-	err error
-}
-
-func (r *tagReader) uvarint() uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 || v > 1<<31 {
-		r.bad, r.b = true, nil
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-// compactLen reads a compact length (N+1; 0 = null, returned as 0).
-func (r *tagReader) compactLen() int {
-	n := int(r.uvarint())
-	if n == 0 {
-		return 0
-	}
-	return n - 1
-}
-
-func (r *tagReader) skip(n int) {
-	if r.bad || n < 0 || n > len(r.b) {
-		r.bad, r.b = true, nil
-		return
-	}
-	r.b = r.b[n:]
-}
-
-func (r *tagReader) uint(n int) uint64 {
-	if r.bad || len(r.b) < n {
-		r.bad, r.b = true, nil
-		return 0
-	}
-	var v uint64
-	for _, c := range r.b[:n] {
-		v = v<<8 | uint64(c)
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-// tags reads a tagged-field section, calling fn (if not nil) per field.
-func (r *tagReader) tags(fn func(tag uint64, v []byte) error) {
-	n := r.uvarint()
-	for ; n > 0 && !r.bad; n-- {
-		tag := r.uvarint()
-		size := int(r.uvarint())
-		if r.bad || size > len(r.b) {
-			r.bad, r.b = true, nil
-			return
-		}
-		v := r.b[:size:size]
-		r.b = r.b[size:]
-		if fn != nil && r.err == nil {
-			if err := fn(tag, v); err != nil {
-				r.err = err
-			}
-		}
-	}
 }

@@ -262,13 +262,13 @@ func (op *fetchOp) readPartition(fp *fetchPart, remaining int64, first bool) int
 	// Whole batches below the isolation bound, and within limit unless
 	// this is the first data of the response (KIP-74).
 	keep, last := 0, int64(-1)
-	for b := buf[keep:]; len(b) >= kbatch.HeaderSize; b = buf[keep:] {
-		n := kbatch.LogOverhead + int(kbatch.Length(b))
-		if kbatch.BaseOffset(b) >= upper || (keep > 0 || !first) && int64(keep+n) > limit {
+	for it := kbatch.Batches(buf); it.Next(); {
+		b := it.Batch()
+		if kbatch.BaseOffset(b) >= upper || (keep > 0 || !first) && int64(keep+len(b)) > limit {
 			break
 		}
 		last = kbatch.BaseOffset(b) + int64(kbatch.LastOffsetDelta(b))
-		keep += n
+		keep += len(b)
 	}
 	if keep == 0 {
 		fp.release()

@@ -4,7 +4,7 @@ package broker
 //
 // Behaviour: stores committed offsets, their leader epoch (v6+; -1 below)
 // and metadata as OffsetCommitKey/Value records in __consumer_offsets
-// (group_coordinator_offsets.go), as Kafka's group coordinator does:
+// (groupcoord), as Kafka's group coordinator does:
 //   - generation -1 with an empty or unknown group: a standalone commit
 //     (no group management; the group is created empty);
 //   - otherwise the member must be known (UNKNOWN_MEMBER_ID), a v7+
@@ -25,6 +25,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/coordlog"
+	"github.com/verbatim-kafka/verbatim/groupcoord"
 )
 
 func init() { register(kmsg.OffsetCommit.Int16(), 2, 9, handleOffsetCommit) }
@@ -32,7 +35,7 @@ func init() { register(kmsg.OffsetCommit.Int16(), 2, 9, handleOffsetCommit) }
 func handleOffsetCommit(_ context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.OffsetCommitRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-	var commits []offsetCommit
+	var commits []groupcoord.OffsetCommit
 	for _, t := range req.Topics {
 		topic := s.cluster.topic(t.Topic)
 		for _, p := range t.Partitions {
@@ -47,14 +50,14 @@ func handleOffsetCommit(_ context.Context, s *Server, r *Request) (Reply, error)
 	if req.Version < 7 {
 		inst = nil
 	}
-	s.groups.commitOffsets(req.Group, req.MemberID, inst, req.Generation, commits)
+	s.groups.CommitOffsets(req.Group, req.MemberID, inst, req.Generation, commits)
 	i := 0
 	for _, t := range req.Topics {
 		rt := kmsg.NewOffsetCommitResponseTopic()
 		rt.Topic = t.Topic
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetCommitResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p.Partition, commits[i].code
+			rp.Partition, rp.ErrorCode = p.Partition, commits[i].Code
 			i++
 			rt.Partitions = append(rt.Partitions, rp)
 		}
@@ -66,13 +69,13 @@ func handleOffsetCommit(_ context.Context, s *Server, r *Request) (Reply, error)
 // newOffsetCommit builds one partition's entry of an OffsetCommit or
 // TxnOffsetCommit (leaderEpoch -1 when the request version has none),
 // marked UNKNOWN_TOPIC_OR_PARTITION when topic (nil if unknown) lacks it.
-func newOffsetCommit(topic *Topic, name string, partition int32, offset int64, leaderEpoch int32, metadata *string) offsetCommit {
-	oc := offsetCommit{tp: topicPartition{name, partition}, entry: offsetEntry{offset: offset, leaderEpoch: leaderEpoch}}
+func newOffsetCommit(topic *Topic, name string, partition int32, offset int64, leaderEpoch int32, metadata *string) groupcoord.OffsetCommit {
+	oc := groupcoord.OffsetCommit{TP: coordlog.TopicPartition{Topic: name, Partition: partition}, Entry: groupcoord.OffsetEntry{Offset: offset, LeaderEpoch: leaderEpoch}}
 	if metadata != nil {
-		oc.entry.metadata = *metadata
+		oc.Entry.Metadata = *metadata
 	}
 	if topic == nil || topic.Partition(partition) == nil {
-		oc.code = kerr.UnknownTopicOrPartition.Code
+		oc.Code = kerr.UnknownTopicOrPartition.Code
 	}
 	return oc
 }

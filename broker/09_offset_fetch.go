@@ -18,6 +18,8 @@ import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/coordlog"
 )
 
 func init() { register(kmsg.OffsetFetch.Int16(), 1, 9, handleOffsetFetch) }
@@ -27,27 +29,27 @@ func handleOffsetFetch(_ context.Context, s *Server, r *Request) (Reply, error) 
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	if req.Version >= 8 {
 		for _, g := range req.Groups {
-			var tps []topicPartition
+			var tps []coordlog.TopicPartition
 			if g.Topics != nil {
-				tps = []topicPartition{}
+				tps = []coordlog.TopicPartition{}
 				for _, t := range g.Topics {
 					for _, p := range t.Partitions {
-						tps = append(tps, topicPartition{t.Topic, p})
+						tps = append(tps, coordlog.TopicPartition{Topic: t.Topic, Partition: p})
 					}
 				}
 			}
-			code, offs := s.groups.fetchOffsets(g.Group, tps, req.RequireStable)
+			code, offs := s.groups.FetchOffsets(g.Group, tps, req.RequireStable)
 			rg := kmsg.NewOffsetFetchResponseGroup()
 			rg.Group, rg.ErrorCode = g.Group, code
 			for _, f := range offs {
-				if len(rg.Topics) == 0 || rg.Topics[len(rg.Topics)-1].Topic != f.tp.topic {
+				if len(rg.Topics) == 0 || rg.Topics[len(rg.Topics)-1].Topic != f.TP.Topic {
 					rt := kmsg.NewOffsetFetchResponseGroupTopic()
-					rt.Topic = f.tp.topic
+					rt.Topic = f.TP.Topic
 					rg.Topics = append(rg.Topics, rt)
 				}
 				rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
-				rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode = f.tp.partition, f.offset, f.epoch, f.code
-				md := f.metadata
+				rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode = f.TP.Partition, f.Offset, f.Epoch, f.Code
+				md := f.Metadata
 				rp.Metadata = &md
 				rt := &rg.Topics[len(rg.Topics)-1]
 				rt.Partitions = append(rt.Partitions, rp)
@@ -56,26 +58,26 @@ func handleOffsetFetch(_ context.Context, s *Server, r *Request) (Reply, error) 
 		}
 		return resp, nil
 	}
-	var tps []topicPartition
+	var tps []coordlog.TopicPartition
 	if req.Topics != nil || req.Version < 2 {
-		tps = []topicPartition{}
+		tps = []coordlog.TopicPartition{}
 		for _, t := range req.Topics {
 			for _, p := range t.Partitions {
-				tps = append(tps, topicPartition{t.Topic, p})
+				tps = append(tps, coordlog.TopicPartition{Topic: t.Topic, Partition: p})
 			}
 		}
 	}
-	code, offs := s.groups.fetchOffsets(req.Group, tps, req.Version >= 7 && req.RequireStable)
+	code, offs := s.groups.FetchOffsets(req.Group, tps, req.Version >= 7 && req.RequireStable)
 	resp.ErrorCode = code
 	for _, f := range offs {
-		if len(resp.Topics) == 0 || resp.Topics[len(resp.Topics)-1].Topic != f.tp.topic {
+		if len(resp.Topics) == 0 || resp.Topics[len(resp.Topics)-1].Topic != f.TP.Topic {
 			rt := kmsg.NewOffsetFetchResponseTopic()
-			rt.Topic = f.tp.topic
+			rt.Topic = f.TP.Topic
 			resp.Topics = append(resp.Topics, rt)
 		}
 		rp := kmsg.NewOffsetFetchResponseTopicPartition()
-		rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode = f.tp.partition, f.offset, f.epoch, f.code
-		md := f.metadata
+		rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode = f.TP.Partition, f.Offset, f.Epoch, f.Code
+		md := f.Metadata
 		rp.Metadata = &md
 		if code != 0 && req.Version < 2 {
 			rp.ErrorCode = code

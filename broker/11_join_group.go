@@ -2,7 +2,7 @@ package broker
 
 // JoinGroup (key 11), versions 0-9.
 //
-// Behaviour: Kafka's classic group protocol (group_coordinator.go): the
+// Behaviour: Kafka's classic group protocol (groupcoord): the
 // join phase of a rebalance with session and rebalance timeouts (v0: the
 // rebalance timeout is the session timeout), the delayed first rebalance
 // of an empty group (group.initial.rebalance.delay.ms, 3 s by default;
@@ -30,6 +30,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/groupcoord"
 )
 
 func init() { register(kmsg.JoinGroup.Int16(), 0, 9, handleJoinGroup) }
@@ -47,24 +49,24 @@ func clientHost(r *Request) string {
 
 func handleJoinGroup(_ context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.JoinGroupRequest)
-	jr := joinRequest{
-		group: req.Group, memberID: req.MemberID, instanceID: req.InstanceID,
-		protocolType: req.ProtocolType, protocols: req.Protocols,
-		sessionTimeout:   time.Duration(req.SessionTimeoutMillis) * time.Millisecond,
-		rebalanceTimeout: time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond,
-		clientID:         r.ClientID, clientHost: clientHost(r),
-		requireKnownMember: req.Version >= 4, version: req.Version,
+	jr := groupcoord.JoinRequest{
+		Group: req.Group, MemberID: req.MemberID, InstanceID: req.InstanceID,
+		ProtocolType: req.ProtocolType, Protocols: req.Protocols,
+		SessionTimeout:   time.Duration(req.SessionTimeoutMillis) * time.Millisecond,
+		RebalanceTimeout: time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond,
+		ClientID:         r.ClientID, ClientHost: clientHost(r),
+		RequireKnownMember: req.Version >= 4, Version: req.Version,
 	}
 	if req.Version == 0 {
-		jr.rebalanceTimeout = jr.sessionTimeout
+		jr.RebalanceTimeout = jr.SessionTimeout
 	}
 	if req.Version < 5 {
-		jr.instanceID = nil
+		jr.InstanceID = nil
 	}
 	if req.Reason != nil && *req.Reason != "" {
 		s.log.Debug("join group", "group", req.Group, "member", req.MemberID, "reason", *req.Reason)
 	}
-	res, ch := s.groups.join(jr)
+	res, ch := s.groups.Join(jr)
 	if ch == nil {
 		return joinResponse(req, res), nil
 	}
@@ -73,7 +75,7 @@ func handleJoinGroup(_ context.Context, s *Server, r *Request) (Reply, error) {
 
 type joinAwait struct {
 	req *kmsg.JoinGroupRequest
-	ch  chan joinResult
+	ch  chan groupcoord.JoinResult
 }
 
 // awaitMargin is how long before the request deadline a waiting join or
@@ -100,28 +102,28 @@ func (j joinAwait) Await(ctx context.Context) (Reply, error) {
 	case res := <-j.ch:
 		return joinResponse(j.req, res), nil
 	case <-timeout:
-		return joinResponse(j.req, joinResult{code: kerr.RebalanceInProgress.Code, memberID: j.req.MemberID, generation: -1}), nil
+		return joinResponse(j.req, groupcoord.JoinResult{Code: kerr.RebalanceInProgress.Code, MemberID: j.req.MemberID, Generation: -1}), nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 }
 
-func joinResponse(req *kmsg.JoinGroupRequest, res joinResult) *kmsg.JoinGroupResponse {
+func joinResponse(req *kmsg.JoinGroupRequest, res groupcoord.JoinResult) *kmsg.JoinGroupResponse {
 	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
-	resp.ErrorCode = res.code
-	resp.Generation = res.generation
-	resp.MemberID = res.memberID
-	resp.LeaderID = res.leader
+	resp.ErrorCode = res.Code
+	resp.Generation = res.Generation
+	resp.MemberID = res.MemberID
+	resp.LeaderID = res.Leader
 	resp.Protocol = nil
-	if res.code == 0 {
-		pt, p := res.protocolType, res.protocol
+	if res.Code == 0 {
+		pt, p := res.ProtocolType, res.Protocol
 		resp.ProtocolType, resp.Protocol = &pt, &p
 	} else if req.Version < 7 {
 		empty := ""
 		resp.Protocol = &empty
 	}
-	resp.SkipAssignment = res.skipAssignment
-	resp.Members = res.members
+	resp.SkipAssignment = res.SkipAssignment
+	resp.Members = res.Members
 	if req.Version < 5 {
 		for i := range resp.Members {
 			resp.Members[i].InstanceID = nil

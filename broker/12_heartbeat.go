@@ -2,7 +2,7 @@ package broker
 
 // Heartbeat (key 12), versions 0-4.
 //
-// Behaviour: keeps a member's session alive (group_coordinator.go). NONE in
+// Behaviour: keeps a member's session alive (groupcoord). NONE in
 // Stable and CompletingRebalance, REBALANCE_IN_PROGRESS while the group is
 // rejoining (the member must rejoin), UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID
 // (v3+), ILLEGAL_GENERATION, as Kafka.
@@ -24,6 +24,6 @@ func handleHeartbeat(_ context.Context, s *Server, r *Request) (Reply, error) {
 	if req.Version < 3 {
 		inst = nil
 	}
-	resp.ErrorCode = s.groups.heartbeat(req.Group, req.MemberID, inst, req.Generation)
+	resp.ErrorCode = s.groups.Heartbeat(req.Group, req.MemberID, inst, req.Generation)
 	return resp, nil
 }

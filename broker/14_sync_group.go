@@ -3,7 +3,7 @@ package broker
 // SyncGroup (key 14), versions 0-5.
 //
 // Behaviour: the sync phase of Kafka's classic rebalance
-// (group_coordinator.go). The leader's assignments are stored (group
+// (groupcoord). The leader's assignments are stored (group
 // metadata record in __consumer_offsets) and every member gets its own
 // once they are durable; followers wait (deferred) for the leader. Errors
 // as Kafka: UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID (v3+ instance ids),
@@ -19,24 +19,26 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/groupcoord"
 )
 
 func init() { register(kmsg.SyncGroup.Int16(), 0, 5, handleSyncGroup) }
 
 func handleSyncGroup(_ context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.SyncGroupRequest)
-	sr := syncRequest{group: req.Group, memberID: req.MemberID, instanceID: req.InstanceID, generation: req.Generation,
-		assignments: make(map[string][]byte, len(req.GroupAssignment))}
+	sr := groupcoord.SyncRequest{Group: req.Group, MemberID: req.MemberID, InstanceID: req.InstanceID, Generation: req.Generation,
+		Assignments: make(map[string][]byte, len(req.GroupAssignment))}
 	if req.Version >= 5 {
-		sr.protocolType, sr.protocol = req.ProtocolType, req.Protocol
+		sr.ProtocolType, sr.Protocol = req.ProtocolType, req.Protocol
 	}
 	if req.Version < 3 {
-		sr.instanceID = nil
+		sr.InstanceID = nil
 	}
 	for _, a := range req.GroupAssignment {
-		sr.assignments[a.MemberID] = a.MemberAssignment
+		sr.Assignments[a.MemberID] = a.MemberAssignment
 	}
-	res, ch := s.groups.sync(sr)
+	res, ch := s.groups.Sync(sr)
 	if ch == nil {
 		return syncResponse(req, res), nil
 	}
@@ -45,7 +47,7 @@ func handleSyncGroup(_ context.Context, s *Server, r *Request) (Reply, error) {
 
 type syncAwait struct {
 	req *kmsg.SyncGroupRequest
-	ch  chan syncResult
+	ch  chan groupcoord.SyncResult
 }
 
 func (a syncAwait) Await(ctx context.Context) (Reply, error) {
@@ -55,19 +57,19 @@ func (a syncAwait) Await(ctx context.Context) (Reply, error) {
 	case res := <-a.ch:
 		return syncResponse(a.req, res), nil
 	case <-timeout:
-		return syncResponse(a.req, syncResult{code: kerr.RebalanceInProgress.Code}), nil
+		return syncResponse(a.req, groupcoord.SyncResult{Code: kerr.RebalanceInProgress.Code}), nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 }
 
-func syncResponse(req *kmsg.SyncGroupRequest, res syncResult) *kmsg.SyncGroupResponse {
+func syncResponse(req *kmsg.SyncGroupRequest, res groupcoord.SyncResult) *kmsg.SyncGroupResponse {
 	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
-	resp.ErrorCode = res.code
-	if res.code == 0 {
-		pt, p := res.protocolType, res.protocol
+	resp.ErrorCode = res.Code
+	if res.Code == 0 {
+		pt, p := res.ProtocolType, res.Protocol
 		resp.ProtocolType, resp.Protocol = &pt, &p
-		resp.MemberAssignment = res.assignment
+		resp.MemberAssignment = res.Assignment
 		if resp.MemberAssignment == nil {
 			resp.MemberAssignment = []byte{}
 		}

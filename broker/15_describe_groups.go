@@ -37,7 +37,7 @@ func handleDescribeGroups(_ context.Context, s *Server, r *Request) (Reply, erro
 		if req.IncludeAuthorizedOperations {
 			dg.AuthorizedOperations = groupOperations
 		}
-		found := s.groups.describe(id, &dg)
+		found := s.groups.Describe(id, &dg)
 		if !found && req.Version >= 6 {
 			dg.ErrorCode = kerr.GroupIDNotFound.Code
 			msg := "Group " + id + " not found."

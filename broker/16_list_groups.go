@@ -32,11 +32,11 @@ func handleListGroups(_ context.Context, s *Server, r *Request) (Reply, error) {
 			return resp, nil
 		}
 	}
-	for _, g := range s.groups.list() {
+	for _, g := range s.groups.List() {
 		if req.Version >= 4 && len(req.StatesFilter) > 0 {
 			ok := false
 			for _, st := range req.StatesFilter {
-				if strings.EqualFold(st, g.state) {
+				if strings.EqualFold(st, g.State) {
 					ok = true
 				}
 			}
@@ -45,7 +45,7 @@ func handleListGroups(_ context.Context, s *Server, r *Request) (Reply, error) {
 			}
 		}
 		lg := kmsg.NewListGroupsResponseGroup()
-		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = g.id, g.protocolType, g.state, "classic"
+		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = g.ID, g.ProtocolType, g.State, "classic"
 		resp.Groups = append(resp.Groups, lg)
 	}
 	return resp, nil

@@ -14,8 +14,8 @@ package broker
 //     (INVALID_REQUEST when malformed).
 //   - Features (v3+ tagged fields): the supported features are Verbatim's
 //     verbatim.mirror.produce (0-1) and verbatim.mirror.topic.id (0-0),
-//     docs/protocol.md; none is
-//     finalized, and FinalizedFeaturesEpoch is -1. Clients then fall
+//     docs/protocol.md (names and versions: wireext's Feature constants);
+//     none is finalized, and FinalizedFeaturesEpoch is -1. Clients then fall
 //     back to their pre-feature behaviour: producers use transaction
 //     protocol v1 (transaction.version is not finalized), which is what
 //     this broker will serve first. metadata.version is not advertised

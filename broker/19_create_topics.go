@@ -13,8 +13,8 @@ package broker
 //     mirror.mode=push (and mirror.source.cluster.id) are accepted only
 //     here, at creation.
 //   - Verbatim extension (v5+, mirror_topic_id.go, docs/protocol.md): the
-//     topic entry's tagged field 22082 gives a mirror.mode=push topic its
-//     source's topic id; refused (INVALID_REQUEST) on other topics, for
+//     topic entry's tagged field wireext.MirrorTag gives a
+//     mirror.mode=push topic its source's topic id; refused (INVALID_REQUEST) on other topics, for
 //     the zero or reserved id, or malformed; an id another topic has is
 //     TOPIC_ALREADY_EXISTS.
 //   - ValidateOnly (v1+) runs every check and creates nothing.

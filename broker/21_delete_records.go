@@ -14,7 +14,8 @@ package broker
 // Deviations from Apache Kafka: mirror topics (mirror.mode=push) refuse
 // DeleteRecords from clients with POLICY_VIOLATION: their log start is the
 // source's to move. A pusher forwards it with a v2 request carrying the
-// request-level tag 22082 (docs/mirroring.md), accepted on mirror topics
+// request-level tag wireext.MirrorTag (a wireext.MirrorProduce value,
+// docs/mirroring.md), accepted on mirror topics
 // only and whatever their cleanup.policy (the log start follows the
 // source's); the same tag on an ordinary topic is POLICY_VIOLATION. Its
 // WriterEpoch is fenced like a mirror produce's (PRODUCER_FENCED below the
@@ -27,6 +28,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
 func init() { register(kmsg.DeleteRecords.Int16(), 0, 2, handleDeleteRecords) }
@@ -35,11 +38,11 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 	req := r.Msg.(*kmsg.DeleteRecordsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	mirror := false
-	var mreq mirrorRequest
+	var mreq wireext.MirrorProduce
 	var tagErr error
 	req.UnknownTags.Each(func(tag uint32, v []byte) {
-		if tag == mirrorTag {
-			mirror, tagErr = true, mreq.decode(v)
+		if tag == wireext.MirrorTag {
+			mirror, tagErr = true, mreq.ReadFrom(v)
 		}
 	})
 	if tagErr != nil {
@@ -58,7 +61,7 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 			}
 			if p == nil {
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			} else if err := s.checkMirrorDelete(p, mirror, mreq.writer()); err != nil {
+			} else if err := s.checkMirrorDelete(p, mirror, writerOf(&mreq)); err != nil {
 				op.ErrorCode, _ = dataErrorToKafka(err)
 			} else if low, err := deleteRecords(p, rp.Offset, mirror); err != nil {
 				op.ErrorCode, _ = dataErrorToKafka(err)

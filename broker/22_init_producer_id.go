@@ -10,7 +10,7 @@ package broker
 //     persisted block allocator (producerids.go), so they never repeat
 //     across restarts or crashes.
 //   - Transactional producers (TransactionalID set) are served by the
-//     transaction coordinator (txn_coordinator.go): a new id gets a fresh
+//     transaction coordinator (txncoord): a new id gets a fresh
 //     producer id with epoch 0; an existing one gets its epoch bumped
 //     (a new producer id once the epoch would reach 32767), which fences
 //     older instances; an ongoing transaction of the id is aborted first
@@ -41,8 +41,8 @@ func handleInitProducerID(_ context.Context, s *Server, r *Request) (Reply, erro
 		if req.Version >= 3 {
 			reqPid, reqEpoch = req.ProducerID, req.ProducerEpoch
 		}
-		res := s.txns.initProducerID(*req.TransactionalID, req.TransactionTimeoutMillis, reqPid, reqEpoch)
-		resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = fencedCode(res.code, req.Version, 4), res.pid, res.epoch
+		res := s.txns.InitProducerID(*req.TransactionalID, req.TransactionTimeoutMillis, reqPid, reqEpoch)
+		resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = fencedCode(res.Code, req.Version, 4), res.PID, res.Epoch
 		return resp, nil
 	}
 	id, err := s.pids.allocate()

@@ -14,7 +14,8 @@ package broker
 // leader, whose cache holds its own epoch from its election on.
 //
 // For mirror topics the cache is built from the mirrored batches, so the
-// answer equals the source's for every epoch that has batches (BRIEF I3).
+// answer equals the source's for every epoch that has batches (invariant
+// I3, docs/mirroring.md).
 //
 // Deviations from Apache Kafka: none known.
 

@@ -3,7 +3,7 @@ package broker
 // AddPartitionsToTxn (key 24), versions 0-4.
 //
 // Behaviour: adds partitions to the producer's transaction
-// (txn_coordinator.go), persisted in __transaction_state before the answer;
+// (txncoord), persisted in __transaction_state before the answer;
 // the first add starts the transaction (Ongoing, its timeout runs from
 // here). Errors as Kafka: INVALID_PRODUCER_ID_MAPPING (unknown id or
 // producer id), PRODUCER_FENCED (stale epoch; INVALID_PRODUCER_EPOCH for
@@ -23,6 +23,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/coordlog"
 )
 
 func init() { register(kmsg.AddPartitionsToTxn.Int16(), 0, 4, handleAddPartitionsToTxn) }
@@ -40,13 +42,13 @@ func handleAddPartitionsToTxn(_ context.Context, s *Server, r *Request) (Reply, 
 	req := r.Msg.(*kmsg.AddPartitionsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 	if req.Version < 4 {
-		var tps []topicPartition
+		var tps []coordlog.TopicPartition
 		for _, t := range req.Topics {
 			for _, p := range t.Partitions {
-				tps = append(tps, topicPartition{t.Topic, p})
+				tps = append(tps, coordlog.TopicPartition{Topic: t.Topic, Partition: p})
 			}
 		}
-		codes := s.txns.addPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, tps, false)
+		codes := s.txns.AddPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, tps, false)
 		i := 0
 		for _, t := range req.Topics {
 			rt := kmsg.NewAddPartitionsToTxnResponseTopic()
@@ -62,13 +64,13 @@ func handleAddPartitionsToTxn(_ context.Context, s *Server, r *Request) (Reply, 
 		return resp, nil
 	}
 	for _, tx := range req.Transactions {
-		var tps []topicPartition
+		var tps []coordlog.TopicPartition
 		for _, t := range tx.Topics {
 			for _, p := range t.Partitions {
-				tps = append(tps, topicPartition{t.Topic, p})
+				tps = append(tps, coordlog.TopicPartition{Topic: t.Topic, Partition: p})
 			}
 		}
-		codes := s.txns.addPartitions(tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tps, tx.VerifyOnly)
+		codes := s.txns.AddPartitions(tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tps, tx.VerifyOnly)
 		rtx := kmsg.NewAddPartitionsToTxnResponseTransaction()
 		rtx.TransactionalID = tx.TransactionalID
 		i := 0

@@ -15,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/coordlog"
 )
 
 func init() { register(kmsg.AddOffsetsToTxn.Int16(), 0, 3, handleAddOffsetsToTxn) }
@@ -26,8 +28,8 @@ func handleAddOffsetsToTxn(_ context.Context, s *Server, r *Request) (Reply, err
 		resp.ErrorCode = kerr.InvalidGroupID.Code
 		return resp, nil
 	}
-	tp := topicPartition{offsetsTopic, s.groups.partitionFor(req.Group)}
-	codes := s.txns.addPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, []topicPartition{tp}, false)
+	tp := coordlog.TopicPartition{Topic: offsetsTopic, Partition: s.groups.PartitionFor(req.Group)}
+	codes := s.txns.AddPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, []coordlog.TopicPartition{tp}, false)
 	resp.ErrorCode = fencedCode(codes[0], req.Version, 2)
 	return resp, nil
 }

@@ -3,7 +3,7 @@ package broker
 // EndTxn (key 26), versions 0-4.
 //
 // Behaviour: commits or aborts the producer's transaction
-// (txn_coordinator.go): PrepareCommit/PrepareAbort is persisted in
+// (txncoord): PrepareCommit/PrepareAbort is persisted in
 // __transaction_state, COMMIT/ABORT markers are written to every partition
 // of the transaction (storage AppendCoordinator, with the coordinator
 // epoch), the group offsets of a committed TxnOffsetCommit become visible,
@@ -30,7 +30,7 @@ func init() { register(kmsg.EndTxn.Int16(), 0, 4, handleEndTxn) }
 func handleEndTxn(_ context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.EndTxnRequest)
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
-	resp.ErrorCode = fencedCode(s.txns.endTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit), req.Version, 2)
+	resp.ErrorCode = fencedCode(s.txns.EndTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit), req.Version, 2)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	return resp, nil
 }

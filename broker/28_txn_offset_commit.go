@@ -22,6 +22,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/coordlog"
+	"github.com/verbatim-kafka/verbatim/groupcoord"
 )
 
 func init() { register(kmsg.TxnOffsetCommit.Int16(), 0, 4, handleTxnOffsetCommit) }
@@ -29,7 +32,7 @@ func init() { register(kmsg.TxnOffsetCommit.Int16(), 0, 4, handleTxnOffsetCommit
 func handleTxnOffsetCommit(_ context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.TxnOffsetCommitRequest)
 	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-	var commits []offsetCommit
+	var commits []groupcoord.OffsetCommit
 	for _, t := range req.Topics {
 		topic := s.cluster.topic(t.Topic)
 		for _, p := range t.Partitions {
@@ -42,14 +45,14 @@ func handleTxnOffsetCommit(_ context.Context, s *Server, r *Request) (Reply, err
 	}
 	if req.Group == "" {
 		for i := range commits {
-			commits[i].code = kerr.InvalidGroupID.Code
+			commits[i].Code = kerr.InvalidGroupID.Code
 		}
 	} else {
 		memberID, inst, gen := "", (*string)(nil), int32(-1)
 		if req.Version >= 3 {
 			memberID, inst, gen = req.MemberID, req.InstanceID, req.Generation
 		}
-		s.txns.commitOffsets(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group, memberID, inst, gen, commits)
+		s.txnCommitOffsets(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group, memberID, inst, gen, commits)
 	}
 	i := 0
 	for _, t := range req.Topics {
@@ -57,11 +60,29 @@ func handleTxnOffsetCommit(_ context.Context, s *Server, r *Request) (Reply, err
 		rt.Topic = t.Topic
 		for _, p := range t.Partitions {
 			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p.Partition, fencedCode(commits[i].code, req.Version, 2)
+			rp.Partition, rp.ErrorCode = p.Partition, fencedCode(commits[i].Code, req.Version, 2)
 			i++
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp, nil
+}
+
+// txnCommitOffsets checks the transaction (ongoing, with the group's
+// offsets partition added) and then has the group coordinator write the
+// offsets into it; the transaction cannot end in between, so no offsets
+// are left that no marker decides. Neither coordinator's lock is held
+// while the other runs.
+func (s *Server) txnCommitOffsets(txnID string, pid int64, epoch int16, groupID, memberID string, inst *string, gen int32, commits []groupcoord.OffsetCommit) {
+	tp := coordlog.TopicPartition{Topic: offsetsTopic, Partition: s.groups.PartitionFor(groupID)}
+	done, code := s.txns.BeginOffsetCommit(txnID, pid, epoch, tp)
+	if code != 0 {
+		for i := range commits {
+			commits[i].Code = code
+		}
+		return
+	}
+	defer done()
+	s.groups.TxnCommitOffsets(groupID, memberID, inst, gen, pid, epoch, commits)
 }

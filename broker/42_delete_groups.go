@@ -22,7 +22,7 @@ func handleDeleteGroups(_ context.Context, s *Server, r *Request) (Reply, error)
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
 	for _, g := range req.Groups {
 		rg := kmsg.NewDeleteGroupsResponseGroup()
-		rg.Group, rg.ErrorCode = g, s.groups.deleteGroup(g)
+		rg.Group, rg.ErrorCode = g, s.groups.DeleteGroup(g)
 		resp.Groups = append(resp.Groups, rg)
 	}
 	return resp, nil

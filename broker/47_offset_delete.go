@@ -14,6 +14,9 @@ import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/coordlog"
+	"github.com/verbatim-kafka/verbatim/groupcoord"
 )
 
 func init() { register(kmsg.OffsetDelete.Int16(), 0, 0, handleOffsetDelete) }
@@ -21,13 +24,13 @@ func init() { register(kmsg.OffsetDelete.Int16(), 0, 0, handleOffsetDelete) }
 func handleOffsetDelete(_ context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.OffsetDeleteRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
-	var tps []offsetCommit
+	var tps []groupcoord.OffsetCommit
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
-			tps = append(tps, offsetCommit{tp: topicPartition{t.Topic, p.Partition}})
+			tps = append(tps, groupcoord.OffsetCommit{TP: coordlog.TopicPartition{Topic: t.Topic, Partition: p.Partition}})
 		}
 	}
-	resp.ErrorCode = s.groups.deleteOffsets(req.Group, tps)
+	resp.ErrorCode = s.groups.DeleteOffsets(req.Group, tps)
 	if resp.ErrorCode != 0 {
 		return resp, nil
 	}
@@ -37,7 +40,7 @@ func handleOffsetDelete(_ context.Context, s *Server, r *Request) (Reply, error)
 		rt.Topic = t.Topic
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p.Partition, tps[i].code
+			rp.Partition, rp.ErrorCode = p.Partition, tps[i].Code
 			i++
 			rt.Partitions = append(rt.Partitions, rp)
 		}

@@ -24,7 +24,7 @@ func handleDescribeTransactions(_ context.Context, s *Server, r *Request) (Reply
 	for _, id := range req.TransactionalIDs {
 		d := kmsg.NewDescribeTransactionsResponseTransactionState()
 		d.TransactionalID = id
-		s.txns.describe(id, &d)
+		s.txns.Describe(id, &d)
 		resp.TransactionStates = append(resp.TransactionStates, d)
 	}
 	return resp, nil

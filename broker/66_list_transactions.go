@@ -37,11 +37,11 @@ func handleListTransactions(_ context.Context, s *Server, r *Request) (Reply, er
 			return resp, nil
 		}
 	}
-	list, unknown := s.txns.list(req.StateFilters, req.ProducerIDFilters, minDur, re)
+	list, unknown := s.txns.List(req.StateFilters, req.ProducerIDFilters, minDur, re)
 	resp.UnknownStateFilters = unknown
 	for _, t := range list {
 		ts := kmsg.NewListTransactionsResponseTransactionState()
-		ts.TransactionalID, ts.ProducerID, ts.TransactionState = t.id, t.pid, t.state
+		ts.TransactionalID, ts.ProducerID, ts.TransactionState = t.ID, t.PID, t.State
 		resp.TransactionStates = append(resp.TransactionStates, ts)
 	}
 	return resp, nil

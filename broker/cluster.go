@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/verbatim-kafka/verbatim/storage"
 )
 
 // Topic is one topic. Name and ID never change; the config and the
@@ -78,7 +80,7 @@ func partitionDir(topic string, i int32) string { return topic + "-" + strconv.I
 // cluster holds every topic. Readers use the copy-on-write snapshot;
 // mutations are serialised by mu and persisted before they are published.
 type cluster struct {
-	fs  fileSystem
+	fs  storage.FS
 	log *slog.Logger
 	// openLog attaches a storage log to a new partition before it is
 	// published (nil: partitions get no log, as in control-plane tests).
@@ -131,7 +133,7 @@ type persistedTopic struct {
 	Configs      map[string]string `json:"configs,omitempty"`
 }
 
-func loadCluster(fsys fileSystem, log *slog.Logger) (*cluster, error) {
+func loadCluster(fsys storage.FS, log *slog.Logger) (*cluster, error) {
 	c := &cluster{fs: fsys, log: log}
 	if err := fsys.MkdirAll(metaDirName, 0o755); err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/verbatim-kafka/verbatim/hotpath"
+	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
 var errTooManyFiles = syscall.EMFILE
@@ -569,31 +570,25 @@ func parseRequestHeader(frame []byte, cache *string) (requestHeader, error) {
 // tagged fields are skipped (none are defined for requests we serve; unknown
 // tags are ignored as the protocol requires).
 func (h requestHeader) skipHeaderTags(flexible bool) ([]byte, error) {
-	b := h.rest
 	if !flexible {
-		return b, nil
+		return h.rest, nil
 	}
-	count, n := binary.Uvarint(b)
-	if n <= 0 {
+	t := wireext.ReadTags(h.rest)
+	if t.Err() != nil {
 		return nil, closeErr("malformed header tagged fields")
 	}
-	b = b[n:]
-	if count > uint64(len(b)) {
-		return nil, closeErr("header claims %d tagged fields in %d bytes", count, len(b))
+	if n := len(t.Rest()); t.Left() > n { // before the walk: the bytes after the count
+		return nil, closeErr("header claims %d tagged fields in %d bytes", t.Left(), n)
 	}
-	for range count {
-		_, n := binary.Uvarint(b)
-		if n <= 0 {
-			return nil, closeErr("malformed header tag")
-		}
-		b = b[n:]
-		size, n := binary.Uvarint(b)
-		if n <= 0 || size > uint64(len(b)-n) {
-			return nil, closeErr("malformed header tag size")
-		}
-		b = b[n+int(size):]
+	for t.Next() {
 	}
-	return b, nil
+	switch t.Err() {
+	case nil:
+		return t.Rest(), nil
+	case wireext.ErrTag:
+		return nil, closeErr("malformed header tag")
+	}
+	return nil, closeErr("malformed header tag size")
 }
 
 // unsupportedApiVersionsReply is the v0 body Kafka sends to an ApiVersions

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/verbatim-kafka/verbatim/storage"
 )
 
 // The data directory layout owned by the broker (storage owns the partition
@@ -90,7 +92,7 @@ func (l *dirLock) release() {
 // checkFormat reads the format version file, writing it on first start. A
 // directory that holds anything but the lock file and no version file is
 // refused too: it was not written by Verbatim.
-func checkFormat(fsys fileSystem, dir string) error {
+func checkFormat(fsys storage.FS, dir string) error {
 	data, err := readFile(fsys, formatFileName)
 	if errors.Is(err, os.ErrNotExist) {
 		names, err := fsys.ReadDir(".")
@@ -128,7 +130,7 @@ type metaProps struct {
 // loadOrCreateMetaProps returns the persisted cluster id, creating one on
 // first start. A node id different from the persisted one is refused, as
 // Kafka does, so a data dir is never silently adopted by another node.
-func loadOrCreateMetaProps(fsys fileSystem, nodeID int32) (metaProps, error) {
+func loadOrCreateMetaProps(fsys storage.FS, nodeID int32) (metaProps, error) {
 	data, err := readFile(fsys, metaPropsName)
 	if errors.Is(err, os.ErrNotExist) {
 		var u [16]byte

@@ -6,6 +6,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/coordlog/coordlogtest"
+	"github.com/verbatim-kafka/verbatim/groupcoord"
 )
 
 // memberCase is one (member id, group instance id) pair a request names
@@ -20,24 +23,39 @@ type memberCase struct {
 // stableStaticGroup builds group g, Stable at generation 2, with dynamic
 // leader d and static member s (instance id "inst-s"); it returns the
 // cases every member-checking API answers alike.
-func stableStaticGroup(t *testing.T, c *groupCoordinator, g string) (d, s string, cases []memberCase) {
+func stableStaticGroup(t *testing.T, b *testBroker, g string) (d, s string, cases []memberCase) {
 	t.Helper()
-	d, ch := joinNew(t, c, g)
-	if r := recvJoin(t, ch); r.code != 0 || r.generation != 1 {
+	d = wireJoin(t, b, g, "", nil, 20000).MemberID
+	if r := wireJoin(t, b, g, d, nil, 20000); r.ErrorCode != 0 || r.Generation != 1 {
 		t.Fatalf("first join: %+v", r)
 	}
+	// The static member's join waits for d's rejoin: it goes to the
+	// coordinator directly, which answers on a channel.
 	inst := "inst-s"
-	if r, sch := c.join(jreq(g, "", &inst, "md")); sch == nil {
+	r, sch := b.srv.groups.Join(groupcoord.JoinRequest{Group: g, InstanceID: &inst, ProtocolType: "consumer",
+		Protocols:      []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte("md")}},
+		SessionTimeout: 10 * time.Second, RebalanceTimeout: 20 * time.Second, ClientID: "c", RequireKnownMember: true, Version: 9})
+	if sch == nil {
 		t.Fatalf("static join answered at once: %+v", r)
-	} else {
-		_, ch = c.join(jreq(g, d, nil, "md"))
-		rs, rd := recvJoin(t, sch), recvJoin(t, ch)
-		if rs.code != 0 || rd.code != 0 || rd.generation != 2 || rd.leader != d {
-			t.Fatalf("rebalance: %+v %+v", rs, rd)
-		}
-		s = rs.memberID
 	}
-	syncAll(t, c, g, 2, d, d, s)
+	if rd := wireJoin(t, b, g, d, nil, 20000); rd.ErrorCode != 0 || rd.Generation != 2 || rd.LeaderID != d {
+		t.Fatalf("rebalance: %+v", rd)
+	}
+	select {
+	case rs := <-sch:
+		if rs.Code != 0 || rs.Generation != 2 {
+			t.Fatalf("static member's join: %+v", rs)
+		}
+		s = rs.MemberID
+	default:
+		t.Fatal("static member's join not answered after the rebalance")
+	}
+	if r := wireSync(t, b, g, d, nil, 2, d, s); r.ErrorCode != 0 {
+		t.Fatalf("leader sync: %+v", r)
+	}
+	if r := wireSync(t, b, g, s, &inst, 2); r.ErrorCode != 0 || string(r.MemberAssignment) != "a-"+s {
+		t.Fatalf("static member's sync: %+v", r)
+	}
 	unknown, other := "nobody-registered", inst
 	return d, s, []memberCase{
 		{"dynamic member, unregistered instance id", d, &unknown, kerr.UnknownMemberID.Code},
@@ -59,12 +77,11 @@ func stableStaticGroup(t *testing.T, c *groupCoordinator, g string) (d, s string
 // member id FENCED_INSTANCE_ID. Each API on the wire, at its newest
 // version.
 func TestGroupInstanceIDChecksPerAPI(t *testing.T) {
-	clk := &manualClock{t: time.Now()}
+	clk := coordlogtest.NewClock(time.Now())
 	b := startClockBroker(t, t.TempDir(), clk)
-	c := b.srv.groups
 	createTopic(t, b, "vi", 1, nil)
 	const g = "vi-g"
-	d, s, cases := stableStaticGroup(t, c, g)
+	d, s, cases := stableStaticGroup(t, b, g)
 	pid, epoch := openRawTxn(t, b, "vi-tx", "vi")
 	areq := kmsg.NewPtrAddOffsetsToTxnRequest()
 	areq.TransactionalID, areq.ProducerID, areq.ProducerEpoch, areq.Group = "vi-tx", pid, epoch, g
@@ -172,7 +189,7 @@ func TestGroupInstanceIDChecksPerAPI(t *testing.T) {
 // generation -1 to an empty group is accepted whatever member id it names,
 // and a generation to an empty group needs a known member.
 func TestTxnOffsetCommitGroupChecks(t *testing.T) {
-	clk := &manualClock{t: time.Now()}
+	clk := coordlogtest.NewClock(time.Now())
 	b := startClockBroker(t, t.TempDir(), clk)
 	createTopic(t, b, "tg", 1, nil)
 	pid, epoch := openRawTxn(t, b, "tg-tx", "tg")
@@ -192,12 +209,10 @@ func TestTxnOffsetCommitGroupChecks(t *testing.T) {
 	if got := commit("tg-none", "m", 1); got != kerr.IllegalGeneration.Code {
 		t.Fatalf("unknown group with a generation: %d", got)
 	}
-	c := b.srv.groups
-	c.mu.Lock()
-	created := c.groups["tg-none"] != nil
-	c.mu.Unlock()
-	if created {
-		t.Fatal("a refused commit created the group")
+	for _, l := range b.srv.groups.List() {
+		if l.ID == "tg-none" {
+			t.Fatal("a refused commit created the group")
+		}
 	}
 	if got := commit("tg-empty", "", -1); got != 0 {
 		t.Fatalf("standalone commit to a new group: %d", got)

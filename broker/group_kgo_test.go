@@ -335,3 +335,71 @@ func TestGroupDeleteAndOffsetDelete(t *testing.T) {
 		t.Fatalf("offsets after delete: %v", got)
 	}
 }
+
+// A JoinGroup that waits for other members is a deferred reply; it is
+// answered REBALANCE_IN_PROGRESS before the request timeout closes the
+// connection, and the member's later rejoin gets the generation.
+func TestGroupJoinWaitEndsBeforeRequestTimeout(t *testing.T) {
+	old := initialRebalanceDelay
+	initialRebalanceDelay = 0
+	t.Cleanup(func() { initialRebalanceDelay = old })
+	b := startBroker(t, t.TempDir(), func(c *Config) { c.RequestTimeout = 2 * time.Second })
+	join := func(member string) *kmsg.JoinGroupResponse { return wireJoin(t, b, "w", member, nil, 60000) }
+	// m1 alone: generation 1, synced.
+	m1 := join("").MemberID
+	if r := join(m1); r.ErrorCode != 0 || r.Generation != 1 {
+		t.Fatalf("m1 join: %+v", r)
+	}
+	if r := wireSync(t, b, "w", m1, nil, 1, m1); r.ErrorCode != 0 {
+		t.Fatalf("m1 sync: %+v", r)
+	}
+	first := join("")
+	if first.ErrorCode != kerr.MemberIDRequired.Code {
+		t.Fatalf("first join: %+v", first)
+	}
+	// m1 never rejoins, so this join would wait for the rebalance
+	// timeout (60 s); it is answered before the 2 s request timeout
+	// closes the connection instead.
+	start := time.Now()
+	resp := join(first.MemberID)
+	if resp.ErrorCode != kerr.RebalanceInProgress.Code || resp.MemberID != first.MemberID {
+		t.Fatalf("waiting join: %+v", resp)
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Fatalf("answered after %v, beyond the request timeout", el)
+	}
+	// m1 rejoins: the rebalance completes for both (the member that got
+	// REBALANCE_IN_PROGRESS is answered again when it rejoins).
+	if r := join(m1); r.ErrorCode != 0 || r.Generation != 2 {
+		t.Fatalf("after m1 rejoined: %+v", r)
+	}
+	if again := join(first.MemberID); again.ErrorCode != 0 || again.Generation != 2 {
+		t.Fatalf("rejoin of the member that got REBALANCE_IN_PROGRESS: %+v", again)
+	}
+}
+
+// wireJoin sends JoinGroup v9 for member (empty: a new member) of group
+// with a "range" subscription and a 10 s session.
+func wireJoin(t *testing.T, b *testBroker, group, member string, inst *string, rebalanceMs int32) *kmsg.JoinGroupResponse {
+	t.Helper()
+	req := kmsg.NewPtrJoinGroupRequest()
+	req.Version = 9
+	req.Group, req.MemberID, req.InstanceID, req.ProtocolType = group, member, inst, "consumer"
+	req.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte("md")}}
+	req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 10000, rebalanceMs
+	return rawRequest[*kmsg.JoinGroupResponse](t, b, req)
+}
+
+// wireSync sends SyncGroup v5 for member of group at generation gen; a
+// leader passes the members to assign ("a-<id>" each).
+func wireSync(t *testing.T, b *testBroker, group, member string, inst *string, gen int32, assign ...string) *kmsg.SyncGroupResponse {
+	t.Helper()
+	req := kmsg.NewPtrSyncGroupRequest()
+	req.Version = 5
+	req.Group, req.MemberID, req.InstanceID, req.Generation = group, member, inst, gen
+	req.ProtocolType, req.Protocol = sp("consumer"), sp("range")
+	for _, m := range assign {
+		req.GroupAssignment = append(req.GroupAssignment, kmsg.SyncGroupRequestGroupAssignment{MemberID: m, MemberAssignment: []byte("a-" + m)})
+	}
+	return rawRequest[*kmsg.SyncGroupResponse](t, b, req)
+}

@@ -10,7 +10,7 @@ package broker
 // cleanup.policy=compact; on start the coordinators replay them.
 //
 // Keys map to partitions as Kafka maps them: abs(Java String.hashCode) mod
-// the partition count.
+// the partition count (coordlog.PartitionForKey).
 
 import (
 	"fmt"
@@ -18,47 +18,18 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/verbatim-kafka/verbatim/coordlog"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/storage"
 )
 
 const (
-	offsetsTopic  = "__consumer_offsets"
-	txnStateTopic = "__transaction_state"
-	// Kafka's defaults are 50 partitions each; a single node gains nothing
-	// from that many logs, and the count only spreads keys.
-	offsetsTopicPartitions  = 10
-	txnStateTopicPartitions = 10
+	offsetsTopic  = coordlog.OffsetsTopic
+	txnStateTopic = coordlog.TxnStateTopic
 )
 
 // isInternalTopic reports whether name is one of the coordinators' topics.
-func isInternalTopic(name string) bool { return name == offsetsTopic || name == txnStateTopic }
-
-// javaStringHash is Java's String.hashCode over the UTF-16 code units.
-func javaStringHash(s string) int32 {
-	var h int32
-	for _, r := range s {
-		if r >= 0x10000 {
-			r -= 0x10000
-			h = 31*h + int32(0xD800+(r>>10))
-			h = 31*h + int32(0xDC00+(r&0x3FF))
-			continue
-		}
-		h = 31*h + int32(r)
-	}
-	return h
-}
-
-// partitionForKey is Kafka's Utils.abs(key.hashCode) % n.
-func partitionForKey(key string, n int32) int32 {
-	h := javaStringHash(key)
-	if h == -1<<31 {
-		h = 0
-	} else if h < 0 {
-		h = -h
-	}
-	return h % n
-}
+func isInternalTopic(name string) bool { return coordlog.IsInternalTopic(name) }
 
 // internalPartitionCount is the partition count keys of an internal topic
 // are spread over: the existing topic's (as Kafka reads it from the
@@ -71,9 +42,9 @@ func (s *Server) internalPartitionCount(name string) int32 {
 		}
 	}
 	if name == txnStateTopic {
-		return txnStateTopicPartitions
+		return coordlog.TxnStateTopicPartitions
 	}
-	return offsetsTopicPartitions
+	return coordlog.OffsetsTopicPartitions
 }
 
 // internalTopic returns the named internal topic, creating it on first use.
@@ -81,9 +52,9 @@ func (s *Server) internalTopic(name string) (*Topic, error) {
 	if t := s.cluster.topic(name); t != nil {
 		return t, nil
 	}
-	n := int32(offsetsTopicPartitions)
+	n := int32(coordlog.OffsetsTopicPartitions)
 	if name == txnStateTopic {
-		n = txnStateTopicPartitions
+		n = coordlog.TxnStateTopicPartitions
 	}
 	cfg, err := newTopicConfig(map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"})
 	if err != nil {
@@ -117,33 +88,21 @@ func (s *Server) internalLog(name string, p int32) (*Partition, *storage.Log, er
 	return part, l, nil
 }
 
-// kv is one record of an internal topic; a nil value is a tombstone.
-type kv struct{ key, value []byte }
-
-// internalBatch describes how a batch of internal records is written.
-type internalBatch struct {
-	// producerID >= 0 with transactional: the batch belongs to that
-	// producer's transaction (TxnOffsetCommit).
-	producerID    int64
-	producerEpoch int16
-	transactional bool
-}
-
 // appendInternal writes recs as one batch to partition p of topic name and
 // returns the offset of the first record.
-func (s *Server) appendInternal(name string, p int32, recs []kv, how internalBatch, now time.Time) (int64, error) {
+func (s *Server) appendInternal(name string, p int32, recs []coordlog.Record, how coordlog.Batch, now time.Time) (int64, error) {
 	part, l, err := s.internalLog(name, p)
 	if err != nil {
 		return -1, err
 	}
 	records := make([]kbatch.Record, len(recs))
 	for i, r := range recs {
-		records[i] = kbatch.Record{OffsetDelta: int32(i), Key: r.key, Value: r.value}
+		records[i] = kbatch.Record{OffsetDelta: int32(i), Key: r.Key, Value: r.Value}
 	}
 	b := kbatch.NewBatch(now.UnixMilli(), records...)
 	b.ProducerID, b.ProducerEpoch, b.BaseSequence = -1, -1, -1
-	if how.transactional {
-		b.ProducerID, b.ProducerEpoch = how.producerID, how.producerEpoch
+	if how.Transactional {
+		b.ProducerID, b.ProducerEpoch = how.ProducerID, how.ProducerEpoch
 		b.Attributes |= kbatch.TransactionalBit
 	}
 	set, err := kbatch.Encode(b)
@@ -151,7 +110,7 @@ func (s *Server) appendInternal(name string, p int32, recs []kv, how internalBat
 		return -1, err
 	}
 	var ar storage.AppendResult
-	if how.transactional {
+	if how.Transactional {
 		ar, err = l.AppendCoordinator(set, part.LeaderEpoch(), now.UnixMilli(), 1)
 	} else {
 		ar, err = l.AppendLeader(set, part.LeaderEpoch(), now.UnixMilli())
@@ -187,24 +146,11 @@ func (s *Server) writeTxnMarker(p *Partition, pid int64, epoch int16, commit boo
 	return nil
 }
 
-// internalEntry is one replayed record with its batch context.
-type internalEntry struct {
-	offset        int64
-	timestamp     int64
-	producerID    int64
-	transactional bool
-	// control: the batch is a transaction marker; commit tells which.
-	control bool
-	commit  bool
-	key     []byte
-	value   []byte
-}
-
 // replayInternal calls fn for every record of partition p of an internal
 // topic, in offset order. Records that do not decode are reported to fn
 // like any other (fn decides); a batch whose records do not decode is
 // skipped with a warning, as Kafka skips what it cannot read on load.
-func (s *Server) replayInternal(l *storage.Log, fn func(e internalEntry)) error {
+func (s *Server) replayInternal(l *storage.Log, fn func(e coordlog.Entry)) error {
 	off := l.LogStartOffset()
 	end := l.LogEndOffset()
 	var buf []byte
@@ -239,7 +185,7 @@ func (s *Server) replayInternal(l *storage.Log, fn func(e internalEntry)) error 
 				if !ok || (typ != kbatch.ControlCommit && typ != kbatch.ControlAbort) {
 					continue
 				}
-				fn(internalEntry{offset: h.BaseOffset, producerID: h.ProducerID, control: true, commit: typ == kbatch.ControlCommit, timestamp: h.MaxTimestamp})
+				fn(coordlog.Entry{Offset: h.BaseOffset, ProducerID: h.ProducerID, Control: true, Commit: typ == kbatch.ControlCommit, Timestamp: h.MaxTimestamp})
 				continue
 			}
 			recs, err := kbatch.Records(b)
@@ -248,9 +194,9 @@ func (s *Server) replayInternal(l *storage.Log, fn func(e internalEntry)) error 
 				continue
 			}
 			for _, r := range recs {
-				fn(internalEntry{
-					offset: h.BaseOffset + int64(r.OffsetDelta), timestamp: h.BaseTimestamp + r.TimestampDelta,
-					producerID: h.ProducerID, transactional: h.IsTransactional(), key: r.Key, value: r.Value,
+				fn(coordlog.Entry{
+					Offset: h.BaseOffset + int64(r.OffsetDelta), Timestamp: h.BaseTimestamp + r.TimestampDelta,
+					ProducerID: h.ProducerID, Transactional: h.IsTransactional(), Key: r.Key, Value: r.Value,
 				})
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
 // srcBatch is a batch as a source cluster stored it.
@@ -69,15 +70,9 @@ func data(base int64, epoch int32, n int) srcBatch {
 // partition.
 func mirrorProduce(version int16, topic string, part int32, set []byte, expected int64, currentEpoch int32) *kmsg.ProduceRequest {
 	req := produceRequest(version, topic, part, set)
-	rv := binary.BigEndian.AppendUint16(nil, 0)
-	rv = binary.BigEndian.AppendUint32(rv, 1)
-	rv = append(rv, 0)
-	req.UnknownTags.Set(mirrorTag, rv)
-	pv := binary.BigEndian.AppendUint16(nil, 0)
-	pv = binary.BigEndian.AppendUint64(pv, uint64(expected))
-	pv = binary.BigEndian.AppendUint32(pv, uint32(currentEpoch))
-	pv = append(pv, 0)
-	req.Topics[0].Partitions[0].UnknownTags.Set(mirrorTag, pv)
+	req.UnknownTags.Set(wireext.MirrorTag, (&wireext.MirrorProduce{WriterEpoch: 1}).AppendTo(nil))
+	pv := wireext.MirrorPartition{ExpectedLogEndOffset: expected, CurrentLeaderEpoch: currentEpoch}
+	req.Topics[0].Partitions[0].UnknownTags.Set(wireext.MirrorTag, pv.AppendTo(nil))
 	return req
 }
 

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"encoding/binary"
 	"strings"
 	"sync"
 	"testing"
@@ -10,20 +9,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
 // writerTag is the request-level MirrorProduce value with writer epoch we.
 func writerTag(we int32) []byte {
-	v := binary.BigEndian.AppendUint16(nil, 0)
-	v = binary.BigEndian.AppendUint32(v, uint32(we))
-	return append(v, 0)
+	return (&wireext.MirrorProduce{WriterEpoch: we}).AppendTo(nil)
 }
 
 // mirrorAs sends set as writer epoch we; it returns the partition answer.
 func mirrorAs(t *testing.T, b *testBroker, we int32, set []byte, expected int64) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
 	req := mirrorProduce(11, "m", 0, set, expected, -1)
-	req.UnknownTags.Set(mirrorTag, writerTag(we))
+	req.UnknownTags.Set(wireext.MirrorTag, writerTag(we))
 	return rawRequest[*kmsg.ProduceResponse](t, b, req).Topics[0].Partitions[0]
 }
 
@@ -33,7 +31,7 @@ func mirrorDeleteAs(t *testing.T, b *testBroker, we int32, offset int64) kmsg.De
 	req := kmsg.NewPtrDeleteRecordsRequest()
 	req.Version = 2
 	req.TimeoutMillis = 10000
-	req.UnknownTags.Set(mirrorTag, writerTag(we))
+	req.UnknownTags.Set(wireext.MirrorTag, writerTag(we))
 	rt := kmsg.NewDeleteRecordsRequestTopic()
 	rt.Topic = "m"
 	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
@@ -167,16 +165,13 @@ func equalInt32s(a, b []int32) bool {
 // writerTagID is the MirrorProduce value of a version-1 pusher: writer
 // epoch we and WriterID id in the struct's tagged field 0.
 func writerTagID(we int32, id writerID) []byte {
-	v := binary.BigEndian.AppendUint16(nil, 0)
-	v = binary.BigEndian.AppendUint32(v, uint32(we))
-	v = append(v, 1, writerIDTag, 16)
-	return append(v, id[:]...)
+	return (&wireext.MirrorProduce{WriterEpoch: we, WriterID: id}).AppendTo(nil)
 }
 
 func mirrorAsID(t *testing.T, b *testBroker, we int32, id writerID, set []byte, expected int64) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
 	req := mirrorProduce(11, "m", 0, set, expected, -1)
-	req.UnknownTags.Set(mirrorTag, writerTagID(we, id))
+	req.UnknownTags.Set(wireext.MirrorTag, writerTagID(we, id))
 	return rawRequest[*kmsg.ProduceResponse](t, b, req).Topics[0].Partitions[0]
 }
 
@@ -186,7 +181,7 @@ func claimAsID(b *testBroker, part int32, we int32, id writerID) (int16, error) 
 	req := kmsg.NewPtrDeleteRecordsRequest()
 	req.Version = 2
 	req.TimeoutMillis = 10000
-	req.UnknownTags.Set(mirrorTag, writerTagID(we, id))
+	req.UnknownTags.Set(wireext.MirrorTag, writerTagID(we, id))
 	rt := kmsg.NewDeleteRecordsRequestTopic()
 	rt.Topic = "m"
 	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
@@ -251,7 +246,7 @@ func TestMirrorWriterIDTieBreak(t *testing.T) {
 	req := mirrorProduce(11, "m", 0, set(4), 4, -1)
 	bad := writerTagID(9, hi)
 	bad[8] = 15
-	req.UnknownTags.Set(mirrorTag, bad[:len(bad)-1])
+	req.UnknownTags.Set(wireext.MirrorTag, bad[:len(bad)-1])
 	rc := dialRaw(t, b.addr)
 	rc.write(appendRequestFrame(nil, req, 1, "t"))
 	rc.expectClosed()
@@ -300,7 +295,7 @@ func TestMirrorWriterSameEpochRace(t *testing.T) {
 	for part := int32(0); part < 2; part++ {
 		for i := n - 1; i >= 0; i-- {
 			req := mirrorProduce(11, "m", part, stopBatch(t, 0, 1, -1, -1, 1, false), 0, -1)
-			req.UnknownTags.Set(mirrorTag, writerTagID(42, ids[i]))
+			req.UnknownTags.Set(wireext.MirrorTag, writerTagID(42, ids[i]))
 			pr := rawRequest[*kmsg.ProduceResponse](t, b, req).Topics[0].Partitions[0]
 			if want := map[bool]int16{true: 0, false: kerr.ProducerFenced.Code}[i == 0]; pr.ErrorCode != want {
 				t.Fatalf("partition %d, pusher %d: %v, want %v", part, i, kerr.ErrorForCode(pr.ErrorCode), kerr.ErrorForCode(want))

@@ -223,7 +223,7 @@ func (s *Server) checkMirrorWriter(p *Partition, we mirrorWriter) error {
 }
 
 // checkMirrorDelete admits a mirror DeleteRecords (mirror: the request
-// carries tag 22082) by its writer epoch; other DeleteRecords pass (their
+// carries tag wireext.MirrorTag) by its writer epoch; other DeleteRecords pass (their
 // topic rules are deleteRecords').
 func (s *Server) checkMirrorDelete(p *Partition, mirror bool, we mirrorWriter) error {
 	if !mirror || !p.Topic.Config().MirrorPush {

@@ -238,16 +238,12 @@ func barrierSince(l *storage.Log, from int64) (bool, error) {
 		if len(buf) == 0 {
 			return false, nil
 		}
-		for b := buf; len(b) >= kbatch.HeaderSize; {
-			n := kbatch.LogOverhead + int(kbatch.Length(b))
-			if n > len(b) {
-				break
-			}
-			if typ, ok := kbatch.ControlType(b[:n]); ok && typ == kbatch.ControlMirrorPidReset && kbatch.BaseOffset(b) >= from {
+		for it := kbatch.Batches(buf); it.Next(); {
+			b := it.Batch()
+			if typ, ok := kbatch.ControlType(b); ok && typ == kbatch.ControlMirrorPidReset && kbatch.BaseOffset(b) >= from {
 				return true, nil
 			}
 			next = kbatch.BaseOffset(b) + int64(kbatch.LastOffsetDelta(b)) + 1
-			b = b[n:]
 		}
 	}
 	return false, nil

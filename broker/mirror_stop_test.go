@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/coordlog/coordlogtest"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/storage"
 )
@@ -138,7 +139,7 @@ func TestMirrorStop(t *testing.T) {
 	// A manual coordinator clock: the periodic producer id scan
 	// (pidScanInterval) must not move the allocator above the mirrored
 	// ids mid-test; the collision below is the point.
-	clk := &manualClock{t: time.Now()}
+	clk := coordlogtest.NewClock(time.Now())
 	b := startClockBroker(t, dir, clk)
 	createTopic(t, b, "m", 1, map[string]*string{"mirror.mode": sp("push"), "mirror.source.cluster.id": sp("src-A"), "retention.ms": sp("-1")})
 	// Producers 0..3 wrote one record each (sequence 0) on the source:
@@ -159,7 +160,7 @@ func TestMirrorStop(t *testing.T) {
 	p := b.srv.cluster.topic("m").Partition(0)
 	l, _ := partitionLog(p)
 	epochBefore := p.LeaderEpoch()
-	if epochBefore < 6+epochHeadroom {
+	if epochBefore < 6+storage.MirrorEpochHeadroom {
 		t.Fatalf("leader epoch %d after mirroring epoch 6", epochBefore)
 	}
 

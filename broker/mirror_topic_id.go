@@ -3,8 +3,9 @@ package broker
 // Verbatim's CreateTopics extension: a mirror topic created with its
 // source's topic id (KIP-516), docs/protocol.md "Mirror topic id".
 //
-// A CreateTopics v5+ topic entry may carry the tagged field 22082
-// (MirrorTopicID: Version int16, TopicID uuid, tagged fields). It is
+// A CreateTopics v5+ topic entry may carry the tagged field
+// wireext.MirrorTag (wireext.MirrorTopicID: Version int16, TopicID uuid,
+// tagged fields). It is
 // honoured only for a topic whose configs set mirror.mode=push:
 //   - without mirror.mode=push: INVALID_REQUEST (a pinned id is a mirror's
 //     property; an ordinary topic gets a fresh id, as in Kafka);
@@ -17,8 +18,8 @@ package broker
 // metadata; Metadata, DescribeTopicPartitions, Fetch by id, DeleteTopics
 // by id). Any mirror state left under that id by a deleted predecessor is
 // forgotten first, so the new topic starts "mirroring" with no writer.
-// ApiVersions lists the feature verbatim.mirror.topic.id (0-0) so a pusher
-// can tell a Verbatim that ignores the tag.
+// ApiVersions lists the feature wireext.FeatureMirrorTopicID (0-0) so a
+// pusher can tell a Verbatim that ignores the tag.
 
 import (
 	"encoding/base64"
@@ -28,15 +29,16 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
-// mirrorTopicIDFeatureName is the ApiVersions feature advertising the
+// mirrorTopicIDFeature is the ApiVersions feature advertising the
 // CreateTopics topic-id field.
-const mirrorTopicIDFeatureName = "verbatim.mirror.topic.id"
-
 func mirrorTopicIDFeature() kmsg.ApiVersionsResponseSupportedFeature {
 	f := kmsg.NewApiVersionsResponseSupportedFeature()
-	f.Name, f.MinVersion, f.MaxVersion = mirrorTopicIDFeatureName, 0, 0
+	f.Name = wireext.FeatureMirrorTopicID
+	f.MinVersion, f.MaxVersion = wireext.FeatureMirrorTopicIDMinVersion, wireext.FeatureMirrorTopicIDMaxVersion
 	return f
 }
 
@@ -48,43 +50,28 @@ var metadataTopicID = [16]byte{15: 1}
 // padding).
 func formatTopicID(id [16]byte) string { return base64.RawURLEncoding.EncodeToString(id[:]) }
 
-// parseMirrorTopicID decodes the MirrorTopicID value: Version (int16,
-// >= 0), TopicID (16 bytes), tagged fields (skipped). Trailing bytes are
-// refused, as a length that does not match its struct is malformed.
-func parseMirrorTopicID(v []byte) ([16]byte, error) {
-	var id [16]byte
-	rd := tagReader{b: v}
-	version := int16(rd.uint(2))
-	if !rd.bad && len(rd.b) >= 16 {
-		copy(id[:], rd.b[:16])
-	}
-	rd.skip(16)
-	rd.tags(nil)
-	if rd.bad || version < 0 || len(rd.b) != 0 {
-		return [16]byte{}, errors.New("malformed MirrorTopicID field (tag 22082): want int16 version >= 0, a 16-byte topic id and a tag section")
-	}
-	return id, nil
-}
-
 // requestedTopicID returns the topic id a CreateTopics topic entry asks
-// for (present false when it carries no tag 22082), checked against the
-// topic's configs.
+// for (present false when it carries no tag wireext.MirrorTag), checked
+// against the topic's configs. A value that does not decode is
+// INVALID_REQUEST with wireext's message.
 func requestedTopicID(rt *kmsg.CreateTopicsRequestTopic, cfg *TopicConfig) (id [16]byte, present bool, err error) {
 	var raw []byte
 	rt.UnknownTags.Each(func(tag uint32, v []byte) {
-		if tag == mirrorTag {
+		if tag == wireext.MirrorTag {
 			raw, present = v, true
 		}
 	})
 	if !present {
 		return id, false, nil
 	}
-	if id, err = parseMirrorTopicID(raw); err != nil {
+	var v wireext.MirrorTopicID
+	if err = v.ReadFrom(raw); err != nil {
 		return id, true, kafkaErr(kerr.InvalidRequest, err.Error())
 	}
+	id = v.TopicID
 	switch {
 	case !cfg.MirrorPush:
-		return id, true, kafkaErr(kerr.InvalidRequest, fmt.Sprintf("topic %s: a topic id (CreateTopics tag 22082) may only be given to a mirror topic, created with mirror.mode=push", rt.Topic))
+		return id, true, kafkaErr(kerr.InvalidRequest, fmt.Sprintf("topic %s: a topic id (CreateTopics tag %d) may only be given to a mirror topic, created with mirror.mode=push", rt.Topic, wireext.MirrorTag))
 	case id == [16]byte{}:
 		return id, true, kafkaErr(kerr.InvalidRequest, fmt.Sprintf("topic %s: the zero topic id is reserved", rt.Topic))
 	case id == metadataTopicID:

@@ -1,19 +1,18 @@
 package broker
 
 import (
-	"encoding/binary"
 	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
 // topicIDTag is a MirrorTopicID value (version 0).
 func topicIDTag(id [16]byte) []byte {
-	v := binary.BigEndian.AppendUint16(nil, 0)
-	v = append(v, id[:]...)
-	return append(v, 0)
+	return (&wireext.MirrorTopicID{TopicID: id}).AppendTo(nil)
 }
 
 // createWithID sends CreateTopics v7 for one topic with the tag value
@@ -32,7 +31,7 @@ func createWithID(t *testing.T, b *testBroker, name string, configs map[string]s
 		rt.Configs = append(rt.Configs, c)
 	}
 	if tag != nil {
-		rt.UnknownTags.Set(mirrorTag, tag)
+		rt.UnknownTags.Set(wireext.MirrorTag, tag)
 	}
 	req.Topics = append(req.Topics, rt)
 	return rawRequest[*kmsg.CreateTopicsResponse](t, b, req).Topics[0]
@@ -201,25 +200,4 @@ func TestApiVersionsAdvertisesMirrorTopicID(t *testing.T) {
 	if !found {
 		t.Fatalf("features %+v", resp.SupportedFeatures)
 	}
-}
-
-// FuzzMirrorTopicID: the CreateTopics tag parser never panics, accepts
-// exactly version >= 0 + 16 bytes + a tag section, and returns the id.
-func FuzzMirrorTopicID(f *testing.F) {
-	f.Add(topicIDTag([16]byte{1, 2, 3}))
-	f.Add([]byte{0, 1, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 1, 0, 1, 5})
-	f.Add([]byte{0xff, 0xff})
-	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, v []byte) {
-		id, err := parseMirrorTopicID(v)
-		if err != nil {
-			if id != ([16]byte{}) {
-				t.Fatalf("an error with an id %x", id)
-			}
-			return
-		}
-		if len(v) < 19 || int16(binary.BigEndian.Uint16(v)) < 0 || [16]byte(v[2:18]) != id {
-			t.Fatalf("accepted %x as %x", v, id)
-		}
-	})
 }

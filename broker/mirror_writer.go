@@ -4,7 +4,8 @@ package broker
 //
 // A mirror writer (a pusher) is (WriterEpoch, WriterID): the int32 epoch
 // of MirrorProduce version 0 and, from feature version 1, a 16-byte
-// WriterID in the MirrorProduce struct's tagged field 0. Writers are
+// WriterID in the MirrorProduce struct's tagged field wireext.WriterIDTag
+// (the value's bytes are wireext's). Writers are
 // ordered by epoch, then by WriterID as an unsigned big-endian number, so
 // two pushers that chose the same epoch (the same start second) are still
 // distinct and exactly one of them is the newest. A writer without a
@@ -15,8 +16,9 @@ package broker
 import (
 	"bytes"
 	"encoding/hex"
-	"errors"
 	"fmt"
+
+	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
 // mirrorWriter identifies a mirror writer.
@@ -38,25 +40,9 @@ func (id *writerID) UnmarshalText(b []byte) error {
 	return err
 }
 
-// writerIDTag is the WriterID's tag inside the MirrorProduce struct.
-const writerIDTag = 0
-
-// writer returns the request's writer identity.
-func (m *mirrorRequest) writer() mirrorWriter {
+// writerOf returns the writer identity a MirrorProduce value carries.
+func writerOf(m *wireext.MirrorProduce) mirrorWriter {
 	return mirrorWriter{Epoch: m.WriterEpoch, ID: m.WriterID}
-}
-
-// decodeTag reads the MirrorProduce struct's own tagged fields: WriterID
-// (tag 0, exactly 16 bytes); unknown tags are skipped.
-func (m *mirrorRequest) decodeTag(tag uint64, v []byte) error {
-	if tag != writerIDTag {
-		return nil
-	}
-	if len(v) != len(m.WriterID) {
-		return errors.New("malformed MirrorProduce WriterID (tag 22082, field tag 0): want 16 bytes")
-	}
-	copy(m.WriterID[:], v)
-	return nil
 }
 
 // compare orders writers: by epoch, then by id.

@@ -216,7 +216,12 @@ const retentionCheckInterval = 5 * time.Minute
 
 // retentionLoop applies retention to every log until ctx is done.
 func (s *Server) retentionLoop(ctx context.Context) {
-	t := time.NewTicker(retentionCheckInterval)
+	every(ctx, retentionCheckInterval, func() { s.applyRetention(time.Now().UnixMilli()) })
+}
+
+// every calls fn every interval until ctx is done.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
@@ -224,7 +229,7 @@ func (s *Server) retentionLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		s.applyRetention(time.Now().UnixMilli())
+		fn()
 	}
 }
 

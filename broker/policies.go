@@ -107,14 +107,7 @@ func (ps *policyState) close() {
 // maintain reloads changed module files and releases the bindings of
 // deleted topics until ctx ends.
 func (ps *policyState) maintain(ctx context.Context, watchDir bool) {
-	t := time.NewTicker(policyRefreshInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, policyRefreshInterval, func() {
 		if watchDir {
 			ps.host.Refresh() // failures are logged by the host
 		}
@@ -128,7 +121,7 @@ func (ps *policyState) maintain(ctx context.Context, watchDir bool) {
 			}
 		}
 		ps.mu.Unlock()
-	}
+	})
 }
 
 // effectiveConfigs is every config of the topic with its value (override

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/verbatim-kafka/verbatim/coordlog"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
@@ -25,7 +26,7 @@ func (s *Server) verifyTxnProduce(txnID []byte, p *Partition, set []byte) error 
 	}
 	pid := int64(binary.BigEndian.Uint64(set[kbatch.ProducerIDOffset:]))
 	epoch := int16(binary.BigEndian.Uint16(set[kbatch.ProducerEpochOffset:]))
-	codes := s.txns.addPartitions(string(txnID), pid, epoch, []topicPartition{{p.Topic.Name, p.Index}}, true)
+	codes := s.txns.AddPartitions(string(txnID), pid, epoch, []coordlog.TopicPartition{{Topic: p.Topic.Name, Partition: p.Index}}, true)
 	return txnVerifyError(codes[0])
 }
 

@@ -8,6 +8,8 @@ import (
 	"os"
 	"strconv"
 	"sync"
+
+	"github.com/verbatim-kafka/verbatim/storage"
 )
 
 // producerIDs allocates idempotent producer ids that never repeat, across
@@ -15,7 +17,7 @@ import (
 // end of a block is made durable before the first id of the block is
 // returned. A crash wastes at most the rest of one block.
 type producerIDs struct {
-	fs fileSystem
+	fs storage.FS
 	mu sync.Mutex
 	// next is the next id to hand out; end is the persisted exclusive
 	// bound (no id >= end has ever been handed out).
@@ -28,7 +30,7 @@ const (
 	producerIDsFirst = 0
 )
 
-func openProducerIDs(fsys fileSystem) (*producerIDs, error) {
+func openProducerIDs(fsys storage.FS) (*producerIDs, error) {
 	p := &producerIDs{fs: fsys}
 	data, err := readFile(fsys, metaDirName+"/"+producerIDsFile)
 	switch {
@@ -64,4 +66,20 @@ func (p *producerIDs) allocate() (int64, error) {
 	id := p.next
 	p.next++
 	return id, nil
+}
+
+// ensureAbove makes every later allocation return an id above min.
+func (p *producerIDs) ensureAbove(min int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if min < p.next {
+		return nil
+	}
+	next := min + 1
+	end := next + producerIDBlock
+	if err := writeFileAtomic(p.fs, metaDirName, producerIDsFile, []byte(strconv.FormatInt(end, 10)+"\n")); err != nil {
+		return fmt.Errorf("%w: persisting producer id block: %v", errStorage, err)
+	}
+	p.next, p.end = next, end
+	return nil
 }

@@ -11,7 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/verbatim-kafka/verbatim/groupcoord"
 	"github.com/verbatim-kafka/verbatim/hotpath"
+	"github.com/verbatim-kafka/verbatim/storage"
+	"github.com/verbatim-kafka/verbatim/txncoord"
 )
 
 // Config is everything a Server needs. Zero values take the defaults named
@@ -141,17 +144,16 @@ type Server struct {
 	cfg  Config
 	log  *slog.Logger
 	lock *dirLock
-	fs   fileSystem
+	fs   storage.FS
 
 	clusterID string
 	cluster   *cluster
 	pids      *producerIDs
 	// fetchSessions are the incremental fetch sessions (fetch_sessions.go).
 	fetchSessions fetchSessionCache
-	// groups and txns are the coordinators (group_coordinator*.go,
-	// txn_coordinator*.go).
-	groups *groupCoordinator
-	txns   *txnCoordinator
+	// groups and txns are the coordinators (coordinators.go).
+	groups *groupcoord.Coordinator
+	txns   *txncoord.Coordinator
 	// policy runs the topics' mirror policies (policies.go).
 	policy *policyState
 	// mirror holds the mirror topics' persisted state: writer epochs and

@@ -6,9 +6,13 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/coordlog"
+	"github.com/verbatim-kafka/verbatim/coordlog/coordlogtest"
+	"github.com/verbatim-kafka/verbatim/groupcoord"
 )
 
-func txnVerifyOnlyAndOffsetCommitChecks(t *testing.T, clk *manualClock, b *testBroker) {
+func txnVerifyOnlyAndOffsetCommitChecks(t *testing.T, clk *coordlogtest.Clock, b *testBroker) {
 	createTopic(t, b, "vo", 2, nil)
 	pid, epoch := openRawTxn(t, b, "vo-tx", "vo")
 	// KIP-890 verification (v4): partition 0 is in the transaction,
@@ -83,17 +87,17 @@ func txnVerifyOnlyAndOffsetCommitChecks(t *testing.T, clk *manualClock, b *testB
 }
 
 func TestGroupOffsetsRetention(t *testing.T) {
-	clk := &manualClock{t: time.Now()}
+	clk := coordlogtest.NewClock(time.Now())
 	dir := t.TempDir()
 	b := startClockBroker(t, dir, clk)
 	createTopic(t, b, "ret", 1, nil)
 	c := b.srv.groups
-	commits := []offsetCommit{{tp: topicPartition{"ret", 0}, entry: offsetEntry{offset: 3, leaderEpoch: -1}}}
-	c.commitOffsets("old", "", nil, -1, commits)
-	c.tick(clk.advance(3 * 24 * time.Hour))
-	commits = []offsetCommit{{tp: topicPartition{"ret", 0}, entry: offsetEntry{offset: 4, leaderEpoch: -1}}}
-	c.commitOffsets("young", "", nil, -1, commits)
-	c.tick(clk.advance(4*24*time.Hour + time.Minute))
+	commits := []groupcoord.OffsetCommit{{TP: coordlog.TopicPartition{Topic: "ret", Partition: 0}, Entry: groupcoord.OffsetEntry{Offset: 3, LeaderEpoch: -1}}}
+	c.CommitOffsets("old", "", nil, -1, commits)
+	c.Tick(clk.Advance(3 * 24 * time.Hour))
+	commits = []groupcoord.OffsetCommit{{TP: coordlog.TopicPartition{Topic: "ret", Partition: 0}, Entry: groupcoord.OffsetEntry{Offset: 4, LeaderEpoch: -1}}}
+	c.CommitOffsets("young", "", nil, -1, commits)
+	c.Tick(clk.Advance(4*24*time.Hour + time.Minute))
 	if got := committed(t, b, "old"); len(got) != 0 {
 		t.Fatalf("offsets older than 7 days kept: %v", got)
 	}
@@ -121,12 +125,12 @@ func TestGroupOffsetsTopicCreatedByClient(t *testing.T) {
 	createTopic(t, b, "oc", 1, nil)
 	for i := 0; i < 6; i++ {
 		g := "client-made-" + string(rune('a'+i))
-		commits := []offsetCommit{{tp: topicPartition{"oc", 0}, entry: offsetEntry{offset: int64(i), leaderEpoch: -1}}}
-		b.srv.groups.commitOffsets(g, "", nil, -1, commits)
-		if commits[0].code != 0 {
-			t.Fatalf("commit %s: %d", g, commits[0].code)
+		commits := []groupcoord.OffsetCommit{{TP: coordlog.TopicPartition{Topic: "oc", Partition: 0}, Entry: groupcoord.OffsetEntry{Offset: int64(i), LeaderEpoch: -1}}}
+		b.srv.groups.CommitOffsets(g, "", nil, -1, commits)
+		if commits[0].Code != 0 {
+			t.Fatalf("commit %s: %d", g, commits[0].Code)
 		}
-		if p := b.srv.groups.partitionFor(g); p < 0 || p >= 3 {
+		if p := b.srv.groups.PartitionFor(g); p < 0 || p >= 3 {
 			t.Fatalf("group %s mapped to partition %d of 3", g, p)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,33 +11,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/coordlog"
+	"github.com/verbatim-kafka/verbatim/coordlog/coordlogtest"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
-// manualClock is a coordinator clock tests move by hand.
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) advance(d time.Duration) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-	return c.t
-}
-
 // startClockBroker starts a broker whose coordinators read clk.
-func startClockBroker(t *testing.T, dir string, clk *manualClock) *testBroker {
+func startClockBroker(t *testing.T, dir string, clk *coordlogtest.Clock) *testBroker {
 	t.Helper()
 	old := newCoordClock
-	newCoordClock = func() coordClock { return clk }
+	newCoordClock = func() coordlog.Clock { return clk }
 	t.Cleanup(func() { newCoordClock = old })
 	return startGroupBroker(t, dir)
 }
@@ -70,7 +52,7 @@ func readAll(t *testing.T, b *testBroker, topic string, committed bool, want int
 	return out
 }
 
-func txnCommitAbortReadCommitted(t *testing.T, clk *manualClock, b *testBroker) {
+func txnCommitAbortReadCommitted(t *testing.T, clk *coordlogtest.Clock, b *testBroker) {
 	createTopic(t, b, "tx", 2, nil)
 	cl := b.client(kgo.TransactionalID("t1"), kgo.DefaultProduceTopic("tx"), kgo.RequestRetries(5))
 	run := func(prefix string, n int, commit bool) {
@@ -131,7 +113,7 @@ func txnCommitAbortReadCommitted(t *testing.T, clk *manualClock, b *testBroker) 
 	}
 }
 
-func txnFencingOfZombie(t *testing.T, clk *manualClock, b *testBroker) {
+func txnFencingOfZombie(t *testing.T, clk *coordlogtest.Clock, b *testBroker) {
 	createTopic(t, b, "fz", 1, nil)
 	old := b.client(kgo.TransactionalID("z"), kgo.DefaultProduceTopic("fz"))
 	if err := old.BeginTransaction(); err != nil {
@@ -218,17 +200,17 @@ func describeTxn(t *testing.T, b *testBroker, id string) kmsg.DescribeTransactio
 	return resp.TransactionStates[0]
 }
 
-func txnTimeoutAbortsAndFences(t *testing.T, clk *manualClock, b *testBroker) {
+func txnTimeoutAbortsAndFences(t *testing.T, clk *coordlogtest.Clock, b *testBroker) {
 	createTopic(t, b, "to", 1, nil)
 	pid, epoch := openRawTxn(t, b, "slow", "to")
 	if lso := listOffsetsPart(t, b, 9, "to", 0, -1, 1).Offset; lso != 0 {
 		t.Fatalf("LSO with an open transaction: %d", lso)
 	}
-	b.srv.txns.tick(clk.advance(59 * time.Second))
+	b.srv.txns.Tick(clk.Advance(59 * time.Second))
 	if s := describeTxn(t, b, "slow"); s.State != "Ongoing" {
 		t.Fatalf("before the timeout: %+v", s)
 	}
-	b.srv.txns.tick(clk.advance(2 * time.Second))
+	b.srv.txns.Tick(clk.Advance(2 * time.Second))
 	s := describeTxn(t, b, "slow")
 	if s.State != "CompleteAbort" || s.ProducerEpoch != epoch+1 || s.ProducerID != pid {
 		t.Fatalf("after the timeout: %+v", s)
@@ -250,7 +232,7 @@ func txnTimeoutAbortsAndFences(t *testing.T, clk *manualClock, b *testBroker) {
 }
 
 func TestTxnRestartMidTransaction(t *testing.T) {
-	clk := &manualClock{t: time.Now()}
+	clk := coordlogtest.NewClock(time.Now())
 	dir := t.TempDir()
 	b := startClockBroker(t, dir, clk)
 	createTopic(t, b, "rm", 1, nil)
@@ -258,17 +240,8 @@ func TestTxnRestartMidTransaction(t *testing.T) {
 	openRawTxn(t, b, "ongoing", "rm")
 	openRawTxn(t, b, "preparing", "rp")
 	// A crash right after PrepareCommit became durable (markers not yet
-	// written): persist the state as EndTxn does before its markers.
-	func() {
-		c := b.srv.txns
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		m := c.txns["preparing"]
-		m.state = txnPrepareCommit
-		if err := c.persist(m, clk.Now()); err != nil {
-			t.Fatal(err)
-		}
-	}()
+	// written): append the record EndTxn writes before its markers.
+	persistPrepareCommit(t, b, "preparing", clk.Now())
 	b.stop()
 	b = startClockBroker(t, dir, clk)
 	// PrepareCommit completes on load: markers written, records visible.
@@ -282,7 +255,7 @@ func TestTxnRestartMidTransaction(t *testing.T) {
 	if s := describeTxn(t, b, "ongoing"); s.State != "Ongoing" {
 		t.Fatalf("ongoing after restart: %+v", s)
 	}
-	b.srv.txns.tick(clk.advance(61 * time.Second))
+	b.srv.txns.Tick(clk.Advance(61 * time.Second))
 	if s := describeTxn(t, b, "ongoing"); s.State != "CompleteAbort" {
 		t.Fatalf("ongoing after its timeout: %+v", s)
 	}
@@ -348,7 +321,7 @@ func TestTxnOffsetCommitVisibleOnlyAfterCommit(t *testing.T) {
 	}
 }
 
-func txnGroupTransactSession(t *testing.T, clk *manualClock, b *testBroker) {
+func txnGroupTransactSession(t *testing.T, clk *coordlogtest.Clock, b *testBroker) {
 	createTopic(t, b, "src", 2, nil)
 	createTopic(t, b, "dst", 2, nil)
 	produceValues(t, b, "src", 100)
@@ -405,11 +378,11 @@ func txnGroupTransactSession(t *testing.T, clk *manualClock, b *testBroker) {
 // restart on one broker (each with its own topics and transactional ids)
 // whose coordinators read a manual clock.
 func TestTxnCoordinator(t *testing.T) {
-	clk := &manualClock{t: time.Now()}
+	clk := coordlogtest.NewClock(time.Now())
 	b := startClockBroker(t, t.TempDir(), clk)
 	for _, tc := range []struct {
 		name string
-		fn   func(*testing.T, *manualClock, *testBroker)
+		fn   func(*testing.T, *coordlogtest.Clock, *testBroker)
 	}{
 		{"CommitAbortReadCommitted", txnCommitAbortReadCommitted},
 		{"FencingOfZombie", txnFencingOfZombie},
@@ -419,5 +392,27 @@ func TestTxnCoordinator(t *testing.T) {
 		{"DescribeProducersShowsOpenTransaction", txnDescribeProducersShowsOpenTransaction},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, clk, b) })
+	}
+}
+
+// persistPrepareCommit appends the PrepareCommit record of transactional
+// id's ongoing transaction to __transaction_state, as EndTxn does before
+// it writes markers.
+func persistPrepareCommit(t *testing.T, b *testBroker, id string, now time.Time) {
+	t.Helper()
+	d := describeTxn(t, b, id)
+	k := kmsg.NewTxnMetadataKey()
+	k.TransactionalID = id
+	v := kmsg.NewTxnMetadataValue()
+	v.ProducerID, v.ProducerEpoch, v.TimeoutMillis = d.ProducerID, d.ProducerEpoch, d.TimeoutMillis
+	v.State, v.LastUpdateTimestamp, v.StartTimestamp = kmsg.TransactionState(2), now.UnixMilli(), d.StartTimestamp
+	for _, dt := range d.Topics {
+		vt := kmsg.NewTxnMetadataValueTopic()
+		vt.Topic, vt.Partitions = dt.Topic, dt.Partitions
+		v.Topics = append(v.Topics, vt)
+	}
+	p := b.srv.txns.PartitionFor(id)
+	if _, err := b.srv.appendInternal(txnStateTopic, p, []coordlog.Record{{Key: k.AppendTo(nil), Value: v.AppendTo(nil)}}, coordlog.Batch{}, now); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -5,13 +5,16 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/coordlog/coordlogtest"
+	"github.com/verbatim-kafka/verbatim/txncoord"
 )
 
 // Producer ids of new local producers start above every producer id found
 // in the logs (a mirrored or foreign producer id included), at start and,
 // while running, after the coordinator's periodic scan.
 func TestTxnProducerIDsStartAboveLoggedIDs(t *testing.T) {
-	clk := &manualClock{t: time.Now()}
+	clk := coordlogtest.NewClock(time.Now())
 	dir := t.TempDir()
 	b := startClockBroker(t, dir, clk)
 	createTopic(t, b, "pids", 1, nil)
@@ -32,7 +35,7 @@ func TestTxnProducerIDsStartAboveLoggedIDs(t *testing.T) {
 	if id := initPID(b, nil); id > 70000 {
 		t.Fatalf("allocator moved before its scan: %d", id)
 	}
-	b.srv.txns.tick(clk.advance(pidScanInterval))
+	b.srv.txns.Tick(clk.Advance(txncoord.PIDScanInterval))
 	if id := initPID(b, nil); id <= 70000 {
 		t.Fatalf("idempotent id %d after the scan, want > 70000", id)
 	}
@@ -47,7 +50,7 @@ func TestTxnProducerIDsStartAboveLoggedIDs(t *testing.T) {
 	}
 }
 
-func txnDescribeProducersShowsOpenTransaction(t *testing.T, clk *manualClock, b *testBroker) {
+func txnDescribeProducersShowsOpenTransaction(t *testing.T, clk *coordlogtest.Clock, b *testBroker) {
 	createTopic(t, b, "dp", 1, nil)
 	pid, epoch := openRawTxn(t, b, "dp-tx", "dp")
 	req := kmsg.NewPtrDescribeProducersRequest()

@@ -50,17 +50,25 @@ func TestAllocValidate(t *testing.T) {
 
 // Decoding a Produce request into a reused struct allocates nothing,
 // whatever the number and size of its record sets; encoding the response
-// into a reused buffer allocates nothing either.
+// into a reused buffer allocates nothing either. Mirror produces (v9+, with
+// the request- and partition-level mirror fields) are decoded in the same
+// pass without allocating.
 func TestAllocProduceDecodeAndResponse(t *testing.T) {
 	var req ProduceRequest
 	var resp ProduceResponse
 	buf := make([]byte, 0, 64<<10)
 	for _, shape := range []struct{ topics, parts, size int }{{1, 1, 1 << 20}, {4, 50, 16 << 10}, {20, 20, 100}} {
-		for _, v := range []int16{3, 8, 9, 11, 13} {
-			body := kmsgProduce(v, shape.topics, shape.parts, shape.size, false).AppendTo(nil)
+		for _, v := range []int16{3, 8, 9, 11, 13, -11, -13} {
+			mirror := v < 0
+			v = max(v, -v)
+			kreq := kmsgProduce(v, shape.topics, shape.parts, shape.size, false)
+			if mirror {
+				kreq = withMirrorTags(kreq)
+			}
+			body := kreq.AppendTo(nil)
 			run := func() {
-				if err := req.Decode(body, v); err != nil {
-					t.Fatal(err)
+				if err := req.Decode(body, v); err != nil || req.HasMirror != mirror {
+					t.Fatal(err, req.HasMirror)
 				}
 				resp.Version = v
 				resp.Topics = resp.Topics[:0]
@@ -74,11 +82,11 @@ func TestAllocProduceDecodeAndResponse(t *testing.T) {
 					}
 					resp.Topics = append(resp.Topics, ProduceTopicResponse{Name: tp.Name, ID: tp.ID, Partitions: parts})
 				}
-				buf = AppendResponseFrame(buf[:0], 1, &resp)
+				buf = resp.AppendTo(buf[:0])
 			}
 			run() // grow the reusable structures
 			if allocs := testing.AllocsPerRun(50, run); allocs != 0 {
-				t.Errorf("v%d %+v: %.1f allocations per request, want 0", v, shape, allocs)
+				t.Errorf("v%d %+v (mirror %v): %.1f allocations per request, want 0", v, shape, mirror, allocs)
 			}
 		}
 	}

@@ -68,10 +68,7 @@ func newBenchFrame(tb testing.TB, size int) *benchFrame {
 	req.Topics = append(req.Topics, rt)
 	frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("bench")).AppendRequest(nil, req, 1)
 	// Locate the batch inside the frame.
-	_, body, err := SplitProduceFrame(frame[4:])
-	if err != nil {
-		tb.Fatal(err)
-	}
+	_, _, body := splitRequest(tb, frame[4:])
 	var pr ProduceRequest
 	if err := pr.Decode(body, 11); err != nil {
 		tb.Fatal(err)
@@ -121,6 +118,7 @@ type pipeline struct {
 	opts   Options
 	req    ProduceRequest
 	resp   ProduceResponse
+	out    []byte // the encoded response body, reused
 	group  *Group
 	app    Append
 	dur    bool
@@ -160,11 +158,8 @@ func (p *pipeline) request(tb testing.TB) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	hdr, body, err := SplitProduceFrame(frame.Buf)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := p.req.Decode(body, hdr.APIVersion); err != nil {
+	version, _, body := splitRequest(tb, frame.Buf)
+	if err := p.req.Decode(body, version); err != nil {
 		tb.Fatal(err)
 	}
 	p.opts.NowMs = time.Now().UnixMilli()
@@ -183,15 +178,13 @@ func (p *pipeline) request(tb testing.TB) {
 	if a.Err != nil {
 		tb.Fatal(a.Err)
 	}
-	p.resp.Version = hdr.APIVersion
+	p.resp.Version = version
 	p.resp.Topics[0].Name = p.req.Topics[0].Name
 	pr := NewPartitionResponse(part.Index, 0)
-	pr.BaseOffset, pr.LogAppendTimeMs, pr.LogStartOffset = a.Result.FirstOffset, a.Result.LogAppendTime, a.Result.LogStartOffset
+	pr.BaseOffset, pr.LogAppendTimeMs, pr.LogStartOffset = a.Result.FirstOffset, res.LogAppendTimeMs, a.Result.LogStartOffset
 	p.resp.Topics[0].Partitions[0] = pr
-	out := GetResponseBuffer()
-	*out = AppendResponseFrame(*out, hdr.CorrelationID, &p.resp)
-	_, _ = io.Discard.Write(*out)
-	PutResponseBuffer(out)
+	p.out = p.resp.AppendTo(p.out[:0])
+	_, _ = io.Discard.Write(p.out)
 	frame.Release()
 }
 
@@ -212,13 +205,17 @@ type nullLog struct{ leo int64 }
 
 func (n *nullLog) AppendLeader(set []byte, epoch int32, nowMs int64) (storage.AppendResult, error) {
 	first := n.leo
-	n.leo = AssignOffsets(set, n.leo, epoch)
-	return storage.AppendResult{FirstOffset: first, LastOffset: n.leo - 1, LogAppendTime: -1}, nil
+	for rest := set; len(rest) >= kbatch.HeaderSize; rest = rest[kbatch.LogOverhead+int(kbatch.Length(rest)):] {
+		kbatch.SetBaseOffset(rest, n.leo)
+		kbatch.SetLeaderEpoch(rest, epoch)
+		n.leo += int64(kbatch.LastOffsetDelta(rest)) + 1
+	}
+	return storage.AppendResult{FirstOffset: first, LastOffset: n.leo - 1}, nil
 }
 
 func (n *nullLog) AppendVerbatim(set []byte) (storage.AppendResult, error) {
 	n.leo = lastOffset(set) + 1
-	return storage.AppendResult{FirstOffset: kbatch.BaseOffset(set), LastOffset: n.leo - 1, LogAppendTime: -1}, nil
+	return storage.AppendResult{FirstOffset: kbatch.BaseOffset(set), LastOffset: n.leo - 1}, nil
 }
 
 func (n *nullLog) OnDurable(upTo int64, fn func(error)) { fn(nil) }

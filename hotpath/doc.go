@@ -1,23 +1,27 @@
 // Package hotpath is everything between a received Produce frame and the
 // storage append: pooled frame buffers with in-flight byte bounds, in-place
 // v2 batch validation (CRC-32C, header consistency, control batch structure)
-// in normal and verbatim modes, offset/epoch assignment in place, and the
+// in normal and verbatim modes (normal mode patches MaxTimestamp, the
+// timestamp type and the CRC where Kafka does, LogAppendTime included), the
 // submission queue that coalesces appends and hands them to storage's group
-// commit.
+// commit, and the Produce response encoding.
 //
 // It must not decide topic policy (wasmpolicy does) nor own files or offsets
-// (storage does); it never copies record bytes between the socket buffer and
-// the storage write.
+// (storage does: AppendLeader stamps base offsets and leader epochs); it
+// never copies record bytes between the socket buffer and the storage
+// write.
 //
 // # Path of a produce request
 //
 //	FrameReader.ReadFrame   4-byte size, budget acquire (blocks: back-pressure), one read
-//	SplitProduceFrame       request header v1/v2
-//	ProduceRequest.Decode   v3-13, record sets alias the frame, 0 allocations when reused
-//	Validate                per partition, in place (normal or verbatim)
+//	                        (the broker's connection parses the request header)
+//	ProduceRequest.Decode   v3-13, record sets alias the frame, 0 allocations when reused;
+//	                        the mirror fields (wireext) come out of the same pass
+//	Validate                per partition, in place (normal or verbatim); its Result is
+//	                        the set's summary (offsets, largest epoch) for later steps
 //	Partition.Submit        inline write when the partition is idle, else queued to its owner
 //	Group.Wait              completions (after the group commit when Append.Durable)
-//	AppendResponseFrame     into GetResponseBuffer; ResponseWriter batches frames into one writev
+//	ProduceResponse.AppendTo  the response body (the broker frames and writes it)
 //	Frame.Release           after the response is written
 //
 // # Validation modes

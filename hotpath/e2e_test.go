@@ -50,18 +50,15 @@ func serveFrames(t *testing.T, stream []byte, log *storage.Log, mode Mode, durab
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, body, err := SplitProduceFrame(f.Buf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := req.Decode(body, h.APIVersion); err != nil {
+		version, correlationID, body := splitRequest(t, f.Buf)
+		if err := req.Decode(body, version); err != nil {
 			t.Fatal(err)
 		}
 		set := req.Topics[0].Partitions[0].Records
-		o := Options{Mode: mode, Topic: DefaultTopicConfig(), ProduceVersion: h.APIVersion, NowMs: corpusNowMs}
+		o := Options{Mode: mode, Topic: DefaultTopicConfig(), ProduceVersion: version, NowMs: corpusNowMs}
 		var res Result
 		if err := Validate(set, &o, &res); err != nil {
-			t.Fatalf("request %d: %v", h.CorrelationID, err)
+			t.Fatalf("request %d: %v", correlationID, err)
 		}
 		a := &Append{Set: set, Verbatim: mode == Verbatim, LeaderEpoch: 5, NowMs: corpusNowMs, Durable: durable}
 		g.Add(1)
@@ -70,7 +67,7 @@ func serveFrames(t *testing.T, stream []byte, log *storage.Log, mode Mode, durab
 		}
 		g.Wait()
 		if a.Err != nil {
-			t.Fatalf("request %d: %v", h.CorrelationID, a.Err)
+			t.Fatalf("request %d: %v", correlationID, a.Err)
 		}
 		results = append(results, a.Result)
 		f.Release()

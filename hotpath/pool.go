@@ -267,27 +267,3 @@ func (fr *FrameReader) InFlight() int64 { return fr.conn.InUse() }
 
 // Close fails reads blocked on this connection's budget.
 func (fr *FrameReader) Close() { fr.conn.Close() }
-
-// Response buffers: produce responses are small (tens of bytes per
-// partition), so a plain sync.Pool of *[]byte is used; buffers that grew
-// past maxPooledResponse are dropped instead of pinned. BenchmarkResponseBuffer
-// (pool_bench_test.go) compares it with bytebufferpool: no consistent speed
-// difference, and bytebufferpool allocates while it calibrates.
-const maxPooledResponse = 64 << 10
-
-var responsePool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
-
-// GetResponseBuffer returns an empty buffer to build a response in.
-func GetResponseBuffer() *[]byte {
-	p := responsePool.Get().(*[]byte)
-	*p = (*p)[:0]
-	return p
-}
-
-// PutResponseBuffer returns a buffer once its bytes have been written.
-func PutResponseBuffer(p *[]byte) {
-	if cap(*p) > maxPooledResponse {
-		return
-	}
-	responsePool.Put(p)
-}

@@ -246,20 +246,6 @@ func TestBudgetFIFO(t *testing.T) {
 	}
 }
 
-func TestResponseBuffers(t *testing.T) {
-	p := GetResponseBuffer()
-	if len(*p) != 0 {
-		t.Fatal("dirty buffer")
-	}
-	*p = append(*p, "abc"...)
-	PutResponseBuffer(p)
-	if q := GetResponseBuffer(); len(*q) != 0 {
-		t.Fatal("buffer not reset")
-	}
-	huge := make([]byte, 0, maxPooledResponse+1)
-	PutResponseBuffer(&huge) // dropped, not pooled
-}
-
 // Many goroutines acquiring and releasing random amounts never push the
 // budget over its limit, never deadlock, and leave it empty.
 func TestBudgetHammer(t *testing.T) {

@@ -4,13 +4,18 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
 // Produce request decoding without kmsg: versions 3-13 (flexible from 9,
 // topic ids instead of names from 13). The decoded request aliases the frame:
 // topic names, the transactional id and every record set are sub-slices of
 // the body, so a request costs no allocation once the reusable struct has
-// grown to the request's shape, whatever its batch count and size.
+// grown to the request's shape, whatever its batch count and size. The same
+// single pass decodes Verbatim's mirror produce fields (tag
+// wireext.MirrorTag at request and partition level, docs/protocol.md);
+// other tagged fields are skipped.
 
 // Produce versions decoded here (Kafka 4 serves 3-13).
 const (
@@ -31,6 +36,10 @@ type ProduceRequest struct {
 	Acks            int16
 	TimeoutMs       int32
 	Topics          []ProduceTopic
+	// Mirror is the request-level MirrorProduce value (v9+), valid when
+	// HasMirror: the request is a mirror produce.
+	Mirror    wireext.MirrorProduce
+	HasMirror bool
 
 	parts []ProducePartition // backing array of every topic's Partitions
 }
@@ -49,6 +58,10 @@ type ProduceTopic struct {
 type ProducePartition struct {
 	Index   int32
 	Records []byte
+	// Mirror is the partition-level MirrorPartition value (v9+), valid
+	// when HasMirror.
+	Mirror    wireext.MirrorPartition
+	HasMirror bool
 }
 
 // NumPartitions returns the number of partitions over all topics.
@@ -85,20 +98,13 @@ func (r *reader) int32() int32 {
 // uvarint reads an unsigned varint of at most 5 bytes (bits past 32
 // refused).
 func (r *reader) uvarint() uint32 {
-	var v uint32
-	for i := 0; i < 5 && i < len(r.b); i++ {
-		c := r.b[i]
-		v |= uint32(c&0x7f) << (7 * i)
-		if c&0x80 == 0 {
-			if i == 4 && c > 0x0f {
-				break
-			}
-			r.b = r.b[i+1:]
-			return v
-		}
+	v, n := wireext.Uvarint(r.b)
+	if n == 0 {
+		r.fail()
+		return 0
 	}
-	r.fail()
-	return 0
+	r.b = r.b[n:]
+	return v
 }
 
 func (r *reader) span(n int) []byte {
@@ -123,14 +129,31 @@ func (r *reader) length(flexible, wide bool) int {
 	return int(r.int16())
 }
 
-// skipTags skips a tagged-field section.
-func (r *reader) skipTags() {
-	n := r.uvarint()
-	for ; n > 0 && !r.bad; n-- {
-		r.uvarint() // tag
-		r.span(int(r.uvarint()))
+// field walks a tagged-field section and returns the value of its last
+// field with the given tag (as kmsg keeps the last of duplicate tags).
+func (r *reader) field(tag uint32) (v []byte, ok bool) {
+	if r.bad {
+		return nil, false
 	}
+	t := wireext.ReadTags(r.b)
+	for t.Next() {
+		if t.Tag() == tag {
+			v, ok = t.Value(), true
+		}
+	}
+	if t.Err() != nil {
+		r.fail()
+		return nil, false
+	}
+	r.b = t.Rest()
+	return v, ok
 }
+
+// skipTags skips a tagged-field section (the value field finds is unused).
+func (r *reader) skipTags() { r.field(0) }
+
+// malformedTag wraps a mirror field's decoding error.
+func malformedTag(err error) error { return fmt.Errorf("%w: %w", ErrMalformedRequest, err) }
 
 // Decode decodes a Produce request body (the bytes after the request
 // header) of the given version into r, reusing r's slices.
@@ -140,6 +163,7 @@ func (r *ProduceRequest) Decode(body []byte, version int16) error {
 	}
 	flexible := version >= 9
 	r.Version = version
+	r.Mirror, r.HasMirror = wireext.MirrorProduce{}, false
 	r.Topics = r.Topics[:0]
 	r.parts = r.parts[:0]
 	rd := reader{b: body}
@@ -181,7 +205,13 @@ func (r *ProduceRequest) Decode(body []byte, version int16) error {
 				part.Records = rd.span(n)
 			}
 			if flexible {
-				rd.skipTags()
+				v, ok := rd.field(wireext.MirrorTag)
+				if ok {
+					if err := part.Mirror.ReadFrom(v); err != nil {
+						return malformedTag(err)
+					}
+					part.HasMirror = true
+				}
 			}
 			r.parts = append(r.parts, part)
 		}
@@ -194,11 +224,18 @@ func (r *ProduceRequest) Decode(body []byte, version int16) error {
 		topic.from, topic.to = from, len(r.parts)
 		r.Topics = append(r.Topics, topic)
 	}
+	var mirror []byte
 	if flexible {
-		rd.skipTags()
+		mirror, r.HasMirror = rd.field(wireext.MirrorTag)
 	}
 	if rd.bad {
 		return fmt.Errorf("%w: truncated", ErrMalformedRequest)
+	}
+	if r.HasMirror {
+		if err := r.Mirror.ReadFrom(mirror); err != nil {
+			r.HasMirror = false
+			return malformedTag(err)
+		}
 	}
 	// Point every topic at its partitions in the final backing array.
 	for t := range r.Topics {

@@ -2,47 +2,7 @@ package hotpath
 
 import (
 	"encoding/binary"
-	"fmt"
 )
-
-// RequestHeader is a decoded request header (v1, or v2 for flexible
-// versions). ClientID aliases the frame; it is nil when null.
-type RequestHeader struct {
-	APIKey        int16
-	APIVersion    int16
-	CorrelationID int32
-	ClientID      []byte
-}
-
-// APIKeyProduce is Produce's API key.
-const APIKeyProduce = 0
-
-// SplitProduceFrame decodes the header of a Produce request frame (the bytes
-// after the 4-byte size) and returns it with the body. Produce uses request
-// header v2 (with tagged fields) from version 9.
-func SplitProduceFrame(frame []byte) (RequestHeader, []byte, error) {
-	var h RequestHeader
-	rd := reader{b: frame}
-	h.APIKey = rd.int16()
-	h.APIVersion = rd.int16()
-	h.CorrelationID = rd.int32()
-	if n := int(rd.int16()); n >= 0 {
-		h.ClientID = rd.span(n)
-	}
-	if rd.bad {
-		return h, nil, fmt.Errorf("%w: truncated request header", ErrMalformedRequest)
-	}
-	if h.APIKey != APIKeyProduce {
-		return h, nil, fmt.Errorf("%w: api key %d is not Produce", ErrMalformedRequest, h.APIKey)
-	}
-	if h.APIVersion >= 9 {
-		rd.skipTags()
-		if rd.bad {
-			return h, nil, fmt.Errorf("%w: bad header tagged fields", ErrMalformedRequest)
-		}
-	}
-	return h, rd.b, nil
-}
 
 // ProduceResponse is a Produce response to encode (versions 3-13). Topic
 // names alias the request.
@@ -197,19 +157,5 @@ func (r *ProduceResponse) appendEndpoints(dst []byte) []byte {
 		}
 		dst = append(dst, 0)
 	}
-	return dst
-}
-
-// AppendResponseFrame appends a whole response frame: the 4-byte size, the
-// correlation id, the response header tags (flexible versions), the body.
-func AppendResponseFrame(dst []byte, correlationID int32, r *ProduceResponse) []byte {
-	start := len(dst)
-	dst = append(dst, 0, 0, 0, 0)
-	dst = binary.BigEndian.AppendUint32(dst, uint32(correlationID))
-	if r.Version >= 9 {
-		dst = append(dst, 0)
-	}
-	dst = r.AppendTo(dst)
-	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
 	return dst
 }

@@ -2,13 +2,14 @@ package hotpath
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"testing"
 	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
 func strp(s string) *string { return &s }
@@ -47,8 +48,60 @@ func kmsgProduce(version int16, topics, partitions, setSize int, withNull bool) 
 	return req
 }
 
+// withMirrorTags adds, to a flexible request, Verbatim's mirror fields
+// (request level, and partition level on every other partition) and an
+// unknown tag at each level the decoder must skip.
+func withMirrorTags(req *kmsg.ProduceRequest) *kmsg.ProduceRequest {
+	if req.Version < 9 {
+		return req
+	}
+	mp := wireext.MirrorProduce{WriterEpoch: 77, WriterID: [16]byte{3: 9}}
+	req.UnknownTags.Set(7, []byte("skip"))
+	req.UnknownTags.Set(wireext.MirrorTag, mp.AppendTo(nil))
+	for ti := range req.Topics {
+		req.Topics[ti].UnknownTags.Set(wireext.MirrorTag, []byte("topic-level: skipped"))
+		for pi := range req.Topics[ti].Partitions {
+			rp := &req.Topics[ti].Partitions[pi]
+			rp.UnknownTags.Set(1, nil)
+			if pi%2 == 0 {
+				v := wireext.MirrorPartition{ExpectedLogEndOffset: int64(ti*1000 + pi), CurrentLeaderEpoch: int32(pi)}
+				rp.UnknownTags.Set(wireext.MirrorTag, v.AppendTo(nil))
+			}
+		}
+	}
+	return req
+}
+
+// kmsgMirrorTag is the value of tag wireext.MirrorTag kmsg kept.
+func kmsgMirrorTag(tags kmsg.Tags) (v []byte, ok bool) {
+	tags.Each(func(tag uint32, val []byte) {
+		if tag == wireext.MirrorTag {
+			v, ok = val, true
+		}
+	})
+	return v, ok
+}
+
+// sameMirrorField checks a decoded mirror field against the raw value kmsg
+// kept: present alike, and equal to wireext's decoding of it.
+func sameMirrorField[T comparable, P interface {
+	*T
+	ReadFrom([]byte) error
+}](t *testing.T, what string, has bool, got T, tags kmsg.Tags) {
+	t.Helper()
+	raw, ok := kmsgMirrorTag(tags)
+	if has != ok {
+		t.Fatalf("%s: mirror field present %v, kmsg %v", what, has, ok)
+	}
+	var want T
+	if ok && (P(&want).ReadFrom(raw) != nil || want != got) {
+		t.Fatalf("%s: mirror field %+v, kmsg's value %x", what, got, raw)
+	}
+}
+
 func compareWithKmsg(t *testing.T, got *ProduceRequest, want *kmsg.ProduceRequest) {
 	t.Helper()
+	sameMirrorField(t, "request", got.HasMirror, got.Mirror, want.UnknownTags)
 	if (got.TransactionalID == nil) != (want.TransactionID == nil) ||
 		(want.TransactionID != nil && string(got.TransactionalID) != *want.TransactionID) {
 		t.Fatalf("transactional id %q vs %v", got.TransactionalID, want.TransactionID)
@@ -73,6 +126,7 @@ func compareWithKmsg(t *testing.T, got *ProduceRequest, want *kmsg.ProduceReques
 			if gp.Index != wp.Partition || !bytes.Equal(gp.Records, wp.Records) || (gp.Records == nil) != (wp.Records == nil) {
 				t.Fatalf("topic %d partition %d: %d/%d records %d/%d bytes", i, j, gp.Index, wp.Partition, len(gp.Records), len(wp.Records))
 			}
+			sameMirrorField(t, fmt.Sprintf("topic %d partition %d", i, j), gp.HasMirror, gp.Mirror, wp.UnknownTags)
 		}
 	}
 }
@@ -80,8 +134,11 @@ func compareWithKmsg(t *testing.T, got *ProduceRequest, want *kmsg.ProduceReques
 func TestDecodeProduceMatchesKmsgEveryVersion(t *testing.T) {
 	var req ProduceRequest // reused across versions and shapes
 	for v := int16(ProduceMinVersion); v <= ProduceMaxVersion; v++ {
-		for _, shape := range []struct{ topics, parts, size int }{{1, 1, 100}, {3, 5, 40}, {0, 0, 0}, {2, 200, 2}, {12, 2, 300}} {
+		for i, shape := range []struct{ topics, parts, size int }{{1, 1, 100}, {3, 5, 40}, {0, 0, 0}, {2, 200, 2}, {12, 2, 300}, {1, 1, 100}, {3, 5, 40}} {
 			want := kmsgProduce(v, shape.topics, shape.parts, shape.size, true)
+			if i >= 5 {
+				want = withMirrorTags(want)
+			}
 			body := want.AppendTo(nil)
 			if err := req.Decode(body, v); err != nil {
 				t.Fatalf("v%d %+v: %v", v, shape, err)
@@ -99,41 +156,6 @@ func TestDecodeProduceMatchesKmsgEveryVersion(t *testing.T) {
 				}
 			}
 		}
-	}
-}
-
-func TestSplitProduceFrameMatchesKmsgFormatter(t *testing.T) {
-	for v := int16(ProduceMinVersion); v <= ProduceMaxVersion; v++ {
-		for _, id := range []*string{nil, strp("client-1")} {
-			var opts []kmsg.RequestFormatterOpt
-			if id != nil {
-				opts = append(opts, kmsg.FormatterClientID(*id))
-			}
-			want := kmsgProduce(v, 2, 2, 64, false)
-			frame := kmsg.NewRequestFormatter(opts...).AppendRequest(nil, want, 77)
-			if int(binary.BigEndian.Uint32(frame)) != len(frame)-4 {
-				t.Fatal("formatter size prefix")
-			}
-			h, body, err := SplitProduceFrame(frame[4:])
-			if err != nil {
-				t.Fatalf("v%d: %v", v, err)
-			}
-			if h.APIKey != 0 || h.APIVersion != v || h.CorrelationID != 77 || (id == nil) != (h.ClientID == nil) ||
-				(id != nil && string(h.ClientID) != *id) {
-				t.Fatalf("v%d header %+v", v, h)
-			}
-			var req ProduceRequest
-			if err := req.Decode(body, h.APIVersion); err != nil {
-				t.Fatal(err)
-			}
-			compareWithKmsg(t, &req, want)
-		}
-	}
-	if _, _, err := SplitProduceFrame([]byte{0, 1, 0, 4, 0, 0, 0, 1, 0xff, 0xff}); !errors.Is(err, ErrMalformedRequest) {
-		t.Fatalf("fetch key accepted: %v", err)
-	}
-	if _, _, err := SplitProduceFrame([]byte{0, 0, 0, 9, 0, 0}); !errors.Is(err, ErrMalformedRequest) {
-		t.Fatalf("short header accepted: %v", err)
 	}
 }
 
@@ -200,17 +222,7 @@ func TestProduceResponseDecodesWithKmsgEveryVersion(t *testing.T) {
 			resp.Topics = append(resp.Topics, tr)
 		}
 		resp.NodeEndpoints = []NodeEndpoint{{NodeID: 2, Host: "broker-2.example", Port: 9093, Rack: &rack}, {NodeID: 3, Host: "b3", Port: 1}}
-		frame := AppendResponseFrame(nil, 99, &resp)
-		if int(binary.BigEndian.Uint32(frame)) != len(frame)-4 || int32(binary.BigEndian.Uint32(frame[4:])) != 99 {
-			t.Fatal("frame size/correlation")
-		}
-		body := frame[8:]
-		if v >= 9 {
-			if body[0] != 0 {
-				t.Fatal("missing empty response header tags")
-			}
-			body = body[1:]
-		}
+		body := resp.AppendTo(nil)
 		got := kmsgDecodeResponse(t, v, body)
 		if got.ThrottleMillis != 12 || len(got.Topics) != 3 {
 			t.Fatalf("v%d: throttle %d topics %d", v, got.ThrottleMillis, len(got.Topics))

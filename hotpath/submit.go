@@ -6,17 +6,15 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/storage"
 )
 
 // The submission queue: every partition has one owner goroutine that takes
 // appends from a bounded queue, so appends from any number of connections
 // are ordered by one writer without a lock on the hot path. Whatever is
-// queued when the owner wakes is coalesced: written back to back (or with
-// one vectored append when the log offers it), and all the appends that
-// asked for durability are handed to the log's group commit with a single
-// registration. Completions wake the waiting requests through their Group.
+// queued when the owner wakes is coalesced: written back to back, and all
+// the appends that asked for durability are handed to the log's group
+// commit with a single registration. Completions wake the waiting requests through their Group.
 
 // Log is what the queue needs from a partition log; *storage.Log has it.
 type Log interface {
@@ -27,15 +25,6 @@ type Log interface {
 	// must not block and must not call back into the log.
 	OnDurable(upTo int64, fn func(error))
 	LogEndOffset() int64
-}
-
-// VectoredLog is an optional capability of a Log: append several verbatim
-// record sets, in order, as one set (one vectored write, all or nothing).
-// The queue uses it for consecutive verbatim appends that start at or
-// after the log end; storage does not offer it yet.
-type VectoredLog interface {
-	Log
-	AppendVerbatimVec(sets [][]byte) (storage.AppendResult, error)
 }
 
 // Append is one partition's share of a produce request. The caller fills
@@ -113,7 +102,6 @@ var DefaultQueueConfig = QueueConfig{Depth: 256, MaxCoalesce: 64}
 // Partition is the owner of one partition log's appends.
 type Partition struct {
 	log    Log
-	vec    VectoredLog // nil unless log has the capability
 	cfg    QueueConfig
 	queue  chan *Append
 	closed chan struct{}
@@ -136,7 +124,6 @@ type Partition struct {
 
 	// Owner-goroutine state.
 	batch []*Append
-	sets  [][]byte
 
 	// Appends waiting for durability, in registration order, and the
 	// number of appends each OnDurable registration covers. The flusher
@@ -157,7 +144,6 @@ func NewPartition(log Log, cfg QueueConfig) *Partition {
 	}
 	p := &Partition{log: log, cfg: cfg, queue: make(chan *Append, cfg.Depth),
 		closed: make(chan struct{}), exited: make(chan struct{})}
-	p.vec, _ = log.(VectoredLog)
 	p.onDurable = p.durableFired
 	go p.run()
 	return p
@@ -248,19 +234,16 @@ func (p *Partition) run() {
 func (p *Partition) write() {
 	upTo := int64(-1)
 	parked := 0
-	for i := 0; i < len(p.batch); {
-		n := p.appendRun(p.batch[i:])
-		for _, a := range p.batch[i : i+n] {
-			if a.Err == nil && a.Durable {
-				a.upTo = a.Result.LastOffset + 1
-				upTo = max(upTo, a.upTo)
-				p.park(a)
-				parked++
-				continue
-			}
-			a.finish(nil)
+	for _, a := range p.batch {
+		p.appendOne(a)
+		if a.Err == nil && a.Durable {
+			a.upTo = a.Result.LastOffset + 1
+			upTo = max(upTo, a.upTo)
+			p.park(a)
+			parked++
+			continue
 		}
-		i += n
+		a.finish(nil)
 	}
 	if parked > 0 {
 		p.mu.Lock()
@@ -278,42 +261,13 @@ func (p *Partition) park(a *Append) {
 	p.mu.Unlock()
 }
 
-// appendRun appends the first append of run, or, with a vectored log, the
-// longest prefix of verbatim appends starting at or after the log end as
-// one vectored write. It returns how many appends it handled.
-func (p *Partition) appendRun(run []*Append) int {
-	a := run[0]
-	if !a.Verbatim {
-		a.Result, a.Err = p.log.AppendLeader(a.Set, a.LeaderEpoch, a.NowMs)
-		return 1
-	}
-	n := 1
-	if p.vec != nil {
-		for n < len(run) && run[n].Verbatim {
-			n++
-		}
-	}
-	if n == 1 || len(a.Set) < kbatchHeader || firstOffset(a.Set) < p.log.LogEndOffset() {
+// appendOne appends a with the log's leader or verbatim append.
+func (p *Partition) appendOne(a *Append) {
+	if a.Verbatim {
 		a.Result, a.Err = p.log.AppendVerbatim(a.Set)
-		return 1
+		return
 	}
-	p.sets = p.sets[:0]
-	for _, x := range run[:n] {
-		p.sets = append(p.sets, x.Set)
-	}
-	res, err := p.vec.AppendVerbatimVec(p.sets)
-	clear(p.sets)
-	if err != nil {
-		// All or nothing failed: append one by one so that each append
-		// gets its own verdict.
-		a.Result, a.Err = p.log.AppendVerbatim(a.Set)
-		return 1
-	}
-	for _, x := range run[:n] {
-		x.Result = res
-		x.Result.FirstOffset, x.Result.LastOffset = firstOffset(x.Set), lastOffset(x.Set)
-	}
-	return n
+	a.Result, a.Err = p.log.AppendLeader(a.Set, a.LeaderEpoch, a.NowMs)
 }
 
 // durableFired runs on the log's flusher (under the log's lock) for one
@@ -334,22 +288,4 @@ func (p *Partition) durableFired(err error) {
 	m = copy(p.waiting, p.waiting[n:])
 	clear(p.waiting[m:])
 	p.waiting = p.waiting[:m]
-}
-
-const kbatchHeader = kbatch.HeaderSize
-
-func firstOffset(set []byte) int64 { return kbatch.BaseOffset(set) }
-
-// lastOffset is the last offset of the last batch of a framed set.
-func lastOffset(set []byte) int64 {
-	last := int64(-1)
-	for len(set) >= kbatch.HeaderSize {
-		last = kbatch.BaseOffset(set) + int64(kbatch.LastOffsetDelta(set))
-		size := kbatch.LogOverhead + int64(kbatch.Length(set))
-		if size < kbatch.HeaderSize || size > int64(len(set)) {
-			break
-		}
-		set = set[size:]
-	}
-	return last
 }

@@ -119,12 +119,10 @@ type fakeLog struct {
 	mu            sync.Mutex
 	leo           int64
 	gate          chan struct{}
-	calls         []int // sets per append call (1, or n for vectored)
+	calls         int // append calls
 	registrations []int64
-	failSet       []byte  // AppendVerbatim of this set fails
-	order         []int64 // base offsets in the order AppendVerbatim saw them
-	durableErr    error   // OnDurable fires with this error
-	vecFail       bool
+	order         []int64      // base offsets in the order AppendVerbatim saw them
+	durableErr    error        // OnDurable fires with this error
 	blocked       atomic.Int32 // appends that reached the gate
 }
 
@@ -139,23 +137,20 @@ func (f *fakeLog) AppendLeader(set []byte, epoch int32, now int64) (storage.Appe
 	f.wait()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls = append(f.calls, 1)
+	f.calls++
 	first := f.leo
 	f.leo += int64(kbatch.LastOffsetDelta(set)) + 1
-	return storage.AppendResult{FirstOffset: first, LastOffset: f.leo - 1, LogAppendTime: -1}, nil
+	return storage.AppendResult{FirstOffset: first, LastOffset: f.leo - 1}, nil
 }
 
 func (f *fakeLog) AppendVerbatim(set []byte) (storage.AppendResult, error) {
 	f.wait()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls = append(f.calls, 1)
+	f.calls++
 	f.order = append(f.order, kbatch.BaseOffset(set))
-	if f.failSet != nil && &set[0] == &f.failSet[0] {
-		return storage.AppendResult{}, storage.ErrOffsetBelowLogEnd
-	}
 	f.leo = lastOffset(set) + 1
-	return storage.AppendResult{FirstOffset: kbatch.BaseOffset(set), LastOffset: f.leo - 1, LogAppendTime: -1}, nil
+	return storage.AppendResult{FirstOffset: kbatch.BaseOffset(set), LastOffset: f.leo - 1}, nil
 }
 
 func (f *fakeLog) OnDurable(upTo int64, fn func(error)) {
@@ -170,20 +165,6 @@ func (f *fakeLog) LogEndOffset() int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.leo
-}
-
-type fakeVecLog struct{ fakeLog }
-
-func (f *fakeVecLog) AppendVerbatimVec(sets [][]byte) (storage.AppendResult, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.vecFail {
-		return storage.AppendResult{}, storage.ErrCorruptBatch
-	}
-	f.calls = append(f.calls, len(sets))
-	first := kbatch.BaseOffset(sets[0])
-	f.leo = lastOffset(sets[len(sets)-1]) + 1
-	return storage.AppendResult{FirstOffset: first, LastOffset: f.leo - 1, LogAppendTime: -1, LogStartOffset: 3}, nil
 }
 
 // queueWhileBlocked submits the first append (which an idle partition
@@ -214,13 +195,8 @@ func queueWhileBlocked(t *testing.T, p *Partition, gate chan struct{}, g *Group,
 // appends queued next into the same write.
 func waitBlockedInLog(t *testing.T, p *Partition) {
 	t.Helper()
-	var f *fakeLog
-	switch l := p.log.(type) {
-	case *fakeLog:
-		f = l
-	case *fakeVecLog:
-		f = &l.fakeLog
-	default:
+	f, ok := p.log.(*fakeLog)
+	if !ok {
 		t.Fatalf("waitBlockedInLog on a %T", p.log)
 	}
 	for i := 0; f.blocked.Load() == 0; i++ {
@@ -250,8 +226,8 @@ func TestQueueCoalescesDurabilityRegistration(t *testing.T) {
 	defer p.Close()
 	appends := verbatimAppends(t, 6, true)
 	queueWhileBlocked(t, p, f.gate, NewGroup(), appends)
-	if len(f.calls) != 6 {
-		t.Fatalf("%d append calls, want 6 back-to-back appends", len(f.calls))
+	if f.calls != 6 {
+		t.Fatalf("%d append calls, want 6 back-to-back appends", f.calls)
 	}
 	if len(f.registrations) != 2 || f.registrations[0] != 2 || f.registrations[1] != 12 {
 		t.Fatalf("durability registrations %v, want [2 12] (first alone, then the coalesced five)", f.registrations)
@@ -260,41 +236,6 @@ func TestQueueCoalescesDurabilityRegistration(t *testing.T) {
 		if a.Err != nil || a.Result.FirstOffset != int64(2*i) {
 			t.Fatalf("append %d: %+v %v", i, a.Result, a.Err)
 		}
-	}
-}
-
-// With a vectored log, queued verbatim appends become one vectored append.
-func TestQueueUsesVectoredAppend(t *testing.T) {
-	f := &fakeVecLog{fakeLog{gate: make(chan struct{})}}
-	p := NewPartition(f, QueueConfig{Depth: 16, MaxCoalesce: 16})
-	defer p.Close()
-	appends := verbatimAppends(t, 5, false)
-	queueWhileBlocked(t, p, f.gate, NewGroup(), appends)
-	if len(f.calls) != 2 || f.calls[0] != 1 || f.calls[1] != 4 {
-		t.Fatalf("append calls %v, want [1 4]", f.calls)
-	}
-	for i, a := range appends {
-		if a.Err != nil || a.Result.FirstOffset != int64(2*i) || a.Result.LastOffset != int64(2*i+1) {
-			t.Fatalf("append %d: %+v %v", i, a.Result, a.Err)
-		}
-		if i > 0 && a.Result.LogStartOffset != 3 {
-			t.Fatalf("append %d: log start not taken from the vectored result", i)
-		}
-	}
-	// A failed vectored append falls back to per-append verdicts.
-	f2 := &fakeVecLog{fakeLog{gate: make(chan struct{}), vecFail: true}}
-	p2 := NewPartition(f2, QueueConfig{Depth: 16, MaxCoalesce: 16})
-	defer p2.Close()
-	appends = verbatimAppends(t, 4, false)
-	f2.failSet = appends[2].Set
-	queueWhileBlocked(t, p2, f2.gate, NewGroup(), appends)
-	for i, a := range appends {
-		if (i == 2) != (a.Err != nil) {
-			t.Fatalf("append %d: err %v", i, a.Err)
-		}
-	}
-	if !errors.Is(appends[2].Err, storage.ErrOffsetBelowLogEnd) {
-		t.Fatalf("wrong error %v", appends[2].Err)
 	}
 }
 

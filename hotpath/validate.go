@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
 // Mode selects the validation rules for a record set.
@@ -17,7 +18,7 @@ const (
 	// LastOffsetDelta, no control batches, timestamp bounds, keys on compacted
 	// topics. MaxTimestamp and the timestamp type are patched in place (CRC
 	// recomputed) exactly when Kafka patches them; the base offset and leader
-	// epoch are stamped later by AssignOffsets, outside the CRC.
+	// epoch are stamped later by storage's AppendLeader, outside the CRC.
 	Normal Mode = iota
 	// Verbatim is a mirror produce: the batches are final, as on Kafka's
 	// follower path (appendAsFollower). Several batches per set, any base
@@ -91,6 +92,10 @@ type Result struct {
 	// OffsetOfMaxTimestamp the offset Kafka records for it.
 	MaxTimestamp         int64
 	OffsetOfMaxTimestamp int64
+	// MaxLeaderEpoch is the largest PartitionLeaderEpoch of the batches
+	// as received (verbatim mode; -1 in normal mode, where storage stamps
+	// the epoch).
+	MaxLeaderEpoch int32
 	// LogAppendTimeMs is NowMs on LogAppendTime topics in normal mode, else
 	// -1 (the Produce response's log_append_time_ms).
 	LogAppendTimeMs int64
@@ -110,7 +115,7 @@ const maxRecordErrors = 1024
 // set. It allocates nothing unless it rejects the set or must decompress
 // (normal mode on compacted topics, or ExactTimestamps).
 func Validate(set []byte, o *Options, res *Result) error {
-	*res = Result{FirstOffset: -1, LastOffset: -1, MaxTimestamp: noTimestamp, OffsetOfMaxTimestamp: -1, LogAppendTimeMs: -1}
+	*res = Result{FirstOffset: -1, LastOffset: -1, MaxTimestamp: noTimestamp, OffsetOfMaxTimestamp: -1, MaxLeaderEpoch: -1, LogAppendTimeMs: -1}
 	if o.Mode == Verbatim {
 		return validateVerbatim(set, res)
 	}
@@ -188,6 +193,7 @@ func validateVerbatim(set []byte, res *Result) error {
 			res.MaxTimestamp = ts
 			res.OffsetOfMaxTimestamp = last
 		}
+		res.MaxLeaderEpoch = max(res.MaxLeaderEpoch, kbatch.LeaderEpoch(batch))
 		res.Batches++
 		res.Bytes += len(batch)
 		rest = rest[len(batch):]
@@ -315,23 +321,19 @@ func checkMirrorPidResetValue(v []byte) string {
 	if n <= 0 || l == 0 || l-1 > uint64(len(v)-n) {
 		return "bad SourceClusterId"
 	}
-	v = v[n+int(l-1):]
-	tags, n := binary.Uvarint(v)
-	if n <= 0 || tags > uint64(len(v)) {
+	t := wireext.ReadTags(v[n+int(l-1):])
+	if t.Err() != nil || t.Left() > len(t.Rest()) {
 		return "bad tagged fields"
 	}
-	v = v[n:]
-	for ; tags > 0; tags-- {
-		if _, n = binary.Uvarint(v); n <= 0 {
-			return "bad tag"
-		}
-		v = v[n:]
-		size, n := binary.Uvarint(v)
-		if n <= 0 || size > uint64(len(v)-n) {
-			return "bad tag size"
-		}
-		v = v[n+int(size):]
+	for t.Next() {
 	}
+	switch t.Err() {
+	case wireext.ErrTag:
+		return "bad tag"
+	case wireext.ErrTagSize:
+		return "bad tag size"
+	}
+	v = t.Rest()
 	if len(v) != 0 {
 		return "trailing bytes"
 	}
@@ -553,19 +555,4 @@ func headerTimestamps(batch []byte, o *Options, count int32, rs *recordStats) *E
 		}
 	}
 	return nil
-}
-
-// AssignOffsets stamps a normal-mode record set (validated by Validate) with
-// its base offset and leader epoch. Both fields are outside the CRC. It
-// returns the offset after the set's last record.
-func AssignOffsets(set []byte, baseOffset int64, leaderEpoch int32) int64 {
-	next := baseOffset
-	for len(set) >= kbatch.HeaderSize {
-		size := kbatch.LogOverhead + int(kbatch.Length(set))
-		kbatch.SetBaseOffset(set, next)
-		kbatch.SetLeaderEpoch(set, leaderEpoch)
-		next += int64(kbatch.LastOffsetDelta(set)) + 1
-		set = set[size:]
-	}
-	return next
 }

@@ -321,8 +321,8 @@ func TestCapturedKafkaBatchesPassVerbatimPath(t *testing.T) {
 			}
 			// Kafka also records epochs in which no batch was written (a
 			// leader elected by the restart, with no writes); those cannot
-			// be derived from batches (BRIEF, I3). Every epoch with batches
-			// must match.
+			// be derived from batches (invariant I3, docs/mirroring.md).
+			// Every epoch with batches must match.
 			kEntries, err := storage.ParseEpochCheckpoint(kcp)
 			if err != nil {
 				t.Fatalf("Kafka's checkpoint %q: %v", kcp, err)

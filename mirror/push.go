@@ -2,7 +2,6 @@ package mirror
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -18,12 +17,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
 // Tag and feature of Verbatim's mirror produce (docs/protocol.md).
 const (
-	mirrorTag     = 22082
-	mirrorFeature = "verbatim.mirror.produce"
+	mirrorTag     = wireext.MirrorTag
+	mirrorFeature = wireext.FeatureMirrorProduce
 )
 
 // Options configure a push.
@@ -1091,10 +1091,7 @@ func (w *worker) produceResult(cn *Conn, req *kmsg.ProduceRequest, resp kmsg.Res
 func (w *worker) requestTag() []byte { return writerTag(w.p.o.WriterEpoch, w.p.o.WriterID) }
 
 func partitionTag(expect int64, epoch int32) []byte {
-	v := binary.BigEndian.AppendUint16(nil, 0)
-	v = binary.BigEndian.AppendUint64(v, uint64(expect))
-	v = binary.BigEndian.AppendUint32(v, uint32(epoch))
-	return append(v, 0)
+	return (&wireext.MirrorPartition{ExpectedLogEndOffset: expect, CurrentLeaderEpoch: epoch}).AppendTo(nil)
 }
 
 // deleteRecords forwards the source's log start: a DeleteRecords carrying

@@ -21,14 +21,15 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
 // topicIDFeature is the destination feature for the CreateTopics topic-id
 // tag; mirrorFeature version 1 adds the WriterID.
 const (
-	topicIDFeature      = "verbatim.mirror.topic.id"
-	writerIDFeatureVers = 1
-	writerIDTag         = 0
+	topicIDFeature      = wireext.FeatureMirrorTopicID
+	writerIDFeatureVers = wireext.FeatureMirrorProduceWriterID
 )
 
 // newWriterID is the start time in Unix nanoseconds followed by 8 random
@@ -43,17 +44,12 @@ func newWriterID(now time.Time) [16]byte {
 // writerTag is the request-level MirrorProduce value: version 0, the
 // writer epoch, and the WriterID in the struct's tagged field 0.
 func writerTag(epoch int32, id [16]byte) []byte {
-	v := binary.BigEndian.AppendUint16(nil, 0)
-	v = binary.BigEndian.AppendUint32(v, uint32(epoch))
-	v = append(v, 1, writerIDTag, byte(len(id)))
-	return append(v, id[:]...)
+	return (&wireext.MirrorProduce{WriterEpoch: epoch, WriterID: id}).AppendTo(nil)
 }
 
 // topicIDTag is the CreateTopics topic entry's MirrorTopicID value.
 func topicIDTag(id [16]byte) []byte {
-	v := binary.BigEndian.AppendUint16(nil, 0)
-	v = append(v, id[:]...)
-	return append(v, 0)
+	return (&wireext.MirrorTopicID{TopicID: id}).AppendTo(nil)
 }
 
 // FormatTopicID renders a topic id as Kafka prints it.
@@ -63,7 +59,7 @@ func FormatTopicID(id [16]byte) string { return base64.RawURLEncoding.EncodeToSt
 // what an older Verbatim lacks.
 func (p *Pusher) checkDestFeatures(dc *Conn) {
 	if dc.FeatureMaxVersion(mirrorFeature) < writerIDFeatureVers {
-		p.log.Warn("the destination does not know writer ids (verbatim.mirror.produce < 1): a pusher started in the same second as this one would not be fenced by it", "dest", p.o.Dest)
+		p.log.Warn("the destination does not know writer ids ("+mirrorFeature+" < 1): a pusher started in the same second as this one would not be fenced by it", "dest", p.o.Dest)
 	}
 	p.pinIDs = dc.HasFeature(topicIDFeature)
 	if p.o.CreateTopics && !p.pinIDs {

@@ -72,6 +72,7 @@
 // # File map
 //
 //	fs.go, osfs*.go, memfs.go   the filesystem interface, the real one, the crash simulator
+//	subfs.go                    an FS rooted at a directory of another (the broker's metadata)
 //	log.go                      Log, Config, accessors, Close
 //	log_append.go               AppendLeader, AppendCoordinator, AppendVerbatim, roll
 //	log_read.go                 Read, ReadBounded, OffsetForTimestamp, MaxTimestamp
@@ -79,7 +80,9 @@
 //	log_producer.go             glue to producer state and transaction indexes, LSO
 //	flush.go                    flush policies, group commit, background sync of rolled segments
 //	recoverypoint.go            the recovery point and the rolled-segments record
-//	recovery.go                 Open and crash recovery
+//	recovery.go                 Open and crash recovery: the apply phase, validation, replay
+//	recovery_plan.go            the scan and the pure plan of Open (what to keep, drop, trust, validate)
+//	segment_load.go             loading one segment: trusted (indexes checked) or validated batch by batch
 //	segment.go, index.go        segments and the offset/time indexes
 //	checkpoint.go               the log-start-offset checkpoint
 //	epochcache*.go              leader-epoch cache and its checkpoint

@@ -53,11 +53,6 @@ type Config struct {
 	Flush         FlushPolicy
 	FlushInterval time.Duration
 
-	// LogAppendTime makes AppendLeader stamp batches with the append time
-	// (message.timestamp.type=LogAppendTime). Verbatim appends never change
-	// a batch.
-	LogAppendTime bool
-
 	// FileDeleteDelay is how long the file of a deleted segment stays open
 	// for reads in progress (file.delete.delay.ms, default one minute).
 	FileDeleteDelay time.Duration

@@ -2,7 +2,6 @@ package storage
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -17,9 +16,6 @@ type AppendResult struct {
 	// AppendVerbatim). For a duplicate or an already-present retry they are
 	// the offsets the batches were stored at originally.
 	FirstOffset, LastOffset int64
-	// LogAppendTime is the time stamped into the batches under
-	// Config.LogAppendTime, or -1 (CreateTime).
-	LogAppendTime int64
 	// LogStartOffset at the time of the append (Produce responses carry it).
 	LogStartOffset int64
 	// Duplicate: AppendLeader found the batch among the last five batches
@@ -36,12 +32,13 @@ type AppendResult struct {
 
 // AppendLeader appends a record set as the partition leader: offsets are
 // assigned from the log end (the base offset and partition leader epoch of
-// each batch are patched in place, outside the CRC; under LogAppendTime the
-// timestamp type and max timestamp are set and the CRC recomputed), after
-// producer-state checks as Kafka's leader does them.
+// each batch are patched in place, outside the CRC), after producer-state
+// checks as Kafka's leader does them.
 //
 // set must be whole v2 batches (the hot path has validated CRCs and
-// record framing); it is modified in place and written as is. nowMs is the
+// record framing and, on LogAppendTime topics, stamped the timestamp type
+// and max timestamp and recomputed the CRC); it is modified in place and
+// written as is. nowMs is the
 // append time in Unix milliseconds.
 //
 // Errors: ErrCorruptBatch, ErrUnsupportedMagic, the producer errors
@@ -60,7 +57,7 @@ func (l *Log) AppendLeader(set []byte, leaderEpoch int32, nowMs int64) (AppendRe
 	if err := l.checkLocked(); err != nil {
 		return AppendResult{}, err
 	}
-	if err := checkSet(set, false); err != nil {
+	if _, err := checkSet(set, false); err != nil {
 		return AppendResult{}, err
 	}
 	return l.appendAssignedLocked(set, leaderEpoch, nowMs, OriginClient, 0)
@@ -77,7 +74,7 @@ func (l *Log) AppendCoordinator(set []byte, leaderEpoch int32, nowMs int64, txnV
 	if err := l.checkLocked(); err != nil {
 		return AppendResult{}, err
 	}
-	if err := checkSet(set, false); err != nil {
+	if _, err := checkSet(set, false); err != nil {
 		return AppendResult{}, err
 	}
 	return l.appendAssignedLocked(set, leaderEpoch, nowMs, OriginCoordinator, txnVersion)
@@ -86,14 +83,10 @@ func (l *Log) AppendCoordinator(set []byte, leaderEpoch int32, nowMs int64, txnV
 // appendAssignedLocked is the leader append: checks, offset assignment,
 // write. REQUIRES: l.mu, set checked.
 func (l *Log) appendAssignedLocked(set []byte, leaderEpoch int32, nowMs int64, origin ProducerOrigin, txnVersion int16) (AppendResult, error) {
-	res := AppendResult{FirstOffset: l.leo, LogAppendTime: -1, LogStartOffset: l.logStart}
-	appendTime := int64(-1)
-	if l.cfg.LogAppendTime {
-		appendTime = nowMs
-	}
+	res := AppendResult{FirstOffset: l.leo, LogStartOffset: l.logStart}
 	// Producer checks come before any change so that a refused set leaves
 	// the log, the producer state and the caller's buffer untouched.
-	dup, first, last, err := l.producer.prepareSet(set, origin, true, l.leo, leaderEpoch, appendTime, txnVersion)
+	dup, first, last, err := l.producer.prepareSet(set, origin, true, l.leo, leaderEpoch, txnVersion)
 	if err != nil {
 		return AppendResult{}, err
 	}
@@ -108,13 +101,6 @@ func (l *Log) appendAssignedLocked(set []byte, leaderEpoch int32, nowMs int64, o
 		rest = rest[n:]
 		kbatch.SetBaseOffset(b, off)
 		kbatch.SetLeaderEpoch(b, leaderEpoch)
-		if l.cfg.LogAppendTime {
-			attrs := uint16(kbatch.Attributes(b)) | kbatch.TimestampTypeBit
-			binary.BigEndian.PutUint16(b[kbatch.AttributesOffset:], attrs)
-			kbatch.SetMaxTimestamp(b, nowMs)
-			kbatch.SetCRC(b)
-			res.LogAppendTime = nowMs
-		}
 		off += int64(kbatch.LastOffsetDelta(b)) + 1
 	}
 	res.LastOffset = off - 1
@@ -149,11 +135,12 @@ func (l *Log) AppendVerbatim(set []byte) (AppendResult, error) {
 	if err := l.checkLocked(); err != nil {
 		return AppendResult{}, err
 	}
-	if err := checkSet(set, true); err != nil {
+	last, err := checkSet(set, true)
+	if err != nil {
 		return AppendResult{}, err
 	}
-	res := AppendResult{FirstOffset: kbatch.BaseOffset(set), LastOffset: lastOffsetOfSet(set),
-		LogAppendTime: -1, LogStartOffset: l.logStart}
+	res := AppendResult{FirstOffset: kbatch.BaseOffset(set), LastOffset: last,
+		LogStartOffset: l.logStart}
 	if res.FirstOffset < l.leo {
 		rest, err := l.matchStoredLocked(set)
 		if err != nil {
@@ -176,67 +163,63 @@ func (l *Log) AppendVerbatim(set []byte) (AppendResult, error) {
 // checkSet.
 func batchSize(b []byte) int { return kbatch.LogOverhead + int(kbatch.Length(b)) }
 
-func lastOffsetOfSet(set []byte) int64 {
-	var last int64
-	for rest := set; len(rest) > 0; {
-		n := batchSize(rest)
-		last = kbatch.BaseOffset(rest) + int64(kbatch.LastOffsetDelta(rest))
-		rest = rest[n:]
-	}
-	return last
-}
-
 // checkSet checks the framing storage relies on: whole batches, v2, a
 // non-negative last offset delta, and for verbatim sets non-negative,
-// strictly increasing offsets that do not overflow.
-func checkSet(set []byte, verbatim bool) error {
+// strictly increasing offsets that do not overflow. It returns the last
+// offset of the last batch as the bytes say (the set's own for verbatim
+// sets), so that nothing walks the set again for it.
+func checkSet(set []byte, verbatim bool) (last int64, err error) {
 	if len(set) == 0 {
-		return fmt.Errorf("%w: empty record set", ErrCorruptBatch)
+		return 0, fmt.Errorf("%w: empty record set", ErrCorruptBatch)
 	}
 	prevLast := int64(-1)
-	for pos := 0; pos < len(set); {
-		b := set[pos:]
-		if len(b) >= kbatch.MagicOffset+1 && kbatch.Magic(b) != 2 {
-			return fmt.Errorf("%w: batch at byte %d has magic %d", ErrUnsupportedMagic, pos, kbatch.Magic(b))
-		}
-		if len(b) < kbatch.HeaderSize {
-			return fmt.Errorf("%w: %d bytes at byte %d are shorter than a batch header", ErrCorruptBatch, len(b), pos)
-		}
-		n := int64(kbatch.Length(b))
-		if n < kbatch.HeaderSize-kbatch.LogOverhead || n > int64(len(b)-kbatch.LogOverhead) {
-			return fmt.Errorf("%w: batch at byte %d has length %d, %d bytes available", ErrCorruptBatch, pos, n, len(b)-kbatch.LogOverhead)
+	it := kbatch.Batches(set)
+	for it.Next() {
+		b, pos := it.Batch(), it.Pos()
+		if kbatch.Magic(b) != 2 {
+			return 0, fmt.Errorf("%w: batch at byte %d has magic %d", ErrUnsupportedMagic, pos, kbatch.Magic(b))
 		}
 		lod := kbatch.LastOffsetDelta(b)
 		if lod < 0 {
-			return fmt.Errorf("%w: batch at byte %d has negative last offset delta %d", ErrCorruptBatch, pos, lod)
+			return 0, fmt.Errorf("%w: batch at byte %d has negative last offset delta %d", ErrCorruptBatch, pos, lod)
 		}
+		last = kbatch.BaseOffset(b) + int64(lod)
 		if verbatim {
 			base := kbatch.BaseOffset(b)
 			if base < 0 || base > math.MaxInt64-int64(lod)-1 {
-				return fmt.Errorf("%w: batch at byte %d has base offset %d", ErrCorruptBatch, pos, base)
+				return 0, fmt.Errorf("%w: batch at byte %d has base offset %d", ErrCorruptBatch, pos, base)
 			}
 			if base <= prevLast {
-				return fmt.Errorf("%w: batch at byte %d has base offset %d, not above the previous batch's last offset %d", ErrCorruptBatch, pos, base, prevLast)
+				return 0, fmt.Errorf("%w: batch at byte %d has base offset %d, not above the previous batch's last offset %d", ErrCorruptBatch, pos, base, prevLast)
 			}
-			prevLast = base + int64(lod)
+			prevLast = last
 		}
-		pos += kbatch.LogOverhead + int(n)
 	}
-	return nil
+	if b, pos := it.Rest(), it.Pos(); len(b) > 0 {
+		// Not a whole batch: say why.
+		if len(b) >= kbatch.MagicOffset+1 && kbatch.Magic(b) != 2 {
+			return 0, fmt.Errorf("%w: batch at byte %d has magic %d", ErrUnsupportedMagic, pos, kbatch.Magic(b))
+		}
+		if len(b) < kbatch.HeaderSize {
+			return 0, fmt.Errorf("%w: %d bytes at byte %d are shorter than a batch header", ErrCorruptBatch, len(b), pos)
+		}
+		return 0, fmt.Errorf("%w: batch at byte %d has length %d, %d bytes available", ErrCorruptBatch, pos, kbatch.Length(b), len(b)-kbatch.LogOverhead)
+	}
+	return last, nil
 }
 
 // matchStoredLocked compares the batches of set that start below the log
 // end with the stored ones and returns the remaining (new) batches.
 // REQUIRES: l.mu.
 func (l *Log) matchStoredLocked(set []byte) ([]byte, error) {
-	rest := set
-	for len(rest) > 0 {
-		base := kbatch.BaseOffset(rest)
+	it := kbatch.Batches(set)
+	for it.Next() {
+		b := it.Batch()
+		base := kbatch.BaseOffset(b)
 		if base >= l.leo {
-			return rest, nil
+			return set[it.Pos():], nil
 		}
-		n := batchSize(rest)
-		b := rest[:n]
+		n := len(b)
 		if base < l.logStart {
 			return nil, fmt.Errorf("%w: batch at offset %d is below the log start offset %d", ErrOffsetBelowLogEnd, base, l.logStart)
 		}
@@ -257,9 +240,8 @@ func (l *Log) matchStoredLocked(set []byte) ([]byte, error) {
 		if !bytes.Equal(buf, b) {
 			return nil, fmt.Errorf("%w: offset %d (log end %d): stored batch differs from the offered one", ErrOffsetBelowLogEnd, base, l.leo)
 		}
-		rest = rest[n:]
 	}
-	return rest, nil
+	return it.Rest(), nil
 }
 
 type storedBatch struct {
@@ -306,12 +288,12 @@ func (l *Log) writeLocked(set []byte, nowMs int64, prepared bool) error {
 		// The chunk is the longest prefix whose offsets fit the segment's
 		// int32 relative offsets (a longer one only with huge verbatim gaps).
 		chunk := 0
-		for chunk < len(set) {
-			b := set[chunk:]
+		for it := kbatch.Batches(set); it.Next(); {
+			b := it.Batch()
 			if kbatch.BaseOffset(b)+int64(kbatch.LastOffsetDelta(b))-a.base > math.MaxInt32 {
 				break
 			}
-			chunk += batchSize(b)
+			chunk = it.Pos() + len(b)
 		}
 		if chunk == 0 {
 			// Unreachable after shouldRoll; kept as a guard against looping.
@@ -321,7 +303,7 @@ func (l *Log) writeLocked(set []byte, nowMs int64, prepared bool) error {
 			return fmt.Errorf("%w: %d bytes", ErrRecordSetTooLarge, chunk)
 		}
 		if !prepared {
-			if _, _, _, err := l.producer.prepareSet(set[:chunk], OriginVerbatim, false, 0, 0, -1, 0); err != nil {
+			if _, _, _, err := l.producer.prepareSet(set[:chunk], OriginVerbatim, false, 0, 0, 0); err != nil {
 				return fmt.Errorf("%w: %v", ErrCorruptBatch, err)
 			}
 		}
@@ -341,8 +323,8 @@ func (l *Log) writeChunkLocked(a *segment, chunk []byte) error {
 	// write that fails (ENOSPC) fails the append cleanly. Entries starting
 	// at or after the log end describe no stored batch, so truncating the
 	// cache to the log end undoes them.
-	for rest := chunk; len(rest) > 0; rest = rest[batchSize(rest):] {
-		if _, err := l.epochs.Assign(kbatch.LeaderEpoch(rest), kbatch.BaseOffset(rest)); err != nil {
+	for it := kbatch.Batches(chunk); it.Next(); {
+		if _, err := l.epochs.Assign(kbatch.LeaderEpoch(it.Batch()), kbatch.BaseOffset(it.Batch())); err != nil {
 			return l.undoChunkLocked(a, a.size, false, "leader-epoch checkpoint", err)
 		}
 	}
@@ -350,13 +332,11 @@ func (l *Log) writeChunkLocked(a *segment, chunk []byte) error {
 	if _, err := a.log.WriteAt(chunk, pos); err != nil {
 		return l.undoChunkLocked(a, pos, true, "append to "+a.path(logSuffix), err)
 	}
-	for rest := chunk; len(rest) > 0; {
-		n := batchSize(rest)
-		b := rest[:n:n]
-		rest = rest[n:]
+	for it := kbatch.Batches(chunk); it.Next(); {
+		b := it.Batch()
 		last := kbatch.BaseOffset(b) + int64(kbatch.LastOffsetDelta(b))
-		a.noteBatch(pos, int64(n), last, kbatch.MaxTimestamp(b))
-		pos += int64(n)
+		a.noteBatch(pos, int64(len(b)), last, kbatch.MaxTimestamp(b))
+		pos += int64(len(b))
 		l.leo = last + 1
 	}
 	if err := l.producer.commit(a, l.leo); err != nil {

@@ -36,20 +36,14 @@ func controlOf(b []byte, h *kbatch.Header) ControlRecord {
 // repeats one of its producer's last five. On error or duplicate nothing
 // stays staged.
 func (p *producerHooks) prepareSet(set []byte, origin ProducerOrigin, assign bool, firstOffset int64,
-	leaderEpoch int32, appendTime int64, txnVersion int16) (dup bool, first, last int64, err error) {
+	leaderEpoch int32, txnVersion int16) (dup bool, first, last int64, err error) {
 	off := firstOffset
-	for rest := set; len(rest) > 0; {
-		n := batchSize(rest)
-		b := rest[:n:n]
-		rest = rest[n:]
+	for it := kbatch.Batches(set); it.Next(); {
+		b := it.Batch()
 		h, _ := kbatch.ParseHeader(b)
 		if assign {
 			h.BaseOffset = off
 			h.LeaderEpoch = leaderEpoch
-			if appendTime >= 0 {
-				h.Attributes |= kbatch.TimestampTypeBit
-				h.MaxTimestamp = appendTime
-			}
 			off = h.NextOffset()
 		}
 		ctl := controlOf(b, &h)

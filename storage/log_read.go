@@ -36,19 +36,10 @@ func (s Slice) Bytes(dst []byte) ([]byte, error) {
 	if err := readFull(s.File, dst[start:], s.Pos); err != nil {
 		return dst[:start], fmt.Errorf("storage: reading %d bytes at %d of %s: %w", s.Size, s.Pos, s.File.Name(), err)
 	}
-	whole := 0
-	for b := dst[start:]; ; {
-		if len(b) < kbatch.LogOverhead {
-			break
-		}
-		n := kbatch.LogOverhead + int(kbatch.Length(b))
-		if n < kbatch.LogOverhead || n > len(b) {
-			break
-		}
-		whole += n
-		b = b[n:]
+	it := kbatch.Batches(dst[start:])
+	for it.Next() { // to the end of the last whole batch
 	}
-	return dst[:start+whole], nil
+	return dst[:start+it.Pos()], nil
 }
 
 // Read returns the stored bytes starting with the batch that contains

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/policies/abi"
 )
 
@@ -319,21 +320,12 @@ func (p *pool) rejectAll(v *Verdicts, set []byte, nb int, reason string) {
 // fillOffsets sets BaseOffset from the batch index.
 func fillOffsets(rs []Rejection, set []byte) {
 	var offs []int64
-	for rest := set; len(rest) >= abi.BatchHeaderSize; {
-		offs = append(offs, int64(be64(rest)))
-		rest = rest[12+int(int32(be32(rest[8:]))):]
+	for it := kbatch.Batches(set); it.Next(); {
+		offs = append(offs, kbatch.BaseOffset(it.Batch()))
 	}
 	for i := range rs {
 		if rs[i].Batch < len(offs) {
 			rs[i].BaseOffset = offs[rs[i].Batch]
 		}
 	}
-}
-
-func be64(b []byte) uint64 {
-	return uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 | uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
-}
-
-func be32(b []byte) uint32 {
-	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
 }

@@ -1,5 +1,3 @@
-// Command verbatim is the Verbatim broker and its tools, one binary with
-// subcommands: serve, mirror, verify, policy, version.
 package main
 
 import (

@@ -15,6 +15,7 @@ import (
 	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/policies"
 	"github.com/verbatim-kafka/verbatim/policies/abi"
+	"github.com/verbatim-kafka/verbatim/storage"
 	"github.com/verbatim-kafka/verbatim/wasmpolicy"
 )
 
@@ -204,14 +205,11 @@ type mirrorPartition struct {
 
 // appended advances the state past an accepted batch, as the broker's
 // mirror append would: log end, last batch epoch, the leader epoch kept
-// ahead (KIP-1279: +10 when a batch epoch comes within 3), and the open
-// transactions.
+// ahead (storage.MirrorLeaderEpoch, KIP-1279), and the open transactions.
 func (m *mirrorPartition) appended(h *kbatch.Header, ctlType int16, ctlOK bool) {
 	m.pc.LogEndOffset = h.NextOffset()
 	m.pc.LastBatchEpoch = h.LeaderEpoch
-	if h.LeaderEpoch > m.pc.LeaderEpoch-3 {
-		m.pc.LeaderEpoch = max(m.pc.LeaderEpoch, h.LeaderEpoch) + 10
-	}
+	m.pc.LeaderEpoch = storage.MirrorLeaderEpoch(m.pc.LeaderEpoch, h.LeaderEpoch)
 	switch {
 	case h.IsControl() && ctlOK && (ctlType == kbatch.ControlAbort || ctlType == kbatch.ControlCommit):
 		delete(m.open, h.ProducerID)

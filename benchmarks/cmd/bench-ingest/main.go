@@ -1,8 +1,3 @@
-// Command bench-ingest measures `verbatim serve` against a reference sink
-// with a pipelined raw-Produce load generator and prints one JSON object
-// per scenario (see benchmarks/README.md). `bench-ingest sink ...` runs the
-// reference sink itself (the harness starts it that way, as a separate
-// process, so its CPU time and peak RSS are its own).
 package main
 
 import (
@@ -65,6 +60,7 @@ func benchMain(args []string) int {
 	policies := fs.Bool("policies", true, "also run verbatim scenarios with the mirror policies off and report policies_ratio (on / off)")
 	allocMB := fs.Int("alloc-mb", 64, "MiB of the in-process run that counts allocations per request (0: skip)")
 	limitMB := fs.Int("inflight-limit-mb", 256, "the server's --max-inflight-bytes in MiB")
+	baseline := fs.String("baseline", "", "a second verbatim binary (an older build) run in every round; reports baseline_ratio = verbatim / baseline")
 	quiet := fs.Bool("q", false, "no progress on stderr")
 	outPath := fs.String("out", "", "also write the JSON lines to this file")
 	if err := fs.Parse(args); err != nil {
@@ -79,6 +75,12 @@ func benchMain(args []string) int {
 		fmt.Fprintf(os.Stderr, "bench-ingest: verbatim binary: %v (run make build)\n", err)
 		return 2
 	}
+	if *baseline != "" {
+		if _, err := os.Stat(*baseline); err != nil {
+			fmt.Fprintf(os.Stderr, "bench-ingest: baseline binary: %v\n", err)
+			return 2
+		}
+	}
 	o := benchmarks.IngestOptions{
 		Verbatim: *bin, SinkArgv: []string{self, "sink"}, WorkDir: *work,
 		Modes: split(*modes), Flushes: split(*flushes), Rounds: *rounds,
@@ -86,6 +88,7 @@ func benchMain(args []string) int {
 		RoundBytes: int64(*roundMB) << 20, SmallBytes: int64(*smallMB) << 20,
 		DurableLargeBytes: int64(*durableLargeMB) << 20,
 		ComparePolicies:   *policies,
+		Baseline:          *baseline,
 		AllocBytes:        int64(*allocMB) << 20, InFlightLimitMB: *limitMB,
 	}
 	if !*quiet {
