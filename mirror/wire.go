@@ -1,7 +1,7 @@
 package mirror
 
 // Verbatim's wire extensions as the pusher sends them (docs/protocol.md):
-// the tag-22082 values of the mirror produce, the mirror DeleteRecords and
+// the mirror-tag (wireext.MirrorTag) values of the mirror produce, the mirror DeleteRecords and
 // the CreateTopics topic id (their bytes are wireext's), and the feature
 // names that announce them.
 
