@@ -65,3 +65,11 @@ fuzz:
 
 clean:
 	rm -rf bin data .peers
+
+# segmentio/kafka-go's own test suite against verbatim serve, in a network
+# namespace of its own (root; not part of `make test`: ~4 min). The tests of
+# interop/kafkago-excluded.txt (features not offered) are skipped.
+# KAFKAGO_SUITE_ARGS passes flags (e.g. -run TestConn, -kafka for a baseline).
+.PHONY: kafkago-suite
+kafkago-suite: build
+	./interop/kafkago-suite.sh $(KAFKAGO_SUITE_ARGS) $(BIN)

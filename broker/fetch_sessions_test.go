@@ -97,34 +97,37 @@ func TestFetchSessionErrorKeepsSession(t *testing.T) {
 			t.Fatalf("v%d epoch %d: no error", req.Version, req.SessionEpoch)
 		}
 	}
-	plan := c.begin(sessReq(12, s.id, 1), now)
+	serveIncremental(t, &c, s, 1, 2, func() {
+		// The same epoch again while the first is being answered.
+		if dup := c.begin(sessReq(12, s.id, 1), now); dup.errCode != kerr.InvalidFetchSessionEpoch.Code {
+			t.Fatalf("concurrent duplicate: %d", dup.errCode)
+		}
+	})
+}
+
+// serveIncremental runs one incremental fetch of s at epoch (during, if
+// not nil, while it is being answered) and checks the next epoch.
+func serveIncremental(t *testing.T, c *fetchSessionCache, s *fetchSession, epoch, next int32, during func()) {
+	t.Helper()
+	plan := c.begin(sessReq(12, s.id, epoch), time.Unix(1000, 0))
 	if plan.errCode != 0 || plan.sess != s {
-		t.Fatalf("after errors: %+v", plan)
+		t.Fatalf("incremental fetch at epoch %d: %+v", epoch, plan)
 	}
-	// The same epoch again while the first is being answered.
-	if dup := c.begin(sessReq(12, s.id, 1), now); dup.errCode != kerr.InvalidFetchSessionEpoch.Code {
-		t.Fatalf("concurrent duplicate: %d", dup.errCode)
+	if during != nil {
+		during()
 	}
 	c.end(s, true)
-	if s.epoch != 2 {
-		t.Fatalf("epoch after one incremental fetch: %d", s.epoch)
+	if s.epoch != next {
+		t.Fatalf("epoch after %d: %d, want %d", epoch, s.epoch, next)
 	}
 }
 
 // The epoch after the largest int32 is 1 (FetchMetadata.nextEpoch).
 func TestFetchSessionEpochWraps(t *testing.T) {
 	var c fetchSessionCache
-	now := time.Unix(1000, 0)
-	s := openSession(t, &c, 12, now)
+	s := openSession(t, &c, 12, time.Unix(1000, 0))
 	s.epoch = math.MaxInt32
-	plan := c.begin(sessReq(12, s.id, math.MaxInt32), now)
-	if plan.errCode != 0 {
-		t.Fatal(plan.errCode)
-	}
-	c.end(s, true)
-	if s.epoch != 1 {
-		t.Fatalf("epoch after 2^31-1: %d", s.epoch)
-	}
+	serveIncremental(t, &c, s, math.MaxInt32, 1, nil)
 }
 
 // A full fetch ending one session does not drop a session that took its

@@ -1,3 +1,4 @@
-// Package internal groups helpers shared by the product packages; each
-// subpackage documents what it owns. Nothing here is public API.
+// Package internal groups helpers shared by the product packages and by
+// their tests (testwasm, testkit); each subpackage documents what it owns.
+// Nothing here is public API.
 package internal

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/mirror"
 )
 
@@ -89,7 +90,7 @@ func BenchmarkMirrorPushFromKafka(b *testing.B) {
 func rawFetchAll(b *testing.B, addr, topic string, part int32) int64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cl, err := mirror.NewCluster(addr, "bench")
+	cl, err := client.NewCluster(addr, client.Options{ClientID: "bench"})
 	if err != nil {
 		b.Error(err)
 		return 0
@@ -100,20 +101,20 @@ func rawFetchAll(b *testing.B, addr, topic string, part int32) int64 {
 		b.Error(err)
 		return 0
 	}
-	cn, err := mirror.Dial(ctx, la, "bench")
+	cn, err := client.Dial(ctx, la, client.Options{ClientID: "bench"})
 	if err != nil {
 		b.Error(err)
 		return 0
 	}
 	defer cn.Close()
-	end, err := mirror.ListOffset(ctx, cn, topic, part, mirror.Latest, mirror.ReadUncommitted)
+	end, err := client.ListOffset(ctx, cn, topic, part, client.Latest, client.ReadUncommitted)
 	if err != nil {
 		b.Error(err)
 		return 0
 	}
 	var total int64
 	for next := int64(0); next < end.Offset; {
-		res, err := mirror.FetchPartition(ctx, cn, mirror.FetchArgs{Topic: topic, Partition: part, Offset: next, MaxBytes: 4 << 20, CurrentEpoch: -1, LastFetchedEpoch: -1})
+		res, err := client.FetchPartition(ctx, cn, client.FetchArgs{Topic: topic, Partition: part, Offset: next, MaxBytes: 4 << 20, CurrentEpoch: -1, LastFetchedEpoch: -1})
 		if err == nil {
 			err = res.Err
 		}

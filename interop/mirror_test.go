@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/mirror"
 )
@@ -122,7 +123,7 @@ func eachBatch(t *testing.T, addr, topic string, fn func(b []byte)) int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, err := mirror.NewCluster(addr, "interop")
+	cl, err := client.NewCluster(addr, client.Options{ClientID: "interop"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,12 +132,12 @@ func eachBatch(t *testing.T, addr, topic string, fn func(b []byte)) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := mirror.ListOffset(ctx, cn, topic, 0, mirror.Latest, mirror.ReadUncommitted)
+	e, err := client.ListOffset(ctx, cn, topic, 0, client.Latest, client.ReadUncommitted)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for next := int64(0); next < e.Offset; {
-		res, err := mirror.FetchPartition(ctx, cn, mirror.FetchArgs{Topic: topic, Offset: next, MaxBytes: 1 << 20, CurrentEpoch: -1, LastFetchedEpoch: -1})
+		res, err := client.FetchPartition(ctx, cn, client.FetchArgs{Topic: topic, Offset: next, MaxBytes: 1 << 20, CurrentEpoch: -1, LastFetchedEpoch: -1})
 		if err == nil {
 			err = res.Err
 		}
@@ -158,12 +159,12 @@ func eachBatch(t *testing.T, addr, topic string, fn func(b []byte)) int64 {
 func destEnd(t *testing.T, addr, topic string) int64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	cn, err := mirror.Dial(ctx, addr, "interop")
+	cn, err := client.Dial(ctx, addr, client.Options{ClientID: "interop"})
 	if err != nil {
 		return -1
 	}
 	defer cn.Close()
-	a, err := mirror.ListOffset(ctx, cn, topic, 0, mirror.Latest, mirror.ReadUncommitted)
+	a, err := client.ListOffset(ctx, cn, topic, 0, client.Latest, client.ReadUncommitted)
 	if err != nil {
 		return -1
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/verbatim-kafka/verbatim/mirror"
+	"github.com/verbatim-kafka/verbatim/client"
 )
 
 // topicIDOf reads a topic's id (KIP-516) through kadm's Metadata.
@@ -52,7 +52,7 @@ func TestMirrorTopicIDFromKafka(t *testing.T) {
 		return kadm.NewClient(cl)
 	}
 	if got := topicIDOf(t, vadm(v.Addr), "ids"); got != want {
-		t.Fatalf("Verbatim topic id %s, Kafka's %s", mirror.FormatTopicID(got), mirror.FormatTopicID(want))
+		t.Fatalf("Verbatim topic id %s, Kafka's %s", client.FormatTopicID(got), client.FormatTopicID(want))
 	}
 
 	res, _ := RunTool(t, Cmd{Timeout: 2 * time.Minute}, bin, "verify", "--source", k.Bootstrap(), "--dest", v.Addr, "--topics", "ids", "--json")
@@ -71,7 +71,7 @@ func TestMirrorTopicIDFromKafka(t *testing.T) {
 	if err := json.Unmarshal([]byte(res.Stdout), &doc); err != nil || !doc.Exact || len(doc.Topics) != 1 {
 		t.Fatalf("verify --json: %v\n%s", err, res.Stdout)
 	}
-	if tr := doc.Topics[0]; tr.TopicIDs != "equal" || tr.SourceTopicID != mirror.FormatTopicID(want) || tr.DestTopicID != tr.SourceTopicID {
+	if tr := doc.Topics[0]; tr.TopicIDs != "equal" || tr.SourceTopicID != client.FormatTopicID(want) || tr.DestTopicID != tr.SourceTopicID {
 		t.Fatalf("verify topic ids: %+v", tr)
 	}
 
@@ -79,6 +79,6 @@ func TestMirrorTopicIDFromKafka(t *testing.T) {
 	v.Proc.Stop(10 * time.Second)
 	v2 := StartVerbatim(t, bin, VerbatimOptions{DataDir: v.DataDir})
 	if got := topicIDOf(t, vadm(v2.Addr), "ids"); got != want {
-		t.Fatalf("after a restart: Verbatim topic id %s, Kafka's %s", mirror.FormatTopicID(got), mirror.FormatTopicID(want))
+		t.Fatalf("after a restart: Verbatim topic id %s, Kafka's %s", client.FormatTopicID(got), client.FormatTopicID(want))
 	}
 }

@@ -1,16 +1,14 @@
 package mirror
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 
-	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/verbatim-kafka/verbatim/client"
 )
 
-// Exit codes of the mirror and verify commands (BRIEF: user-facing
-// contract).
+// Exit codes of the mirror and verify commands (the user-facing contract
+// of docs/mirroring.md).
 const (
 	ExitOK      = 0
 	ExitRefused = 1 // divergence, refusal or (verify) mismatch
@@ -25,6 +23,9 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
+
+// Permanent marks an *Error as never worth retrying (client.Permanent).
+func (e *Error) Permanent() bool { return true }
 
 // Refusal is an error that ends the command with exit code 1: the source
 // diverged, the destination refused the data, or (verify) a mismatch.
@@ -56,25 +57,8 @@ func ExitCode(err error) int {
 }
 
 // transient reports whether an error is worth retrying after refreshing
-// metadata or reconnecting: network failures and retriable Kafka errors.
-func transient(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, context.Canceled) {
-		return false
-	}
-	var e *Error
-	if errors.As(err, &e) {
-		return false
-	}
-	var ke *kerr.Error
-	if errors.As(err, &ke) {
-		return ke.Retriable || ke == kerr.UnknownTopicOrPartition
-	}
-	var ne net.Error
-	if errors.As(err, &ne) {
-		return true
-	}
-	return true // I/O and framing errors on a connection
-}
+// metadata or reconnecting (client.Transient; an *Error never is).
+func transient(err error) bool { return client.Transient(err) }
+
+// isEpochErr reports a stale view of the destination's leader or epoch.
+func isEpochErr(err error) bool { return client.IsLeaderEpochErr(err) }

@@ -2,170 +2,25 @@ package mirror
 
 import (
 	"context"
-	"fmt"
-	"net"
 	"regexp"
-	"sort"
-	"strconv"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/verbatim-kafka/verbatim/client"
 )
 
-// GroupOffset is one committed offset of a consumer group.
-type GroupOffset struct {
-	Group       string
-	Topic       string
-	Partition   int32
-	Offset      int64
-	LeaderEpoch int32
-	Metadata    string
-}
-
-// CompileGroups compiles a --groups pattern; it must match a whole group
-// name.
+// CompileGroups compiles a --groups pattern (client.CompileGroups); a bad
+// pattern is a usage error.
 func CompileGroups(pattern string) (*regexp.Regexp, error) {
-	re, err := regexp.Compile("^(?:" + pattern + ")$")
+	re, err := client.CompileGroups(pattern)
 	if err != nil {
-		return nil, Usage("--groups %q: %v", pattern, err)
+		return nil, Usage("%v", err)
 	}
 	return re, nil
 }
 
-// ListGroups returns the groups of every broker of a cluster whose name
-// matches re, sorted.
-func ListGroups(ctx context.Context, cl *Cluster, re *regexp.Regexp) ([]string, error) {
-	if _, err := cl.Metadata(ctx, []string{}); err != nil {
-		return nil, err
-	}
-	cl.mu.Lock()
-	addrs := make([]string, 0, len(cl.brokers))
-	for _, a := range cl.brokers {
-		addrs = append(addrs, a)
-	}
-	cl.mu.Unlock()
-	if len(addrs) == 0 {
-		addrs = []string{cl.seed}
-	}
-	seen := map[string]bool{}
-	for _, a := range addrs {
-		cn, err := cl.Conn(ctx, a)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := cn.Request(ctx, kmsg.NewPtrListGroupsRequest(), 4)
-		if err != nil {
-			return nil, err
-		}
-		r := resp.(*kmsg.ListGroupsResponse)
-		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-			return nil, fmt.Errorf("ListGroups on %s: %w", a, err)
-		}
-		for _, g := range r.Groups {
-			if re.MatchString(g.Group) {
-				seen[g.Group] = true
-			}
-		}
-	}
-	out := make([]string, 0, len(seen))
-	for g := range seen {
-		out = append(out, g)
-	}
-	sort.Strings(out)
-	return out, nil
-}
-
-// Coordinator returns a connection to the group's coordinator.
-func Coordinator(ctx context.Context, cl *Cluster, group string) (*Conn, error) {
-	cn, err := cl.Any(ctx)
-	if err != nil {
-		return nil, err
-	}
-	req := kmsg.NewPtrFindCoordinatorRequest()
-	req.CoordinatorKey, req.CoordinatorType = group, 0
-	resp, err := cn.Request(ctx, req, 3)
-	if err != nil {
-		return nil, err
-	}
-	r := resp.(*kmsg.FindCoordinatorResponse)
-	if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-		return nil, fmt.Errorf("FindCoordinator %s on %s: %w", group, cl.Seed(), err)
-	}
-	return cl.Conn(ctx, net.JoinHostPort(r.Host, strconv.Itoa(int(r.Port))))
-}
-
-// FetchGroupOffsets returns a group's committed offsets for the given
-// topics.
-func FetchGroupOffsets(ctx context.Context, cl *Cluster, group string, topics []string) ([]GroupOffset, error) {
-	cn, err := Coordinator(ctx, cl, group)
-	if err != nil {
-		return nil, err
-	}
-	want := map[string]bool{}
-	for _, t := range topics {
-		want[t] = true
-	}
-	req := kmsg.NewPtrOffsetFetchRequest()
-	req.Group = group
-	req.Topics = nil // every committed partition
-	resp, err := cn.Request(ctx, req, 7)
-	if err != nil {
-		return nil, err
-	}
-	r := resp.(*kmsg.OffsetFetchResponse)
-	if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-		return nil, fmt.Errorf("OffsetFetch %s on %s: %w", group, cl.Seed(), err)
-	}
-	var out []GroupOffset
-	for _, t := range r.Topics {
-		if !want[t.Topic] {
-			continue
-		}
-		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return nil, fmt.Errorf("OffsetFetch %s %s/%d on %s: %w", group, t.Topic, p.Partition, cl.Seed(), err)
-			}
-			if p.Offset < 0 {
-				continue
-			}
-			md := ""
-			if p.Metadata != nil {
-				md = *p.Metadata
-			}
-			out = append(out, GroupOffset{Group: group, Topic: t.Topic, Partition: p.Partition, Offset: p.Offset, LeaderEpoch: p.LeaderEpoch, Metadata: md})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Topic != out[j].Topic {
-			return out[i].Topic < out[j].Topic
-		}
-		return out[i].Partition < out[j].Partition
-	})
-	return out, nil
-}
-
-// GroupMembers returns a group's state and member count on a cluster.
-func GroupMembers(ctx context.Context, cl *Cluster, group string) (string, int, error) {
-	cn, err := Coordinator(ctx, cl, group)
-	if err != nil {
-		return "", 0, err
-	}
-	req := kmsg.NewPtrDescribeGroupsRequest()
-	req.Groups = []string{group}
-	resp, err := cn.Request(ctx, req, 5)
-	if err != nil {
-		return "", 0, err
-	}
-	r := resp.(*kmsg.DescribeGroupsResponse)
-	if len(r.Groups) != 1 {
-		return "", 0, fmt.Errorf("DescribeGroups %s: malformed answer", group)
-	}
-	g := r.Groups[0]
-	if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
-		return "", 0, fmt.Errorf("DescribeGroups %s on %s: %w", group, cl.Seed(), err)
-	}
-	return g.State, len(g.Members), nil
-}
+// clampOffset is the clamp copyGroups applies. It is a variable only so a
+// test can make the pusher wrong and show that verify, which clamps on its
+// own, notices.
+var clampOffset = Clamp
 
 // Clamp puts a committed offset into the destination's range
 // [logStart, logEnd] (KIP-1279's rule).
@@ -173,34 +28,17 @@ func Clamp(offset, logStart, logEnd int64) int64 {
 	return max(logStart, min(offset, logEnd))
 }
 
-// partitionRange reads a destination partition's log start and end.
-func partitionRange(ctx context.Context, cl *Cluster, topic string, part int32) (int64, int64, error) {
-	cn, _, err := cl.Leader(ctx, topic, part)
-	if err != nil {
-		return 0, 0, err
-	}
-	s, err := ListOffset(ctx, cn, topic, part, Earliest, ReadUncommitted)
-	if err != nil {
-		return 0, 0, err
-	}
-	e, err := ListOffset(ctx, cn, topic, part, Latest, ReadUncommitted)
-	if err != nil {
-		return 0, 0, err
-	}
-	return s.Offset, e.Offset, nil
-}
-
 // ExpectedGroupOffsets maps source commits to what the destination should
 // hold: the same leader epoch and metadata, the offset clamped into the
 // destination partition's range.
-func ExpectedGroupOffsets(ctx context.Context, dst *Cluster, src []GroupOffset) ([]GroupOffset, error) {
-	out := make([]GroupOffset, len(src))
+func ExpectedGroupOffsets(ctx context.Context, dst *client.Cluster, src []client.GroupOffset) ([]client.GroupOffset, error) {
+	out := make([]client.GroupOffset, len(src))
 	for i, o := range src {
-		start, end, err := partitionRange(ctx, dst, o.Topic, o.Partition)
+		start, end, err := client.LogRange(ctx, dst, o.Topic, o.Partition)
 		if err != nil {
 			return nil, err
 		}
-		o.Offset = Clamp(o.Offset, start, end)
+		o.Offset = clampOffset(o.Offset, start, end)
 		out[i] = o
 	}
 	return out, nil
@@ -210,12 +48,12 @@ func ExpectedGroupOffsets(ctx context.Context, dst *Cluster, src []GroupOffset) 
 // for the mirrored topics, skipping groups with members on the
 // destination.
 func (p *Pusher) copyGroups(ctx context.Context) error {
-	groups, err := ListGroups(ctx, p.src, p.o.Groups)
+	groups, err := client.ListGroups(ctx, p.src, p.o.Groups)
 	if err != nil {
 		return Usage("listing source groups: %v", err)
 	}
 	for _, g := range groups {
-		state, members, err := GroupMembers(ctx, p.dst, g)
+		state, members, err := client.GroupMembers(ctx, p.dst, g)
 		if err != nil {
 			return Usage("group %s on the destination: %v", g, err)
 		}
@@ -223,7 +61,7 @@ func (p *Pusher) copyGroups(ctx context.Context) error {
 			p.log.Warn("group has active members on the destination; offsets not copied", "group", g, "state", state, "members", members)
 			continue
 		}
-		src, err := FetchGroupOffsets(ctx, p.src, g, p.o.Topics)
+		src, err := client.FetchGroupOffsets(ctx, p.src, g, p.o.Topics)
 		if err != nil {
 			return Usage("group %s offsets on the source: %v", g, err)
 		}
@@ -244,41 +82,21 @@ func (p *Pusher) copyGroups(ctx context.Context) error {
 
 // commitGroupOffsets writes offsets as a standalone commit (generation -1,
 // no member), keeping leader epochs and metadata.
-func commitGroupOffsets(ctx context.Context, cl *Cluster, group string, offs []GroupOffset) error {
-	cn, err := Coordinator(ctx, cl, group)
+func commitGroupOffsets(ctx context.Context, cl *client.Cluster, group string, offs []client.GroupOffset) error {
+	cn, err := client.Coordinator(ctx, cl, group)
 	if err != nil {
 		return Usage("group %s on the destination: %v", group, err)
 	}
-	req := kmsg.NewPtrOffsetCommitRequest()
-	req.Group, req.Generation, req.MemberID = group, -1, ""
-	idx := map[string]int{}
-	for _, o := range offs {
-		i, ok := idx[o.Topic]
-		if !ok {
-			i = len(req.Topics)
-			idx[o.Topic] = i
-			t := kmsg.NewOffsetCommitRequestTopic()
-			t.Topic = o.Topic
-			req.Topics = append(req.Topics, t)
-		}
-		rp := kmsg.NewOffsetCommitRequestTopicPartition()
-		rp.Partition, rp.Offset, rp.LeaderEpoch = o.Partition, o.Offset, o.LeaderEpoch
-		rp.Metadata = kmsg.StringPtr(o.Metadata)
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-	}
-	resp, err := cn.Request(ctx, req, 8)
+	version, refused, err := client.CommitGroupOffsets(ctx, cn, group, offs)
 	if err != nil {
 		return Usage("committing group %s on the destination: %v", group, err)
 	}
-	if req.Version < 6 {
-		return Usage("destination negotiated OffsetCommit v%d: committed leader epochs need v6+", req.Version)
+	if version < 6 {
+		return Usage("destination negotiated OffsetCommit v%d: committed leader epochs need v6+", version)
 	}
-	for _, t := range resp.(*kmsg.OffsetCommitResponse).Topics {
-		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return Refusal("the destination refused group %s's offset for %s/%d: %v", group, t.Topic, p.Partition, err)
-			}
-		}
+	if len(refused) > 0 {
+		r := refused[0]
+		return Refusal("the destination refused group %s's offset for %s/%d: %v", group, r.Topic, r.Partition, r.Err)
 	}
 	return nil
 }

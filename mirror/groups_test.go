@@ -8,18 +8,20 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/verbatim-kafka/verbatim/internal/testkit"
 )
 
 // TestPushGroups copies committed offsets of matching groups with their
 // leader epoch and metadata, clamped into the destination's range, and
 // skips groups that have members on the destination.
 func TestPushGroups(t *testing.T) {
-	src := startSource(t, kfake.SeedTopics(2, "t"))
+	src := testkit.StartSource(t, kfake.SeedTopics(2, "t"))
 	sa := src.ListenAddrs()[0]
-	dst := startDest(t, t.TempDir())
-	pc := client(t, sa, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	dst := testkit.StartDest(t, t.TempDir())
+	pc := testkit.Client(t, sa, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	produceBatches(t, pc, "t", 5, 4) // partition 0: offsets 0-19
-	if err := pc.ProduceSync(ctxT(t), &kgo.Record{Topic: "t", Partition: 1, Value: []byte("a")}, &kgo.Record{Topic: "t", Partition: 1, Value: []byte("b")}).FirstErr(); err != nil {
+	if err := pc.ProduceSync(testkit.Ctx(t), &kgo.Record{Topic: "t", Partition: 1, Value: []byte("a")}, &kgo.Record{Topic: "t", Partition: 1, Value: []byte("b")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	sadm := kadmClient(t, sa)
@@ -29,7 +31,7 @@ func TestPushGroups(t *testing.T) {
 		for _, o := range offs {
 			os.Add(o)
 		}
-		r, err := adm.CommitOffsets(ctxT(t), group, os)
+		r, err := adm.CommitOffsets(testkit.Ctx(t), group, os)
 		if err == nil {
 			err = r.Error()
 		}
@@ -43,13 +45,13 @@ func TestPushGroups(t *testing.T) {
 
 	// "app-busy" has a live member on the destination once the topic
 	// exists there.
-	if _, err := Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true}); err != nil {
+	if _, err := Push(testkit.Ctx(t), Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true}); err != nil {
 		t.Fatal(err)
 	}
-	busy := client(t, dst.addr, kgo.ConsumerGroup("app-busy"), kgo.ConsumeTopics("t"), kgo.SessionTimeout(30*time.Second))
+	busy := testkit.Client(t, dst.Addr, kgo.ConsumerGroup("app-busy"), kgo.ConsumeTopics("t"), kgo.SessionTimeout(30*time.Second))
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		busy.PollRecords(context.Background(), 1) // joins
-		ds, err := kadmClient(t, dst.addr).DescribeGroups(ctxT(t), "app-busy")
+		ds, err := kadmClient(t, dst.Addr).DescribeGroups(testkit.Ctx(t), "app-busy")
 		if err == nil && len(ds["app-busy"].Members) > 0 {
 			break
 		}
@@ -61,11 +63,11 @@ func TestPushGroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, Groups: re}); err != nil {
+	if _, err := Push(testkit.Ctx(t), Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, Groups: re}); err != nil {
 		t.Fatalf("push --groups: %v", err)
 	}
-	dadm := kadmClient(t, dst.addr)
-	got, err := dadm.FetchOffsets(ctxT(t), "app-1")
+	dadm := kadmClient(t, dst.Addr)
+	got, err := dadm.FetchOffsets(testkit.Ctx(t), "app-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,12 +79,12 @@ func TestPushGroups(t *testing.T) {
 	if p1.At != 2 || p1.Metadata != "beyond" { // clamped to the log end
 		t.Fatalf("app-1 t/1 on the destination: %+v, want offset clamped to 2", p1.Offset)
 	}
-	if busyOffs, err := dadm.FetchOffsets(ctxT(t), "app-busy"); err != nil {
+	if busyOffs, err := dadm.FetchOffsets(testkit.Ctx(t), "app-busy"); err != nil {
 		t.Fatal(err)
 	} else if o, ok := busyOffs.Lookup("t", 0); ok && o.At == 3 {
 		t.Fatalf("offsets copied into a group with active members: %+v", o)
 	}
-	if others, err := dadm.FetchOffsets(ctxT(t), "other"); err == nil {
+	if others, err := dadm.FetchOffsets(testkit.Ctx(t), "other"); err == nil {
 		if o, ok := others.Lookup("t", 0); ok && o.At >= 0 {
 			t.Fatalf("non-matching group copied: %+v", o)
 		}

@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/internal/testkit"
 )
 
 func sameLogs(t *testing.T, src, dst, topic string, parts int32) {
@@ -27,11 +29,11 @@ func sameLogs(t *testing.T, src, dst, topic string, parts int32) {
 }
 
 func TestPushPlain(t *testing.T) {
-	src := startSource(t, kfake.SeedTopics(2, "t"))
+	src := testkit.StartSource(t, kfake.SeedTopics(2, "t"))
 	sa := src.ListenAddrs()[0]
-	dst := startDest(t, t.TempDir())
-	produceN(t, client(t, sa, kgo.ProducerBatchCompression(kgo.ZstdCompression())), "t", 500, true)
-	stats, err := Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true})
+	dst := testkit.StartDest(t, t.TempDir())
+	produceN(t, testkit.Client(t, sa, kgo.ProducerBatchCompression(kgo.ZstdCompression())), "t", 500, true)
+	stats, err := Push(testkit.Ctx(t), Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true})
 	if err != nil {
 		t.Fatalf("push: %v (exit %d)", err, ExitCode(err))
 	}
@@ -45,14 +47,14 @@ func TestPushPlain(t *testing.T) {
 	if total != 500 {
 		t.Fatalf("copied %d offsets, want 500", total)
 	}
-	sameLogs(t, sa, dst.addr, "t", 2)
+	sameLogs(t, sa, dst.Addr, "t", 2)
 	// The destination topic is a mirror with the source's cluster id.
-	cfg := describeConfigs(t, dst.addr, "t")
+	cfg := describeConfigs(t, dst.Addr, "t")
 	if cfg["mirror.mode"] != "push" || cfg["mirror.source.cluster.id"] == "" {
 		t.Fatalf("destination configs %v", cfg)
 	}
 	// A second push has nothing to do and changes nothing.
-	stats, err = Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}})
+	stats, err = Push(testkit.Ctx(t), Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +63,7 @@ func TestPushPlain(t *testing.T) {
 			t.Fatalf("second push copied: %+v", s)
 		}
 	}
-	sameLogs(t, sa, dst.addr, "t", 2)
+	sameLogs(t, sa, dst.Addr, "t", 2)
 }
 
 func describeConfigs(t *testing.T, addr, topic string) map[string]string {
@@ -70,7 +72,7 @@ func describeConfigs(t *testing.T, addr, topic string) map[string]string {
 	rr := kmsg.NewDescribeConfigsRequestResource()
 	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, topic
 	req.Resources = append(req.Resources, rr)
-	resp, err := client(t, addr).Request(ctxT(t), req)
+	resp, err := testkit.Client(t, addr).Request(testkit.Ctx(t), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,14 +89,14 @@ func describeConfigs(t *testing.T, addr, topic string) map[string]string {
 // as a killed process), more data at new leader epochs, then a push that
 // resumes from the destination's log end: the logs are identical.
 func TestPushResumeAndEpochs(t *testing.T) {
-	src := startSource(t, kfake.SeedTopics(1, "t"), kfake.NumBrokers(2))
+	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"), kfake.NumBrokers(2))
 	sa := src.ListenAddrs()[0]
-	dst := startDest(t, t.TempDir())
-	cl := client(t, sa)
+	dst := testkit.StartDest(t, t.TempDir())
+	cl := testkit.Client(t, sa)
 	produceBatches(t, cl, "t", 200, 10)
 	// Small fetches so the copy takes many round trips; stop it early.
-	ctx, cancel := context.WithCancel(ctxT(t))
-	o := Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true, FetchBytes: 2048}
+	ctx, cancel := context.WithCancel(testkit.Ctx(t))
+	o := Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, FetchBytes: 2048}
 	p, err := NewPusher(o)
 	if err != nil {
 		t.Fatal(err)
@@ -123,25 +125,25 @@ func TestPushResumeAndEpochs(t *testing.T) {
 		src.ShufflePartitionLeaders()
 		produceBatches(t, cl, "t", 5, 10)
 	}
-	stats, err = Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}})
+	stats, err = Push(testkit.Ctx(t), Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}})
 	if err != nil {
 		t.Fatalf("resumed push: %v", err)
 	}
 	if stats[0].Start == 0 || stats[0].End != 2100 {
 		t.Fatalf("resumed push: %+v", stats[0])
 	}
-	sameLogs(t, sa, dst.addr, "t", 1)
+	sameLogs(t, sa, dst.Addr, "t", 1)
 }
 
 // TestPushFollow tails the source until cancelled.
 func TestPushFollow(t *testing.T) {
-	src := startSource(t, kfake.SeedTopics(1, "t"))
+	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
 	sa := src.ListenAddrs()[0]
-	dst := startDest(t, t.TempDir())
-	cl := client(t, sa)
+	dst := testkit.StartDest(t, t.TempDir())
+	cl := testkit.Client(t, sa)
 	produceN(t, cl, "t", 10, false)
-	ctx, cancel := context.WithCancel(ctxT(t))
-	p, err := NewPusher(Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true, Follow: true})
+	ctx, cancel := context.WithCancel(testkit.Ctx(t))
+	p, err := NewPusher(Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, Follow: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,27 +165,27 @@ func TestPushFollow(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("follow ended with %v", err)
 	}
-	sameLogs(t, sa, dst.addr, "t", 1)
+	sameLogs(t, sa, dst.Addr, "t", 1)
 }
 
 // TestPushDivergence: the destination holds offsets the source no longer
 // has in that epoch (as after an unclean election): exit 1, precise
 // message, nothing written.
 func TestPushDivergence(t *testing.T) {
-	a := startSource(t, kfake.SeedTopics(1, "t"))
-	dst := startDest(t, t.TempDir())
-	produceN(t, client(t, a.ListenAddrs()[0]), "t", 100, false)
-	if _, err := Push(ctxT(t), Options{Source: a.ListenAddrs()[0], Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true}); err != nil {
+	a := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
+	dst := testkit.StartDest(t, t.TempDir())
+	produceN(t, testkit.Client(t, a.ListenAddrs()[0]), "t", 100, false)
+	if _, err := Push(testkit.Ctx(t), Options{Source: a.ListenAddrs()[0], Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true}); err != nil {
 		t.Fatal(err)
 	}
-	before := rawLog(t, dst.addr, "t", 0)
+	before := rawLog(t, dst.Addr, "t", 0)
 	// The "same" source after losing its tail: epoch 0 ends at 40.
-	b := startSource(t, kfake.SeedTopics(1, "t"))
-	cl := client(t, b.ListenAddrs()[0])
+	b := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
+	cl := testkit.Client(t, b.ListenAddrs()[0])
 	produceN(t, cl, "t", 40, false)
 	b.ShufflePartitionLeaders()
 	produceN(t, cl, "t", 100, false)
-	_, err := Push(ctxT(t), Options{Source: b.ListenAddrs()[0], Dest: dst.addr, Topics: []string{"t"}})
+	_, err := Push(testkit.Ctx(t), Options{Source: b.ListenAddrs()[0], Dest: dst.Addr, Topics: []string{"t"}})
 	if ExitCode(err) != ExitRefused || !errors.Is(err, ErrDivergence) {
 		t.Fatalf("push onto a diverged source: %v (exit %d), want divergence (exit 1)", err, ExitCode(err))
 	}
@@ -192,7 +194,7 @@ func TestPushDivergence(t *testing.T) {
 			t.Errorf("message %q lacks %q", err, want)
 		}
 	}
-	if after := rawLog(t, dst.addr, "t", 0); !bytes.Equal(before, after) {
+	if after := rawLog(t, dst.Addr, "t", 0); !bytes.Equal(before, after) {
 		t.Fatal("the destination changed after a refused push")
 	}
 }
@@ -200,54 +202,54 @@ func TestPushDivergence(t *testing.T) {
 // TestPushSmallFetchAndLargeBatch: a batch far larger than the fetch size
 // is copied whole.
 func TestPushSmallFetchAndLargeBatch(t *testing.T) {
-	src := startSource(t, kfake.SeedTopics(1, "t"))
+	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
 	sa := src.ListenAddrs()[0]
-	dst := startDest(t, t.TempDir())
-	cl := client(t, sa)
+	dst := testkit.StartDest(t, t.TempDir())
+	cl := testkit.Client(t, sa)
 	produceN(t, cl, "t", 5, false)
-	if err := cl.ProduceSync(ctxT(t), &kgo.Record{Topic: "t", Value: bytes.Repeat([]byte("x"), 300<<10)}).FirstErr(); err != nil {
+	if err := cl.ProduceSync(testkit.Ctx(t), &kgo.Record{Topic: "t", Value: bytes.Repeat([]byte("x"), 300<<10)}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	produceN(t, cl, "t", 5, false)
-	if _, err := Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true, FetchBytes: 1024}); err != nil {
+	if _, err := Push(testkit.Ctx(t), Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, FetchBytes: 1024}); err != nil {
 		t.Fatal(err)
 	}
-	sameLogs(t, sa, dst.addr, "t", 1)
+	sameLogs(t, sa, dst.Addr, "t", 1)
 }
 
 func TestPushUsageAndRefusals(t *testing.T) {
-	src := startSource(t, kfake.SeedTopics(1, "t"))
+	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
 	sa := src.ListenAddrs()[0]
-	dst := startDest(t, t.TempDir())
+	dst := testkit.StartDest(t, t.TempDir())
 	for _, tc := range []struct {
 		name string
 		o    Options
 		code int
 		msg  string
 	}{
-		{"no topics", Options{Source: sa, Dest: dst.addr}, ExitUsage, "--topics"},
-		{"bad address", Options{Source: "nohostport", Dest: dst.addr, Topics: []string{"t"}}, ExitUsage, "--source"},
-		{"missing source topic", Options{Source: sa, Dest: dst.addr, Topics: []string{"nope"}, CreateTopics: true}, ExitUsage, "source topic nope does not exist"},
-		{"missing destination topic", Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}}, ExitUsage, "--create-topics"},
+		{"no topics", Options{Source: sa, Dest: dst.Addr}, ExitUsage, "--topics"},
+		{"bad address", Options{Source: "nohostport", Dest: dst.Addr, Topics: []string{"t"}}, ExitUsage, "--source"},
+		{"missing source topic", Options{Source: sa, Dest: dst.Addr, Topics: []string{"nope"}, CreateTopics: true}, ExitUsage, "source topic nope does not exist"},
+		{"missing destination topic", Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}}, ExitUsage, "--create-topics"},
 		{"destination is not Verbatim", Options{Source: sa, Dest: sa, Topics: []string{"t"}}, ExitUsage, "mirror produce"},
-		{"connection refused", Options{Source: "127.0.0.1:1", Dest: dst.addr, Topics: []string{"t"}, RetryFor: time.Second}, ExitUsage, "source"},
+		{"connection refused", Options{Source: "127.0.0.1:1", Dest: dst.Addr, Topics: []string{"t"}, RetryFor: time.Second}, ExitUsage, "source"},
 	} {
-		_, err := Push(ctxT(t), tc.o)
+		_, err := Push(testkit.Ctx(t), tc.o)
 		if ExitCode(err) != tc.code || err == nil || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("%s: %v (exit %d), want exit %d mentioning %q", tc.name, err, ExitCode(err), tc.code, tc.msg)
 		}
 	}
 	// An ordinary destination topic refuses mirror produces: exit 1.
-	cl := client(t, dst.addr)
+	cl := testkit.Client(t, dst.Addr)
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "t", 1, -1
 	req.Topics = append(req.Topics, rt)
-	if _, err := cl.Request(ctxT(t), req); err != nil {
+	if _, err := cl.Request(testkit.Ctx(t), req); err != nil {
 		t.Fatal(err)
 	}
-	produceN(t, client(t, sa), "t", 3, false)
-	_, err := Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}})
+	produceN(t, testkit.Client(t, sa), "t", 3, false)
+	_, err := Push(testkit.Ctx(t), Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}})
 	if ExitCode(err) != ExitRefused || !strings.Contains(err.Error(), "POLICY_VIOLATION") {
 		t.Fatalf("push into an ordinary topic: %v (exit %d)", err, ExitCode(err))
 	}
@@ -296,18 +298,18 @@ func ExampleStopResult_String() {
 // or acknowledged as an identical retry; the destination never gets a
 // gap or a duplicate.
 func TestTwoPushers(t *testing.T) {
-	src := startSource(t, kfake.SeedTopics(1, "t"))
+	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
 	sa := src.ListenAddrs()[0]
-	dst := startDest(t, t.TempDir())
-	produceBatches(t, client(t, sa), "t", 300, 3)
-	if _, err := Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true, FetchBytes: 1024}); err != nil {
+	dst := testkit.StartDest(t, t.TempDir())
+	produceBatches(t, testkit.Client(t, sa), "t", 300, 3)
+	if _, err := Push(testkit.Ctx(t), Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, FetchBytes: 1024}); err != nil {
 		t.Fatal(err)
 	}
-	produceBatches(t, client(t, sa), "t", 300, 3)
+	produceBatches(t, testkit.Client(t, sa), "t", 300, 3)
 	errs := make(chan error, 2)
 	for i := 0; i < 2; i++ {
 		go func() {
-			_, err := Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, FetchBytes: 1024})
+			_, err := Push(testkit.Ctx(t), Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, FetchBytes: 1024})
 			errs <- err
 		}()
 	}
@@ -319,32 +321,32 @@ func TestTwoPushers(t *testing.T) {
 		}
 	}
 	// Whatever the race did, one more push completes the copy exactly.
-	if _, err := Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}}); err != nil {
+	if _, err := Push(testkit.Ctx(t), Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}}); err != nil {
 		t.Fatal(err)
 	}
-	sameLogs(t, sa, dst.addr, "t", 1)
+	sameLogs(t, sa, dst.Addr, "t", 1)
 }
 
 // TestPushFollowNewPartitions: partitions added on the source while
 // following are created on the destination and copied.
 func TestPushFollowNewPartitions(t *testing.T) {
-	src := startSource(t, kfake.SeedTopics(1, "t"))
+	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
 	sa := src.ListenAddrs()[0]
-	dst := startDest(t, t.TempDir())
-	cl := client(t, sa, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	dst := testkit.StartDest(t, t.TempDir())
+	cl := testkit.Client(t, sa, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	produceN(t, cl, "t", 5, false)
-	ctx, cancel := context.WithCancel(ctxT(t))
-	p, err := NewPusher(Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true, Follow: true, MetadataEvery: 50 * time.Millisecond})
+	ctx, cancel := context.WithCancel(testkit.Ctx(t))
+	p, err := NewPusher(Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, Follow: true, MetadataEvery: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { _, err := p.Run(ctx); done <- err }()
-	if _, err := kadmClient(t, sa).UpdatePartitions(ctxT(t), 3, "t"); err != nil {
+	if _, err := kadmClient(t, sa).UpdatePartitions(testkit.Ctx(t), 3, "t"); err != nil {
 		t.Fatal(err)
 	}
-	fresh := client(t, sa, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err := fresh.ProduceSync(ctxT(t), &kgo.Record{Topic: "t", Partition: 2, Value: []byte("new partition")}).FirstErr(); err != nil {
+	fresh := testkit.Client(t, sa, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := fresh.ProduceSync(testkit.Ctx(t), &kgo.Record{Topic: "t", Partition: 2, Value: []byte("new partition")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -360,8 +362,8 @@ func TestPushFollowNewPartitions(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	sameLogs(t, sa, dst.addr, "t", 1)
-	if s, d := rawLog(t, sa, "t", 2), rawLog(t, dst.addr, "t", 2); !bytes.Equal(s, d) || len(s) == 0 {
+	sameLogs(t, sa, dst.Addr, "t", 1)
+	if s, d := rawLog(t, sa, "t", 2), rawLog(t, dst.Addr, "t", 2); !bytes.Equal(s, d) || len(s) == 0 {
 		t.Fatal("partition 2 differs")
 	}
 }
@@ -369,10 +371,10 @@ func TestPushFollowNewPartitions(t *testing.T) {
 // TestPushOldMessageFormat: message format v1 data on the source is a
 // clear refusal naming the offset, with nothing written.
 func TestPushOldMessageFormat(t *testing.T) {
-	src := startSource(t, kfake.SeedTopics(1, "t"))
+	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
 	sa := src.ListenAddrs()[0]
-	dst := startDest(t, t.TempDir())
-	produceN(t, client(t, sa), "t", 1, false)
+	dst := testkit.StartDest(t, t.TempDir())
+	produceN(t, testkit.Client(t, sa), "t", 1, false)
 	// The source answers fetches with a message format v1 message set,
 	// as a topic written by a pre-0.11 producer would hold.
 	v1 := binary.BigEndian.AppendUint64(nil, 0)           // offset
@@ -395,11 +397,11 @@ func TestPushOldMessageFormat(t *testing.T) {
 		resp.Topics = append(resp.Topics, rt)
 		return resp, nil, true
 	})
-	_, err := Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true})
+	_, err := Push(testkit.Ctx(t), Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true})
 	if ExitCode(err) != ExitRefused || !errors.Is(err, ErrOldMagic) || !strings.Contains(err.Error(), "offset 0") {
 		t.Fatalf("push of v1 data: %v (exit %d)", err, ExitCode(err))
 	}
-	if d := rawLog(t, dst.addr, "t", 0); len(d) != 0 {
+	if d := rawLog(t, dst.Addr, "t", 0); len(d) != 0 {
 		t.Fatalf("destination holds %d bytes", len(d))
 	}
 }
@@ -408,10 +410,10 @@ func TestPushOldMessageFormat(t *testing.T) {
 // at the fetch size (as brokers serving old formats or strict limits do)
 // gets asked again with a larger size until the batch is whole.
 func TestPushGrowsFetchForCutFirstBatch(t *testing.T) {
-	src := startSource(t, kfake.SeedTopics(1, "t"))
+	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
 	sa := src.ListenAddrs()[0]
-	dst := startDest(t, t.TempDir())
-	if err := client(t, sa, kgo.ProducerBatchCompression(kgo.NoCompression())).ProduceSync(ctxT(t), &kgo.Record{Topic: "t", Value: bytes.Repeat([]byte("y"), 40<<10)}).FirstErr(); err != nil {
+	dst := testkit.StartDest(t, t.TempDir())
+	if err := testkit.Client(t, sa, kgo.ProducerBatchCompression(kgo.NoCompression())).ProduceSync(testkit.Ctx(t), &kgo.Record{Topic: "t", Value: bytes.Repeat([]byte("y"), 40<<10)}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	full := rawLog(t, sa, "t", 0)
@@ -433,38 +435,38 @@ func TestPushGrowsFetchForCutFirstBatch(t *testing.T) {
 		resp.Topics = append(resp.Topics, rt)
 		return resp, nil, true
 	})
-	if _, err := Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true, FetchBytes: 4096}); err != nil {
+	if _, err := Push(testkit.Ctx(t), Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, FetchBytes: 4096}); err != nil {
 		t.Fatal(err)
 	}
 	if cut < 3 {
 		t.Fatalf("the source cut %d responses; want the fetch size to grow 4 KiB -> 64 KiB", cut)
 	}
-	sameLogs(t, sa, dst.addr, "t", 1)
+	sameLogs(t, sa, dst.Addr, "t", 1)
 }
 
 // TestPushFollowSyncsConfigs: a topic config changed on the source while
 // following is changed on the destination.
 func TestPushFollowSyncsConfigs(t *testing.T) {
-	src := startSource(t, kfake.SeedTopics(1, "t"))
+	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
 	sa := src.ListenAddrs()[0]
-	dst := startDest(t, t.TempDir())
-	produceN(t, client(t, sa), "t", 3, false)
-	ctx, cancel := context.WithCancel(ctxT(t))
-	p, err := NewPusher(Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true, Follow: true, MetadataEvery: 50 * time.Millisecond})
+	dst := testkit.StartDest(t, t.TempDir())
+	produceN(t, testkit.Client(t, sa), "t", 3, false)
+	ctx, cancel := context.WithCancel(testkit.Ctx(t))
+	p, err := NewPusher(Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, Follow: true, MetadataEvery: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { _, err := p.Run(ctx); done <- err }()
-	if _, err := kadmClient(t, sa).AlterTopicConfigs(ctxT(t), []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: kmsg.StringPtr("123456")}}, "t"); err != nil {
+	if _, err := kadmClient(t, sa).AlterTopicConfigs(testkit.Ctx(t), []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: kmsg.StringPtr("123456")}}, "t"); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(20 * time.Second); describeConfigs(t, dst.addr, "t")["retention.ms"] != "123456"; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); describeConfigs(t, dst.Addr, "t")["retention.ms"] != "123456"; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("retention.ms not synced: %v", describeConfigs(t, dst.addr, "t"))
+			t.Fatalf("retention.ms not synced: %v", describeConfigs(t, dst.Addr, "t"))
 		}
 	}
-	if describeConfigs(t, dst.addr, "t")["mirror.mode"] != "push" {
+	if describeConfigs(t, dst.Addr, "t")["mirror.mode"] != "push" {
 		t.Fatal("mirror.mode lost in the sync")
 	}
 	cancel()
@@ -477,16 +479,16 @@ func TestPushFollowSyncsConfigs(t *testing.T) {
 // again while following (a new topic id: its offsets are unrelated) stops
 // the push with exit 1 and a clear message.
 func TestPushFollowSourceTopicRecreated(t *testing.T) {
-	src := startSource(t, kfake.SeedTopics(1, "t"))
+	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
 	sa := src.ListenAddrs()[0]
-	dst := startDest(t, t.TempDir())
-	produceN(t, client(t, sa), "t", 5, false)
-	p, err := NewPusher(Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true, Follow: true, MetadataEvery: 50 * time.Millisecond})
+	dst := testkit.StartDest(t, t.TempDir())
+	produceN(t, testkit.Client(t, sa), "t", 5, false)
+	p, err := NewPusher(Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, Follow: true, MetadataEvery: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { _, err := p.Run(ctxT(t)); done <- err }()
+	go func() { _, err := p.Run(testkit.Ctx(t)); done <- err }()
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if s := p.stats(); len(s) == 1 && s[0].End == 5 {
 			break
@@ -496,10 +498,10 @@ func TestPushFollowSourceTopicRecreated(t *testing.T) {
 		}
 	}
 	adm := kadmClient(t, sa)
-	if _, err := adm.DeleteTopics(ctxT(t), "t"); err != nil {
+	if _, err := adm.DeleteTopics(testkit.Ctx(t), "t"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := adm.CreateTopic(ctxT(t), 1, 1, nil, "t"); err != nil {
+	if _, err := adm.CreateTopic(testkit.Ctx(t), 1, 1, nil, "t"); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
-
+	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
@@ -36,7 +34,7 @@ func Stop(ctx context.Context, dest string, topics []string) ([]StopResult, erro
 	if dest == "" || len(topics) == 0 {
 		return nil, Usage("--dest and --topics are required")
 	}
-	cl, err := NewCluster(dest, "verbatim-mirror-stop")
+	cl, err := client.NewCluster(dest, client.Options{ClientID: "verbatim-mirror-stop"})
 	if err != nil {
 		return nil, Usage("--dest: %v", err)
 	}
@@ -80,22 +78,22 @@ func Stop(ctx context.Context, dest string, topics []string) ([]StopResult, erro
 }
 
 // lastBatch reads a partition's log end and the epoch of its last batch.
-func lastBatch(ctx context.Context, cl *Cluster, topic string, part int32) (StopResult, int64, error) {
+func lastBatch(ctx context.Context, cl *client.Cluster, topic string, part int32) (StopResult, int64, error) {
 	r := StopResult{Topic: topic, Partition: part, LastMirroredOffset: -1, LastMirroredEpoch: -1}
 	cn, _, err := cl.Leader(ctx, topic, part)
 	if err != nil {
 		return r, 0, err
 	}
-	end, err := ListOffset(ctx, cn, topic, part, Latest, ReadUncommitted)
+	end, err := client.ListOffset(ctx, cn, topic, part, client.Latest, client.ReadUncommitted)
 	if err != nil {
 		return r, 0, err
 	}
-	start, err := ListOffset(ctx, cn, topic, part, Earliest, ReadUncommitted)
+	start, err := client.ListOffset(ctx, cn, topic, part, client.Earliest, client.ReadUncommitted)
 	if err != nil {
 		return r, 0, err
 	}
 	if end.Offset > start.Offset {
-		res, err := FetchPartition(ctx, cn, FetchArgs{Topic: topic, Partition: part, Offset: end.Offset - 1, MaxBytes: 1 << 20, CurrentEpoch: -1, LastFetchedEpoch: -1})
+		res, err := client.FetchPartition(ctx, cn, client.FetchArgs{Topic: topic, Partition: part, Offset: end.Offset - 1, MaxBytes: 1 << 20, CurrentEpoch: -1, LastFetchedEpoch: -1})
 		if err == nil {
 			err = res.Err
 		}
@@ -113,49 +111,31 @@ func lastBatch(ctx context.Context, cl *Cluster, topic string, part int32) (Stop
 	return r, end.Offset, nil
 }
 
-func deleteMirrorMode(ctx context.Context, cl *Cluster, topic string) error {
-	cn, err := cl.Any(ctx)
-	if err != nil {
-		return Usage("destination: %v", err)
-	}
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
-	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, topic
-	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-	c.Name, c.Op = "mirror.mode", kmsg.IncrementalAlterConfigOpDelete
-	rr.Configs = append(rr.Configs, c)
-	req.Resources = append(req.Resources, rr)
-	resp, err := cn.Request(ctx, req, 1)
-	if err != nil {
+func deleteMirrorMode(ctx context.Context, cl *client.Cluster, topic string) error {
+	err := client.AlterTopicConfigs(ctx, cl, topic, []client.ConfigOp{{Name: "mirror.mode"}})
+	var refused *client.AlterError
+	switch {
+	case errors.As(err, &refused):
+		return Refusal("the destination refused to stop mirror topic %s: %v", topic, refused)
+	case err != nil:
 		return Usage("stopping %s: %v", topic, err)
-	}
-	r := resp.(*kmsg.IncrementalAlterConfigsResponse)
-	if len(r.Resources) != 1 {
-		return Usage("IncrementalAlterConfigs %s: malformed answer", topic)
-	}
-	if err := kerr.ErrorForCode(r.Resources[0].ErrorCode); err != nil {
-		msg := ""
-		if m := r.Resources[0].ErrorMessage; m != nil {
-			msg = ": " + *m
-		}
-		return Refusal("the destination refused to stop mirror topic %s: %v%s", topic, err, msg)
 	}
 	return nil
 }
 
 // countStopMarkers reads the partition from the pre-stop log end and counts
 // the ABORT markers and the MIRROR_PID_RESET barrier the stop appended.
-func countStopMarkers(ctx context.Context, cl *Cluster, topic string, part int32, from int64, r *StopResult) error {
+func countStopMarkers(ctx context.Context, cl *client.Cluster, topic string, part int32, from int64, r *StopResult) error {
 	cn, _, err := cl.Leader(ctx, topic, part)
 	if err != nil {
 		return err
 	}
-	end, err := ListOffset(ctx, cn, topic, part, Latest, ReadUncommitted)
+	end, err := client.ListOffset(ctx, cn, topic, part, client.Latest, client.ReadUncommitted)
 	if err != nil {
 		return err
 	}
 	for next := from; next < end.Offset; {
-		res, err := FetchPartition(ctx, cn, FetchArgs{Topic: topic, Partition: part, Offset: next, MaxBytes: 1 << 20, CurrentEpoch: -1, LastFetchedEpoch: -1})
+		res, err := client.FetchPartition(ctx, cn, client.FetchArgs{Topic: topic, Partition: part, Offset: next, MaxBytes: 1 << 20, CurrentEpoch: -1, LastFetchedEpoch: -1})
 		if err == nil {
 			err = res.Err
 		}

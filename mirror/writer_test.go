@@ -13,17 +13,20 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/client"
+	"github.com/verbatim-kafka/verbatim/internal/testkit"
 )
 
 // topicIDs reads the topic ids a cluster reports in Metadata.
 func topicIDs(t *testing.T, addr string, topics ...string) map[string][16]byte {
 	t.Helper()
-	cl, err := NewCluster(addr, "test")
+	cl, err := client.NewCluster(addr, client.Options{ClientID: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	md, err := cl.Metadata(ctxT(t), topics)
+	md, err := cl.Metadata(testkit.Ctx(t), topics)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,39 +43,39 @@ func topicIDs(t *testing.T, addr string, topics ...string) map[string][16]byte {
 // (including one created while following) carry the source's topic ids;
 // a later push into them is quiet and changes nothing.
 func TestPushCreateTopicsKeepsSourceTopicID(t *testing.T) {
-	src := startSource(t, kfake.SeedTopics(2, "a", "b"))
+	src := testkit.StartSource(t, kfake.SeedTopics(2, "a", "b"))
 	sa := src.ListenAddrs()[0]
-	dst := startDest(t, t.TempDir())
+	dst := testkit.StartDest(t, t.TempDir())
 	rr := kgo.RecordPartitioner(kgo.RoundRobinPartitioner())
-	produceN(t, client(t, sa, rr), "a", 20, false)
-	produceN(t, client(t, sa, rr), "b", 20, false)
+	produceN(t, testkit.Client(t, sa, rr), "a", 20, false)
+	produceN(t, testkit.Client(t, sa, rr), "b", 20, false)
 	want := topicIDs(t, sa, "a", "b")
 	if len(want) != 2 || want["a"] == ([16]byte{}) || want["a"] == want["b"] {
 		t.Fatalf("source ids %x", want)
 	}
-	if _, err := Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"a", "b"}, CreateTopics: true}); err != nil {
+	if _, err := Push(testkit.Ctx(t), Options{Source: sa, Dest: dst.Addr, Topics: []string{"a", "b"}, CreateTopics: true}); err != nil {
 		t.Fatalf("push: %v (exit %d)", err, ExitCode(err))
 	}
-	if got := topicIDs(t, dst.addr, "a", "b"); got["a"] != want["a"] || got["b"] != want["b"] {
+	if got := topicIDs(t, dst.Addr, "a", "b"); got["a"] != want["a"] || got["b"] != want["b"] {
 		t.Fatalf("destination ids %x, source %x", got, want)
 	}
-	sameLogs(t, sa, dst.addr, "a", 2)
+	sameLogs(t, sa, dst.Addr, "a", 2)
 
 	// A topic that appears on the destination side only while following
 	// is created with its id too.
-	if _, err := kadmClient(t, sa).CreateTopic(ctxT(t), 1, 1, nil, "c"); err != nil {
+	if _, err := kadmClient(t, sa).CreateTopic(testkit.Ctx(t), 1, 1, nil, "c"); err != nil {
 		t.Fatal(err)
 	}
-	produceN(t, client(t, sa), "c", 5, false)
-	ctx, cancel := context.WithCancel(ctxT(t))
-	p, err := NewPusher(Options{Source: sa, Dest: dst.addr, Topics: []string{"a", "c"}, CreateTopics: true, Follow: true, MetadataEvery: 50 * time.Millisecond})
+	produceN(t, testkit.Client(t, sa), "c", 5, false)
+	ctx, cancel := context.WithCancel(testkit.Ctx(t))
+	p, err := NewPusher(Options{Source: sa, Dest: dst.Addr, Topics: []string{"a", "c"}, CreateTopics: true, Follow: true, MetadataEvery: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { _, err := p.Run(ctx); done <- err }()
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if got := topicIDs(t, dst.addr, "c"); got["c"] != ([16]byte{}) {
+		if got := topicIDs(t, dst.Addr, "c"); got["c"] != ([16]byte{}) {
 			if src := topicIDs(t, sa, "c"); got["c"] != src["c"] {
 				t.Fatalf("followed topic c: destination id %x, source %x", got["c"], src["c"])
 			}
@@ -92,14 +95,14 @@ func TestPushCreateTopicsKeepsSourceTopicID(t *testing.T) {
 // source's topic id under another name, --create-topics refuses (exit 1)
 // and names the topic holding it.
 func TestPushRefusesTopicIDInUse(t *testing.T) {
-	src := startSource(t, kfake.SeedTopics(1, "a"))
+	src := testkit.StartSource(t, kfake.SeedTopics(1, "a"))
 	sa := src.ListenAddrs()[0]
-	dst := startDest(t, t.TempDir())
-	produceN(t, client(t, sa), "a", 3, false)
+	dst := testkit.StartDest(t, t.TempDir())
+	produceN(t, testkit.Client(t, sa), "a", 3, false)
 	id := topicIDs(t, sa, "a")["a"]
 	// Put the id on a destination topic named "other", as a pusher
 	// would have if the source topic had been named so.
-	dc, err := Dial(ctxT(t), dst.addr, "test")
+	dc, err := client.Dial(testkit.Ctx(t), dst.Addr, client.Options{ClientID: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,14 +115,14 @@ func TestPushRefusesTopicIDInUse(t *testing.T) {
 	rt.Configs = append(rt.Configs, c)
 	rt.UnknownTags.Set(mirrorTag, topicIDTag(id))
 	req.Topics = append(req.Topics, rt)
-	resp, err := dc.Request(ctxT(t), req, 7)
+	resp, err := dc.Request(testkit.Ctx(t), req, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r := resp.(*kmsg.CreateTopicsResponse).Topics[0]; r.ErrorCode != 0 || r.TopicID != id {
 		t.Fatalf("creating other: %v %x", kerr.ErrorForCode(r.ErrorCode), r.TopicID)
 	}
-	_, err = Push(ctxT(t), Options{Source: sa, Dest: dst.addr, Topics: []string{"a"}, CreateTopics: true})
+	_, err = Push(testkit.Ctx(t), Options{Source: sa, Dest: dst.Addr, Topics: []string{"a"}, CreateTopics: true})
 	if ExitCode(err) != ExitRefused || !strings.Contains(err.Error(), "already used by topic 'other'") {
 		t.Fatalf("push: %v (exit %d)", err, ExitCode(err))
 	}
@@ -132,17 +135,17 @@ func TestPushRefusesTopicIDInUse(t *testing.T) {
 // the one with the higher writer id. The copy is exact.
 func TestPushersStartedAtTheSameInstant(t *testing.T) {
 	for round := 0; round < 3; round++ {
-		src := startSource(t, kfake.SeedTopics(2, "t"))
+		src := testkit.StartSource(t, kfake.SeedTopics(2, "t"))
 		sa := src.ListenAddrs()[0]
-		dst := startDest(t, t.TempDir())
-		produceBatches(t, client(t, sa, kgo.RecordPartitioner(kgo.RoundRobinPartitioner())), "t", 60, 2)
+		dst := testkit.StartDest(t, t.TempDir())
+		produceBatches(t, testkit.Client(t, sa, kgo.RecordPartitioner(kgo.RoundRobinPartitioner())), "t", 60, 2)
 		const pushers, parts = 2, 2
 		var mu sync.Mutex
 		claims := 0
 		allClaimed := make(chan struct{})
 		ps := make([]*Pusher, pushers)
 		for i := range ps {
-			p, err := NewPusher(Options{Source: sa, Dest: dst.addr, Topics: []string{"t"}, CreateTopics: true, WriterEpoch: 1000, FetchBytes: 512})
+			p, err := NewPusher(Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, WriterEpoch: 1000, FetchBytes: 512})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -172,7 +175,7 @@ func TestPushersStartedAtTheSameInstant(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, errs[i] = p.Run(ctxT(t))
+				_, errs[i] = p.Run(testkit.Ctx(t))
 			}()
 		}
 		wg.Wait()
@@ -187,6 +190,6 @@ func TestPushersStartedAtTheSameInstant(t *testing.T) {
 				t.Fatalf("round %d: the older pusher: %v (exit %d), want PRODUCER_FENCED, exit 1", round, err, ExitCode(err))
 			}
 		}
-		sameLogs(t, sa, dst.addr, "t", parts)
+		sameLogs(t, sa, dst.Addr, "t", parts)
 	}
 }

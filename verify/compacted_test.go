@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/internal/testkit"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
@@ -14,10 +15,10 @@ import (
 // destination keeps the superset and verify says source-compacted-since
 // (exit 0), not mismatch.
 func TestVerifyCompactedSince(t *testing.T) {
-	src := startSource(t)
+	src := testkit.StartSource(t)
 	sa := src.ListenAddrs()[0]
 	dst := startDest(t)
-	adm := client(t, sa)
+	adm := testkit.Client(t, sa)
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "c", 1, 1
@@ -25,10 +26,10 @@ func TestVerifyCompactedSince(t *testing.T) {
 	cfg.Name, cfg.Value = "cleanup.policy", kmsg.StringPtr("compact")
 	rt.Configs = append(rt.Configs, cfg)
 	req.Topics = append(req.Topics, rt)
-	if _, err := adm.Request(ctxT(t), req); err != nil {
+	if _, err := adm.Request(testkit.Ctx(t), req); err != nil {
 		t.Fatal(err)
 	}
-	cl := client(t, sa, kgo.DefaultProduceTopic("c"))
+	cl := testkit.Client(t, sa, kgo.DefaultProduceTopic("c"))
 	// A key written once keeps the first batch, so the log start stays
 	// (Kafka's cleaner never moves it).
 	produce(t, cl, &kgo.Record{Key: []byte("once"), Value: []byte("kept")})

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -35,7 +36,7 @@ func FuzzCompare(f *testing.F) {
 			t.Fatal("a batch differs from itself")
 		}
 		_ = diffBatch(s, d)
-		bs, _, _, err := mirror.Split(s, -1)
+		bs, _, err := splitRecordSet(s, -1)
 		if err != nil {
 			return
 		}
@@ -51,5 +52,39 @@ func FuzzCompare(f *testing.F) {
 			}
 		}
 		_ = abortedData(bs, []kmsg.FetchResponseTopicPartitionAbortedTransaction{{ProducerID: 5, FirstOffset: first}})
+	})
+}
+
+// FuzzSplitRecordSet: whatever a broker sends, splitRecordSet never
+// panics, returns only whole v2 batches ending at or after from, in order,
+// and agrees with the pusher's own splitter (an independent
+// implementation) on the batches and on whether the set was cut.
+func FuzzSplitRecordSet(f *testing.F) {
+	a, b := fuzzBatch(0, false), fuzzBatch(1, true)
+	set := append(append([]byte{}, a...), b...)
+	f.Add(set, int64(0))
+	f.Add(set[:len(set)-7], int64(1))
+	f.Add(set, int64(1))
+	f.Add([]byte{}, int64(0))
+	f.Fuzz(func(t *testing.T, set []byte, from int64) {
+		bs, partial, err := splitRecordSet(set, from)
+		mbs, _, mpartial, merr := mirror.Split(set, from)
+		if (err == nil) != (merr == nil) {
+			t.Fatalf("verify's split error %v, the pusher's %v", err, merr)
+		}
+		if err != nil {
+			return
+		}
+		if partial != mpartial || len(bs) != len(mbs) {
+			t.Fatalf("verify's split: %d batches partial %v; the pusher's: %d partial %v", len(bs), partial, len(mbs), mpartial)
+		}
+		for i, b := range bs {
+			if !bytes.Equal(b, mbs[i]) {
+				t.Fatalf("batch %d differs between the splitters", i)
+			}
+			if len(b) < kbatch.HeaderSize || kbatch.Magic(b) != 2 || batchLastOffset(b) < from || int(kbatch.Length(b))+kbatch.LogOverhead != len(b) {
+				t.Fatalf("bad batch returned: %d bytes", len(b))
+			}
+		}
 	})
 }

@@ -6,13 +6,13 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/verbatim-kafka/verbatim/mirror"
+	"github.com/verbatim-kafka/verbatim/client"
 )
 
 // batches walks one partition's batches from an offset up to an end,
 // fetching as a consumer.
 type batches struct {
-	cn        *mirror.Conn
+	cn        *client.Conn
 	topic     string
 	partition int32
 	isolation int8
@@ -26,7 +26,7 @@ type batches struct {
 	seen    map[[2]int64]bool
 }
 
-func newBatches(cn *mirror.Conn, topic string, partition int32, from, end int64, isolation int8) *batches {
+func newBatches(cn *client.Conn, topic string, partition int32, from, end int64, isolation int8) *batches {
 	return &batches{cn: cn, topic: topic, partition: partition, isolation: isolation, next: from, end: end, maxBytes: 4 << 20, seen: map[[2]int64]bool{}}
 }
 
@@ -36,7 +36,7 @@ func (b *batches) Next(ctx context.Context) ([]byte, error) {
 		if b.done || b.next >= b.end {
 			return nil, nil
 		}
-		res, err := mirror.FetchPartition(ctx, b.cn, mirror.FetchArgs{Topic: b.topic, Partition: b.partition, Offset: b.next,
+		res, err := client.FetchPartition(ctx, b.cn, client.FetchArgs{Topic: b.topic, Partition: b.partition, Offset: b.next,
 			MaxBytes: b.maxBytes, Isolation: b.isolation, CurrentEpoch: -1, LastFetchedEpoch: -1})
 		if err == nil {
 			err = res.Err
@@ -51,7 +51,7 @@ func (b *batches) Next(ctx context.Context) ([]byte, error) {
 				b.aborted = append(b.aborted, a)
 			}
 		}
-		bs, _, partial, err := mirror.Split(res.Records, b.next)
+		bs, partial, err := splitRecordSet(res.Records, b.next)
 		if err != nil {
 			return nil, fmt.Errorf("%s/%d on %s: %w", b.topic, b.partition, b.cn.Addr(), err)
 		}
@@ -65,7 +65,7 @@ func (b *batches) Next(ctx context.Context) ([]byte, error) {
 		}
 		b.maxBytes = 4 << 20
 		b.buf = bs
-		b.next = mirror.LastOffset(bs[len(bs)-1]) + 1
+		b.next = batchLastOffset(bs[len(bs)-1]) + 1
 	}
 	out := b.buf[0]
 	b.buf = b.buf[1:]

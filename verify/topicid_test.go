@@ -10,7 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/verbatim-kafka/verbatim/mirror"
+	"github.com/verbatim-kafka/verbatim/client"
+	"github.com/verbatim-kafka/verbatim/internal/testkit"
 )
 
 // TestVerifyReportsTopicIDs: after `mirror push --create-topics` the ids
@@ -18,18 +19,18 @@ import (
 // (fresh id) holding the same data is reported "different" and is still
 // exact; the JSON keeps the documented partition fields and adds topics.
 func TestVerifyReportsTopicIDs(t *testing.T) {
-	src := startSource(t, kfake.SeedTopics(1, "a", "b", "c"))
+	src := testkit.StartSource(t, kfake.SeedTopics(1, "a", "b", "c"))
 	sa := src.ListenAddrs()[0]
 	dst := startDest(t)
-	produce(t, client(t, sa, kgo.DefaultProduceTopic("a")), &kgo.Record{Value: []byte("x")}, &kgo.Record{Value: []byte("y")})
-	produce(t, client(t, sa, kgo.DefaultProduceTopic("b")), &kgo.Record{Value: []byte("z")})
+	produce(t, testkit.Client(t, sa, kgo.DefaultProduceTopic("a")), &kgo.Record{Value: []byte("x")}, &kgo.Record{Value: []byte("y")})
+	produce(t, testkit.Client(t, sa, kgo.DefaultProduceTopic("b")), &kgo.Record{Value: []byte("z")})
 	push(t, sa, dst, "a")
 	// b is created by hand with mirror.mode=push: a fresh id.
 	req := createTopicReq("b")
 	c := kmsg.NewCreateTopicsRequestTopicConfig()
 	c.Name, c.Value = "mirror.mode", kmsg.StringPtr("push")
 	req.Topics[0].Configs = append(req.Topics[0].Configs, c)
-	if resp, err := req.RequestWith(ctxT(t), client(t, dst)); err != nil || resp.Topics[0].ErrorCode != 0 {
+	if resp, err := req.RequestWith(testkit.Ctx(t), testkit.Client(t, dst)); err != nil || resp.Topics[0].ErrorCode != 0 {
 		t.Fatalf("creating b: %v %+v", err, resp)
 	}
 	push(t, sa, dst, "b")
@@ -69,12 +70,12 @@ func TestVerifyReportsTopicIDs(t *testing.T) {
 			t.Fatalf("json partition lacks %q: %s", k, js.String())
 		}
 	}
-	if generic.Topics[0]["topic_ids"] != "equal" || generic.Topics[1]["topic_ids"] != "different" || generic.Topics[0]["source_topic_id"] != mirror.FormatTopicID(srcID(t, sa, "a")) || generic.Topics[1]["dest_topic_id"] != b.DestTopicID {
+	if generic.Topics[0]["topic_ids"] != "equal" || generic.Topics[1]["topic_ids"] != "different" || generic.Topics[0]["source_topic_id"] != client.FormatTopicID(srcID(t, sa, "a")) || generic.Topics[1]["dest_topic_id"] != b.DestTopicID {
 		t.Fatalf("json topics: %s", js.String())
 	}
 
 	// A topic the destination lacks: ids "missing", and not exact.
-	produce(t, client(t, sa, kgo.DefaultProduceTopic("c")), &kgo.Record{Value: []byte("c")})
+	produce(t, testkit.Client(t, sa, kgo.DefaultProduceTopic("c")), &kgo.Record{Value: []byte("c")})
 	rep = run(t, sa, dst, "c")
 	if rep.Exact || len(rep.Topics) != 1 || rep.Topics[0].TopicIDs != TopicIDsMissing || rep.Topics[0].DestTopicID != "" {
 		t.Fatalf("missing topic: exact %v %+v", rep.Exact, rep.Topics)
@@ -83,12 +84,12 @@ func TestVerifyReportsTopicIDs(t *testing.T) {
 
 func srcID(t *testing.T, addr, topic string) [16]byte {
 	t.Helper()
-	cl, err := mirror.NewCluster(addr, "test")
+	cl, err := client.NewCluster(addr, client.Options{ClientID: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	md, err := cl.Metadata(ctxT(t), []string{topic})
+	md, err := cl.Metadata(testkit.Ctx(t), []string{topic})
 	if err != nil || md[topic] == nil || md[topic].Err != nil {
 		t.Fatalf("metadata %s: %v", topic, err)
 	}

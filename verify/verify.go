@@ -10,11 +10,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
-
+	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/kbatch"
-	"github.com/verbatim-kafka/verbatim/mirror"
 )
 
 // Statuses of a partition.
@@ -84,7 +81,7 @@ const (
 // without the source's id (by hand, or by a pusher or Verbatim from before
 // topic ids were kept) can still hold the data exactly and Exact does not
 // depend on it. `mirror push --create-topics` into a Verbatim that lists
-// verbatim.mirror.topic.id always gives equal ids.
+// verbatim.client.topic.id always gives equal ids.
 type TopicReport struct {
 	Topic         string `json:"topic"`
 	SourceTopicID string `json:"source_topic_id"`
@@ -105,43 +102,43 @@ type Report struct {
 // report.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Source == "" || o.Dest == "" || len(o.Topics) == 0 {
-		return nil, mirror.Usage("--source, --dest and --topics are required")
+		return nil, errors.New("--source, --dest and --topics are required")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	src, err := mirror.NewCluster(o.Source, "verbatim-verify")
+	src, err := client.NewCluster(o.Source, client.Options{ClientID: "verbatim-verify"})
 	if err != nil {
-		return nil, mirror.Usage("--source: %v", err)
+		return nil, fmt.Errorf("--source: %v", err)
 	}
 	defer src.Close()
-	dst, err := mirror.NewCluster(o.Dest, "verbatim-verify")
+	dst, err := client.NewCluster(o.Dest, client.Options{ClientID: "verbatim-verify"})
 	if err != nil {
-		return nil, mirror.Usage("--dest: %v", err)
+		return nil, fmt.Errorf("--dest: %v", err)
 	}
 	defer dst.Close()
 	smd, err := src.Metadata(ctx, o.Topics)
 	if err != nil {
-		return nil, mirror.Usage("source metadata: %v", err)
+		return nil, fmt.Errorf("source metadata: %v", err)
 	}
 	dmd, err := dst.Metadata(ctx, o.Topics)
 	if err != nil {
-		return nil, mirror.Usage("destination metadata: %v", err)
+		return nil, fmt.Errorf("destination metadata: %v", err)
 	}
 	rep := &Report{Exact: true}
 	for _, name := range o.Topics {
 		st := smd[name]
 		if st == nil || st.Err != nil {
-			return nil, mirror.Usage("source topic %s: %v", name, topicErr(st))
+			return nil, fmt.Errorf("source topic %s: %v", name, topicErr(st))
 		}
 		compacted, err := isCompacted(ctx, src, name)
 		if err != nil {
-			return nil, mirror.Usage("source configs of %s: %v", name, err)
+			return nil, fmt.Errorf("source configs of %s: %v", name, err)
 		}
 		dt := dmd[name]
-		tr := TopicReport{Topic: name, SourceTopicID: mirror.FormatTopicID(st.ID), TopicIDs: TopicIDsMissing}
+		tr := TopicReport{Topic: name, SourceTopicID: client.FormatTopicID(st.ID), TopicIDs: TopicIDsMissing}
 		if dt != nil && dt.Err == nil {
-			tr.DestTopicID = mirror.FormatTopicID(dt.ID)
+			tr.DestTopicID = client.FormatTopicID(dt.ID)
 			tr.TopicIDs = TopicIDsDifferent
 			if dt.ID == st.ID {
 				tr.TopicIDs = TopicIDsEqual
@@ -160,7 +157,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			default:
 				v := &partitionCheck{src: src, dst: dst, topic: name, part: int32(i), compacted: compacted, rep: &pr, log: o.Logger}
 				if err := v.run(ctx); err != nil {
-					return nil, mirror.Usage("%s/%d: %v", name, i, err)
+					return nil, fmt.Errorf("%s/%d: %v", name, i, err)
 				}
 			}
 			if pr.Status == Mismatch {
@@ -176,102 +173,33 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if o.Groups != nil {
 		if err := compareGroups(ctx, src, dst, o, rep); err != nil {
-			return nil, mirror.Usage("groups: %v", err)
+			return nil, fmt.Errorf("groups: %v", err)
 		}
 	}
 	return rep, nil
 }
 
-// compareGroups compares the committed offsets of the matching source
-// groups with the destination's: same leader epoch and metadata, the
-// offset clamped into the destination's range as the pusher copies it.
-func compareGroups(ctx context.Context, src, dst *mirror.Cluster, o Options, rep *Report) error {
-	groups, err := mirror.ListGroups(ctx, src, o.Groups)
-	if err != nil {
-		return err
-	}
-	for _, g := range groups {
-		so, err := mirror.FetchGroupOffsets(ctx, src, g, o.Topics)
-		if err != nil {
-			return err
-		}
-		want, err := mirror.ExpectedGroupOffsets(ctx, dst, so)
-		if err != nil {
-			return err
-		}
-		do, err := mirror.FetchGroupOffsets(ctx, dst, g, o.Topics)
-		if err != nil {
-			return err
-		}
-		have := map[[2]any]mirror.GroupOffset{}
-		for _, d := range do {
-			have[[2]any{d.Topic, d.Partition}] = d
-		}
-		for i, w := range want {
-			gr := GroupReport{Group: g, Topic: w.Topic, Partition: w.Partition, SourceOffset: so[i].Offset, Expected: w.Offset, DestOffset: -1, Status: Identical}
-			d, ok := have[[2]any{w.Topic, w.Partition}]
-			if ok {
-				gr.DestOffset = d.Offset
-			}
-			switch {
-			case !ok || d.Offset != w.Offset:
-				gr.Field = "offset"
-			case d.LeaderEpoch != w.LeaderEpoch:
-				gr.Field = "leader_epoch"
-			case d.Metadata != w.Metadata:
-				gr.Field = "metadata"
-			}
-			if gr.Field != "" {
-				gr.Status = Mismatch
-				rep.Exact = false
-			}
-			rep.Groups = append(rep.Groups, gr)
-		}
-	}
-	return nil
-}
-
-func topicErr(t *mirror.TopicMeta) error {
+func topicErr(t *client.TopicMeta) error {
 	if t == nil {
-		return mirror.ErrTopicMissing
+		return client.ErrTopicMissing
 	}
 	return t.Err
 }
 
 // isCompacted reports whether the source topic's cleanup.policy includes
 // compact.
-func isCompacted(ctx context.Context, cl *mirror.Cluster, topic string) (bool, error) {
-	cn, err := cl.Any(ctx)
+func isCompacted(ctx context.Context, cl *client.Cluster, topic string) (bool, error) {
+	cfg, err := client.TopicConfigValues(ctx, cl, topic, "cleanup.policy")
 	if err != nil {
 		return false, err
 	}
-	req := kmsg.NewPtrDescribeConfigsRequest()
-	rr := kmsg.NewDescribeConfigsRequestResource()
-	rr.ResourceType, rr.ResourceName, rr.ConfigNames = kmsg.ConfigResourceTypeTopic, topic, []string{"cleanup.policy"}
-	req.Resources = append(req.Resources, rr)
-	resp, err := cn.Request(ctx, req, 4)
-	if err != nil {
-		return false, err
-	}
-	r := resp.(*kmsg.DescribeConfigsResponse)
-	if len(r.Resources) != 1 {
-		return false, errors.New("malformed DescribeConfigs answer")
-	}
-	if err := kerr.ErrorForCode(r.Resources[0].ErrorCode); err != nil {
-		return false, err
-	}
-	for _, c := range r.Resources[0].Configs {
-		if c.Name == "cleanup.policy" && c.Value != nil && strings.Contains(*c.Value, "compact") {
-			return true, nil
-		}
-	}
-	return false, nil
+	return strings.Contains(cfg["cleanup.policy"], "compact"), nil
 }
 
 // partitionCheck verifies one partition.
 type partitionCheck struct {
-	src, dst       *mirror.Cluster
-	sc, dc         *mirror.Conn
+	src, dst       *client.Cluster
+	sc, dc         *client.Conn
 	topic          string
 	part           int32
 	compacted      bool
@@ -306,15 +234,15 @@ func (v *partitionCheck) run(ctx context.Context) error {
 		ts        int64
 		isolation int8
 	}
-	views := []lo{{"earliest", mirror.Earliest, mirror.ReadUncommitted}, {"latest", mirror.Latest, mirror.ReadUncommitted},
-		{"last_stable", mirror.Latest, mirror.ReadCommitted}, {"max_timestamp", mirror.MaxTimestamp, mirror.ReadUncommitted}}
-	sv := make([]mirror.OffsetAnswer, len(views))
-	dv := make([]mirror.OffsetAnswer, len(views))
+	views := []lo{{"earliest", client.Earliest, client.ReadUncommitted}, {"latest", client.Latest, client.ReadUncommitted},
+		{"last_stable", client.Latest, client.ReadCommitted}, {"max_timestamp", client.MaxTimestamp, client.ReadUncommitted}}
+	sv := make([]client.OffsetAnswer, len(views))
+	dv := make([]client.OffsetAnswer, len(views))
 	for i, w := range views {
-		if sv[i], err = mirror.ListOffset(ctx, v.sc, v.topic, v.part, w.ts, w.isolation); err != nil {
+		if sv[i], err = client.ListOffset(ctx, v.sc, v.topic, v.part, w.ts, w.isolation); err != nil {
 			return fmt.Errorf("source: %w", err)
 		}
-		if dv[i], err = mirror.ListOffset(ctx, v.dc, v.topic, v.part, w.ts, w.isolation); err != nil {
+		if dv[i], err = client.ListOffset(ctx, v.dc, v.topic, v.part, w.ts, w.isolation); err != nil {
 			return fmt.Errorf("destination: %w", err)
 		}
 	}
@@ -346,11 +274,11 @@ func (v *partitionCheck) run(ctx context.Context) error {
 	}
 	if !v.compactedSince {
 		for _, ts := range v.sampleTimes {
-			s, err := mirror.ListOffset(ctx, v.sc, v.topic, v.part, ts, mirror.ReadUncommitted)
+			s, err := client.ListOffset(ctx, v.sc, v.topic, v.part, ts, client.ReadUncommitted)
 			if err != nil {
 				return fmt.Errorf("source: %w", err)
 			}
-			d, err := mirror.ListOffset(ctx, v.dc, v.topic, v.part, ts, mirror.ReadUncommitted)
+			d, err := client.ListOffset(ctx, v.dc, v.topic, v.part, ts, client.ReadUncommitted)
 			if err != nil {
 				return fmt.Errorf("destination: %w", err)
 			}
@@ -366,11 +294,11 @@ func (v *partitionCheck) run(ctx context.Context) error {
 	// between them.
 	if v.minEp >= 0 {
 		for _, e := range epochsToAsk(v.epochs) {
-			s, err := mirror.OffsetForLeaderEpoch(ctx, v.sc, v.topic, v.part, e)
+			s, err := client.OffsetForLeaderEpoch(ctx, v.sc, v.topic, v.part, e)
 			if err != nil {
 				return fmt.Errorf("source: %w", err)
 			}
-			d, err := mirror.OffsetForLeaderEpoch(ctx, v.dc, v.topic, v.part, e)
+			d, err := client.OffsetForLeaderEpoch(ctx, v.dc, v.topic, v.part, e)
 			if err != nil {
 				return fmt.Errorf("destination: %w", err)
 			}
@@ -420,8 +348,8 @@ func (v *partitionCheck) run(ctx context.Context) error {
 // compacted source, a difference starts a record-level check that the
 // destination is a superset of the source.
 func (v *partitionCheck) compareBatches(ctx context.Context, from, to int64) error {
-	si := newBatches(v.sc, v.topic, v.part, from, to, mirror.ReadUncommitted)
-	di := newBatches(v.dc, v.topic, v.part, from, to, mirror.ReadUncommitted)
+	si := newBatches(v.sc, v.topic, v.part, from, to, client.ReadUncommitted)
+	di := newBatches(v.dc, v.topic, v.part, from, to, client.ReadUncommitted)
 	var nb int
 	for {
 		s, err := si.Next(ctx)
@@ -499,8 +427,8 @@ func (v *partitionCheck) superset(ctx context.Context, from, to int64) error {
 	v.sampleTimes = nil
 	v.compactedSince = true
 	v.rep.Checks = append(v.rep.Checks, "compacted_superset")
-	si := newBatches(v.sc, v.topic, v.part, from, to, mirror.ReadUncommitted)
-	di := newBatches(v.dc, v.topic, v.part, from, to, mirror.ReadUncommitted)
+	si := newBatches(v.sc, v.topic, v.part, from, to, client.ReadUncommitted)
+	di := newBatches(v.dc, v.topic, v.part, from, to, client.ReadUncommitted)
 	var drecs []record
 	for {
 		s, err := si.Next(ctx)
@@ -556,8 +484,8 @@ func (v *partitionCheck) superset(ctx context.Context, from, to int64) error {
 // compareAborted compares, over [from, upto), which producer's data a
 // read_committed consumer drops on each side.
 func (v *partitionCheck) compareAborted(ctx context.Context, from, upto int64) error {
-	collect := func(cn *mirror.Conn) ([]abortedRange, error) {
-		it := newBatches(cn, v.topic, v.part, from, upto, mirror.ReadCommitted)
+	collect := func(cn *client.Conn) ([]abortedRange, error) {
+		it := newBatches(cn, v.topic, v.part, from, upto, client.ReadCommitted)
 		var bs [][]byte
 		for {
 			b, err := it.Next(ctx)
@@ -597,12 +525,12 @@ func (v *partitionCheck) compareAborted(ctx context.Context, from, upto int64) e
 
 // compactedGap reports whether two OffsetForLeaderEpoch answers differ
 // only across offsets where the compacted source holds no record.
-func (v *partitionCheck) compactedGap(ctx context.Context, s, d mirror.EpochEnd) (bool, error) {
+func (v *partitionCheck) compactedGap(ctx context.Context, s, d client.EpochEnd) (bool, error) {
 	if !v.compacted || s.LeaderEpoch != d.LeaderEpoch || s.EndOffset < 0 || d.EndOffset < 0 {
 		return false, nil
 	}
 	lo, hi := min(s.EndOffset, d.EndOffset), max(s.EndOffset, d.EndOffset)
-	it := newBatches(v.sc, v.topic, v.part, lo, hi, mirror.ReadUncommitted)
+	it := newBatches(v.sc, v.topic, v.part, lo, hi, client.ReadUncommitted)
 	for {
 		b, err := it.Next(ctx)
 		if err != nil {

@@ -9,18 +9,20 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/verbatim-kafka/verbatim/internal/testkit"
 )
 
 // TestVerifyExactAfterPush mirrors every codec, keys and headers, an
 // idempotent producer and committed and aborted transactions, then
 // verifies: exact, with every check run.
 func TestVerifyExactAfterPush(t *testing.T) {
-	src := startSource(t, kfake.SeedTopics(2, "t"))
+	src := testkit.StartSource(t, kfake.SeedTopics(2, "t"))
 	sa := src.ListenAddrs()[0]
 	dst := startDest(t)
 	codecs := []kgo.CompressionCodec{kgo.NoCompression(), kgo.GzipCompression(), kgo.SnappyCompression(), kgo.Lz4Compression(), kgo.ZstdCompression()}
 	for i, c := range codecs {
-		cl := client(t, sa, kgo.ProducerBatchCompression(c), kgo.DefaultProduceTopic("t"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		cl := testkit.Client(t, sa, kgo.ProducerBatchCompression(c), kgo.DefaultProduceTopic("t"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 		var rs []*kgo.Record
 		for j := 0; j < 20; j++ {
 			rs = append(rs, &kgo.Record{Partition: int32(j % 2), Key: []byte(fmt.Sprintf("k%d", j)), Value: bytes.Repeat([]byte{byte(j)}, 100),
@@ -28,13 +30,13 @@ func TestVerifyExactAfterPush(t *testing.T) {
 		}
 		produce(t, cl, rs...)
 	}
-	txn := client(t, sa, kgo.TransactionalID("tx"), kgo.DefaultProduceTopic("t"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	txn := testkit.Client(t, sa, kgo.TransactionalID("tx"), kgo.DefaultProduceTopic("t"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	for i, commit := range []bool{true, false, true} {
 		if err := txn.BeginTransaction(); err != nil {
 			t.Fatal(err)
 		}
 		produce(t, txn, &kgo.Record{Value: []byte(fmt.Sprintf("txn %d", i))}, &kgo.Record{Partition: 1, Value: []byte("p1")})
-		if err := txn.EndTransaction(ctxT(t), kgo.TransactionEndTry(commit)); err != nil {
+		if err := txn.EndTransaction(testkit.Ctx(t), kgo.TransactionEndTry(commit)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,10 +83,10 @@ func TestVerifyExactAfterPush(t *testing.T) {
 // it (consume, produce again) is reported as a mismatch, with the first
 // differing offset and field.
 func TestVerifyMismatchOnReproduction(t *testing.T) {
-	src := startSource(t, kfake.SeedTopics(1, "t"))
+	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
 	sa := src.ListenAddrs()[0]
 	dst := startDest(t)
-	sc := client(t, sa, kgo.DefaultProduceTopic("t"))
+	sc := testkit.Client(t, sa, kgo.DefaultProduceTopic("t"))
 	for i := 0; i < 3; i++ {
 		var rs []*kgo.Record
 		for j := 0; j < 5; j++ {
@@ -93,14 +95,14 @@ func TestVerifyMismatchOnReproduction(t *testing.T) {
 		produce(t, sc, rs...)
 	}
 	// Re-produce every record, keeping keys, values and timestamps.
-	adm := client(t, dst)
-	if _, err := adm.Request(ctxT(t), createTopicReq("t")); err != nil {
+	adm := testkit.Client(t, dst)
+	if _, err := adm.Request(testkit.Ctx(t), createTopicReq("t")); err != nil {
 		t.Fatal(err)
 	}
-	cons := client(t, sa, kgo.ConsumeTopics("t"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cons := testkit.Client(t, sa, kgo.ConsumeTopics("t"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	var got []*kgo.Record
 	for len(got) < 15 {
-		fs := cons.PollFetches(ctxT(t))
+		fs := cons.PollFetches(testkit.Ctx(t))
 		if err := fs.Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +110,7 @@ func TestVerifyMismatchOnReproduction(t *testing.T) {
 			got = append(got, &kgo.Record{Topic: "t", Key: r.Key, Value: r.Value, Timestamp: r.Timestamp})
 		})
 	}
-	produce(t, client(t, dst), got...)
+	produce(t, testkit.Client(t, dst), got...)
 	rep := run(t, sa, dst, "t")
 	if rep.Exact || rep.ExitCode() != 1 {
 		t.Fatalf("a re-produced copy verified as exact: %+v", rep)

@@ -7,7 +7,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/verbatim-kafka/verbatim/mirror"
+	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/verify"
 )
 
@@ -37,7 +37,7 @@ func verifyMain(args []string, stdout, stderr io.Writer) int {
 	}
 	o := verify.Options{Source: *source, Dest: *dest, Topics: splitList(*topics)}
 	if *groups != "" {
-		re, err := mirror.CompileGroups(*groups)
+		re, err := client.CompileGroups(*groups)
 		if err != nil {
 			fmt.Fprintf(stderr, "verbatim verify: %v\n", err)
 			return 2

@@ -1,4 +1,4 @@
-package mirror
+package client
 
 import (
 	"bufio"
@@ -25,6 +25,7 @@ import (
 type Conn struct {
 	addr     string
 	nc       net.Conn
+	opts     Options
 	formater *kmsg.RequestFormatter
 
 	// versions holds the broker's max version per API key, from
@@ -58,8 +59,31 @@ const maxKeptWriteBuffer = 16 << 20
 // maxResponseBytes bounds a response frame the client accepts.
 const maxResponseBytes = 512 << 20
 
+// Options configure how connections are made. The zero value dials plain
+// TCP with no client id. Transport security and authentication are meant
+// to be added here as fields, so that callers that do not set them keep
+// working unchanged.
+type Options struct {
+	// ClientID is the client id sent in every request header.
+	ClientID string
+	// SoftwareName and SoftwareVersion are sent in ApiVersions v3+
+	// (default "verbatim-mirror" and "1").
+	SoftwareName, SoftwareVersion string
+}
+
+func (o Options) software() (string, string) {
+	name, vers := o.SoftwareName, o.SoftwareVersion
+	if name == "" {
+		name = "verbatim-mirror"
+	}
+	if vers == "" {
+		vers = "1"
+	}
+	return name, vers
+}
+
 // Dial connects to addr and negotiates API versions.
-func Dial(ctx context.Context, addr, clientID string) (*Conn, error) {
+func Dial(ctx context.Context, addr string, o Options) (*Conn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -68,7 +92,8 @@ func Dial(ctx context.Context, addr, clientID string) (*Conn, error) {
 	c := &Conn{
 		addr:     addr,
 		nc:       nc,
-		formater: kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID)),
+		opts:     o,
+		formater: kmsg.NewRequestFormatter(kmsg.FormatterClientID(o.ClientID)),
 		pending:  make(chan *call, 256),
 		closed:   make(chan struct{}),
 	}
@@ -114,7 +139,7 @@ func (c *Conn) negotiate(ctx context.Context) error {
 	for _, v := range []int16{3, 0} {
 		req := kmsg.NewPtrApiVersionsRequest()
 		req.Version = v
-		req.ClientSoftwareName, req.ClientSoftwareVersion = "verbatim-mirror", "1"
+		req.ClientSoftwareName, req.ClientSoftwareVersion = c.opts.software()
 		resp, err := c.roundTrip(ctx, req)
 		if err != nil {
 			return fmt.Errorf("ApiVersions to %s: %w", c.addr, err)
@@ -142,15 +167,24 @@ func (c *Conn) negotiate(ctx context.Context) error {
 // Request sends req at the highest version both sides support, capped at
 // maxVersion when it is >= 0, and waits for its response.
 func (c *Conn) Request(ctx context.Context, req kmsg.Request, maxVersion int16) (kmsg.Response, error) {
+	if err := c.setVersion(req, maxVersion); err != nil {
+		return nil, err
+	}
+	return c.roundTrip(ctx, req)
+}
+
+// setVersion sets req to the highest version both sides support, capped
+// at maxVersion when it is >= 0.
+func (c *Conn) setVersion(req kmsg.Request, maxVersion int16) error {
 	v := c.MaxVersion(req.Key())
 	if v < 0 {
-		return nil, fmt.Errorf("%s does not serve %s", c.addr, kmsg.NameForKey(req.Key()))
+		return fmt.Errorf("%s does not serve %s", c.addr, kmsg.NameForKey(req.Key()))
 	}
 	if maxVersion >= 0 && v > maxVersion {
 		v = maxVersion
 	}
 	req.SetVersion(v)
-	return c.roundTrip(ctx, req)
+	return nil
 }
 
 // Pending is a request written to the connection whose response has not
@@ -164,14 +198,9 @@ type Pending struct {
 // when >= 0) without waiting for its response: requests sent one after
 // another on a connection are answered in that order.
 func (c *Conn) Send(ctx context.Context, req kmsg.Request, maxVersion int16) (*Pending, error) {
-	v := c.MaxVersion(req.Key())
-	if v < 0 {
-		return nil, fmt.Errorf("%s does not serve %s", c.addr, kmsg.NameForKey(req.Key()))
+	if err := c.setVersion(req, maxVersion); err != nil {
+		return nil, err
 	}
-	if maxVersion >= 0 && v > maxVersion {
-		v = maxVersion
-	}
-	req.SetVersion(v)
 	cl, err := c.send(ctx, req)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package mirror
+package client
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 // broker addresses and partition leaders from Metadata, and one Conn per
 // broker, re-dialled after failures.
 type Cluster struct {
-	seed     string
-	clientID string
+	seed string
+	opts Options
 
 	mu      sync.Mutex
 	conns   map[string]*Conn
@@ -26,12 +26,28 @@ type Cluster struct {
 	clusterID string
 }
 
-// NewCluster returns a Cluster reached through seed (HOST:PORT).
-func NewCluster(seed, clientID string) (*Cluster, error) {
+// NewCluster returns a Cluster reached through seed (HOST:PORT); every
+// connection it makes is dialled with o.
+func NewCluster(seed string, o Options) (*Cluster, error) {
 	if _, _, err := net.SplitHostPort(seed); err != nil {
 		return nil, fmt.Errorf("address %q: %w", seed, err)
 	}
-	return &Cluster{seed: seed, clientID: clientID, conns: map[string]*Conn{}, brokers: map[int32]string{}}, nil
+	return &Cluster{seed: seed, opts: o, conns: map[string]*Conn{}, brokers: map[int32]string{}}, nil
+}
+
+// Options are the connection options the cluster dials with.
+func (c *Cluster) Options() Options { return c.opts }
+
+// BrokerAddrs returns the broker addresses known from the last Metadata
+// response (unordered).
+func (c *Cluster) BrokerAddrs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	addrs := make([]string, 0, len(c.brokers))
+	for _, a := range c.brokers {
+		addrs = append(addrs, a)
+	}
+	return addrs
 }
 
 // Seed is the address the cluster is reached through.
@@ -52,7 +68,7 @@ func (c *Cluster) Conn(ctx context.Context, addr string) (*Conn, error) {
 	if cn != nil && !cn.Broken() {
 		return cn, nil
 	}
-	cn, err := Dial(ctx, addr, c.clientID)
+	cn, err := Dial(ctx, addr, c.opts)
 	if err != nil {
 		return nil, err
 	}
@@ -73,13 +89,7 @@ func (c *Cluster) Any(ctx context.Context) (*Conn, error) {
 	if err == nil {
 		return cn, nil
 	}
-	c.mu.Lock()
-	addrs := make([]string, 0, len(c.brokers))
-	for _, a := range c.brokers {
-		addrs = append(addrs, a)
-	}
-	c.mu.Unlock()
-	for _, a := range addrs {
+	for _, a := range c.BrokerAddrs() {
 		if cn, err2 := c.Conn(ctx, a); err2 == nil {
 			return cn, nil
 		}

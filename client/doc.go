@@ -1,0 +1,18 @@
+// Package client is a thin Kafka protocol client: connections that send
+// kmsg requests exactly as built (Dial, ApiVersions negotiation, pipelined
+// requests answered in order, the broker's supported features), a minimal
+// cluster view (Cluster: Metadata, brokers, partition leaders, one
+// connection per broker re-dialled after failures), the raw one-partition
+// requests the mirroring tools need (ListOffsets, OffsetForLeaderEpoch,
+// sessionless Fetch, topic configs, consumer group listing, coordinator
+// lookup, offset fetch and commit), the classification of errors worth
+// retrying (Transient) and the pacing of retries (Clock, Backoff, Retry)
+// for callers that retry.
+//
+// It owns no policy: no request is retried implicitly, and it does not
+// decide exit codes, split record sets into batches, or know Verbatim's
+// wire extensions (the mirror produce and topic-id tags belong to the
+// callers). It never rewrites a request's acks, isolation level or record
+// bytes. Dial and NewCluster take an Options struct so that transport
+// security and authentication can be added without changing callers.
+package client

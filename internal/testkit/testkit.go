@@ -1,0 +1,90 @@
+// Package testkit holds the in-process test fixtures shared by the tests of
+// the mirroring tools (mirror, verify): a Verbatim destination broker, a
+// kfake cluster standing in for any Kafka source, kgo clients and a test
+// context. It is imported only by _test files; it must not hold product
+// logic or assertions about it.
+package testkit
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/verbatim-kafka/verbatim/broker"
+	"github.com/verbatim-kafka/verbatim/internal/testwasm"
+)
+
+// Dest is an in-process Verbatim broker.
+type Dest struct {
+	Srv  *broker.Server
+	Addr string
+	Dir  string
+	done chan error
+}
+
+// StartDest opens a broker on dir and serves it on a loopback port until
+// the test ends (or Stop).
+func StartDest(t *testing.T, dir string) *Dest {
+	t.Helper()
+	testwasm.LinkCache(t, dir)
+	srv, err := broker.Open(broker.Config{DataDir: dir, NodeID: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatalf("broker.Open: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Dest{Srv: srv, Addr: ln.Addr().String(), Dir: dir, done: make(chan error, 1)}
+	go func() { d.done <- srv.Serve(ln) }()
+	t.Cleanup(d.Stop)
+	return d
+}
+
+// Stop shuts the broker down; a second Stop does nothing.
+func (d *Dest) Stop() {
+	if d.Srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = d.Srv.Shutdown(ctx)
+	<-d.done
+	d.Srv = nil
+}
+
+// StartSource is a one-broker kfake cluster (more with kfake.NumBrokers)
+// standing in for any Kafka source.
+func StartSource(t *testing.T, opts ...kfake.Opt) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// Client is a kgo client seeded with addr, closed when the test ends.
+func Client(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// Ctx is a context that ends after a minute or with the test.
+func Ctx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

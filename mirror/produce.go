@@ -1,0 +1,224 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/verbatim-kafka/verbatim/client"
+)
+
+// produceWindow is how many mirror produces of one partition may be in
+// flight on the destination connection. Verbatim reads a connection's
+// requests in order, so each states the log end the previous one leaves;
+// if one fails, the later ones fail too (their expected log end is not
+// reached) and are sent again one by one.
+const produceWindow = 4
+
+// flight is one sent mirror produce.
+type flight struct {
+	c       chunk
+	expect  int64
+	w       ProduceWait
+	sendErr error
+}
+
+// producer is the produce side of a partition copy: it writes chunks to
+// the destination in order, each stating the log end it expects, and
+// forwards the source's log start.
+type producer struct {
+	c *PartitionCopy
+	// expect is the destination log end once every acknowledged chunk is
+	// written, sendExpect once every sent one is; dstart the destination
+	// log start.
+	expect, sendExpect, dstart int64
+	cn                         DestConn
+	epoch                      int32
+	warnedLogStart             bool
+	q                          []flight
+}
+
+func (c *PartitionCopy) newProducer(expect, dstart int64) *producer {
+	return &producer{c: c, expect: expect, sendExpect: expect, dstart: dstart}
+}
+
+func (p *producer) full() bool { return len(p.q) >= produceWindow }
+
+// consume writes the chunks of in until it is closed or a write fails.
+func (p *producer) consume(ctx context.Context, in <-chan chunk) error {
+	closed := false
+	for {
+		// Once cancelled, send nothing more: a write to a healthy
+		// connection does not observe ctx, so chunks already fetched
+		// would otherwise still reach the destination.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !closed && !p.full() {
+			var c chunk
+			var ok, got bool
+			if len(p.q) == 0 {
+				c, ok = <-in
+				got = true
+			} else {
+				select {
+				case c, ok = <-in:
+					got = true
+				default:
+				}
+			}
+			if got && !ok {
+				closed = true
+			} else if got {
+				p.launch(ctx, c)
+				continue
+			}
+		}
+		if len(p.q) == 0 {
+			if closed {
+				return nil
+			}
+			continue
+		}
+		if err := p.completeHead(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// drain completes every produce in flight.
+func (p *producer) drain(ctx context.Context) error {
+	for len(p.q) > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := p.completeHead(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// launch sends c without waiting for its answer.
+func (p *producer) launch(ctx context.Context, c chunk) {
+	f := flight{c: c, expect: p.sendExpect}
+	if c.first > p.sendExpect {
+		p.c.log().Info("gap in the source", "partition", p.c.name(), "from", p.sendExpect, "to", c.first)
+	}
+	p.sendExpect = c.end
+	if p.cn == nil || p.cn.Broken() {
+		if p.cn, p.epoch, f.sendErr = p.c.cfg.Dest.Leader(ctx); f.sendErr != nil {
+			p.cn = nil
+			p.q = append(p.q, f)
+			return
+		}
+	}
+	f.w, f.sendErr = p.cn.SendProduce(ctx, c.set, f.expect, p.epoch)
+	p.q = append(p.q, f)
+}
+
+// completeHead waits for the oldest produce in flight. After a transient
+// failure it sends that chunk and every later one again, one at a time.
+func (p *producer) completeHead(ctx context.Context) error {
+	f := p.q[0]
+	p.q = p.q[1:]
+	err := f.sendErr
+	if err == nil {
+		err = p.c.produceErr(f.w.Wait(ctx), f.expect)
+	}
+	if err == nil {
+		return p.done(ctx, f.c)
+	}
+	if !transient(err) && !isEpochErr(err) {
+		return err
+	}
+	p.cn = nil
+	rest := append([]flight{f}, p.q...)
+	p.q = nil
+	for _, g := range rest {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := p.produceSync(ctx, g.c, g.expect); err != nil {
+			return err
+		}
+		if err := p.done(ctx, g.c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// done accounts for an acknowledged chunk and forwards the source's log
+// start when it moved into what the destination now holds.
+func (p *producer) done(ctx context.Context, c chunk) error {
+	p.expect = c.end
+	p.c.end.Store(c.end)
+	p.c.batches.Add(int64(c.batches))
+	p.c.nbytes.Add(int64(len(c.set)))
+	if c.logStart > p.dstart && c.logStart <= p.expect {
+		if err := p.c.deleteRecords(ctx, c.logStart); errors.Is(err, kerr.ProducerFenced) {
+			return p.c.fenced("")
+		} else if err != nil {
+			if !p.warnedLogStart {
+				p.c.log().Warn("could not forward the source log start to the destination", "partition", p.c.name(), "log_start", c.logStart, "err", err)
+				p.warnedLogStart = true
+			}
+		} else {
+			p.dstart = c.logStart
+		}
+	}
+	if p.c.cfg.ChunkDone != nil {
+		p.c.cfg.ChunkDone(p.c.Snapshot())
+	}
+	return nil
+}
+
+// produceSync sends one chunk and waits, retrying transient failures
+// (an identical retry is acknowledged at its original offsets).
+func (p *producer) produceSync(ctx context.Context, c chunk, expect int64) error {
+	return p.c.retry(ctx, "mirror produce", func() error {
+		if p.cn == nil || p.cn.Broken() {
+			var err error
+			if p.cn, p.epoch, err = p.c.cfg.Dest.Leader(ctx); err != nil {
+				p.cn = nil
+				return err
+			}
+		}
+		w, err := p.cn.SendProduce(ctx, c.set, expect, p.epoch)
+		if err == nil {
+			err = p.c.produceErr(w.Wait(ctx), expect)
+		}
+		if isEpochErr(err) {
+			p.cn = nil // the destination epoch moved (mirror epoch bump): refresh
+			return fmt.Errorf("%w (refreshing destination metadata)", kerr.NotLeaderForPartition)
+		}
+		if err != nil && transient(err) {
+			p.cn = nil
+		}
+		return err
+	})
+}
+
+// produceErr maps a mirror produce's outcome to nil, a transient error, a
+// stale-epoch error or a refusal.
+func (c *PartitionCopy) produceErr(err error, expect int64) error {
+	var pe *ProduceError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	perr, msg := pe.Err, pe.Message
+	switch {
+	case perr == kerr.ProducerFenced:
+		return c.fenced(msg)
+	case perr == kerr.OffsetOutOfRange:
+		return Refusal("%s: the destination refused the batches at %d: %s (another pusher is writing this partition, or the destination lost acknowledged data); restart the push to resume from the destination's log end", c.name(), expect, msg)
+	case isEpochErr(perr):
+		return perr
+	case client.Retriable(perr):
+		return fmt.Errorf("%w: %s", perr, msg)
+	}
+	return Refusal("%s: the destination refused the mirror produce at %d: %v: %s", c.name(), expect, perr, msg)
+}
