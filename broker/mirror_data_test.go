@@ -286,7 +286,7 @@ func TestApiVersionsAdvertisesMirrorProduce(t *testing.T) {
 }
 
 // The mirror topic's default policies judge mirror produces: an epoch
-// rewind is refused (epoch-monotonic, BRIEF I3) and nothing is appended.
+// rewind is refused (epoch-monotonic, invariant I3 in docs/mirroring.md) and nothing is appended.
 func TestMirrorProduceJudgedByPolicies(t *testing.T) {
 	b := startBroker(t, t.TempDir(), nil)
 	createTopic(t, b, "mp", 1, map[string]*string{"mirror.mode": sp("push")})

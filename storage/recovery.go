@@ -109,7 +109,10 @@ func (l *Log) load() error {
 	l.producer.ps = ps
 	l.persistedRP = sc.recoveryPoint
 	if op.emptyAt >= 0 {
-		return l.startEmpty(op.emptyAt)
+		if err := l.startEmpty(op.emptyAt); err != nil {
+			return err
+		}
+		return l.removeCleanMarker(sc.cleanMarker)
 	}
 	for _, b := range op.dropBelowStart {
 		if err := removeSegmentFiles(fs, dir, b); err != nil {
@@ -143,14 +146,17 @@ func (l *Log) load() error {
 		if err := l.startEmpty(bp.restartAt); err != nil {
 			return err
 		}
-		return l.removeCleanMarker(clean)
+		return l.removeCleanMarker(sc.cleanMarker)
 	}
 	l.logStart = bp.logStart
 
 	if err := l.loadState(&bp, recoverFrom, clean); err != nil {
 		return err
 	}
-	return l.removeCleanMarker(clean)
+	// The marker goes whenever it was there, also when something was
+	// validated or rebuilt: left behind, it would make the next crash
+	// look like a clean shutdown.
+	return l.removeCleanMarker(sc.cleanMarker)
 }
 
 // loadSegments opens the planned segments, loads the trusted prefix as

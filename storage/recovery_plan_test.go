@@ -160,3 +160,35 @@ func TestPlanBounds(t *testing.T) {
 		}
 	}
 }
+
+// The clean-shutdown marker is removed by every Open that finds it, also
+// when the open validated or rebuilt something (a corrupt epoch checkpoint
+// here): a marker left behind would make the next crash look clean, and
+// that crash's torn tail would be trusted unchecked.
+func TestOpenRemovesCleanMarkerWhenNotAllTrusted(t *testing.T) {
+	for _, damage := range []string{LeaderEpochCheckpointFile, ""} {
+		fs := NewMemFS()
+		l := openLog(t, fs, Config{})
+		for i := int64(0); i < 3; i++ {
+			if _, err := l.AppendVerbatim(testBatch(t, i*10, 1, 1000+i, 10, 20)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if damage != "" {
+			if err := AtomicWriteFile(fs, "data/t-0/"+damage, []byte("garbage\n")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l = openLog(t, fs, Config{})
+		if _, err := fs.Stat("data/t-0/" + cleanShutdownFile); err == nil {
+			t.Fatalf("damage %q: the clean-shutdown marker survived Open", damage)
+		}
+		if got := l.LogEndOffset(); got != 30 {
+			t.Fatalf("damage %q: log end %d, want 30", damage, got)
+		}
+		l.Close()
+	}
+}
