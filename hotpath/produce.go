@@ -98,6 +98,12 @@ func (r *reader) int32() int32 {
 // uvarint reads an unsigned varint of at most 5 bytes (bits past 32
 // refused).
 func (r *reader) uvarint() uint32 {
+	if len(r.b) > 0 && r.b[0] < 0x80 {
+		// One byte: every length and count of an ordinary request.
+		v := uint32(r.b[0])
+		r.b = r.b[1:]
+		return v
+	}
 	v, n := wireext.Uvarint(r.b)
 	if n == 0 {
 		r.fail()
@@ -133,6 +139,11 @@ func (r *reader) length(flexible, wide bool) int {
 // field with the given tag (as kmsg keeps the last of duplicate tags).
 func (r *reader) field(tag uint32) (v []byte, ok bool) {
 	if r.bad {
+		return nil, false
+	}
+	if len(r.b) > 0 && r.b[0] == 0 {
+		// An empty section, by far the most common: no walk.
+		r.b = r.b[1:]
 		return nil, false
 	}
 	t := wireext.ReadTags(r.b)
