@@ -61,6 +61,7 @@ func benchMain(args []string) int {
 	allocMB := fs.Int("alloc-mb", 64, "MiB of the in-process run that counts allocations per request (0: skip)")
 	limitMB := fs.Int("inflight-limit-mb", 256, "the server's --max-inflight-bytes in MiB")
 	baseline := fs.String("baseline", "", "a second verbatim binary (an older build) run in every round; reports baseline_ratio = verbatim / baseline")
+	leadIn := fs.Bool("lead-in", true, "start every round with a discarded run of its first system (the first run of a round is slower whatever it runs)")
 	quiet := fs.Bool("q", false, "no progress on stderr")
 	outPath := fs.String("out", "", "also write the JSON lines to this file")
 	if err := fs.Parse(args); err != nil {
@@ -89,6 +90,7 @@ func benchMain(args []string) int {
 		DurableLargeBytes: int64(*durableLargeMB) << 20,
 		ComparePolicies:   *policies,
 		Baseline:          *baseline,
+		LeadIn:            *leadIn,
 		AllocBytes:        int64(*allocMB) << 20, InFlightLimitMB: *limitMB,
 	}
 	if !*quiet {
