@@ -11,8 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/verbatim-kafka/verbatim/budget"
 	"github.com/verbatim-kafka/verbatim/groupcoord"
-	"github.com/verbatim-kafka/verbatim/hotpath"
 	"github.com/verbatim-kafka/verbatim/storage"
 	"github.com/verbatim-kafka/verbatim/txncoord"
 )
@@ -161,7 +161,7 @@ type Server struct {
 	mirror mirrorRegistry
 
 	// budget bounds request bytes in flight over all connections.
-	budget *hotpath.Budget
+	budget *budget.Budget
 
 	// baseCtx is cancelled when shutdown gives up waiting, which aborts
 	// handlers still running (long polls, waits on storage).
@@ -213,7 +213,7 @@ func Open(cfg Config) (*Server, error) {
 	s.cluster.openLog = s.openPartitionLog
 	s.openAllLogs()
 	s.recoverMirrorStops()
-	s.budget = hotpath.NewBudget(cfg.MaxInFlightBytes)
+	s.budget = budget.New(cfg.MaxInFlightBytes)
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	go s.retentionLoop(s.baseCtx)
 	if s.policy, err = openPolicies(s.baseCtx, cfg, s.log); err != nil {

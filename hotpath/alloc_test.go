@@ -7,6 +7,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/verbatim-kafka/verbatim/budget"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/storage"
 )
@@ -94,7 +95,7 @@ func TestAllocProduceDecodeAndResponse(t *testing.T) {
 
 // Reading and releasing a frame allocates nothing in steady state.
 func TestAllocReadFrame(t *testing.T) {
-	broker := NewBudget(64 << 20)
+	broker := budget.New(64 << 20)
 	fr, err := NewFrameReader(16<<20, broker, 8<<20)
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/budget"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/storage"
 )
@@ -136,7 +137,7 @@ func newPipeline(tb testing.TB, dir string, f *benchFrame, verbatim bool, flush 
 		}
 		sink = log
 	}
-	fr, err := NewFrameReader(64<<20, NewBudget(256<<20), 8<<20)
+	fr, err := NewFrameReader(64<<20, budget.New(256<<20), 8<<20)
 	if err != nil {
 		tb.Fatal(err)
 	}

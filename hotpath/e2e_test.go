@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/budget"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/storage"
 )
@@ -35,7 +36,7 @@ func produceFrames(version int16, sets [][]byte) []byte {
 // returns the per-request results.
 func serveFrames(t *testing.T, stream []byte, log *storage.Log, mode Mode, durable bool) []storage.AppendResult {
 	t.Helper()
-	fr, err := NewFrameReader(16<<20, NewBudget(64<<20), 4<<20)
+	fr, err := NewFrameReader(16<<20, budget.New(64<<20), 4<<20)
 	if err != nil {
 		t.Fatal(err)
 	}

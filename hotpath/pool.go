@@ -8,6 +8,8 @@ import (
 	"io"
 	"math/bits"
 	"sync"
+
+	"github.com/verbatim-kafka/verbatim/budget"
 )
 
 // Frame buffers: power-of-two size classes backed by sync.Pools, and byte
@@ -59,132 +61,11 @@ func putBuffer(p *[]byte) {
 // exceeds socket.request.max.bytes.
 var ErrFrameTooLarge = errors.New("hotpath: request frame too large")
 
-// ErrClosedBudget is returned by Acquire once the budget is closed.
-var ErrClosedBudget = errors.New("hotpath: budget closed")
-
-// Budget is a byte semaphore: Acquire blocks until the bytes fit under the
-// limit. Waiters are served in arrival order, so a large frame is not
-// starved by a stream of small ones.
-type Budget struct {
-	mu      sync.Mutex
-	limit   int64
-	used    int64
-	closed  bool
-	waiters []*budgetWaiter
-}
-
-type budgetWaiter struct {
-	n       int64
-	granted bool // set under Budget.mu before ready is closed
-	ready   chan struct{}
-}
-
-// NewBudget returns a budget of limit bytes (limit > 0).
-func NewBudget(limit int64) *Budget {
-	if limit <= 0 {
-		panic(fmt.Sprintf("hotpath: budget limit %d must be positive", limit))
-	}
-	return &Budget{limit: limit}
-}
-
-// Limit returns the budget's limit; InUse the bytes currently acquired.
-func (b *Budget) Limit() int64 { return b.limit }
-
-func (b *Budget) InUse() int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.used
-}
-
-// Acquire takes n bytes, blocking until they fit or ctx ends. n larger than
-// the limit can never fit and returns ErrFrameTooLarge.
-func (b *Budget) Acquire(ctx context.Context, n int64) error {
-	if n > b.limit {
-		return fmt.Errorf("%w: %d bytes over a budget of %d", ErrFrameTooLarge, n, b.limit)
-	}
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return ErrClosedBudget
-	}
-	if len(b.waiters) == 0 && b.used+n <= b.limit {
-		b.used += n
-		b.mu.Unlock()
-		return nil
-	}
-	w := &budgetWaiter{n: n, ready: make(chan struct{})}
-	b.waiters = append(b.waiters, w)
-	b.mu.Unlock()
-	select {
-	case <-w.ready:
-		if w.granted {
-			return nil
-		}
-		return ErrClosedBudget
-	case <-ctx.Done():
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if w.granted {
-		// Granted while we were giving up: keep the grant, the caller
-		// sees success and releases as usual.
-		return nil
-	}
-	for i, x := range b.waiters {
-		if x == w {
-			b.waiters = append(b.waiters[:i], b.waiters[i+1:]...)
-			break
-		}
-	}
-	if b.closed {
-		return ErrClosedBudget
-	}
-	b.grantLocked() // our departure may unblock the next waiter
-	return ctx.Err()
-}
-
-// Release gives back n bytes acquired earlier.
-func (b *Budget) Release(n int64) {
-	b.mu.Lock()
-	b.used -= n
-	if b.used < 0 {
-		b.mu.Unlock()
-		panic(fmt.Sprintf("hotpath: budget released %d bytes more than acquired", -b.used))
-	}
-	b.grantLocked()
-	b.mu.Unlock()
-}
-
-func (b *Budget) grantLocked() {
-	for len(b.waiters) > 0 && !b.closed {
-		w := b.waiters[0]
-		if b.used+w.n > b.limit {
-			return
-		}
-		b.used += w.n
-		w.granted = true
-		b.waiters[0] = nil
-		b.waiters = b.waiters[1:]
-		close(w.ready)
-	}
-}
-
-// Close fails every waiter and future Acquire with ErrClosedBudget.
-func (b *Budget) Close() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.closed = true
-	for _, w := range b.waiters {
-		close(w.ready) // not granted: the waiter returns ErrClosedBudget
-	}
-	b.waiters = nil
-}
-
 // FrameReader reads size-prefixed request frames for one connection into
 // pooled buffers, charging each frame to the connection's and the broker's
 // budgets until it is released.
 type FrameReader struct {
-	conn, broker *Budget
+	conn, broker *budget.Budget
 	maxFrame     int
 	size         [4]byte
 }
@@ -193,7 +74,7 @@ type FrameReader struct {
 // request bytes in flight on the connection, broker (shared by every
 // connection, may be nil) the broker-wide total; maxFrame bounds one frame
 // (Kafka's socket.request.max.bytes) and must fit both budgets.
-func NewFrameReader(connBytes int64, broker *Budget, maxFrame int) (*FrameReader, error) {
+func NewFrameReader(connBytes int64, broker *budget.Budget, maxFrame int) (*FrameReader, error) {
 	if maxFrame > 0 && classOf(maxFrame) >= numClasses {
 		return nil, fmt.Errorf("hotpath: max frame %d above the largest size class %d", maxFrame, classSize(numClasses-1))
 	}
@@ -202,7 +83,7 @@ func NewFrameReader(connBytes int64, broker *Budget, maxFrame int) (*FrameReader
 		return nil, fmt.Errorf("hotpath: max frame %d (class %d) does not fit the connection budget %d / broker budget",
 			maxFrame, classSize(classOf(maxFrame)), connBytes)
 	}
-	return &FrameReader{conn: NewBudget(connBytes), broker: broker, maxFrame: maxFrame}, nil
+	return &FrameReader{conn: budget.New(connBytes), broker: broker, maxFrame: maxFrame}, nil
 }
 
 // Frame is one request frame (without its size prefix) in a pooled buffer.

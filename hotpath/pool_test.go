@@ -7,9 +7,9 @@ import (
 	"errors"
 	"io"
 	"runtime"
-	"sync"
-	"sync/atomic"
 	"testing"
+
+	"github.com/verbatim-kafka/verbatim/budget"
 )
 
 func frameBytes(bodies ...[]byte) []byte {
@@ -21,19 +21,13 @@ func frameBytes(bodies ...[]byte) []byte {
 	return out
 }
 
-func waiters(b *Budget) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.waiters)
-}
-
 // waitForWaiters yields until b has n queued waiters (no timing involved:
 // the goroutines under test are runnable and will queue).
-func waitForWaiters(t *testing.T, b *Budget, n int) {
+func waitForWaiters(t *testing.T, b *budget.Budget, n int) {
 	t.Helper()
-	for i := 0; waiters(b) != n; i++ {
+	for i := 0; b.Waiting() != n; i++ {
 		if i > 1_000_000 {
-			t.Fatalf("budget has %d waiters, want %d", waiters(b), n)
+			t.Fatalf("budget has %d waiters, want %d", b.Waiting(), n)
 		}
 		runtime.Gosched()
 	}
@@ -55,7 +49,7 @@ func TestSizeClasses(t *testing.T) {
 }
 
 func TestFrameReaderReadsAndReleases(t *testing.T) {
-	broker := NewBudget(1 << 20)
+	broker := budget.New(1 << 20)
 	fr, err := NewFrameReader(64<<10, broker, 32<<10)
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +109,7 @@ func TestFrameReaderRejectsBadSizes(t *testing.T) {
 	if _, err := NewFrameReader(8<<10, nil, 9000); err == nil {
 		t.Fatal("max frame whose class exceeds the connection budget accepted")
 	}
-	if _, err := NewFrameReader(1<<40, NewBudget(1<<20), 2<<20); err == nil {
+	if _, err := NewFrameReader(1<<40, budget.New(1<<20), 2<<20); err == nil {
 		t.Fatal("max frame over the broker budget accepted")
 	}
 	if _, err := NewFrameReader(1<<40, nil, 1<<28); err == nil {
@@ -157,7 +151,7 @@ func TestFrameReaderBackPressure(t *testing.T) {
 
 // Two connections share the broker budget.
 func TestBrokerBudgetSharedByConnections(t *testing.T) {
-	broker := NewBudget(8 << 10)
+	broker := budget.New(8 << 10)
 	c1, _ := NewFrameReader(8<<10, broker, 4096)
 	c2, _ := NewFrameReader(8<<10, broker, 4096)
 	body := []byte("x")
@@ -182,107 +176,5 @@ func TestBrokerBudgetSharedByConnections(t *testing.T) {
 	f3.Release()
 	if broker.InUse() != 0 || c1.InFlight() != 0 || c2.InFlight() != 0 {
 		t.Fatal("budget leak")
-	}
-}
-
-func TestBudgetCancelAndClose(t *testing.T) {
-	b := NewBudget(100)
-	if err := b.Acquire(context.Background(), 80); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Acquire(ctx, 50) }()
-	waitForWaiters(t, b, 1)
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled acquire: %v", err)
-	}
-	if b.InUse() != 80 || waiters(b) != 0 {
-		t.Fatalf("after cancel: used %d waiters %d", b.InUse(), waiters(b))
-	}
-	go func() { done <- b.Acquire(context.Background(), 50) }()
-	waitForWaiters(t, b, 1)
-	b.Close()
-	if err := <-done; !errors.Is(err, ErrClosedBudget) {
-		t.Fatalf("acquire across close: %v", err)
-	}
-	if err := b.Acquire(context.Background(), 1); !errors.Is(err, ErrClosedBudget) {
-		t.Fatalf("acquire after close: %v", err)
-	}
-	if err := NewBudget(10).Acquire(context.Background(), 11); !errors.Is(err, ErrFrameTooLarge) {
-		t.Fatalf("acquire over the limit: %v", err)
-	}
-}
-
-// A large request is served before smaller ones that arrive after it.
-func TestBudgetFIFO(t *testing.T) {
-	b := NewBudget(8)
-	_ = b.Acquire(context.Background(), 4)
-	_ = b.Acquire(context.Background(), 4)
-	big := make(chan error, 1)
-	go func() { big <- b.Acquire(context.Background(), 8) }()
-	waitForWaiters(t, b, 1)
-	b.Release(4)
-	small := make(chan error, 1)
-	go func() { small <- b.Acquire(context.Background(), 4) }()
-	waitForWaiters(t, b, 2) // queued behind the big one although 4 bytes are free
-	b.Release(4)
-	if err := <-big; err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-small:
-		t.Fatal("small acquire overtook while the big one holds everything")
-	default:
-	}
-	b.Release(8)
-	if err := <-small; err != nil {
-		t.Fatal(err)
-	}
-	b.Release(4)
-	if b.InUse() != 0 {
-		t.Fatal("leak")
-	}
-}
-
-// Many goroutines acquiring and releasing random amounts never push the
-// budget over its limit, never deadlock, and leave it empty.
-func TestBudgetHammer(t *testing.T) {
-	const limit = 1000
-	b := NewBudget(limit)
-	var over atomic.Bool
-	var wg sync.WaitGroup
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func(seed int) {
-			defer wg.Done()
-			n := int64(seed*37%limit + 1)
-			for i := 0; i < 500; i++ {
-				n = (n*7919 + 13) % limit
-				want := n + 1
-				ctx, cancel := context.WithCancel(context.Background())
-				if i%17 == 0 {
-					cancel() // some acquires give up
-				}
-				if err := b.Acquire(ctx, want); err != nil {
-					cancel()
-					continue
-				}
-				cancel()
-				if b.InUse() > limit {
-					over.Store(true)
-				}
-				runtime.Gosched()
-				b.Release(want)
-			}
-		}(w)
-	}
-	wg.Wait()
-	if over.Load() {
-		t.Fatal("budget exceeded its limit")
-	}
-	if b.InUse() != 0 || waiters(b) != 0 {
-		t.Fatalf("after the hammer: %d in use, %d waiters", b.InUse(), waiters(b))
 	}
 }
