@@ -50,6 +50,15 @@ type Config struct {
 	// one size class of MaxFrameBytes, the least that can read a largest
 	// frame).
 	MaxInFlightBytesPerConn int64
+	// MaxDecodeBytes bounds the working memory of looking inside batches,
+	// over all requests together (default 64 MiB): decompression state
+	// while normal-mode validation walks a compressed batch, and the
+	// batches read (and their decompression) for timestamp lookups. Work
+	// over it waits (budget.Budget), it is never refused for memory. It
+	// is a budget of its own, not part of MaxInFlightBytes: a handler
+	// holding its frame and waiting for decode memory must never wait for
+	// the frames of others to be released.
+	MaxDecodeBytes int64
 	// RequestTimeout bounds how long one request may take from decode to
 	// response (default 30s). A request that exceeds it closes its
 	// connection, since later responses cannot be sent before it.
@@ -110,6 +119,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxInFlightBytesPerConn < frameClass {
 		return c, fmt.Errorf("broker: max in-flight bytes per connection %d is below %d, the buffer class of a %d-byte frame", c.MaxInFlightBytesPerConn, frameClass, c.MaxFrameBytes)
 	}
+	if c.MaxDecodeBytes == 0 {
+		c.MaxDecodeBytes = 64 << 20
+	}
+	if c.MaxDecodeBytes < 1<<20 {
+		return c, fmt.Errorf("broker: max decode bytes %d is below 1 MiB", c.MaxDecodeBytes)
+	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 30 * time.Second
 	}
@@ -162,6 +177,10 @@ type Server struct {
 
 	// budget bounds request bytes in flight over all connections.
 	budget *budget.Budget
+	// decode bounds the working memory of looking inside batches
+	// (Config.MaxDecodeBytes): validation of compressed batches and
+	// timestamp lookups.
+	decode *budget.Budget
 
 	// baseCtx is cancelled when shutdown gives up waiting, which aborts
 	// handlers still running (long polls, waits on storage).
@@ -214,6 +233,7 @@ func Open(cfg Config) (*Server, error) {
 	s.openAllLogs()
 	s.recoverMirrorStops()
 	s.budget = budget.New(cfg.MaxInFlightBytes)
+	s.decode = budget.New(cfg.MaxDecodeBytes)
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	go s.retentionLoop(s.baseCtx)
 	if s.policy, err = openPolicies(s.baseCtx, cfg, s.log); err != nil {

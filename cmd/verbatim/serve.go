@@ -42,9 +42,10 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 	inflightReqs := fs.Int("max-inflight-requests", 128, "requests read but not answered, per connection")
 	inflightBytes := fs.Int64("max-inflight-bytes", 256<<20, "request bytes held in memory by all connections together (frames are charged by buffer size class: the next power of two)")
 	inflightConnBytes := fs.Int64("max-inflight-bytes-per-conn", 0, "request bytes held in memory per connection (default: the buffer class of --max-frame-bytes)")
+	decodeBytes := fs.Int64("max-decode-bytes", 64<<20, "working memory for looking inside batches, over all requests (decompression while validating compressed batches, batches read for timestamp lookups); more waits")
 	reqTimeout := fs.Duration("request-timeout", 30*time.Second, "longest a request may take before its connection is closed")
 	idleTimeout := fs.Duration("idle-timeout", 10*time.Minute, "close connections idle this long")
-	memLimit := fs.Int64("memory-limit", -1, "Go soft memory limit in bytes (GOMEMLIMIT); -1: the GOMEMLIMIT environment variable if set, else --max-inflight-bytes + 96 MiB; 0: no limit")
+	memLimit := fs.Int64("memory-limit", -1, "Go soft memory limit in bytes (GOMEMLIMIT); -1: the GOMEMLIMIT environment variable if set, else --max-inflight-bytes + --max-decode-bytes + 96 MiB; 0: no limit")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long shutdown waits for in-flight requests")
 	autoCreate := fs.Bool("auto-create-topics", false, "create unknown topics on Metadata requests (Kafka's auto.create.topics.enable)")
 	numPartitions := fs.Int("num-partitions", 1, "partitions of auto-created topics and of CreateTopics with -1")
@@ -102,6 +103,7 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 		MaxInFlightBytes:   *inflightBytes,
 		// Per-connection bytes: 0 selects the default.
 		MaxInFlightBytesPerConn: *inflightConnBytes,
+		MaxDecodeBytes:          *decodeBytes,
 		RequestTimeout:          *reqTimeout,
 		IdleTimeout:             *idleTimeout,
 		Flush:                   *flush,
@@ -131,7 +133,7 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 		return 2
 	}
 
-	if limit, source := memoryLimit(*memLimit, *inflightBytes); limit > 0 {
+	if limit, source := memoryLimit(*memLimit, *inflightBytes+*decodeBytes); limit > 0 {
 		debug.SetMemoryLimit(limit)
 		log.Info("memory limit set", "bytes", limit, "from", source)
 	}
@@ -181,7 +183,7 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 // memoryLimit picks the Go soft memory limit: an explicit flag value, else
 // the GOMEMLIMIT environment variable (which the runtime has already
 // applied; 0 is returned so it is left alone), else the request bytes the
-// broker may hold in flight plus headroom for everything else (buffers of
+// broker may hold in flight and for decoding plus headroom for everything else (buffers of
 // responses, metadata, goroutine stacks), so that the garbage collector
 // keeps the heap near what the configured limits allow instead of letting
 // it grow to twice the live heap.
@@ -192,6 +194,6 @@ func memoryLimit(flagValue, inflightBytes int64) (int64, string) {
 	case os.Getenv("GOMEMLIMIT") != "":
 		return 0, "GOMEMLIMIT"
 	default:
-		return inflightBytes + 96<<20, "--max-inflight-bytes + 96 MiB"
+		return inflightBytes + 96<<20, "--max-inflight-bytes + --max-decode-bytes + 96 MiB"
 	}
 }
