@@ -214,19 +214,20 @@ func (o *IngestOptions) scenario(ctx context.Context, mode string, batch int, fl
 			syscall.Sync() // the previous run's writeback must not land on this one
 			if which < 0 { // the lead-in: run the first system, keep nothing
 				which = -1 - which
-				o.logf("%s round %d: lead-in run (discarded)", r.Scenario, round+1)
+				var lead runResult
 				var err error
 				switch which {
 				case runSink:
-					_, err = o.runSink(ctx, mode, batch, flush, total)
+					lead, err = o.runSink(ctx, mode, batch, flush, total)
 				case runBaseline:
-					_, err = o.runVerbatim(ctx, o.Baseline, mode, batch, flush, total, false)
+					lead, err = o.runVerbatim(ctx, o.Baseline, mode, batch, flush, total, false)
 				default:
-					_, err = o.runVerbatim(ctx, o.Verbatim, mode, batch, flush, total, which == runPoliciesOff)
+					lead, err = o.runVerbatim(ctx, o.Verbatim, mode, batch, flush, total, which == runPoliciesOff)
 				}
 				if err != nil {
 					return r, fmt.Errorf("lead-in: %w", err)
 				}
+				o.logf("%s round %d: lead-in run %.1f MB/s (discarded)", r.Scenario, round+1, lead.mbps)
 				continue
 			}
 			switch which {
