@@ -260,19 +260,20 @@ func (o *IngestOptions) scenario(ctx context.Context, mode string, batch int, fl
 			syscall.Sync() // the previous run's writeback must not land on this one
 			if which < 0 { // the lead-in: run the first system, keep nothing
 				which = -1 - which
-				o.logf("%s round %d: lead-in run (discarded)", r.Scenario, round+1)
+				var lead runResult
 				var err error
 				switch which {
 				case runSink:
-					_, err = o.runSink(ctx, mode, batch, flush, total)
+					lead, err = o.runSink(ctx, mode, batch, flush, total)
 				case runBaseline:
-					_, err = o.runVerbatim(ctx, o.Baseline, mode, batch, flush, total, false)
+					lead, err = o.runVerbatim(ctx, o.Baseline, mode, batch, flush, total, false)
 				default:
-					_, err = o.runVerbatim(ctx, o.Verbatim, mode, batch, flush, total, which == runPoliciesOff)
+					lead, err = o.runVerbatim(ctx, o.Verbatim, mode, batch, flush, total, which == runPoliciesOff)
 				}
 				if err != nil {
 					return r, fmt.Errorf("lead-in: %w", err)
 				}
+				o.logf("%s round %d: lead-in run %.1f MB/s (discarded)", r.Scenario, round+1, lead.mbps)
 				continue
 			}
 			switch which {
@@ -563,7 +564,11 @@ func (o *IngestOptions) countAllocs(ctx context.Context, mode string, batch int,
 			break
 		}
 	}
-	l := o.load(addr, mode, batch, o.AllocBytes)
+	// At least 512 requests: fixed costs of a run (a GC cycle, timers,
+	// the log's background work) are a few hundred allocations, which
+	// over the 64 requests of 64 MiB of 1 MiB batches read as 3-6 per
+	// request, and as 1.5-1.9 over 512.
+	l := o.load(addr, mode, batch, max(o.AllocBytes, 512*int64(batch)))
 	l.Topic = topic
 	l.StartOffsets = wres.EndOffsets
 	var before uint64
