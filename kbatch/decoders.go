@@ -117,9 +117,10 @@ func (d *lz4Decoder) release() {
 // MaxZstdWindow is the largest zstd window accepted: 8 MiB, zstd's window
 // for compression levels up to 19 (windowLog 23) when the content size is
 // not known in advance, as in Java's zstd-jni stream (2 MiB at Kafka's
-// default level 3) and librdkafka; franz-go declares a 64 KiB window and
-// frames with a known content size (franz-go, Sarama, zstd one-shot APIs)
-// need no more than their content. Only the ultra levels 20-22 of an
+// default level 3) and librdkafka linked to a shared libzstd (a static one
+// pledges the content size); franz-go declares a 64 KiB window and frames
+// with a known content size (Sarama, zstd one-shot APIs) need no more than
+// their content. Only the ultra levels 20-22 of an
 // unpledged stream declare more (32-128 MiB); such batches are refused.
 const MaxZstdWindow = 8 << 20
 
