@@ -191,25 +191,6 @@ func RunIngest(ctx context.Context, o IngestOptions, emit func(IngestResult) err
 	return nil
 }
 
-// parseCodecs maps codec names (default: none).
-func parseCodecs(names []string) ([]kbatch.Codec, error) {
-	if len(names) == 0 {
-		return []kbatch.Codec{kbatch.CodecNone}, nil
-	}
-	var out []kbatch.Codec
-	for _, n := range names {
-		c, ok := codecByName[n]
-		if !ok {
-			return nil, fmt.Errorf("unknown codec %q (none, gzip, snappy, lz4, zstd)", n)
-		}
-		out = append(out, c)
-	}
-	return out, nil
-}
-
-var codecByName = map[string]kbatch.Codec{"none": kbatch.CodecNone, "gzip": kbatch.CodecGzip, "snappy": kbatch.CodecSnappy,
-	"lz4": kbatch.CodecLZ4, "zstd": kbatch.CodecZstd}
-
 func (o *IngestOptions) scenario(ctx context.Context, mode string, batch int, flush string) (IngestResult, error) {
 	total := o.RoundBytes
 	if batch < 16<<10 && o.SmallBytes > 0 {
