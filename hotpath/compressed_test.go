@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -198,5 +199,35 @@ func TestCompressedChargesDecodeBudget(t *testing.T) {
 	}
 	if err := Validate(codecBatch(t, kbatch.CodecNone, testRecords(3, 10, true)), withOpts(func(o *Options) { o.Decode = full }), &res); err != nil || full.Waits() != 1 {
 		t.Fatalf("uncompressed: %v, %d waits", err, full.Waits())
+	}
+}
+
+// BenchmarkValidateCompressed is normal-mode validation of compressed
+// batches (decompressing and walking every record, the decode budget
+// charged) per codec and size, in bytes of the records decompressed
+// (SetBytes), for comparison with BenchmarkValidate's uncompressed rows.
+func BenchmarkValidateCompressed(b *testing.B) {
+	for _, c := range []kbatch.Codec{kbatch.CodecGzip, kbatch.CodecSnappy, kbatch.CodecLZ4, kbatch.CodecZstd} {
+		for _, n := range []int{16, 256, 1024} { // records of about 1 KiB
+			recs := make([]kbatch.Record, n)
+			raw := 0
+			for i := range recs {
+				v := bytes.Repeat([]byte(fmt.Sprintf("offset=%d epoch=%d leader=%d ", i*7919%1000, i%13, i%3)), 60)[:1000]
+				recs[i] = kbatch.Record{OffsetDelta: int32(i), TimestampDelta: int64(i), Key: []byte(fmt.Sprintf("k%d", i)), Value: v}
+				raw += len(v) + 8
+			}
+			batch := codecBatch(b, c, recs)
+			b.Run(fmt.Sprintf("%s/records=%d", c, n), func(b *testing.B) {
+				o := withOpts(func(o *Options) { o.Decode = budget.New(64 << 20) })
+				var res Result
+				b.SetBytes(int64(raw))
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					if err := Validate(batch, o, &res); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }
