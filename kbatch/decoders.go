@@ -201,7 +201,7 @@ const zstdMaxMemory = 1 << 30
 // zstdClasses are the window classes of pooled zstd decoders; a larger
 // window (a single-segment frame declaring a large content size) gets an
 // unpooled decoder.
-var zstdClasses = [...]int64{256 << 10, 2 << 20, MaxZstdWindow}
+var zstdClasses = [...]int64{256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20, MaxZstdWindow}
 
 var zstdPools [len(zstdClasses)]sync.Pool
 
