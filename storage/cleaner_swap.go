@@ -16,7 +16,9 @@ import (
 //  1. B.log.cleaned and its B.index.cleaned, B.timeindex.cleaned and
 //     (when it has entries) B.txnindex.cleaned are written and synced;
 //     the directory is synced.
-//  2. cleaner-swap-checkpoint records "B E" (atomically).
+//  2. The rolled-segments record is rewritten without the group's
+//     segments (they are below the recovery point), then
+//     cleaner-swap-checkpoint records "B E" (both atomically).
 //  3. The index files are renamed .cleaned -> .swap, then the log; the
 //     directory is synced. The durable B.log.swap is the commit point.
 //  4. Every file of every old segment is renamed to .deleted.
@@ -196,6 +198,13 @@ func (l *Log) swapIn(g []segView, b0, end int64, hasTxn bool) error {
 	}
 	fs, dir := l.fs, l.dir
 	name := func(base int64, suf string) string { return dir + "/" + SegmentFileName(base, suf) }
+	// The rolled-segments record may still list an old segment of the
+	// group (entries below the recovery point are dropped only when the
+	// record is next written): recovery would take the smaller cleaned
+	// segment for one that lost its tail. It is rewritten first.
+	if err := l.writeRolledSegmentsLocked(); err != nil {
+		return err
+	}
 	if err := AtomicWriteFile(fs, dir+"/"+cleanerSwapFile, encodeSwapRecord(b0, end)); err != nil {
 		return err // nothing renamed yet: the clean is abandoned
 	}

@@ -508,3 +508,68 @@ func TestOffsetMap(t *testing.T) {
 		t.Fatal("reset")
 	}
 }
+
+// TestCleanerBesideAppendsAndReads runs cleans while another goroutine
+// appends and reads (the race detector checks the locking); every offset
+// a clean keeps stays readable and the log end only grows.
+func TestCleanerBesideAppendsAndReads(t *testing.T) {
+	l := openLog(t, NewMemFS(), Config{SegmentBytes: 300, IndexIntervalBytes: 64})
+	defer l.Close()
+	done := make(chan error)
+	go func() {
+		defer close(done)
+		for i := 0; i < 300; i++ {
+			off := l.LogEndOffset()
+			if _, err := l.AppendVerbatim(kvBatch(t, off, 100, fmt.Sprintf("k%d=%d", i%7, i), fmt.Sprintf("k%d=%d", (i+3)%7, i))); err != nil {
+				done <- err
+				return
+			}
+			if _, err := l.Read(l.LogStartOffset(), 1<<10); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	c := NewCleaner(CleanerConfig{})
+	for i := 0; i < 30; i++ {
+		l.Flush()
+		if _, err := c.Clean(l, CompactConfig{}, 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	l.Flush()
+	mustClean(t, c, l, CompactConfig{}, 1000)
+	rs := logRecords(t, l)
+	for i := 1; i < len(rs); i++ {
+		if rs[i].off <= rs[i-1].off {
+			t.Fatalf("offsets out of order at %d: %v %v", i, rs[i-1], rs[i])
+		}
+	}
+	if l.LogEndOffset() != 600 {
+		t.Fatalf("LEO %d", l.LogEndOffset())
+	}
+}
+
+// TestCleanerRecoversKafkaSwapWithoutRecord: a .swap left without
+// Verbatim's swap record (Kafka's layout) is completed by Kafka's rule,
+// the old segments up to the swap's end replaced.
+func TestCleanerRecoversKafkaSwapWithoutRecord(t *testing.T) {
+	fs := NewMemFS()
+	l := cleanerTestLog(t, fs)
+	appendAll(t, l, kvBatch(t, 0, 100, "a=1", "b=1"), kvBatch(t, 2, 100, "a=2", "c=1"), kvBatch(t, 4, 100, "d=1"))
+	l.Close()
+	dir := "data/t-0"
+	cleaned := encode(t, kbatch.Batch{BaseOffset: 1, LeaderEpoch: 1, LastOffsetDelta: 0, BaseTimestamp: 101, MaxTimestamp: -1,
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Records: []kbatch.Record{{Key: []byte("b"), Value: []byte("1")}}})
+	if err := writeSynced(fs, dir+"/"+SegmentFileName(0, logSuffix+swapSuffix), cleaned); err != nil {
+		t.Fatal(err)
+	}
+	l2 := openLog(t, fs, Config{SegmentBytes: 150, IndexIntervalBytes: 1})
+	defer l2.Close()
+	if got := recString(logRecords(t, l2)); got != "1:b=1 2:a=2 3:c=1 4:d=1" {
+		t.Fatalf("after recovery: %s", got)
+	}
+}
