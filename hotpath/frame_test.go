@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -178,7 +179,7 @@ func TestFramePromotion(t *testing.T) {
 		if f.charged != c.steps[len(c.steps)-1] || fr.InFlight() != f.charged {
 			t.Fatalf("n=%d: final charge %d / %d, want %d", c.n, f.charged, fr.InFlight(), c.steps[len(c.steps)-1])
 		}
-		if !equalInt64(steps, c.steps) {
+		if !slices.Equal(steps, c.steps) {
 			t.Fatalf("n=%d: charges while reading %v, want %v", c.n, steps, c.steps)
 		}
 		f.Release()
@@ -192,18 +193,6 @@ func TestFramePromotion(t *testing.T) {
 	if got := FrameFootprint(1 << 20); got != 1<<20+FirstChunk {
 		t.Fatalf("footprint of a 1 MiB frame %d", got)
 	}
-}
-
-func equalInt64(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // The read deadline follows the bytes: never earlier than the rate allows,
