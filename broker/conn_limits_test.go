@@ -334,3 +334,45 @@ func TestConnLimitConfig(t *testing.T) {
 		t.Fatalf("overrides resolved to %v", pt.overrides)
 	}
 }
+
+// The frame budget of one address: its connections' frames beyond it wait
+// on it (holding none of the broker's budget meanwhile), and another
+// address is served without waiting.
+func TestPerIPFrameBudget(t *testing.T) {
+	b := startBroker(t, t.TempDir(), func(c *Config) {
+		c.MaxFrameBytes = 60000                                 // class 64 KiB, footprint 96 KiB
+		c.MaxInFlightBytesPerIP = 2*64<<10 + hotpath.FirstChunk // two promoted frames and a first chunk
+	})
+	s := b.srv
+	part := append(binary.BigEndian.AppendUint32(nil, 60000), make([]byte, 40000)...)
+	var slow []net.Conn
+	for range 3 {
+		nc := dialFrom(t, "127.0.0.2", b.addr)
+		if _, err := nc.Write(part); err != nil {
+			t.Fatal(err)
+		}
+		slow = append(slow, nc)
+	}
+	var p *peer
+	waitUntil(t, "the third frame waiting on its address's budget", func() bool {
+		p = s.peers.lookup(netip.MustParseAddr("127.0.0.2"))
+		return p != nil && p.budget.Waiting() == 1
+	})
+	if used := s.budget.InUse(); used != p.budget.InUse() || used != 2*64<<10+hotpath.FirstChunk {
+		t.Fatalf("broker holds %d, the address %d: a frame waiting on its address holds broker budget", used, p.budget.InUse())
+	}
+	honest := dialRaw(t, b.addr)
+	honest.write(apiVersionsFrame(1, 3))
+	if _, _, err := honest.read(); err != nil {
+		t.Fatalf("another address while one is at its cap: %v", err)
+	}
+	slow[0].Close() // its 64 KiB go back; the waiting frame is promoted
+	waitUntil(t, "the waiting frame promoted", func() bool { return p.budget.Waiting() == 0 && p.budget.InUse() == 2*64<<10 })
+	if s.budget.Waits() != 0 || s.peers.lookup(netip.MustParseAddr("127.0.0.1")).budget.Waits() != 0 {
+		t.Fatal("the broker's or the other address's budget was waited for")
+	}
+	for _, nc := range slow[1:] {
+		nc.Close()
+	}
+	waitInflightZero(t, s)
+}
