@@ -7,7 +7,9 @@
 // interface they write through (coordinators.go: internal-topic appends,
 // transaction markers, replay, producer ids) and runs their timers.
 //
-// It owns connections and cluster/topic metadata. It must not parse or patch
+// It owns connections (with the limits on them: connections and frame
+// bytes per peer address, the refusals logged, conn_limits.go) and
+// cluster/topic metadata. It must not parse or patch
 // record batch bytes itself (hotpath does that) nor touch files directly
 // (storage does that, through its FS interface). Its lock order is in
 // docs/DESIGN.md ("Locks").
