@@ -51,6 +51,7 @@ func handleOffsetCommit(_ context.Context, s *Server, r *Request) (Reply, error)
 		inst = nil
 	}
 	s.groups.CommitOffsets(req.Group, req.MemberID, inst, req.Generation, commits)
+	s.logCommitFailure("offset commit", req.Group, commits, clientOf(r))
 	i := 0
 	for _, t := range req.Topics {
 		rt := kmsg.NewOffsetCommitResponseTopic()

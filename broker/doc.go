@@ -7,6 +7,12 @@
 // interface they write through (coordinators.go: internal-topic appends,
 // transaction markers, replay, producer ids) and runs their timers.
 //
+// Failures are logged here, once, by the handler that knows the topic,
+// partition and client (faultlog.go): refused inputs at WARN, storage
+// errors at ERROR, routine answers at DEBUG, all through one rate limiter
+// (internal/lograte); storage and the hot path return errors and never
+// log them.
+//
 // It owns connections and cluster/topic metadata. It must not parse or patch
 // record batch bytes itself (hotpath does that) nor touch files directly
 // (storage does that, through its FS interface). Its lock order is in

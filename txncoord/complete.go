@@ -37,7 +37,7 @@ func (c *Coordinator) end(m *txnMeta, commit, bump bool, now time.Time) int16 {
 		t.state = txnPrepareCommit
 	}
 	if err := c.persist(t, now); err != nil {
-		c.lg.Warn("persisting transaction", "transactional_id", t.id, "err", err)
+		c.persistFailed(t.id, err)
 		return kerr.CoordinatorNotAvailable.Code
 	}
 	c.mu.Lock()
@@ -89,7 +89,7 @@ func (c *Coordinator) writeMarkers(m *txnMeta, now time.Time) {
 	if err != nil {
 		// Still complete in memory: markers are written. The record is
 		// rewritten by the next transition; a restart redoes markers.
-		c.lg.Warn("persisting completed transaction", "transactional_id", t.id, "err", err)
+		c.persistFailed(t.id, err)
 		m.txnData = t
 		return
 	}

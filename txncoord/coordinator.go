@@ -118,6 +118,12 @@ func (c *Coordinator) persist(t txnData, now time.Time) error {
 	return c.host.Append(coordlog.TxnStateTopic, c.PartitionFor(t.id), []coordlog.Record{record(t, now)}, coordlog.Batch{}, now)
 }
 
+// persistFailed logs a transaction record persist could not write, once
+// (the callers answer with a code only).
+func (c *Coordinator) persistFailed(id string, err error) {
+	c.lg.Error("transaction state not stored", "topic", coordlog.TxnStateTopic, "partition", c.PartitionFor(id), "transactional_id", id, "err", err)
+}
+
 // apply makes t the state of m after its record was written at now;
 // called with c.mu held.
 func (m *txnMeta) apply(t txnData, now time.Time) {
@@ -162,7 +168,7 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, reqPid int64, r
 		if err == nil {
 			t.pid = pid
 			if err = c.persist(t, now); err != nil {
-				c.lg.Warn("persisting transaction", "transactional_id", id, "err", err)
+				c.persistFailed(id, err)
 			}
 		}
 		c.mu.Lock()
@@ -231,7 +237,7 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, reqPid int64, r
 	t.parts = map[coordlog.TopicPartition]bool{}
 	t.startTs = time.Time{}
 	if err := c.persist(t, now); err != nil {
-		c.lg.Warn("persisting transaction", "transactional_id", id, "err", err)
+		c.persistFailed(id, err)
 		return fail(kerr.CoordinatorNotAvailable)
 	}
 	c.mu.Lock()
@@ -359,7 +365,7 @@ func (c *Coordinator) add(m *txnMeta, tps []coordlog.TopicPartition, missing []b
 	defer c.mu.Unlock()
 	c.release(m)
 	if err != nil {
-		c.lg.Warn("persisting transaction", "transactional_id", t.id, "err", err)
+		c.persistFailed(t.id, err)
 		return setAll(codes, kerr.CoordinatorNotAvailable.Code)
 	}
 	m.apply(t, now)

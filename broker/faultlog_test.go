@@ -1,0 +1,298 @@
+package broker
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/storage"
+)
+
+// faultFS is the OS filesystem with writes failing on demand: while fail
+// is set, a write to a file whose name contains match returns err (the
+// storage layer's own fault FS, MemFS, has no data dir lock and no real
+// paths; the broker needs both).
+type faultFS struct {
+	storage.FS
+	mu    sync.Mutex
+	match string
+	err   error
+	hits  atomic.Int64
+}
+
+func (f *faultFS) set(match string, err error) {
+	f.mu.Lock()
+	f.match, f.err = match, err
+	f.mu.Unlock()
+}
+
+func (f *faultFS) fault(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil && strings.Contains(name, f.match) {
+		f.hits.Add(1)
+		return f.err
+	}
+	return nil
+}
+
+func (f *faultFS) OpenFile(name string, flag int, perm os.FileMode) (storage.File, error) {
+	if flag&os.O_CREATE != 0 {
+		if err := f.fault(name); err != nil {
+			return nil, &os.PathError{Op: "open", Path: name, Err: err}
+		}
+	}
+	file, err := f.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &faultFile{File: file, fs: f}, nil
+}
+
+type faultFile struct {
+	storage.File
+	fs *faultFS
+}
+
+func (f *faultFile) Write(p []byte) (int, error) {
+	if err := f.fs.fault(f.Name()); err != nil {
+		return 0, &os.PathError{Op: "write", Path: f.Name(), Err: err}
+	}
+	return f.File.Write(p)
+}
+
+func (f *faultFile) WriteAt(p []byte, off int64) (int, error) {
+	if err := f.fs.fault(f.Name()); err != nil {
+		return 0, &os.PathError{Op: "write", Path: f.Name(), Err: err}
+	}
+	return f.File.WriteAt(p, off)
+}
+
+// logBuffer is a slog handler target tests read lines from.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// lines returns the logged lines containing every one of parts.
+func (b *logBuffer) lines(parts ...string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, l := range strings.Split(b.buf.String(), "\n") {
+		ok := l != ""
+		for _, p := range parts {
+			ok = ok && strings.Contains(l, p)
+		}
+		if ok {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// faultBroker is a broker over a faultFS whose log lines land in a
+// logBuffer, with the failure-line limiter on a clock the test moves.
+type faultBroker struct {
+	*testBroker
+	fs   *faultFS
+	logs *logBuffer
+	now  atomic.Int64 // unix nanoseconds of the limiter's clock
+}
+
+func startFaultBroker(t *testing.T) *faultBroker {
+	fb := &faultBroker{fs: &faultFS{FS: storage.OSFS{}}, logs: &logBuffer{}}
+	fb.now.Store(time.Unix(1_000_000, 0).UnixNano())
+	fb.testBroker = startBroker(t, t.TempDir(), func(c *Config) {
+		c.FS = fb.fs
+		c.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(fb.logs, testLogWriter(t)), &slog.HandlerOptions{Level: slog.LevelDebug}))
+		c.faultClock = func() time.Time { return time.Unix(0, fb.now.Load()) }
+	})
+	t.Cleanup(func() { fb.fs.set("", nil) }) // before the broker stops: its shutdown writes
+	return fb
+}
+
+// testLogWriter echoes the broker's log under -v.
+func testLogWriter(t *testing.T) io.Writer {
+	if testing.Verbose() {
+		return testWriter{t}
+	}
+	return io.Discard
+}
+
+// oneLine asserts exactly one line holds every part and returns it.
+func (fb *faultBroker) oneLine(t *testing.T, parts ...string) string {
+	t.Helper()
+	got := fb.logs.lines(parts...)
+	if len(got) != 1 {
+		t.Fatalf("%d log lines with %q, want 1:\n%s", len(got), parts, strings.Join(fb.logs.lines(), "\n"))
+	}
+	return got[0]
+}
+
+func TestENOSPCOnProduceIsLoggedOnce(t *testing.T) {
+	fb := startFaultBroker(t)
+	createTopic(t, fb.testBroker, "full", 1, nil)
+	fb.fs.set("full-0/00000000000000000000.log", syscall.ENOSPC) // the segment write
+	pr := produceOne(t, fb.testBroker, 9, "full", 0, encodeBatch(t, 0, -1, -1, []byte("v")))
+	if pr.ErrorCode != kerr.KafkaStorageError.Code {
+		t.Fatalf("produce on a full disk: code %d, want KAFKA_STORAGE_ERROR", pr.ErrorCode)
+	}
+	line := fb.oneLine(t, "level=ERROR")
+	for _, want := range []string{"produce failed", "topic=full", "partition=0", "client_id=raw", "remote=127.0.0.1:", "no space"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the error line lacks %q: %s", want, line)
+		}
+	}
+	// Space is back: the partition takes writes again, nothing more logged.
+	fb.fs.set("", nil)
+	if pr := produceOne(t, fb.testBroker, 9, "full", 0, encodeBatch(t, 0, -1, -1, []byte("v"))); pr.ErrorCode != 0 {
+		t.Fatalf("produce after space came back: code %d", pr.ErrorCode)
+	}
+	if n := len(fb.logs.lines("level=ERROR")); n != 1 {
+		t.Fatalf("%d ERROR lines, want 1", n)
+	}
+}
+
+func TestENOSPCOnCreateTopicsIsLoggedOnce(t *testing.T) {
+	fb := startFaultBroker(t)
+	fb.fs.set("topics.json", syscall.ENOSPC)
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "nospace", 1, 1
+	req.Topics = append(req.Topics, rt)
+	req.Version = 5
+	resp := rawRequest[*kmsg.CreateTopicsResponse](t, fb.testBroker, req)
+	if code := resp.Topics[0].ErrorCode; code != kerr.KafkaStorageError.Code {
+		t.Fatalf("CreateTopics on a full disk: code %d, want KAFKA_STORAGE_ERROR", code)
+	}
+	if fb.fs.hits.Load() == 0 {
+		t.Fatal("the fault was never hit")
+	}
+	line := fb.oneLine(t, "level=ERROR")
+	for _, want := range []string{"create topics failed", "topic=nospace", "client_id=raw", "remote=127.0.0.1:", "no space"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the error line lacks %q: %s", want, line)
+		}
+	}
+}
+
+func TestENOSPCOnOffsetCommitIsLoggedOnce(t *testing.T) {
+	fb := startFaultBroker(t)
+	createTopic(t, fb.testBroker, "src", 1, nil)
+	commit := func() int16 {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version, req.Group, req.Generation = 8, "g1", -1
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = "src"
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = 0, 5
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return rawRequest[*kmsg.OffsetCommitResponse](t, fb.testBroker, req).Topics[0].Partitions[0].ErrorCode
+	}
+	if code := commit(); code != 0 { // creates __consumer_offsets
+		t.Fatalf("first commit: code %d", code)
+	}
+	fb.fs.set("__consumer_offsets-"+strconv.Itoa(int(fb.srv.groups.PartitionFor("g1")))+"/00000000000000000000.log", syscall.ENOSPC)
+	// Kafka's coordinators answer a write that hit a storage error with
+	// NOT_COORDINATOR (the client finds the coordinator again and retries).
+	if code := commit(); code != kerr.NotCoordinator.Code {
+		t.Fatalf("commit on a full disk: code %d, want NOT_COORDINATOR", code)
+	}
+	line := fb.oneLine(t, "level=ERROR")
+	part := fb.srv.groups.PartitionFor("g1")
+	for _, want := range []string{"offsets not stored", "topic=__consumer_offsets", "partition=" + strconv.Itoa(int(part)), "group=g1", "client_id=raw", "remote=127.0.0.1:", "no space"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the error line lacks %q: %s", want, line)
+		}
+	}
+}
+
+func TestFailureFloodIsRateLimited(t *testing.T) {
+	fb := startFaultBroker(t)
+	createTopic(t, fb.testBroker, "flood", 1, nil)
+	// One batch first: its epoch is then in the leader-epoch cache, and a
+	// failing append costs a write, not two synced checkpoint rewrites.
+	if pr := produceOne(t, fb.testBroker, 9, "flood", 0, encodeBatch(t, 0, -1, -1, []byte("v"))); pr.ErrorCode != 0 {
+		t.Fatalf("first produce: code %d", pr.ErrorCode)
+	}
+	fb.fs.set("flood-0/00000000000000000000.log", syscall.ENOSPC)
+	const n = 10_000
+	nc, err := net.Dial("tcp", fb.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(2 * time.Minute))
+	frame := appendRequestFrame(nil, produceRequest(9, "flood", 0, encodeBatch(t, 0, -1, -1, []byte("v"))), 1, "flooder")
+	go func() {
+		// Pipelined: the same frame n times (correlation ids repeat,
+		// which the broker does not check).
+		w := make([]byte, 0, 64*len(frame))
+		for i := 0; i < n; {
+			w = w[:0]
+			for j := 0; j < 64 && i < n; j, i = j+1, i+1 {
+				w = append(w, frame...)
+			}
+			if _, err := nc.Write(w); err != nil {
+				return
+			}
+		}
+	}()
+	var size [4]byte
+	failed := 0
+	for i := 0; i < n; i++ {
+		if _, err := io.ReadFull(nc, size[:]); err != nil {
+			t.Fatalf("response %d: %v", i, err)
+		}
+		body := make([]byte, binary.BigEndian.Uint32(size[:]))
+		if _, err := io.ReadFull(nc, body); err != nil {
+			t.Fatalf("response %d: %v", i, err)
+		}
+		resp := kmsg.NewPtrProduceResponse()
+		resp.Version = 9
+		if err := resp.ReadFrom(body[5:]); err != nil { // correlation id, empty tags
+			t.Fatalf("response %d: %v", i, err)
+		}
+		if resp.Topics[0].Partitions[0].ErrorCode == kerr.KafkaStorageError.Code {
+			failed++
+		}
+	}
+	if failed != n {
+		t.Fatalf("%d of %d produces failed", failed, n)
+	}
+	// The limiter's clock has not moved: one window's burst.
+	lines := fb.logs.lines("produce failed", "topic=flood")
+	if len(lines) != faultBurst {
+		t.Fatalf("%d lines for %d failures in one window, want %d", len(lines), n, faultBurst)
+	}
+	// The next window: the next failure's line says how many were held.
+	fb.now.Add(int64(faultInterval))
+	if pr := produceOne(t, fb.testBroker, 9, "flood", 0, encodeBatch(t, 0, -1, -1, []byte("v"))); pr.ErrorCode != kerr.KafkaStorageError.Code {
+		t.Fatalf("code %d", pr.ErrorCode)
+	}
+	lines = fb.logs.lines("produce failed", "topic=flood")
+	if len(lines) != faultBurst+1 || !strings.Contains(lines[faultBurst], "suppressed="+strconv.Itoa(n-faultBurst)) {
+		t.Fatalf("after the window: %d lines, last %q; want %d lines, the last with suppressed=%d", len(lines), lines[len(lines)-1], faultBurst+1, n-faultBurst)
+	}
+}
