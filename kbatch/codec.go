@@ -21,18 +21,9 @@ var ErrUnknownCodec = errors.New("kbatch: unknown compression codec")
 var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
 
 var (
-	zstdDecOnce sync.Once
-	zstdDec     *zstd.Decoder
 	zstdEncOnce sync.Once
 	zstdEnc     *zstd.Encoder
 )
-
-func zstdDecoder() *zstd.Decoder {
-	zstdDecOnce.Do(func() {
-		zstdDec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(1<<30))
-	})
-	return zstdDec
-}
 
 func zstdEncoder() *zstd.Encoder {
 	zstdEncOnce.Do(func() {
@@ -41,90 +32,39 @@ func zstdEncoder() *zstd.Encoder {
 	return zstdEnc
 }
 
-// maxDecompressed bounds decompression output so a hostile batch cannot
-// exhaust memory.
+// maxDecompressed bounds what Decompress and Records inflate (256 MiB).
 const maxDecompressed = 256 << 20
 
 // Decompress returns the decompressed records section of a batch compressed
-// with codec c. For CodecNone it returns src unchanged.
+// with codec c (src is the payload after the header), through the same
+// streaming decoders and stream checks as RecordReader, bounded by 256 MiB.
+// For CodecNone it returns src unchanged. It is for tests and tools: it
+// holds the whole output.
 func Decompress(c Codec, src []byte) ([]byte, error) {
-	switch c {
-	case CodecNone:
+	if c == CodecNone {
 		return src, nil
-	case CodecGzip:
-		r, err := gzip.NewReader(bytes.NewReader(src))
-		if err != nil {
-			return nil, fmt.Errorf("gzip: %w", err)
-		}
-		return readBounded(r)
-	case CodecSnappy:
-		return snappyDecode(src)
-	case CodecLZ4:
-		return readBounded(lz4.NewReader(bytes.NewReader(src)))
-	case CodecZstd:
-		out, err := zstdDecoder().DecodeAll(src, nil)
-		if err != nil {
-			return nil, fmt.Errorf("zstd: %w", err)
-		}
-		return out, nil
 	}
-	return nil, ErrUnknownCodec
-}
-
-func readBounded(r io.Reader) ([]byte, error) {
-	var buf bytes.Buffer
-	n, err := io.Copy(&buf, io.LimitReader(r, maxDecompressed+1))
+	sc, err := scanStream(c, src)
 	if err != nil {
 		return nil, err
 	}
+	if sc.declared > maxDecompressed {
+		return nil, &LimitError{Err: ErrBatchTooLarge, Size: sc.declared, Limit: maxDecompressed}
+	}
+	d, err := openDecoder(c, src, &sc)
+	if err != nil {
+		return nil, err
+	}
+	defer d.release()
+	var buf bytes.Buffer
+	n, err := io.Copy(&buf, io.LimitReader(d, maxDecompressed+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrUndecodable, c, err)
+	}
 	if n > maxDecompressed {
-		return nil, errors.New("kbatch: decompressed size over limit")
+		return nil, &LimitError{Err: ErrBatchTooLarge, Size: n, Limit: maxDecompressed}
 	}
 	return buf.Bytes(), nil
-}
-
-func snappyDecode(src []byte) ([]byte, error) {
-	if !bytes.HasPrefix(src, xerialMagic) {
-		n, err := s2.DecodedLen(src)
-		if err != nil {
-			return nil, fmt.Errorf("snappy: %w", err)
-		}
-		if n > maxDecompressed {
-			return nil, errors.New("kbatch: decompressed size over limit")
-		}
-		return s2.Decode(nil, src)
-	}
-	// xerial framing: 8 magic bytes, 4 version, 4 compatible version, then
-	// chunks of [int32 length][snappy block].
-	if len(src) < 16 {
-		return nil, errors.New("snappy: short xerial header")
-	}
-	src = src[16:]
-	var out []byte
-	for len(src) > 0 {
-		if len(src) < 4 {
-			return nil, errors.New("snappy: short xerial chunk length")
-		}
-		n := int(binary.BigEndian.Uint32(src))
-		src = src[4:]
-		if n < 0 || n > len(src) {
-			return nil, errors.New("snappy: xerial chunk past end")
-		}
-		dl, err := s2.DecodedLen(src[:n])
-		if err != nil {
-			return nil, fmt.Errorf("snappy: %w", err)
-		}
-		if len(out)+dl > maxDecompressed {
-			return nil, errors.New("kbatch: decompressed size over limit")
-		}
-		d, err := s2.Decode(nil, src[:n])
-		if err != nil {
-			return nil, fmt.Errorf("snappy: %w", err)
-		}
-		out = append(out, d...)
-		src = src[n:]
-	}
-	return out, nil
 }
 
 // Compress compresses a records section with codec c, in the framing Kafka's

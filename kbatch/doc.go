@@ -2,10 +2,23 @@
 // and nothing else: header field offsets and accessors over a []byte, the
 // CRC-32C rule, splitting a record set into batches (Next, and the
 // allocation-free walk Batches that every loop over a set uses), the
-// compression codecs,
-// and a small encoder used by tests and benchmarks.
+// compression codecs, the one streaming record reader every reader that
+// looks inside batches shares (RecordReader: pooled decoders, a fixed
+// window, Limits on what a batch may inflate to, WorkingSet to charge a
+// budget before reading), and a small encoder used by tests and
+// benchmarks.
 //
-// It owns no state and does no I/O. Validation policy (what a broker accepts)
-// belongs to hotpath; storage and broker read headers through this package so
-// that there is exactly one definition of the layout.
+// Memory of a RecordReader is bounded by WorkingSet(batch) (plus one kept
+// record with Limits.Keep) whatever the payload inflates to: gzip's fixed
+// window; zstd windows up to MaxZstdWindow, decoders pooled per window
+// class; one LZ4 frame's block size (at most 4 MiB); snappy blocks and
+// xerial chunks by their declared length, checked against the limits
+// before they are decoded. Idle pooled decoders are the garbage
+// collector's to reclaim.
+//
+// It owns no state beyond those pools and does no I/O; it never charges a
+// budget itself (its callers do, with WorkingSet). Validation policy (what
+// a broker accepts) belongs to hotpath; storage and broker read headers
+// through this package so that there is exactly one definition of the
+// layout.
 package kbatch

@@ -1,9 +1,11 @@
 package kbatch
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 )
 
 // Record is one decoded record of a v2 batch. Key and Value are nil for a
@@ -26,41 +28,38 @@ type RecordHeader struct {
 // ErrMalformedRecords is wrapped by every record decoding error.
 var ErrMalformedRecords = errors.New("kbatch: malformed records")
 
-// Records decodes (and decompresses) the records of a whole batch. The
-// returned records alias the decompressed buffer, or b when uncompressed.
+// Records decodes (and decompresses) the records of a whole batch, with
+// the decompressed records section bounded by 256 MiB. It is for tests,
+// tools and small batches the broker writes itself; readers that may meet
+// large or hostile batches walk them with a RecordReader. The returned
+// records alias b when it is uncompressed, else copies of their bytes.
 func Records(b []byte) ([]Record, error) {
-	h, err := ParseHeader(b)
+	rr, err := NewRecordReader(b, Limits{MaxBatchBytes: maxDecompressed, Keep: true})
 	if err != nil {
 		return nil, err
 	}
-	if h.Size() != len(b) {
-		return nil, fmt.Errorf("%w: batch length %d does not match %d bytes", ErrMalformedRecords, h.Size(), len(b))
+	defer rr.Close()
+	var recs []Record
+	if rr.Codec() == CodecNone {
+		recs = make([]Record, 0, min(int(rr.count), len(b)))
 	}
-	data, err := Decompress(h.Codec(), b[HeaderSize:])
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformedRecords, err)
-	}
-	if h.RecordCount < 0 {
-		return nil, fmt.Errorf("%w: negative record count", ErrMalformedRecords)
-	}
-	if int64(h.RecordCount) > int64(len(data)) { // every record takes >= 1 byte... in practice >= 7
-		return nil, fmt.Errorf("%w: record count %d exceeds data", ErrMalformedRecords, h.RecordCount)
-	}
-	recs := make([]Record, 0, h.RecordCount)
-	for i := int32(0); i < h.RecordCount; i++ {
-		var r Record
-		var n int
-		r, n, err = decodeRecord(data)
-		if err != nil {
-			return nil, fmt.Errorf("%w: record %d: %v", ErrMalformedRecords, i, err)
+	for {
+		if _, err := rr.Next(); err != nil {
+			if err == io.EOF {
+				return recs, nil
+			}
+			return nil, err
 		}
-		data = data[n:]
-		recs = append(recs, r)
+		body := rr.curBody
+		if rr.Codec() != CodecNone {
+			body = bytes.Clone(body)
+		}
+		rec, err := decodeBody(body)
+		if err != nil {
+			return nil, fmt.Errorf("%w: record %d: %v", ErrMalformedRecords, len(recs), err)
+		}
+		recs = append(recs, rec)
 	}
-	if len(data) != 0 {
-		return nil, fmt.Errorf("%w: %d trailing bytes after %d records", ErrMalformedRecords, len(data), h.RecordCount)
-	}
-	return recs, nil
 }
 
 type reader struct {
@@ -97,18 +96,12 @@ func (r *reader) bytes(n int64) []byte {
 	return v
 }
 
-func decodeRecord(b []byte) (Record, int, error) {
+// decodeBody decodes a record body (after its length varint) that Next
+// has checked; the fields alias body.
+func decodeBody(body []byte) (Record, error) {
 	var rec Record
-	length, n := binary.Varint(b)
-	if n <= 0 {
-		return rec, 0, errors.New("bad length varint")
-	}
-	if length < 0 || length > int64(len(b)-n) {
-		return rec, 0, errors.New("record length past end")
-	}
-	body := b[n : n+int(length)]
 	if len(body) < 1 {
-		return rec, 0, errors.New("empty record")
+		return rec, errors.New("empty record")
 	}
 	rec.Attributes = int8(body[0])
 	r := reader{b: body[1:]}
@@ -119,6 +112,9 @@ func decodeRecord(b []byte) (Record, int, error) {
 	nh := r.varint()
 	if r.err == nil && (nh < 0 || nh > int64(len(r.b))) {
 		r.err = errors.New("bad header count")
+	}
+	if nh > 0 && r.err == nil {
+		rec.Headers = make([]RecordHeader, 0, nh)
 	}
 	for i := int64(0); i < nh && r.err == nil; i++ {
 		kl := r.varint()
@@ -131,12 +127,12 @@ func decodeRecord(b []byte) (Record, int, error) {
 		rec.Headers = append(rec.Headers, RecordHeader{Key: string(k), Value: v})
 	}
 	if r.err != nil {
-		return rec, 0, r.err
+		return rec, r.err
 	}
 	if len(r.b) != 0 {
-		return rec, 0, errors.New("trailing bytes in record")
+		return rec, errors.New("trailing bytes in record")
 	}
-	return rec, n + int(length), nil
+	return rec, nil
 }
 
 // AppendRecord appends the wire encoding of r.
