@@ -296,3 +296,33 @@ func TestFailureFloodIsRateLimited(t *testing.T) {
 		t.Fatalf("after the window: %d lines, last %q; want %d lines, the last with suppressed=%d", len(lines), lines[len(lines)-1], faultBurst+1, n-faultBurst)
 	}
 }
+
+// Refused inputs are WARN lines, one per refused partition; answers a
+// client handles by refreshing metadata are DEBUG.
+func TestProduceRefusalsAreWarnings(t *testing.T) {
+	fb := startFaultBroker(t)
+	b := fb.testBroker
+	createTopic(t, b, "plain", 1, nil)
+	createTopic(t, b, "mirrored", 1, map[string]*string{"mirror.mode": sp("push")})
+	bad := encodeBatch(t, 0, -1, -1, []byte("v"))
+	bad[len(bad)-1] ^= 1 // the CRC no longer matches
+	if pr := produceOne(t, b, 9, "plain", 0, bad); pr.ErrorCode != kerr.CorruptMessage.Code {
+		t.Fatalf("corrupt batch: code %d, want CORRUPT_MESSAGE", pr.ErrorCode)
+	}
+	if pr := produceOne(t, b, 9, "mirrored", 0, encodeBatch(t, 0, -1, -1, []byte("v"))); pr.ErrorCode != kerr.PolicyViolation.Code {
+		t.Fatalf("ordinary produce to a mirror topic: code %d, want POLICY_VIOLATION", pr.ErrorCode)
+	}
+	if pr := produceOne(t, b, 9, "nosuchtopic", 0, encodeBatch(t, 0, -1, -1, []byte("v"))); pr.ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("unknown topic: code %d", pr.ErrorCode)
+	}
+	for _, want := range [][]string{
+		{"level=WARN", "produce refused", "topic=plain", "partition=0", "error_code=CORRUPT_MESSAGE", "client_id=raw"},
+		{"level=WARN", "produce refused", "topic=mirrored", "partition=0", "error_code=POLICY_VIOLATION", "client_id=raw"},
+		{"level=DEBUG", "produce refused", "topic=nosuchtopic", "error_code=UNKNOWN_TOPIC_OR_PARTITION"},
+	} {
+		fb.oneLine(t, want...)
+	}
+	if n := len(fb.logs.lines("level=WARN")) + len(fb.logs.lines("level=ERROR")); n != 2 {
+		t.Fatalf("%d WARN/ERROR lines, want 2:\n%s", n, strings.Join(fb.logs.lines(), "\n"))
+	}
+}
