@@ -77,23 +77,7 @@ func (l *Log) OffsetForTimestamp(ctx context.Context, ts int64) (TimestampOffset
 			}
 			return TimestampOffset{}, err
 		}
-		var r TimestampOffset
-		found, err := l.lookInto(ctx, &c, func(h *kbatch.Header, rr *kbatch.RecordReader) (bool, error) {
-			for {
-				ri, err := rr.Next()
-				if err == io.EOF {
-					return false, nil
-				}
-				if err != nil {
-					return false, err
-				}
-				rts, off := recordTimestamp(h, ri.TimestampDelta), h.BaseOffset+int64(ri.OffsetDelta)
-				if rts >= ts && off >= c.logStart {
-					r = TimestampOffset{Timestamp: rts, Offset: off, LeaderEpoch: epochOf(h)}
-					return true, nil
-				}
-			}
-		})
+		r, found, err := l.firstRecord(ctx, &c, func(rts, off int64) bool { return rts >= ts && off >= c.logStart })
 		switch {
 		case errors.Is(err, errBatchMoved) && attempt < lookupAttempts:
 			attempt++
@@ -135,18 +119,30 @@ func (l *Log) timestampCandidateLocked(ts, after int64) (candidate, bool, error)
 		if err != nil {
 			return candidate{}, false, err
 		}
-		c := candidate{file: s.log, logStart: l.logStart}
-		for ; pos < s.size; pos += c.size {
-			if err := readFull(s.log, c.hdr[:], pos); err != nil {
-				return candidate{}, false, err
-			}
-			c.pos, c.size = pos, int64(kbatch.LogOverhead)+int64(kbatch.Length(c.hdr[:]))
-			if c.size < kbatch.HeaderSize || pos+c.size > s.size {
-				return candidate{}, false, fmt.Errorf("%w: bad batch length at position %d of %s", ErrCorruptLog, pos, s.path(logSuffix))
-			}
-			if kbatch.MaxTimestamp(c.hdr[:]) >= ts && c.last() >= floor {
-				return c, true, nil
-			}
+		c, ok, err := l.scanHeaders(s, pos, func(c *candidate) bool {
+			return kbatch.MaxTimestamp(c.hdr[:]) >= ts && c.last() >= floor
+		})
+		if err != nil || ok {
+			return c, ok, err
+		}
+	}
+	return candidate{}, false, nil
+}
+
+// scanHeaders reads the batch headers of s from pos and returns the first
+// batch match accepts. REQUIRES: l.mu.
+func (l *Log) scanHeaders(s *segment, pos int64, match func(*candidate) bool) (candidate, bool, error) {
+	c := candidate{file: s.log, logStart: l.logStart}
+	for ; pos < s.size; pos += c.size {
+		if err := readFull(s.log, c.hdr[:], pos); err != nil {
+			return candidate{}, false, err
+		}
+		c.pos, c.size = pos, int64(kbatch.LogOverhead)+int64(kbatch.Length(c.hdr[:]))
+		if c.size < kbatch.HeaderSize || pos+c.size > s.size {
+			return candidate{}, false, fmt.Errorf("%w: bad batch length at position %d of %s", ErrCorruptLog, pos, s.path(logSuffix))
+		}
+		if match(&c) {
+			return c, true, nil
 		}
 	}
 	return candidate{}, false, nil
@@ -168,23 +164,9 @@ func (l *Log) MaxTimestamp(ctx context.Context) (r TimestampOffset, found bool, 
 		}
 		target := kbatch.MaxTimestamp(c.hdr[:])
 		if kbatch.Attributes(c.hdr[:])&kbatch.TimestampTypeBit != 0 { // LogAppendTime
-			return TimestampOffset{Timestamp: target, Offset: c.base(), LeaderEpoch: epochOf1(kbatch.LeaderEpoch(c.hdr[:]))}, true, nil
+			return TimestampOffset{Timestamp: target, Offset: c.base(), LeaderEpoch: epochOf(kbatch.LeaderEpoch(c.hdr[:]))}, true, nil
 		}
-		found, err = l.lookInto(ctx, &c, func(h *kbatch.Header, rr *kbatch.RecordReader) (bool, error) {
-			for {
-				ri, err := rr.Next()
-				if err == io.EOF {
-					return false, nil
-				}
-				if err != nil {
-					return false, err
-				}
-				if recordTimestamp(h, ri.TimestampDelta) == target {
-					r = TimestampOffset{Timestamp: target, Offset: h.BaseOffset + int64(ri.OffsetDelta), LeaderEpoch: epochOf(h)}
-					return true, nil
-				}
-			}
-		})
+		r, found, err = l.firstRecord(ctx, &c, func(rts, _ int64) bool { return rts == target })
 		if errors.Is(err, errBatchMoved) && attempt < lookupAttempts {
 			continue
 		}
@@ -214,43 +196,38 @@ func (l *Log) maxTimestampCandidateLocked() (candidate, bool, error) {
 	if err != nil {
 		return candidate{}, false, err
 	}
-	c := candidate{file: best.log, logStart: l.logStart}
-	for ; pos < best.size; pos += c.size {
-		if err := readFull(best.log, c.hdr[:], pos); err != nil {
-			return candidate{}, false, err
-		}
-		c.pos, c.size = pos, int64(kbatch.LogOverhead)+int64(kbatch.Length(c.hdr[:]))
-		if c.size < kbatch.HeaderSize || pos+c.size > best.size {
-			return candidate{}, false, fmt.Errorf("%w: bad batch length at position %d of %s", ErrCorruptLog, pos, best.path(logSuffix))
-		}
-		if kbatch.MaxTimestamp(c.hdr[:]) == best.maxTs {
-			return c, true, nil
-		}
-	}
-	return candidate{}, false, nil
+	return l.scanHeaders(best, pos, func(c *candidate) bool { return kbatch.MaxTimestamp(c.hdr[:]) == best.maxTs })
 }
 
 // errBatchMoved: the candidate's bytes changed before they were read.
 var errBatchMoved = errors.New("storage: batch changed while being read")
 
-// lookInto reads the candidate batch under the decode budget and runs fn
-// over its records; a decoding error becomes a *CorruptBatchError.
-func (l *Log) lookInto(ctx context.Context, c *candidate, fn func(*kbatch.Header, *kbatch.RecordReader) (bool, error)) (bool, error) {
+// firstRecord reads the candidate batch under the decode budget and
+// returns its first record whose timestamp and offset match accepts; a
+// decoding error becomes a *CorruptBatchError.
+func (l *Log) firstRecord(ctx context.Context, c *candidate, match func(ts, offset int64) bool) (TimestampOffset, bool, error) {
 	h, rr, release, err := l.openCandidate(ctx, c)
 	if err != nil {
-		return false, err
+		return TimestampOffset{}, false, err
 	}
 	defer release()
-	found, err := fn(&h, rr)
-	if err != nil {
-		return false, &CorruptBatchError{Offset: h.BaseOffset, Err: err}
+	for {
+		ri, err := rr.Next()
+		if err == io.EOF {
+			return TimestampOffset{}, false, nil
+		}
+		if err != nil {
+			return TimestampOffset{}, false, &CorruptBatchError{Offset: h.BaseOffset, Err: err}
+		}
+		rts, off := recordTimestamp(&h, ri.TimestampDelta), h.BaseOffset+int64(ri.OffsetDelta)
+		if match(rts, off) {
+			return TimestampOffset{Timestamp: rts, Offset: off, LeaderEpoch: epochOf(h.LeaderEpoch)}, true, nil
+		}
 	}
-	return found, nil
 }
 
-func epochOf(h *kbatch.Header) int32 { return epochOf1(h.LeaderEpoch) }
-
-func epochOf1(e int32) int32 {
+// epochOf is a batch's leader epoch as ListOffsets reports it (-1: none).
+func epochOf(e int32) int32 {
 	if e < 0 {
 		return -1
 	}
