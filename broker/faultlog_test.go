@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/internal/lograte"
 	"github.com/verbatim-kafka/verbatim/storage"
 )
 
@@ -324,5 +325,29 @@ func TestProduceRefusalsAreWarnings(t *testing.T) {
 	}
 	if n := len(fb.logs.lines("level=WARN")) + len(fb.logs.lines("level=ERROR")); n != 2 {
 		t.Fatalf("%d WARN/ERROR lines, want 2:\n%s", n, strings.Join(fb.logs.lines(), "\n"))
+	}
+}
+
+// The coordinators' failure lines go through the Server's limiter too.
+func TestCoordinatorLinesAreRateLimited(t *testing.T) {
+	var buf logBuffer
+	now := time.Unix(1000, 0)
+	lim := lograte.New(faultInterval, faultBurst, func() time.Time { return now })
+	lg := slog.New(limitedHandler{slog.NewTextHandler(&buf, nil), lim}).With("coordinator", "group")
+	for range 100 {
+		lg.Error("group coordinator write failed", "partition", 3, "err", "no space")
+		lg.Info("routine", "partition", 3)
+	}
+	lg.Error("group coordinator write failed", "partition", 4, "err", "no space") // another key
+	if n := len(buf.lines("write failed", "partition=3")); n != faultBurst {
+		t.Fatalf("%d lines for 100 failures of one partition, want %d", n, faultBurst)
+	}
+	if len(buf.lines("write failed", "partition=4")) != 1 || len(buf.lines("routine")) != 100 {
+		t.Fatalf("other keys or levels were limited:\n%s", strings.Join(buf.lines(), "\n"))
+	}
+	now = now.Add(faultInterval)
+	lg.Error("group coordinator write failed", "partition", 3, "err", "no space")
+	if got := buf.lines("write failed", "partition=3", "suppressed=97", "coordinator=group"); len(got) != 1 {
+		t.Fatalf("the next window's line does not count the 97 held back:\n%s", strings.Join(buf.lines("partition=3"), "\n"))
 	}
 }
