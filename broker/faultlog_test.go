@@ -351,3 +351,31 @@ func TestCoordinatorLinesAreRateLimited(t *testing.T) {
 		t.Fatalf("the next window's line does not count the 97 held back:\n%s", strings.Join(buf.lines("partition=3"), "\n"))
 	}
 }
+
+// ENOSPC on a transaction state append: NOT_COORDINATOR (Kafka's
+// TransactionStateManager answer for a storage error) and one ERROR line
+// naming the state partition and the transactional id.
+func TestENOSPCOnTransactionStateIsLoggedOnce(t *testing.T) {
+	fb := startFaultBroker(t)
+	initPid := func() int16 {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.Version, req.TransactionTimeoutMillis = 4, 60000
+		req.TransactionalID = kmsg.StringPtr("tx1")
+		req.ProducerID, req.ProducerEpoch = -1, -1
+		return rawRequest[*kmsg.InitProducerIDResponse](t, fb.testBroker, req).ErrorCode
+	}
+	if code := initPid(); code != 0 { // creates __transaction_state
+		t.Fatalf("first InitProducerId: code %d", code)
+	}
+	part := fb.srv.txns.PartitionFor("tx1")
+	fb.fs.set("__transaction_state-"+strconv.Itoa(int(part))+"/00000000000000000000.log", syscall.ENOSPC)
+	if code := initPid(); code != kerr.NotCoordinator.Code {
+		t.Fatalf("InitProducerId on a full disk: code %d, want NOT_COORDINATOR", code)
+	}
+	line := fb.oneLine(t, "level=ERROR")
+	for _, want := range []string{"transaction state not stored", "topic=__transaction_state", "partition=" + strconv.Itoa(int(part)), "transactional_id=tx1", "no space"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the error line lacks %q: %s", want, line)
+		}
+	}
+}

@@ -17,7 +17,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/verbatim-kafka/verbatim/coordlog"
 )
 
@@ -37,8 +36,7 @@ func (c *Coordinator) end(m *txnMeta, commit, bump bool, now time.Time) int16 {
 		t.state = txnPrepareCommit
 	}
 	if err := c.persist(t, now); err != nil {
-		c.persistFailed(t.id, err)
-		return kerr.CoordinatorNotAvailable.Code
+		return c.persistFailed(t.id, err)
 	}
 	c.mu.Lock()
 	m.apply(t, now)
