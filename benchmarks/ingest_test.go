@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/hotpath"
 	"github.com/verbatim-kafka/verbatim/interop"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/wireext"
@@ -72,6 +73,39 @@ func TestBuildBatchExactSizeAndValid(t *testing.T) {
 	}
 	if _, _, err := BuildBatch(50, 1000, 1); err == nil {
 		t.Fatal("a 50-byte batch was built")
+	}
+}
+
+// Compressed load batches are valid, fit the batch size closely and hold
+// text-like records that compress about 4x with gzip and zstd, 2.5x with
+// LZ4 (neither zeros nor noise).
+func TestBuildCompressedBatch(t *testing.T) {
+	for _, c := range []kbatch.Codec{kbatch.CodecGzip, kbatch.CodecLZ4, kbatch.CodecZstd} {
+		for _, size := range []int{16 << 10, 256 << 10} {
+			b, n, err := BuildCompressedBatch(size, 1000, c, 3)
+			if err != nil {
+				t.Fatalf("%s %d: %v", c, size, err)
+			}
+			if len(b) > size || len(b) < size*9/10 {
+				t.Fatalf("%s %d: built %d bytes", c, size, len(b))
+			}
+			h, _ := kbatch.ParseHeader(b)
+			if h.Codec() != c || int(h.RecordCount) != n || kbatch.CRC(b) != h.CRC {
+				t.Fatalf("%s %d: header %+v, %d records", c, size, h, n)
+			}
+			raw, err := kbatch.Decompress(c, b[kbatch.HeaderSize:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := float64(len(raw)) / float64(len(b)); r < 2.2 || r > 4.5 {
+				t.Errorf("%s %d: compresses %.1fx", c, size, r)
+			}
+			var res hotpath.Result
+			o := hotpath.Options{Mode: hotpath.Normal, Topic: hotpath.DefaultTopicConfig(), NowMs: 1_700_000_000_000}
+			if err := hotpath.Validate(b, &o, &res); err != nil || res.Records != int64(n) {
+				t.Fatalf("%s %d: %v", c, size, err)
+			}
+		}
 	}
 }
 
@@ -239,7 +273,7 @@ func TestIngestHarnessWellFormed(t *testing.T) {
 	}
 	t.Setenv("BENCH_SINK_CHILD", "1") // makes the re-executed test binary the sink
 	o := IngestOptions{Verbatim: bin, SinkArgv: []string{self}, WorkDir: t.TempDir(),
-		Modes: []string{"verbatim", "normal"}, Batches: []int{16 << 10}, Flushes: []string{"always"},
+		Modes: []string{"verbatim", "normal"}, Codecs: []string{"none", "zstd"}, Batches: []int{16 << 10}, Flushes: []string{"always"},
 		Rounds: 1, Conns: 2, InFlight: 2, RoundBytes: 1 << 20, AllocBytes: 512 << 10,
 		ComparePolicies: true}
 	var lines bytes.Buffer
@@ -248,7 +282,9 @@ func TestIngestHarnessWellFormed(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := strings.Split(strings.TrimSpace(lines.String()), "\n")
-	if len(got) != 2 {
+	// verbatim, normal, normal with zstd batches (compressed scenarios
+	// are normal-mode only).
+	if len(got) != 3 {
 		t.Fatalf("%d lines:\n%s", len(got), lines.String())
 	}
 	for _, l := range got {
@@ -256,7 +292,7 @@ func TestIngestHarnessWellFormed(t *testing.T) {
 		if err := json.Unmarshal([]byte(l), &m); err != nil {
 			t.Fatal(err)
 		}
-		for _, k := range []string{"scenario", "mode", "batch_bytes", "flush", "mb_per_s", "ref_mb_per_s", "ratio", "p50_ms", "p99_ms", "ref_p99_ms", "allocs_per_req", "peak_rss_mb"} {
+		for _, k := range []string{"scenario", "mode", "codec", "batch_bytes", "flush", "mb_per_s", "ref_mb_per_s", "ratio", "p50_ms", "p99_ms", "ref_p99_ms", "allocs_per_req", "peak_rss_mb"} {
 			if _, ok := m[k]; !ok {
 				t.Fatalf("line lacks %q: %s", k, l)
 			}
@@ -269,8 +305,11 @@ func TestIngestHarnessWellFormed(t *testing.T) {
 		if want := r.MBps / r.RefMBps; r.Ratio < want*0.95-0.01 || r.Ratio > want*1.05+0.01 {
 			t.Fatalf("ratio %v is not mb_per_s/ref_mb_per_s (%v): %s", r.Ratio, want, l)
 		}
-		if (r.Flush == "always") != (r.MeetsP99 != nil) || r.MeetsRatio == nil {
-			t.Fatalf("targets not evaluated: %s", l)
+		if (r.Flush == "always") != (r.MeetsP99 != nil) || (r.MeetsRatio == nil) != (r.Codec != "none") {
+			t.Fatalf("targets not evaluated (compressed rows are informative): %s", l)
+		}
+		if r.Codec == "zstd" && (r.Mode != "normal" || r.Scenario != "ingest-normal-zstd-16KiB-always") {
+			t.Fatalf("compressed scenario: %s", l)
 		}
 		// Verbatim mode judges with the default policies and, compared,
 		// reports the on/off ratio; normal mode has no policies.

@@ -66,11 +66,19 @@ package broker
 //     refuse every client produce with INVALID_TOPIC_EXCEPTION ("Cannot
 //     append to internal topic"), as Kafka's ReplicaManager does.
 //
+//   - Compressed batches (normal mode) are decompressed and every record
+//     walked, as Kafka's LogValidator does, streaming through pooled
+//     decoders whose working memory is charged to the decode budget
+//     (--max-decode-bytes); max.decompressed.message.bytes (per record,
+//     INVALID_RECORD) and max.decompressed.batch.bytes (per batch,
+//     MESSAGE_TOO_LARGE) bound what they may inflate to.
+//
 // Deviations from Apache Kafka:
-//   - Compressed batches on CreateTime topics are checked against the
-//     timestamp bounds from their header (BaseTimestamp, MaxTimestamp)
-//     without decompressing each record (hot path option ExactTimestamps
-//     off); uncompressed batches are checked record by record as Kafka does.
+//   - A compressed payload that is not valid for its codec gets
+//     INVALID_RECORD (non-retriable); Kafka 4.4 answers UNKNOWN_SERVER_ERROR
+//     (its decompressor's exception is not an InvalidRecordException).
+//     CORRUPT_MESSAGE would make the Java producer resend the batch until
+//     its delivery timeout (docs/compat.md).
 //   - Kafka skips the transaction verification when the partition
 //     already holds an open transaction of that producer and epoch;
 //     Verbatim always asks its (local) coordinator, so a batch sent after
@@ -114,7 +122,7 @@ func mirrorProduceFeature() kmsg.ApiVersionsResponseSupportedFeature {
 
 var producePool = sync.Pool{New: func() any { return new(hotpath.ProduceRequest) }}
 
-func handleProduce(_ context.Context, s *Server, r *Request) (Reply, error) {
+func handleProduce(ctx context.Context, s *Server, r *Request) (Reply, error) {
 	req := producePool.Get().(*hotpath.ProduceRequest)
 	defer producePool.Put(req)
 	if err := req.Decode(r.Body, r.Version); err != nil {
@@ -166,7 +174,7 @@ func handleProduce(_ context.Context, s *Server, r *Request) (Reply, error) {
 				op.noteFailure(t.Name, rp.Index, pr.ErrorCode, nil, nil)
 				continue
 			}
-			if log, err := s.produceOne(op, p, pr, r.Version, req.TransactionalID, rp.Records, mreq, mp, now, durable); err != nil {
+			if log, err := s.produceOne(ctx, op, p, pr, r.Version, req.TransactionalID, rp.Records, mreq, mp, now, durable); err != nil {
 				setProduceError(pr, err, log)
 				op.noteFailure(t.Name, rp.Index, pr.ErrorCode, err, rp.Records)
 			}
@@ -362,7 +370,7 @@ func (op *produceOp) noteFailure(topic string, partition int32, code int16, err 
 // run in the append's guard (produce_guard.go). mreq is the request's
 // MirrorProduce value and mp the partition's MirrorPartition, each nil
 // when absent. An error refuses the partition; log is its log when known.
-func (s *Server) produceOne(op *produceOp, p *Partition, pr *hotpath.ProducePartitionResponse, version int16, txnID, set []byte,
+func (s *Server) produceOne(ctx context.Context, op *produceOp, p *Partition, pr *hotpath.ProducePartitionResponse, version int16, txnID, set []byte,
 	mreq *wireext.MirrorProduce, mp *wireext.MirrorPartition, now int64, durable bool) (log *storage.Log, err error) {
 	h, err := partitionHandle(p)
 	if err != nil {
@@ -392,7 +400,8 @@ func (s *Server) produceOne(op *produceOp, p *Partition, pr *hotpath.ProducePart
 	if mirror && (mp == nil || mp.ExpectedLogEndOffset < 0) {
 		return h.log, kafkaErr(kerr.InvalidRequest, msgNoExpectedLogEnd)
 	}
-	opts := hotpath.Options{Mode: hotpath.Normal, Topic: hotpathConfig(cfg), ProduceVersion: version, NowMs: now}
+	opts := hotpath.Options{Mode: hotpath.Normal, Topic: hotpathConfig(cfg), ProduceVersion: version, NowMs: now,
+		Decode: s.decode, Ctx: ctx} // compressed batches: decompression charged to the decode budget
 	if mirror {
 		opts = hotpath.Options{Mode: hotpath.Verbatim}
 	}
@@ -455,6 +464,9 @@ func hotpathConfig(c *TopicConfig) hotpath.TopicConfig {
 		TimestampBeforeMaxMs: c.TimestampBeforeMaxMs,
 		TimestampAfterMaxMs:  c.TimestampAfterMaxMs,
 		MaxMessageBytes:      c.MaxMessageBytes,
+
+		MaxDecompressedRecordBytes: c.MaxDecompressedMessageBytes,
+		MaxDecompressedBatchBytes:  c.MaxDecompressedBatchBytes,
 	}
 }
 

@@ -40,6 +40,11 @@ const (
 	// Verbatim's mirror configs (docs/protocol.md).
 	cfgMirrorMode            = "mirror.mode"
 	cfgMirrorSourceClusterID = "mirror.source.cluster.id"
+
+	// cfgMaxDecompressedBatchBytes is Verbatim's per-batch cap on
+	// decompressed records (docs/compat.md), next to Kafka's per-record
+	// max.decompressed.message.bytes.
+	cfgMaxDecompressedBatchBytes = "max.decompressed.batch.bytes"
 )
 
 func atLeast(min int64) func(string) string {
@@ -138,7 +143,8 @@ var topicConfigDefs = []configDef{
 	d("local.retention.bytes", kmsg.ConfigTypeLong, "-2", "log.local.retention.bytes", atLeast(-2), "Local retention for tiered storage (tiered storage is not supported)."),
 	d("local.retention.ms", kmsg.ConfigTypeLong, "-2", "log.local.retention.ms", atLeast(-2), "Local retention for tiered storage (tiered storage is not supported)."),
 	d("max.compaction.lag.ms", kmsg.ConfigTypeLong, longMax, "log.cleaner.max.compaction.lag.ms", atLeast(1), "Maximum time a message stays ineligible for compaction."),
-	d("max.decompressed.message.bytes", kmsg.ConfigTypeInt, "2147483639", "max.decompressed.message.bytes", between(1, 2147483639), "Largest decompressed record batch size allowed."),
+	d("max.decompressed.message.bytes", kmsg.ConfigTypeInt, "2147483639", "max.decompressed.message.bytes", between(1, 2147483639), "Largest record (its declared body size) a compressed batch may hold once decompressed; a larger one is refused with INVALID_RECORD before it is read. Per record, compressed batches only: uncompressed records are bounded by max.message.bytes."),
+	d(cfgMaxDecompressedBatchBytes, kmsg.ConfigTypeLong, "67108864", cfgMaxDecompressedBatchBytes, between(1, 1<<30), "Verbatim: the most a compressed batch's records may decompress to (whole batch, default 64 MiB); a batch over it is refused with MESSAGE_TOO_LARGE."),
 	d("max.message.bytes", kmsg.ConfigTypeInt, "1048588", "message.max.bytes", atLeast(0), "Largest record batch size allowed."),
 	d("message.timestamp.after.max.ms", kmsg.ConfigTypeLong, "3600000", "log.message.timestamp.after.max.ms", atLeast(0), "Allowed amount a timestamp may be ahead of the broker's time (CreateTime)."),
 	d("message.timestamp.before.max.ms", kmsg.ConfigTypeLong, longMax, "log.message.timestamp.before.max.ms", atLeast(0), "Allowed amount a timestamp may be behind the broker's time (CreateTime)."),
@@ -239,6 +245,11 @@ type TopicConfig struct {
 	CleanupPolicyDelete  bool
 	CompressionType      string
 	MaxMessageBytes      int32
+	// MaxDecompressedMessageBytes is Kafka's per-record
+	// max.decompressed.message.bytes; MaxDecompressedBatchBytes Verbatim's
+	// per-batch max.decompressed.batch.bytes.
+	MaxDecompressedMessageBytes int32
+	MaxDecompressedBatchBytes   int64
 	// LogAppendTime is true for message.timestamp.type=LogAppendTime.
 	LogAppendTime          bool
 	TimestampBeforeMaxMs   int64
@@ -300,6 +311,8 @@ func newTopicConfig(overrides map[string]string) (*TopicConfig, error) {
 	}
 	c.CompressionType = get("compression.type")
 	c.MaxMessageBytes = i32("max.message.bytes")
+	c.MaxDecompressedMessageBytes = i32("max.decompressed.message.bytes")
+	c.MaxDecompressedBatchBytes = i64(cfgMaxDecompressedBatchBytes)
 	c.LogAppendTime = get("message.timestamp.type") == "LogAppendTime"
 	c.TimestampBeforeMaxMs = i64("message.timestamp.before.max.ms")
 	c.TimestampAfterMaxMs = i64("message.timestamp.after.max.ms")

@@ -13,8 +13,8 @@ import (
 )
 
 // Validation allocates nothing per batch or per record byte, in both modes,
-// including the LogAppendTime patch; only rejections and decompression
-// (compacted topics, ExactTimestamps) allocate.
+// including the LogAppendTime patch and the walk of a compressed batch
+// (pooled decoders, charged to a decode budget); only rejections allocate.
 func TestAllocValidate(t *testing.T) {
 	corpus := buildCorpus(t)
 	set := verbatimSet(corpus, 0)
@@ -24,6 +24,8 @@ func TestAllocValidate(t *testing.T) {
 	clientGzip := mustEncode(t, gz)
 	lat := normalOpts()
 	lat.Topic.LogAppendTime = true
+	charged := normalOpts()
+	charged.Decode = budget.New(64 << 20)
 	cases := []struct {
 		name string
 		set  []byte
@@ -31,7 +33,8 @@ func TestAllocValidate(t *testing.T) {
 	}{
 		{"verbatim-corpus-set", set, verbatimOpts()},
 		{"normal-uncompressed-200-records", client, normalOpts()},
-		{"normal-gzip-header-only", clientGzip, normalOpts()},
+		{"normal-gzip-walked", clientGzip, normalOpts()},
+		{"normal-gzip-walked-charged", clientGzip, charged},
 		{"normal-log-append-time", client, lat},
 	}
 	for _, c := range cases {

@@ -2,7 +2,9 @@
 // storage append: pooled frame buffers with in-flight byte bounds, in-place
 // v2 batch validation (CRC-32C, header consistency, control batch structure)
 // in normal and verbatim modes (normal mode patches MaxTimestamp, the
-// timestamp type and the CRC where Kafka does, LogAppendTime included), the
+// timestamp type and the CRC where Kafka does, LogAppendTime included, and
+// walks every record, compressed batches through kbatch's streaming
+// RecordReader with its working memory charged to Options.Decode), the
 // submission queue that coalesces appends and hands them to storage's group
 // commit, and the Produce response encoding.
 //
@@ -48,6 +50,11 @@
 //	producer id without sequence                            INVALID_RECORD / accepted (markers, coordinator writes)
 //	transactional without producer id                       INVALID_RECORD / INVALID_RECORD
 //	malformed record (uncompressed, or decompressed)        INVALID_RECORD / (records not read)
+//	compressed payload not valid for its codec              INVALID_RECORD / (not decompressed)
+//	record over max.decompressed.message.bytes (compressed) INVALID_RECORD / -
+//	records over max.decompressed.batch.bytes, or a decoder
+//	working set over the decode budget                      MESSAGE_TOO_LARGE / -
+//	decode budget wait ended by the request's context       REQUEST_TIMED_OUT / -
 //	record without key on a compacted topic                 INVALID_RECORD + per-record errors / -
 //	timestamp out of bounds, client LogAppendTime           INVALID_TIMESTAMP + per-record errors / -
 //
@@ -67,13 +74,10 @@
 //     drops a trailing partial batch.
 //   - Unknown codecs get INVALID_RECORD; Kafka fails with an unexpected
 //     server error.
-//   - A compressed batch whose inner offset deltas are not 0..n-1 is refused
-//     (when it is decompressed at all); Kafka re-encodes it. Verbatim never
-//     re-encodes.
-//   - Compressed batches are decompressed only for compacted topics (keys)
-//     or with TopicConfig.ExactTimestamps; otherwise timestamps are checked
-//     on BaseTimestamp and MaxTimestamp and MaxTimestamp is trusted, where
-//     Kafka inspects every record.
+//   - A compressed batch whose inner offset deltas are not 0..n-1 is refused;
+//     Kafka re-encodes it. Verbatim never re-encodes.
+//   - A compressed payload that is not valid for its codec gets
+//     INVALID_RECORD; Kafka 4.4 answers UNKNOWN_SERVER_ERROR.
 //   - Varints longer than their type (bits past 32/64) are refused; Kafka
 //     drops the excess bits.
 //   - Per-record error lists are capped at 1024 entries.

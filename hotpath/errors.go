@@ -38,6 +38,7 @@ func (e *Error) Unwrap() error { return kerr.ErrorForCode(e.Code) }
 // kerr holds the same numbers).
 const (
 	codeCorruptMessage              = int16(2)  // kerr.CorruptMessage
+	codeRequestTimedOut             = int16(7)  // kerr.RequestTimedOut
 	codeMessageTooLarge             = int16(10) // kerr.MessageTooLarge
 	codeInvalidTimestamp            = int16(32) // kerr.InvalidTimestamp
 	codeUnsupportedForMessageFormat = int16(43) // kerr.UnsupportedForMessageFormat

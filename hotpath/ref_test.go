@@ -2,6 +2,7 @@ package hotpath
 
 import (
 	"encoding/binary"
+	"errors"
 	"hash/crc32"
 
 	"github.com/twmb/franz-go/pkg/kbin"
@@ -220,53 +221,61 @@ func refNormal(b *kmsg.RecordBatch, trailing int, o *Options) (int16, int64, int
 		return batchLAT
 	}
 	maxTS := int64(-1)
-	inspect := codec == 0 || o.Topic.Compacted || (o.Topic.ExactTimestamps && !o.Topic.LogAppendTime)
-	if inspect {
-		data := b.Records
+	// Every batch is inspected record by record, compressed ones after
+	// decompression, with Kafka's per-record max.decompressed.message.bytes
+	// (a declared size over it is INVALID_RECORD).
+	data := b.Records
+	if codec != 0 {
+		// Sizes the stream headers declare over the per-batch cap are
+		// refused before anything is decoded (the reader's own check: the
+		// cap is Verbatim's, there is no Kafka reference for it).
+		rr, err := kbatch.NewRecordReader(b.AppendTo(nil), kbatch.Limits{MaxBatchBytes: o.Topic.MaxDecompressedBatchBytes})
+		if errors.Is(err, kbatch.ErrBatchTooLarge) {
+			return kerr.MessageTooLarge.Code, 0, 0
+		}
+		if err == nil {
+			rr.Close()
+		}
+		d, err := kbatch.Decompress(kbatch.Codec(codec), data)
+		if err != nil {
+			return kerr.InvalidRecord.Code, 0, 0
+		}
+		data = d
+	}
+	r := kbin.Reader{Src: data}
+	var keyErr, tsErr bool
+	for i := int32(0); i < b.NumRecords; i++ {
 		if codec != 0 {
-			d, err := kbatch.Decompress(kbatch.Codec(codec), data)
-			if err != nil {
+			peek := kbin.Reader{Src: r.Src}
+			if l := peek.Varint(); peek.Ok() && l >= 0 && int64(l) > int64(o.Topic.MaxDecompressedRecordBytes) {
 				return kerr.InvalidRecord.Code, 0, 0
 			}
-			data = d
 		}
-		r := kbin.Reader{Src: data}
-		var keyErr, tsErr bool
-		for i := int32(0); i < b.NumRecords; i++ {
-			rec, ok := refRecord(&r)
-			if !ok || (codec != 0 && rec.OffsetDelta != i) {
-				return kerr.InvalidRecord.Code, 0, 0
-			}
-			ts := b.FirstTimestamp + rec.TimestampDelta
-			if batchLAT {
-				ts = b.MaxTimestamp
-			}
-			switch {
-			case o.Topic.Compacted && rec.Key == nil:
-				keyErr = true
-			case tsBad(ts):
-				tsErr = true
-			case ts > maxTS:
-				maxTS = ts
-			}
-		}
-		if len(r.Src) != 0 {
+		rec, ok := refRecord(&r)
+		if !ok || (codec != 0 && rec.OffsetDelta != i) {
 			return kerr.InvalidRecord.Code, 0, 0
 		}
-		if tsErr {
-			return kerr.InvalidTimestamp.Code, 0, 0
+		ts := b.FirstTimestamp + rec.TimestampDelta
+		if batchLAT {
+			ts = b.MaxTimestamp
 		}
-		if keyErr {
-			return kerr.InvalidRecord.Code, 0, 0
+		switch {
+		case o.Topic.Compacted && rec.Key == nil:
+			keyErr = true
+		case tsBad(ts):
+			tsErr = true
+		case ts > maxTS:
+			maxTS = ts
 		}
-	} else {
-		maxTS = b.MaxTimestamp
-		if batchLAT && tsBad(b.MaxTimestamp) {
-			return kerr.InvalidTimestamp.Code, 0, 0
-		}
-		if !batchLAT && (tsBad(b.FirstTimestamp) || tsBad(b.MaxTimestamp)) {
-			return kerr.InvalidTimestamp.Code, 0, 0
-		}
+	}
+	if len(r.Src) != 0 {
+		return kerr.InvalidRecord.Code, 0, 0
+	}
+	if tsErr {
+		return kerr.InvalidTimestamp.Code, 0, 0
+	}
+	if keyErr {
+		return kerr.InvalidRecord.Code, 0, 0
 	}
 	attrs := b.Attributes
 	if o.Topic.LogAppendTime {

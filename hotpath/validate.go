@@ -1,9 +1,11 @@
 package hotpath
 
 import (
+	"context"
 	"encoding/binary"
 	"math"
 
+	"github.com/verbatim-kafka/verbatim/budget"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/wireext"
 )
@@ -51,13 +53,20 @@ type TopicConfig struct {
 	// normal mode (0: no limit). Verbatim mode ignores it, as Kafka's
 	// follower path does.
 	MaxMessageBytes int32
-	// ExactTimestamps makes normal mode decompress compressed batches on
-	// CreateTime topics to check every record's timestamp and recompute
-	// MaxTimestamp, as Kafka does. Without it, compressed batches are checked
-	// at the header level (BaseTimestamp and MaxTimestamp against the
-	// bounds, MaxTimestamp trusted), which avoids decompression.
-	ExactTimestamps bool
+	// MaxDecompressedRecordBytes is Kafka's max.decompressed.message.bytes:
+	// the largest record body (declared size) a compressed batch may hold,
+	// checked before the body is read (0: no limit). Uncompressed batches
+	// are bounded by MaxMessageBytes alone, as in Kafka.
+	MaxDecompressedRecordBytes int32
+	// MaxDecompressedBatchBytes is Verbatim's max.decompressed.batch.bytes:
+	// the most a compressed batch's records section may decompress to
+	// (0: no limit); over it the batch gets MESSAGE_TOO_LARGE.
+	MaxDecompressedBatchBytes int64
 }
+
+// DefaultMaxDecompressedBatchBytes is the default per-batch cap on
+// decompressed records (64 MiB).
+const DefaultMaxDecompressedBatchBytes = 64 << 20
 
 // DefaultTopicConfig returns Kafka 4's topic defaults.
 func DefaultTopicConfig() TopicConfig {
@@ -65,6 +74,9 @@ func DefaultTopicConfig() TopicConfig {
 		TimestampBeforeMaxMs: math.MaxInt64,
 		TimestampAfterMaxMs:  3600000,
 		MaxMessageBytes:      1048588,
+		// Kafka's default: Records.SOFT_MAX_ARRAY_LENGTH.
+		MaxDecompressedRecordBytes: math.MaxInt32 - 8,
+		MaxDecompressedBatchBytes:  DefaultMaxDecompressedBatchBytes,
 	}
 }
 
@@ -77,6 +89,11 @@ type Options struct {
 	ProduceVersion int16
 	// NowMs is the broker time used for timestamp bounds and LogAppendTime.
 	NowMs int64
+	// Decode, when set, is charged the working memory of decompressing a
+	// compressed batch (kbatch.WorkingSet) while normal mode walks its
+	// records; Ctx (default context.Background()) bounds the wait for it.
+	Decode *budget.Budget
+	Ctx    context.Context
 }
 
 // Result describes a validated record set. Offsets are absolute in verbatim
@@ -112,8 +129,8 @@ const maxRecordErrors = 1024
 
 // Validate checks the record set in place. On success it fills res and, in
 // normal mode, may have patched MaxTimestamp/attributes and the CRC inside
-// set. It allocates nothing unless it rejects the set or must decompress
-// (normal mode on compacted topics, or ExactTimestamps).
+// set. It allocates nothing unless it rejects the set (compressed batches
+// stream through pooled decoders).
 func Validate(set []byte, o *Options, res *Result) error {
 	*res = Result{FirstOffset: -1, LastOffset: -1, MaxTimestamp: noTimestamp, OffsetOfMaxTimestamp: -1, MaxLeaderEpoch: -1, LogAppendTimeMs: -1}
 	if o.Mode == Verbatim {
@@ -395,20 +412,13 @@ func validateNormal(set []byte, o *Options, res *Result) error {
 	batchLAT := attrs&kbatch.TimestampTypeBit != 0
 	headerMax := int64(be.Uint64(batch[kbatch.MaxTimestampOffset:]))
 	var rs recordStats
-	walk := codec == kbatch.CodecNone || o.Topic.Compacted || (o.Topic.ExactTimestamps && !o.Topic.LogAppendTime)
-	if walk {
-		data := batch[kbatch.HeaderSize:]
-		if codec != kbatch.CodecNone {
-			d, derr := kbatch.Decompress(codec, data)
-			if derr != nil {
-				return rejectf(codeInvalidRecord, 0, "cannot decompress %s records: %v", codec, derr)
-			}
-			data = d
-		}
-		if e := walkRecords(data, batch, o, count, codec != kbatch.CodecNone, &rs); e != nil {
-			return e
-		}
-	} else if e := headerTimestamps(batch, o, count, &rs); e != nil {
+	var e *Error
+	if codec == kbatch.CodecNone {
+		e = walkRecords(batch[kbatch.HeaderSize:], batch, o, count, &rs)
+	} else {
+		e = walkCompressed(batch, o, codec, &rs)
+	}
+	if e != nil {
 		return e
 	}
 
@@ -469,53 +479,89 @@ func timestampError(o *Options, batchLAT bool, ts int64) (string, bool) {
 	return "", false
 }
 
-// walkRecords iterates the records of a normal-mode batch (data is the
-// records section, decompressed if needed), with Kafka's structure errors
+// walkRecords iterates the records of an uncompressed normal-mode batch
+// in place (data is its records section), with Kafka's structure errors
 // (INVALID_RECORD for the partition) and per-record key and timestamp
 // errors (reported with their record index).
-func walkRecords(data, batch []byte, o *Options, count int32, compressed bool, rs *recordStats) *Error {
-	be := binary.BigEndian
-	base := int64(be.Uint64(batch[kbatch.BaseTimestampOffset:]))
-	headerMax := int64(be.Uint64(batch[kbatch.MaxTimestampOffset:]))
-	batchLAT := be.Uint16(batch[kbatch.AttributesOffset:])&kbatch.TimestampTypeBit != 0
-	rs.maxTS, rs.maxIndex = noTimestamp, -1
-	var errs []RecordError
-	tsErr := false
+func walkRecords(data, batch []byte, o *Options, count int32, rs *recordStats) *Error {
+	chk := newRecordCheck(batch, o, false)
 	for i := int32(0); i < count; i++ {
 		rec, n, msg := scanRecord(data)
 		if msg != "" {
 			return rejectf(codeInvalidRecord, 0, "record %d: %s", i, msg)
 		}
 		data = data[n:]
-		if compressed && rec.offsetDelta != i {
-			// Kafka rebuilds such batches; Verbatim never re-encodes.
-			return rejectf(codeInvalidRecord, 0, "record %d has offset delta %d in a compressed batch", i, rec.offsetDelta)
-		}
-		if o.Topic.Compacted && rec.keyNull {
-			if len(errs) < maxRecordErrors {
-				errs = append(errs, RecordError{Index: i, Message: "compacted topic cannot accept message without key"})
-			}
-			continue
-		}
-		ts := base + rec.tsDelta
-		if batchLAT {
-			ts = headerMax
-		}
-		if m, bad := timestampError(o, batchLAT, ts); bad {
-			tsErr = true
-			if len(errs) < maxRecordErrors {
-				errs = append(errs, RecordError{Index: i, Message: m})
-			}
-			continue
-		}
-		if ts > rs.maxTS {
-			rs.maxTS, rs.maxIndex = ts, int64(i)
+		if e := chk.record(i, rec.offsetDelta, rec.tsDelta, rec.keyNull); e != nil {
+			return e
 		}
 	}
 	if len(data) != 0 {
 		return rejectf(codeInvalidRecord, 0, "incorrect declared batch size, %d bytes remain after %d records", len(data), count)
 	}
-	return recordErrors(errs, tsErr)
+	return chk.done(rs)
+}
+
+// recordCheck applies Kafka's per-record rules (LogValidator.validateRecord:
+// keys on compacted topics, timestamps; in-place offsets in compressed
+// batches) and keeps the batch's largest timestamp.
+type recordCheck struct {
+	o               *Options
+	base, headerMax int64
+	batchLAT        bool
+	compressed      bool
+	errs            []RecordError
+	tsErr           bool
+	// stats is kept by value (a pointer to the caller's would leak it to
+	// the heap with errs); done copies it out.
+	stats recordStats
+}
+
+func newRecordCheck(batch []byte, o *Options, compressed bool) recordCheck {
+	be := binary.BigEndian
+	return recordCheck{
+		o:          o,
+		base:       int64(be.Uint64(batch[kbatch.BaseTimestampOffset:])),
+		headerMax:  int64(be.Uint64(batch[kbatch.MaxTimestampOffset:])),
+		batchLAT:   be.Uint16(batch[kbatch.AttributesOffset:])&kbatch.TimestampTypeBit != 0,
+		compressed: compressed,
+		stats:      recordStats{maxTS: noTimestamp, maxIndex: -1},
+	}
+}
+
+// record checks record i; a non-nil result refuses the whole batch.
+func (c *recordCheck) record(i, offsetDelta int32, tsDelta int64, keyNull bool) *Error {
+	if c.compressed && offsetDelta != i {
+		// Kafka rebuilds such batches; Verbatim never re-encodes.
+		return rejectf(codeInvalidRecord, 0, "record %d has offset delta %d in a compressed batch", i, offsetDelta)
+	}
+	if c.o.Topic.Compacted && keyNull {
+		if len(c.errs) < maxRecordErrors {
+			c.errs = append(c.errs, RecordError{Index: i, Message: "compacted topic cannot accept message without key"})
+		}
+		return nil
+	}
+	ts := c.base + tsDelta
+	if c.batchLAT {
+		ts = c.headerMax
+	}
+	if m, bad := timestampError(c.o, c.batchLAT, ts); bad {
+		c.tsErr = true
+		if len(c.errs) < maxRecordErrors {
+			c.errs = append(c.errs, RecordError{Index: i, Message: m})
+		}
+		return nil
+	}
+	if ts > c.stats.maxTS {
+		c.stats.maxTS, c.stats.maxIndex = ts, int64(i)
+	}
+	return nil
+}
+
+// done stores the batch's largest timestamp in rs and returns the
+// per-record errors, if any.
+func (c *recordCheck) done(rs *recordStats) *Error {
+	*rs = c.stats
+	return recordErrors(c.errs, c.tsErr)
 }
 
 func recordErrors(errs []RecordError, tsErr bool) *Error {
@@ -526,33 +572,4 @@ func recordErrors(errs []RecordError, tsErr bool) *Error {
 		return &Error{Code: codeInvalidTimestamp, Batch: 0, Records: errs, Msg: "one or more records have been rejected due to invalid timestamp"}
 	}
 	return &Error{Code: codeInvalidRecord, Batch: 0, Records: errs, Msg: "one or more records have been rejected"}
-}
-
-// headerTimestamps is the no-decompression timestamp check for compressed
-// batches: a LogAppendTime-stamped batch gives every record the same
-// timestamp, so Kafka's verdict is exact; otherwise BaseTimestamp and
-// MaxTimestamp stand for the records.
-func headerTimestamps(batch []byte, o *Options, count int32, rs *recordStats) *Error {
-	be := binary.BigEndian
-	base := int64(be.Uint64(batch[kbatch.BaseTimestampOffset:]))
-	headerMax := int64(be.Uint64(batch[kbatch.MaxTimestampOffset:]))
-	batchLAT := be.Uint16(batch[kbatch.AttributesOffset:])&kbatch.TimestampTypeBit != 0
-	rs.maxTS, rs.maxIndex = headerMax, int64(count)-1
-	if batchLAT {
-		if m, bad := timestampError(o, true, headerMax); bad {
-			n := min(count, maxRecordErrors)
-			errs := make([]RecordError, n)
-			for i := range errs {
-				errs[i] = RecordError{Index: int32(i), Message: m}
-			}
-			return recordErrors(errs, true)
-		}
-		return nil
-	}
-	for _, ts := range [2]int64{base, headerMax} {
-		if _, bad := timestampError(o, false, ts); bad {
-			return &Error{Code: codeInvalidTimestamp, Batch: 0, Msg: "one or more records have been rejected due to invalid timestamp (batch header timestamps out of range)"}
-		}
-	}
-	return nil
 }

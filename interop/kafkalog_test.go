@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verbatim-kafka/verbatim/budget"
 	"github.com/verbatim-kafka/verbatim/hotpath"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/storage"
@@ -146,6 +147,18 @@ func TestCapturedKafkaBatchesPassVerbatimPath(t *testing.T) {
 				}
 				for _, r := range recs {
 					headers = headers || (len(r.Headers) == 2 && r.Key != nil)
+				}
+				// What librdkafka and the Java producer compressed passes
+				// normal-mode validation (every record decompressed and
+				// walked) untouched, as a produce of it would.
+				if h.Codec() != kbatch.CodecNone {
+					c := bytes.Clone(b)
+					kbatch.SetBaseOffset(c, 0)
+					var res hotpath.Result
+					o := hotpath.Options{Mode: hotpath.Normal, Topic: hotpath.DefaultTopicConfig(), NowMs: h.MaxTimestamp, Decode: budget.New(64 << 20)}
+					if err := hotpath.Validate(c, &o, &res); err != nil || res.Patched || !bytes.Equal(c[kbatch.LengthOffset:], b[kbatch.LengthOffset:]) {
+						t.Fatalf("normal-mode validation of %s: %v (patched %v)", describeBatch(b), err, res.Patched)
+					}
 				}
 			}
 			first, _ := kbatch.ParseHeader(batches[0])

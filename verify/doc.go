@@ -8,5 +8,8 @@
 // Its expectations are its own: it splits fetched record sets and clamps
 // group offsets with its own code, and must not import package mirror, so
 // a bug in the pusher cannot be hidden by the verifier sharing it. It uses
-// package client for the protocol and kbatch for the batch layout only.
+// package client for the protocol and kbatch for the batch layout and its
+// streaming record reader: identical compressed batches are walked too, and
+// one that cannot be decompressed is listed with its offset, codec and
+// reason.
 package verify

@@ -35,6 +35,9 @@ func (r *Report) WriteText(w io.Writer) error {
 			}
 		}
 		b.WriteByte('\n')
+		for _, u := range p.Undecodable {
+			fmt.Fprintf(&b, "%s/%d: batch at offset %d (%s) cannot be decompressed: %s\n", p.Topic, p.Partition, u.Offset, u.Codec, u.Reason)
+		}
 	}
 	for _, t := range r.Topics {
 		switch t.TopicIDs {

@@ -51,6 +51,10 @@ type PartitionReport struct {
 	CommonRange [2]int64 `json:"common_range"`
 	// Checks lists what was compared beyond the batch bytes.
 	Checks []string `json:"checks"`
+	// Undecodable lists (up to 16) identical compressed batches whose
+	// records cannot be decompressed or read: the mirror holds the
+	// source's bytes, but no consumer can read them.
+	Undecodable []UndecodableBatch `json:"undecodable,omitempty"`
 }
 
 // GroupReport compares one committed group offset.
@@ -385,6 +389,9 @@ func (v *partitionCheck) compareBatches(ctx context.Context, from, to int64) err
 			return nil
 		}
 		v.note(s)
+		if u := checkDecodable(d); u != nil && len(v.rep.Undecodable) < maxUndecodable {
+			v.rep.Undecodable = append(v.rep.Undecodable, *u)
+		}
 		nb++
 		v.rep.Batches++
 		v.rep.Bytes += int64(len(s))
@@ -440,7 +447,7 @@ func (v *partitionCheck) superset(ctx context.Context, from, to int64) error {
 		}
 		srecs, err := decodeRecords(s)
 		if err != nil {
-			v.mismatch(baseOffset(s), "records", "source batch unreadable: %v", err)
+			v.mismatch(baseOffset(s), "records", "source %s", unreadable(s, err))
 			return nil
 		}
 		for _, sr := range srecs {
@@ -457,7 +464,7 @@ func (v *partitionCheck) superset(ctx context.Context, from, to int64) error {
 				v.rep.Batches++
 				v.rep.Bytes += int64(len(d))
 				if drecs, err = decodeRecords(d); err != nil {
-					v.mismatch(baseOffset(d), "records", "destination batch unreadable: %v", err)
+					v.mismatch(baseOffset(d), "records", "destination %s", unreadable(d, err))
 					return nil
 				}
 			}

@@ -49,6 +49,7 @@ func benchMain(args []string) int {
 	bin := fs.String("verbatim", "bin/verbatim", "the verbatim binary")
 	work := fs.String("work-dir", "", "where data dirs are created (default: the system temp dir; must be on the disk to measure, not tmpfs)")
 	modes := fs.String("modes", "verbatim,normal", "modes: verbatim (mirror produce), normal")
+	codecs := fs.String("codecs", "none,gzip,lz4,zstd", "codecs of normal-mode batches (none, gzip, snappy, lz4, zstd); compressed ones hold text-like records and run for batches of 16 KiB and more")
 	batches := fs.String("batches", "1024,16384,262144,1048576", "batch sizes in bytes, header included")
 	flushes := fs.String("flush", "never,always", "flush policies")
 	rounds := fs.Int("rounds", 3, "alternating rounds per scenario (the median is reported)")
@@ -84,7 +85,7 @@ func benchMain(args []string) int {
 	}
 	o := benchmarks.IngestOptions{
 		Verbatim: *bin, SinkArgv: []string{self, "sink"}, WorkDir: *work,
-		Modes: split(*modes), Flushes: split(*flushes), Rounds: *rounds,
+		Modes: split(*modes), Codecs: split(*codecs), Flushes: split(*flushes), Rounds: *rounds,
 		Conns: *conns, InFlight: *inflight,
 		RoundBytes: int64(*roundMB) << 20, SmallBytes: int64(*smallMB) << 20,
 		DurableLargeBytes: int64(*durableLargeMB) << 20,
