@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/internal/lograte"
+	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/storage"
 )
 
@@ -310,6 +311,17 @@ func TestProduceRefusalsAreWarnings(t *testing.T) {
 	if pr := produceOne(t, b, 9, "plain", 0, bad); pr.ErrorCode != kerr.CorruptMessage.Code {
 		t.Fatalf("corrupt batch: code %d, want CORRUPT_MESSAGE", pr.ErrorCode)
 	}
+	// A compressed batch whose payload is not valid gzip (decompressed
+	// and walked by normal-mode validation).
+	poisoned := mirrorBatch(t, 0, time.Now().UnixMilli(), kbatch.CodecGzip, kbatch.Record{Value: []byte(strings.Repeat("x", 200))})
+	for i := kbatch.HeaderSize + 12; i < len(poisoned); i++ {
+		poisoned[i] ^= 0x5a
+	}
+	kbatch.SetCRC(poisoned)
+	createTopic(t, b, "zipped", 1, nil)
+	if pr := produceOne(t, b, 9, "zipped", 0, poisoned); pr.ErrorCode != kerr.InvalidRecord.Code {
+		t.Fatalf("undecodable gzip batch: code %d, want INVALID_RECORD", pr.ErrorCode)
+	}
 	if pr := produceOne(t, b, 9, "mirrored", 0, encodeBatch(t, 0, -1, -1, []byte("v"))); pr.ErrorCode != kerr.PolicyViolation.Code {
 		t.Fatalf("ordinary produce to a mirror topic: code %d, want POLICY_VIOLATION", pr.ErrorCode)
 	}
@@ -319,12 +331,13 @@ func TestProduceRefusalsAreWarnings(t *testing.T) {
 	for _, want := range [][]string{
 		{"level=WARN", "produce refused", "topic=plain", "partition=0", "error_code=CORRUPT_MESSAGE", "client_id=raw"},
 		{"level=WARN", "produce refused", "topic=mirrored", "partition=0", "error_code=POLICY_VIOLATION", "client_id=raw"},
+		{"level=WARN", "produce refused", "topic=zipped", "partition=0", "error_code=INVALID_RECORD", "client_id=raw"},
 		{"level=DEBUG", "produce refused", "topic=nosuchtopic", "error_code=UNKNOWN_TOPIC_OR_PARTITION"},
 	} {
 		fb.oneLine(t, want...)
 	}
-	if n := len(fb.logs.lines("level=WARN")) + len(fb.logs.lines("level=ERROR")); n != 2 {
-		t.Fatalf("%d WARN/ERROR lines, want 2:\n%s", n, strings.Join(fb.logs.lines(), "\n"))
+	if n := len(fb.logs.lines("level=WARN")) + len(fb.logs.lines("level=ERROR")); n != 3 {
+		t.Fatalf("%d WARN/ERROR lines, want 3:\n%s", n, strings.Join(fb.logs.lines(), "\n"))
 	}
 }
 
