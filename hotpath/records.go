@@ -1,5 +1,7 @@
 package hotpath
 
+import "github.com/verbatim-kafka/verbatim/kbatch"
+
 // Zero-allocation record scanning with the semantics of Kafka's
 // DefaultRecord.readFrom and ByteUtils.readVarint/readVarlong.
 
@@ -22,23 +24,7 @@ func readVarint(b []byte) (int32, int) {
 }
 
 //go:noinline
-func readVarintSlow(b []byte) (int32, int) {
-	var v uint32
-	for i := 0; i < 5; i++ {
-		if i >= len(b) {
-			return 0, 0
-		}
-		c := b[i]
-		v |= uint32(c&0x7f) << (7 * i)
-		if c&0x80 == 0 {
-			if i == 4 && c > 0x0f {
-				return 0, 0
-			}
-			return int32(v>>1) ^ -int32(v&1), i + 1
-		}
-	}
-	return 0, 0
-}
+func readVarintSlow(b []byte) (int32, int) { return kbatch.Varint(b) }
 
 // readVarlong decodes a zigzag varlong of at most 10 bytes, refusing bits
 // past 64.
@@ -51,23 +37,7 @@ func readVarlong(b []byte) (int64, int) {
 }
 
 //go:noinline
-func readVarlongSlow(b []byte) (int64, int) {
-	var v uint64
-	for i := 0; i < 10; i++ {
-		if i >= len(b) {
-			return 0, 0
-		}
-		c := b[i]
-		v |= uint64(c&0x7f) << (7 * i)
-		if c&0x80 == 0 {
-			if i == 9 && c > 0x01 {
-				return 0, 0
-			}
-			return int64(v>>1) ^ -int64(v&1), i + 1
-		}
-	}
-	return 0, 0
-}
+func readVarlongSlow(b []byte) (int64, int) { return kbatch.Varlong(b) }
 
 type scannedRecord struct {
 	tsDelta     int64

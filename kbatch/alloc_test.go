@@ -27,7 +27,7 @@ func TestAllocRecordReader(t *testing.T) {
 		}
 		raw := encodeWith(t, c, recs)
 		run := func() {
-			if n, err := walk(raw, Limits{MaxBatchBytes: 1 << 20}); err != nil || n != len(recs) {
+			if n, err := walkAll(raw, Limits{MaxBatchBytes: 1 << 20}); err != nil || n != len(recs) {
 				t.Fatalf("%s: %d records, %v", c, n, err)
 			}
 		}

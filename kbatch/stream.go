@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
 // Limits bound what a RecordReader decompresses (0: no limit). Both count
@@ -413,26 +415,17 @@ func (r *RecordReader) bodyBytes(rem *int, want int) ([]byte, error) {
 	return r.buf[r.r : r.r+want], nil
 }
 
-func (r *RecordReader) bodyVarint(rem *int) (int32, error) {
-	b, err := r.bodyBytes(rem, 5)
-	if err != nil {
-		return 0, err
-	}
-	v, k := Varint(b)
-	if k == 0 {
-		return 0, errBody
-	}
-	r.r += k
-	*rem -= k
-	return v, nil
-}
+func (r *RecordReader) bodyVarint(rem *int) (int32, error) { return bodyVar(r, rem, 5, Varint) }
 
-func (r *RecordReader) bodyVarlong(rem *int) (int64, error) {
-	b, err := r.bodyBytes(rem, 10)
+func (r *RecordReader) bodyVarlong(rem *int) (int64, error) { return bodyVar(r, rem, 10, Varlong) }
+
+// bodyVar reads a varint of at most max bytes with dec.
+func bodyVar[T int32 | int64](r *RecordReader, rem *int, max int, dec func([]byte) (T, int)) (T, error) {
+	b, err := r.bodyBytes(rem, max)
 	if err != nil {
 		return 0, err
 	}
-	v, k := Varlong(b)
+	v, k := dec(b)
 	if k == 0 {
 		return 0, errBody
 	}
@@ -493,18 +486,8 @@ func (r *RecordReader) Record() (Record, error) {
 // ByteUtils.readVarint, refusing a fifth byte with bits past 32. n is 0
 // when b does not start with one.
 func Varint(b []byte) (int32, int) {
-	var v uint32
-	for i := 0; i < 5 && i < len(b); i++ {
-		c := b[i]
-		v |= uint32(c&0x7f) << (7 * i)
-		if c&0x80 == 0 {
-			if i == 4 && c > 0x0f {
-				return 0, 0
-			}
-			return int32(v>>1) ^ -int32(v&1), i + 1
-		}
-	}
-	return 0, 0
+	u, n := wireext.Uvarint(b)
+	return int32(u>>1) ^ -int32(u&1), n
 }
 
 // Varlong decodes a zigzag varlong of at most 10 bytes, refusing bits past

@@ -131,22 +131,6 @@ func withPayload(b, payload []byte) []byte {
 	return out
 }
 
-func walk(b []byte, lim Limits) (int, error) {
-	rr, err := NewRecordReader(b, lim)
-	if err != nil {
-		return 0, err
-	}
-	defer rr.Close()
-	for n := 0; ; n++ {
-		if _, err := rr.Next(); err != nil {
-			if err == io.EOF {
-				return n, nil
-			}
-			return n, err
-		}
-	}
-}
-
 // A declared count that does not match the records, and payloads that are
 // not valid for their codec (truncated, corrupted, garbage, trailing bytes),
 // are errors of the right kind for every codec.
@@ -155,10 +139,10 @@ func TestRecordReaderBadInput(t *testing.T) {
 	for _, c := range allCodecs {
 		t.Run(c.String(), func(t *testing.T) {
 			raw := encodeWith(t, c, recs)
-			if _, err := walk(setCount(raw, int32(len(recs)+1)), Limits{}); !errors.Is(err, ErrMalformedRecords) || !strings.Contains(err.Error(), "premature") {
+			if _, err := walkAll(setCount(raw, int32(len(recs)+1)), Limits{}); !errors.Is(err, ErrMalformedRecords) || !strings.Contains(err.Error(), "premature") {
 				t.Fatalf("count above the records: %v", err)
 			}
-			if _, err := walk(setCount(raw, int32(len(recs)-1)), Limits{}); !errors.Is(err, ErrMalformedRecords) || !strings.Contains(err.Error(), "remaining") {
+			if _, err := walkAll(setCount(raw, int32(len(recs)-1)), Limits{}); !errors.Is(err, ErrMalformedRecords) || !strings.Contains(err.Error(), "remaining") {
 				t.Fatalf("count below the records: %v", err)
 			}
 			if c == CodecNone {
@@ -176,7 +160,7 @@ func TestRecordReaderBadInput(t *testing.T) {
 			flipped[len(flipped)/2] ^= 0x40
 			bad["flipped"] = flipped
 			for name, p := range bad {
-				_, err := walk(withPayload(raw, p), Limits{})
+				_, err := walkAll(withPayload(raw, p), Limits{})
 				if err == nil && name == "flipped" && c == CodecSnappy {
 					continue // xerial chunks carry no checksum: other bytes, still records
 				}
@@ -216,7 +200,7 @@ func TestRecordReaderMalformedRecords(t *testing.T) {
 				t.Fatal(err)
 			}
 			b := withPayload(setCount(encodeWith(t, c, []Record{{Value: []byte("x")}}), 1), z)
-			if _, err := walk(b, Limits{}); !errors.Is(err, ErrMalformedRecords) {
+			if _, err := walkAll(b, Limits{}); !errors.Is(err, ErrMalformedRecords) {
 				t.Errorf("%s/%s: %v", c, name, err)
 			}
 		}
@@ -230,16 +214,16 @@ func TestRecordReaderMalformedRecords(t *testing.T) {
 func TestRecordReaderLimits(t *testing.T) {
 	for _, c := range allCodecs {
 		raw := encodeWith(t, c, []Record{{Value: make([]byte, 4096)}, {OffsetDelta: 1, Value: make([]byte, 10)}})
-		_, err := walk(raw, Limits{MaxRecordBytes: 512})
+		_, err := walkAll(raw, Limits{MaxRecordBytes: 512})
 		var le *LimitError
 		if !errors.Is(err, ErrRecordTooLarge) || !errors.As(err, &le) || le.Limit != 512 || le.Size < 4096 || le.Record != 0 ||
 			!strings.Contains(err.Error(), "exceeds the configured maximum record size of 512") {
 			t.Errorf("%s record limit: %v", c, err)
 		}
-		if _, err := walk(raw, Limits{MaxBatchBytes: 2048}); !errors.Is(err, ErrBatchTooLarge) {
+		if _, err := walkAll(raw, Limits{MaxBatchBytes: 2048}); !errors.Is(err, ErrBatchTooLarge) {
 			t.Errorf("%s batch limit: %v", c, err)
 		}
-		if n, err := walk(raw, Limits{MaxRecordBytes: 4200, MaxBatchBytes: 4200}); err != nil || n != 2 {
+		if n, err := walkAll(raw, Limits{MaxRecordBytes: 4200, MaxBatchBytes: 4200}); err != nil || n != 2 {
 			t.Errorf("%s within the limits: %d records, %v", c, n, err)
 		}
 	}
