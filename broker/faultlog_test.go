@@ -83,6 +83,13 @@ func (f *faultFile) WriteAt(p []byte, off int64) (int, error) {
 	return f.File.WriteAt(p, off)
 }
 
+func (f *faultFile) Sync() error {
+	if err := f.fs.fault(f.Name()); err != nil {
+		return &os.PathError{Op: "sync", Path: f.Name(), Err: err}
+	}
+	return f.File.Sync()
+}
+
 // logBuffer is a slog handler target tests read lines from.
 type logBuffer struct {
 	mu  sync.Mutex
@@ -391,4 +398,31 @@ func TestENOSPCOnTransactionStateIsLoggedOnce(t *testing.T) {
 			t.Errorf("the error line lacks %q: %s", want, line)
 		}
 	}
+}
+
+// A failed sync takes a partition offline: one ERROR line says so (from
+// storage's OnOffline, whatever work hit it: here a flush), and a fetch
+// from the offline partition gets one more, with its client and offset.
+func TestOfflinePartitionIsLogged(t *testing.T) {
+	fb := startFaultBroker(t)
+	b := fb.testBroker
+	createTopic(t, b, "eio", 1, nil)
+	if pr := produceOne(t, b, 9, "eio", 0, encodeBatch(t, 0, -1, -1, []byte("v"))); pr.ErrorCode != 0 {
+		t.Fatalf("first produce: code %d", pr.ErrorCode)
+	}
+	l, err := partitionLog(fb.srv.Topic("eio").Partition(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb.fs.set("eio-0/00000000000000000000.log", syscall.EIO)
+	if err := l.Flush(); err == nil {
+		t.Fatal("flush with a failing sync succeeded")
+	}
+	fb.fs.set("", nil)
+	fb.oneLine(t, "level=ERROR", "partition offline", "topic=eio", "partition=0", "input/output error")
+	got := rawRequest[*kmsg.FetchResponse](t, b, fetchReq(12, "eio", 0, 0)).Topics[0].Partitions[0]
+	if got.ErrorCode != kerr.KafkaStorageError.Code {
+		t.Fatalf("fetch from an offline partition: code %d, want KAFKA_STORAGE_ERROR", got.ErrorCode)
+	}
+	fb.oneLine(t, "level=ERROR", "fetch failed", "topic=eio", "partition=0", "client_id=raw", "offset=0")
 }
