@@ -191,25 +191,6 @@ func RunIngest(ctx context.Context, o IngestOptions, emit func(IngestResult) err
 	return nil
 }
 
-// parseCodecs maps codec names (default: none).
-func parseCodecs(names []string) ([]kbatch.Codec, error) {
-	if len(names) == 0 {
-		return []kbatch.Codec{kbatch.CodecNone}, nil
-	}
-	var out []kbatch.Codec
-	for _, n := range names {
-		c, ok := codecByName[n]
-		if !ok {
-			return nil, fmt.Errorf("unknown codec %q (none, gzip, snappy, lz4, zstd)", n)
-		}
-		out = append(out, c)
-	}
-	return out, nil
-}
-
-var codecByName = map[string]kbatch.Codec{"none": kbatch.CodecNone, "gzip": kbatch.CodecGzip, "snappy": kbatch.CodecSnappy,
-	"lz4": kbatch.CodecLZ4, "zstd": kbatch.CodecZstd}
-
 func (o *IngestOptions) scenario(ctx context.Context, mode string, batch int, flush string) (IngestResult, error) {
 	total := o.RoundBytes
 	if batch < 16<<10 && o.SmallBytes > 0 {
@@ -260,19 +241,20 @@ func (o *IngestOptions) scenario(ctx context.Context, mode string, batch int, fl
 			syscall.Sync() // the previous run's writeback must not land on this one
 			if which < 0 { // the lead-in: run the first system, keep nothing
 				which = -1 - which
-				o.logf("%s round %d: lead-in run (discarded)", r.Scenario, round+1)
+				var lead runResult
 				var err error
 				switch which {
 				case runSink:
-					_, err = o.runSink(ctx, mode, batch, flush, total)
+					lead, err = o.runSink(ctx, mode, batch, flush, total)
 				case runBaseline:
-					_, err = o.runVerbatim(ctx, o.Baseline, mode, batch, flush, total, false)
+					lead, err = o.runVerbatim(ctx, o.Baseline, mode, batch, flush, total, false)
 				default:
-					_, err = o.runVerbatim(ctx, o.Verbatim, mode, batch, flush, total, which == runPoliciesOff)
+					lead, err = o.runVerbatim(ctx, o.Verbatim, mode, batch, flush, total, which == runPoliciesOff)
 				}
 				if err != nil {
 					return r, fmt.Errorf("lead-in: %w", err)
 				}
+				o.logf("%s round %d: lead-in run %.1f MB/s (discarded)", r.Scenario, round+1, lead.mbps)
 				continue
 			}
 			switch which {
@@ -563,7 +545,11 @@ func (o *IngestOptions) countAllocs(ctx context.Context, mode string, batch int,
 			break
 		}
 	}
-	l := o.load(addr, mode, batch, o.AllocBytes)
+	// At least 512 requests: fixed costs of a run (a GC cycle, timers,
+	// the log's background work) are a few hundred allocations, which
+	// over the 64 requests of 64 MiB of 1 MiB batches read as 3-6 per
+	// request, and as 1.5-1.9 over 512.
+	l := o.load(addr, mode, batch, max(o.AllocBytes, 512*int64(batch)))
 	l.Topic = topic
 	l.StartOffsets = wres.EndOffsets
 	var before uint64

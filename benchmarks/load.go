@@ -249,6 +249,25 @@ var (
 	compressedCache = map[compressedKey]compressedBatch{}
 )
 
+// parseCodecs maps codec names (default: none).
+func parseCodecs(names []string) ([]kbatch.Codec, error) {
+	if len(names) == 0 {
+		return []kbatch.Codec{kbatch.CodecNone}, nil
+	}
+	var out []kbatch.Codec
+	for _, n := range names {
+		c, ok := codecByName[n]
+		if !ok {
+			return nil, fmt.Errorf("unknown codec %q (none, gzip, snappy, lz4, zstd)", n)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+var codecByName = map[string]kbatch.Codec{"none": kbatch.CodecNone, "gzip": kbatch.CodecGzip, "snappy": kbatch.CodecSnappy,
+	"lz4": kbatch.CodecLZ4, "zstd": kbatch.CodecZstd}
+
 // textWords are the vocabulary of TextValue.
 var textWords = []string{"offset", "epoch", "leader", "batch", "record", "mirror", "consumer", "topic", "partition",
 	"segment", "replica", "producer", "commit", "abort", "fetch", "index", "timestamp", "cluster", "broker", "group"}

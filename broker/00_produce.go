@@ -65,7 +65,6 @@ package broker
 //   - The coordinators' topics (__consumer_offsets, __transaction_state)
 //     refuse every client produce with INVALID_TOPIC_EXCEPTION ("Cannot
 //     append to internal topic"), as Kafka's ReplicaManager does.
-//
 //   - Compressed batches (normal mode) are decompressed and every record
 //     walked, as Kafka's LogValidator does, streaming through pooled
 //     decoders whose working memory is charged to the decode budget

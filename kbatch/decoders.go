@@ -3,6 +3,7 @@ package kbatch
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -38,9 +39,12 @@ func openDecoder(c Codec, payload []byte, sc *scan) (decoder, error) {
 		d.reset(payload, sc)
 		return d, nil
 	case CodecLZ4:
-		d := lz4Pool.Get().(*lz4Decoder)
-		d.src.Reset(payload)
-		d.z.Reset(&d.src)
+		class := lz4Class(sc.block)
+		d, _ := lz4Pools[class].Get().(*lz4Decoder)
+		if d == nil {
+			d = &lz4Decoder{class: class, buf: make([]byte, lz4Classes[class])}
+		}
+		d.reset(payload, sc)
 		return d, nil
 	case CodecZstd:
 		class := zstdClass(sc.window)
@@ -91,22 +95,90 @@ func (d *gzipDecoder) release() {
 }
 
 // lz4: one LZ4 frame (Kafka's Lz4BlockInputStream reads one), checked by
-// scanLZ4 before pierrec's reader sees it; the reader's buffers are its
-// pooled ones of the frame's block size.
+// scanLZ4, decoded block by block straight from the payload: uncompressed
+// blocks are read in place, compressed ones decoded into a buffer as large
+// as the largest block can decode to (at most the frame's block size: LZ4
+// inflates a block at most 255 times), from pools by buffer class, so a
+// small batch from a producer declaring 4 MiB blocks does not cost 4 MiB.
+// Block and content checksums are verified (xxHash32) as the consumers do.
 
-type lz4Decoder struct {
-	src bytes.Reader
-	z   *lz4.Reader
+// lz4Classes are the decode buffer sizes of pooled LZ4 decoders.
+var lz4Classes = [...]int64{0, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20}
+
+var lz4Pools [len(lz4Classes)]sync.Pool
+
+func lz4Class(block int64) int {
+	for i, c := range lz4Classes {
+		if block <= c {
+			return i
+		}
+	}
+	return len(lz4Classes) - 1 // scanLZ4 bounds blocks by 4 MiB
 }
 
-var lz4Pool = sync.Pool{New: func() any { return &lz4Decoder{z: lz4.NewReader(nil)} }}
+type lz4Decoder struct {
+	src                  []byte // the next block header onwards
+	blockSum, contentSum bool
+	out                  []byte // decoded, not yet read
+	buf                  []byte // owned decode buffer of its class
+	class                int
+	sum                  xxh32
+	done                 bool
+}
 
-func (d *lz4Decoder) Read(p []byte) (int, error) { return d.z.Read(p) }
+func (d *lz4Decoder) reset(payload []byte, sc *scan) {
+	d.src, d.out, d.done = payload[sc.lz4Blocks:], nil, false
+	d.blockSum, d.contentSum = sc.lz4BlockSum, sc.lz4ContentSum
+	d.sum.reset()
+}
+
+func (d *lz4Decoder) Read(p []byte) (int, error) {
+	le := binary.LittleEndian
+	for len(d.out) == 0 {
+		if d.done {
+			return 0, io.EOF
+		}
+		// scanLZ4 checked that every block, checksum and the end mark are
+		// there and within the frame's block size.
+		v := le.Uint32(d.src)
+		d.src = d.src[4:]
+		if v == 0 {
+			if d.contentSum && le.Uint32(d.src) != d.sum.sum() {
+				return 0, errors.New("lz4: content checksum mismatch")
+			}
+			d.done = true
+			continue
+		}
+		n := int(v & 0x7fffffff)
+		data := d.src[:n]
+		d.src = d.src[n:]
+		if d.blockSum {
+			if le.Uint32(d.src) != xxh32Sum(data) {
+				return 0, errors.New("lz4: block checksum mismatch")
+			}
+			d.src = d.src[4:]
+		}
+		if v&0x80000000 != 0 {
+			d.out = data
+		} else {
+			k, err := lz4.UncompressBlock(data, d.buf)
+			if err != nil {
+				return 0, fmt.Errorf("lz4: %w", err)
+			}
+			d.out = d.buf[:k]
+		}
+		if d.contentSum {
+			d.sum.write(d.out)
+		}
+	}
+	n := copy(p, d.out)
+	d.out = d.out[n:]
+	return n, nil
+}
 
 func (d *lz4Decoder) release() {
-	d.z.Reset(nil) // gives its block buffers back to pierrec's pools
-	d.src.Reset(nil)
-	lz4Pool.Put(d)
+	d.src, d.out = nil, nil
+	lz4Pools[d.class].Put(d)
 }
 
 // zstd: synchronous streaming decoders (concurrency 1: no goroutines),
@@ -117,9 +189,10 @@ func (d *lz4Decoder) release() {
 // MaxZstdWindow is the largest zstd window accepted: 8 MiB, zstd's window
 // for compression levels up to 19 (windowLog 23) when the content size is
 // not known in advance, as in Java's zstd-jni stream (2 MiB at Kafka's
-// default level 3) and librdkafka; franz-go declares a 64 KiB window and
-// frames with a known content size (franz-go, Sarama, zstd one-shot APIs)
-// need no more than their content. Only the ultra levels 20-22 of an
+// default level 3) and librdkafka linked to a shared libzstd (a static one
+// pledges the content size); franz-go declares a 64 KiB window and frames
+// with a known content size (Sarama, zstd one-shot APIs) need no more than
+// their content. Only the ultra levels 20-22 of an
 // unpledged stream declare more (32-128 MiB); such batches are refused.
 const MaxZstdWindow = 8 << 20
 
@@ -128,7 +201,7 @@ const zstdMaxMemory = 1 << 30
 // zstdClasses are the window classes of pooled zstd decoders; a larger
 // window (a single-segment frame declaring a large content size) gets an
 // unpooled decoder.
-var zstdClasses = [...]int64{256 << 10, 2 << 20, MaxZstdWindow}
+var zstdClasses = [...]int64{256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20, MaxZstdWindow}
 
 var zstdPools [len(zstdClasses)]sync.Pool
 

@@ -11,10 +11,16 @@
 // Memory of a RecordReader is bounded by WorkingSet(batch) (plus one kept
 // record with Limits.Keep) whatever the payload inflates to: gzip's fixed
 // window; zstd windows up to MaxZstdWindow, decoders pooled per window
-// class; one LZ4 frame's block size (at most 4 MiB); snappy blocks and
+// class; what one LZ4 frame's blocks can decode to (at most its block size,
+// 4 MiB; blocks are decoded from the payload in place); snappy blocks and
 // xerial chunks by their declared length, checked against the limits
 // before they are decoded. Idle pooled decoders are the garbage
-// collector's to reclaim.
+// collector's to reclaim. WorkingSet of what producers send: gzip 162 KiB;
+// snappy about 100 KiB (32 KiB xerial chunks; a raw block its decoded
+// size); LZ4 131 KiB for Java's 64 KiB blocks, 1-4 MiB for pierrec's
+// (franz-go's) 4 MiB ones (2 MiB for a 16 KiB batch); zstd 1.2 MiB for windows or contents up to
+// 256 KiB (franz-go, small one-shot frames), 2.9 MiB for zstd-jni's 2 MiB
+// window, 8.9 MiB for the largest accepted (8 MiB).
 //
 // It owns no state beyond those pools and does no I/O; it never charges a
 // budget itself (its callers do, with WorkingSet). Validation policy (what

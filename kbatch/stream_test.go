@@ -8,6 +8,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/pierrec/lz4/v4"
 )
 
 var allCodecs = []Codec{CodecNone, CodecGzip, CodecSnappy, CodecLZ4, CodecZstd}
@@ -254,8 +256,10 @@ func TestWorkingSet(t *testing.T) {
 	if n := ws(encodeWith(t, CodecGzip, recs)); n != base+gzipState {
 		t.Fatalf("gzip: %d", n)
 	}
-	// pierrec's default frame: 4 MiB blocks.
-	if n := ws(encodeWith(t, CodecLZ4, recs)); n != base+2*(4<<20)+lz4State {
+	// pierrec's default frame declares 4 MiB blocks; the one block of this
+	// batch (about 4 KiB compressed) can decode to at most 256 times that:
+	// a 2 MiB buffer, not 4.
+	if n := ws(encodeWith(t, CodecLZ4, recs)); n != base+2<<20+lz4State {
 		t.Fatalf("lz4: %d", n)
 	}
 	// zstd EncodeAll: a single-segment frame, its content size as window.
@@ -290,6 +294,83 @@ func TestWorkingSet(t *testing.T) {
 		SetCRC(b)
 		if _, err := WorkingSet(b); !errors.Is(err, ErrUndecodable) {
 			t.Fatalf("lz4 %s: %v", name, err)
+		}
+	}
+}
+
+// LZ4 frames as Java writes them (64 KiB blocks) and with block checksums
+// decode, and a wrong block checksum, content checksum or descriptor
+// checksum is ErrUndecodable.
+func TestLZ4Frames(t *testing.T) {
+	recs := []Record{{Value: textValue(300<<10, 11)}, {OffsetDelta: 1, Value: make([]byte, 100<<10)}}
+	var section []byte
+	for i := range recs {
+		section = AppendRecord(section, &recs[i])
+	}
+	frame := func(opts ...lz4.Option) []byte {
+		var buf bytes.Buffer
+		w := lz4.NewWriter(&buf)
+		if err := w.Apply(opts...); err != nil {
+			t.Fatal(err)
+		}
+		w.Write(section)
+		w.Close()
+		return buf.Bytes()
+	}
+	base := encodeWith(t, CodecLZ4, recs)
+	for name, p := range map[string][]byte{
+		"java-64KiB-blocks": frame(lz4.BlockSizeOption(lz4.Block64Kb)),
+		"block-checksums":   frame(lz4.BlockChecksumOption(true), lz4.BlockSizeOption(lz4.Block256Kb)),
+		"no-checksums":      frame(lz4.ChecksumOption(false)),
+	} {
+		b := withPayload(base, p)
+		if n, err := walkAll(b, Limits{}); err != nil || n != 2 {
+			t.Fatalf("%s: %d records, %v", name, n, err)
+		}
+		if name == "java-64KiB-blocks" {
+			if ws, _ := WorkingSet(b); ws != 64<<10+lz4State+windowSize+readerOverhead {
+				t.Fatalf("%s: working set %d", name, ws)
+			}
+		}
+		if name == "no-checksums" {
+			continue
+		}
+		// The last 4 bytes are the content checksum; with block checksums,
+		// the 4 before the end mark are the last block's.
+		at := []int{len(p) - 1}
+		if name == "block-checksums" {
+			at = append(at, len(p)-9)
+		}
+		for _, at := range at {
+			c := bytes.Clone(p)
+			c[at] ^= 1
+			if _, err := walkAll(withPayload(base, c), Limits{}); !errors.Is(err, ErrUndecodable) || !strings.Contains(err.Error(), "checksum") {
+				t.Fatalf("%s, byte %d flipped: %v", name, at, err)
+			}
+		}
+	}
+	c := bytes.Clone(base)
+	c[HeaderSize+6] ^= 1 // the descriptor checksum byte
+	SetCRC(c)
+	if _, err := WorkingSet(c); !errors.Is(err, ErrUndecodable) || !strings.Contains(err.Error(), "descriptor checksum") {
+		t.Fatalf("descriptor checksum: %v", err)
+	}
+}
+
+// xxHash32 against published vectors, whole and written in pieces.
+func TestXXH32(t *testing.T) {
+	for s, want := range map[string]uint32{"": 0x02CC5D05, "a": 0x550D7456, "abc": 0x32D153FF,
+		"Nobody inspects the spammish repetition": 0xE2293B2F} {
+		if got := xxh32Sum([]byte(s)); got != want {
+			t.Errorf("%q: %08x, want %08x", s, got, want)
+		}
+		var x xxh32
+		x.reset()
+		for i := 0; i < len(s); i += 3 {
+			x.write([]byte(s[i:min(i+3, len(s))]))
+		}
+		if got := x.sum(); got != want {
+			t.Errorf("%q in pieces: %08x, want %08x", s, got, want)
 		}
 	}
 }

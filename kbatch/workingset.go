@@ -20,7 +20,7 @@ const maxDeclared = 1 << 30
 // the pooled decoders (TestWorkingSetBoundsHeap) and rounded up.
 const (
 	gzipState = 96 << 10  // flate's 32 KiB window, Huffman tables, gzip header
-	lz4State  = 16 << 10  // pierrec's frame and block state
+	lz4State  = 1 << 10   // the decoder beyond its buffer
 	zstdState = 640 << 10 // block buffers (compressed, literals, output) and tables
 )
 
@@ -29,14 +29,18 @@ type scan struct {
 	workingSet int64
 	declared   int64 // decompressed bytes the headers declare (a lower bound)
 	window     int64 // zstd: largest window
-	block      int64 // snappy: largest decoded block
+	block      int64 // snappy: largest decoded block; lz4: decode buffer needed
 	xerial     bool
+	// lz4: where the blocks start, and the frame's checksum flags.
+	lz4Blocks                  int
+	lz4BlockSum, lz4ContentSum bool
 }
 
 // WorkingSet returns the memory a RecordReader needs to walk batch's
 // records: its window plus the decoder state the codec's stream headers
 // call for (gzip's fixed window; the zstd window, bounded by
-// MaxZstdWindow; the LZ4 frame's block size, at most 4 MiB; the largest
+// MaxZstdWindow; what the LZ4 frame's largest compressed block can decode
+// to, at most its block size (4 MiB); the largest
 // snappy block or xerial chunk as declared). 0 for an uncompressed batch.
 // It reads only headers and allocates nothing; a stream whose headers are
 // not valid for its codec is an ErrUndecodable error.
@@ -73,9 +77,8 @@ func scanStream(c Codec, p []byte) (scan, error) {
 		err = scanSnappy(p, &sc)
 		sc.workingSet = sc.block
 	case CodecLZ4:
-		var blockMax int64
-		blockMax, err = scanLZ4(p, &sc)
-		sc.workingSet = 2*blockMax + lz4State
+		err = scanLZ4(p, &sc)
+		sc.workingSet = lz4Classes[lz4Class(sc.block)] + lz4State
 	case CodecZstd:
 		err = scanZstd(p, &sc)
 		w := sc.window
@@ -141,8 +144,8 @@ func scanSnappy(p []byte, sc *scan) error {
 // block sizes within the declared maximum.
 const lz4Magic = 0x184D2204
 
-func scanLZ4(p []byte, sc *scan) (blockMax int64, err error) {
-	bad := func(format string, args ...any) (int64, error) { return 0, undecodable(CodecLZ4, format, args...) }
+func scanLZ4(p []byte, sc *scan) error {
+	bad := func(format string, args ...any) error { return undecodable(CodecLZ4, format, args...) }
 	if len(p) < 7 {
 		return bad("short frame")
 	}
@@ -164,24 +167,28 @@ func scanLZ4(p []byte, sc *scan) (blockMax int64, err error) {
 	if id < 4 {
 		return bad("block size id %d", id)
 	}
-	blockMax = 1 << (8 + 2*int64(id)) // 64 KiB, 256 KiB, 1 MiB, 4 MiB
-	blockSum, contentSize, contentSum := flg&0x10 != 0, flg&0x08 != 0, flg&0x04 != 0
-	rest := p[6:]
-	if contentSize {
-		if len(rest) < 8 {
+	blockMax := int64(1) << (8 + 2*int64(id)) // 64 KiB, 256 KiB, 1 MiB, 4 MiB
+	sc.lz4BlockSum, sc.lz4ContentSum = flg&0x10 != 0, flg&0x04 != 0
+	desc := 6
+	if flg&0x08 != 0 { // content size
+		if len(p) < desc+8 {
 			return bad("short frame descriptor")
 		}
-		cs := binary.LittleEndian.Uint64(rest)
+		cs := binary.LittleEndian.Uint64(p[desc:])
 		if cs > maxDeclared {
 			return bad("content size %d", cs)
 		}
 		sc.declared = int64(cs)
-		rest = rest[8:]
+		desc += 8
 	}
-	if len(rest) < 1 {
+	if len(p) < desc+1 {
 		return bad("short frame descriptor")
 	}
-	rest = rest[1:] // header checksum, verified by the decoder
+	if hc := byte(xxh32Sum(p[4:desc]) >> 8); p[desc] != hc {
+		return bad("frame descriptor checksum %#x, want %#x", p[desc], hc)
+	}
+	sc.lz4Blocks = desc + 1
+	rest := p[desc+1:]
 	for {
 		if len(rest) < 4 {
 			return bad("frame ends without an end mark")
@@ -195,7 +202,12 @@ func scanLZ4(p []byte, sc *scan) (blockMax int64, err error) {
 		if n > blockMax {
 			return bad("block of %d bytes over the frame's %d", n, blockMax)
 		}
-		if blockSum {
+		if v&0x80000000 == 0 {
+			// A block decodes to at most 255 bytes per byte (a match
+			// length byte of 255), and never past the block size.
+			sc.block = max(sc.block, min(blockMax, 256*n+16))
+		}
+		if sc.lz4BlockSum {
 			n += 4
 		}
 		if n > int64(len(rest)) {
@@ -203,7 +215,7 @@ func scanLZ4(p []byte, sc *scan) (blockMax int64, err error) {
 		}
 		rest = rest[n:]
 	}
-	if contentSum {
+	if sc.lz4ContentSum {
 		if len(rest) < 4 {
 			return bad("short content checksum")
 		}
@@ -212,7 +224,7 @@ func scanLZ4(p []byte, sc *scan) (blockMax int64, err error) {
 	if len(rest) != 0 {
 		return bad("%d bytes after the frame", len(rest))
 	}
-	return blockMax, nil
+	return nil
 }
 
 // Zstandard frames (RFC 8878): one or more frames, skippable frames

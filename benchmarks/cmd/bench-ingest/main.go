@@ -59,7 +59,7 @@ func benchMain(args []string) int {
 	smallMB := fs.Int("small-mb", 32, "MiB per run for smaller batches")
 	durableLargeMB := fs.Int("durable-large-mb", 2048, "MiB per run for batches of 1 MiB and more under flush=always (0: round-mb)")
 	policies := fs.Bool("policies", true, "also run verbatim scenarios with the mirror policies off and report policies_ratio (on / off)")
-	allocMB := fs.Int("alloc-mb", 64, "MiB of the in-process run that counts allocations per request (0: skip)")
+	allocMB := fs.Int("alloc-mb", 64, "MiB of the in-process run that counts allocations per request, at least 512 requests (0: skip)")
 	limitMB := fs.Int("inflight-limit-mb", 256, "the server's --max-inflight-bytes in MiB")
 	baseline := fs.String("baseline", "", "a second verbatim binary (an older build) run in every round; reports baseline_ratio = verbatim / baseline")
 	leadIn := fs.Bool("lead-in", true, "start every round with a discarded run of its first system (the first run of a round is slower whatever it runs)")
