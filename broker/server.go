@@ -114,6 +114,14 @@ type Config struct {
 	// group.initial.rebalance.delay.ms: how long the first JoinGroup of an
 	// empty group waits for more members. Nil: Kafka's default, 3 s.
 	GroupInitialRebalanceDelay *time.Duration
+
+	// FS is the filesystem under the data dir: metadata files and
+	// partition logs (default storage.OSFS{}; the data dir lock always
+	// uses the OS). Tests wrap it to inject I/O errors.
+	FS storage.FS
+	// faultClock is the clock of the failure-line limiter (faultlog.go);
+	// tests drive it. Nil: time.Now.
+	faultClock func() time.Time
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -122,6 +130,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.FS == nil {
+		c.FS = storage.OSFS{}
 	}
 	if c.MaxFrameBytes == 0 {
 		c.MaxFrameBytes = 100 << 20
@@ -223,6 +234,10 @@ type Server struct {
 	// timestamp lookups.
 	decode *budget.Budget
 
+	// faults rate-limits the lines of refused inputs and storage errors
+	// (faultlog.go).
+	faults *lograte.Limiter
+
 	// baseCtx is cancelled when shutdown gives up waiting, which aborts
 	// handlers still running (long polls, waits on storage).
 	baseCtx    context.Context
@@ -250,7 +265,7 @@ func Open(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, fs: newDirFS(cfg.DataDir)}
+	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, fs: dirFS(cfg.FS, cfg.DataDir), faults: lograte.New(faultInterval, faultBurst, cfg.faultClock)}
 	fail := func(err error) (*Server, error) {
 		lock.release()
 		return nil, err
@@ -274,10 +289,10 @@ func Open(cfg Config) (*Server, error) {
 		return fail(err)
 	}
 	s.cluster.openLog = s.openPartitionLog
+	s.budget = budget.New(cfg.MaxInFlightBytes)
+	s.decode = budget.New(cfg.MaxDecodeBytes) // before the logs: their lookups charge it
 	s.openAllLogs()
 	s.recoverMirrorStops()
-	s.budget = budget.New(cfg.MaxInFlightBytes)
-	s.decode = budget.New(cfg.MaxDecodeBytes)
 	s.logLimit = lograte.New(10*time.Second, 10, nil)
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	go s.retentionLoop(s.baseCtx)
