@@ -92,6 +92,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -99,6 +100,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/hotpath"
+	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/storage"
 	"github.com/verbatim-kafka/verbatim/wireext"
 )
@@ -130,6 +132,7 @@ func handleProduce(ctx context.Context, s *Server, r *Request) (Reply, error) {
 		mreq = &req.Mirror
 	}
 	op := getProduceOp(r.Version, req.Acks, len(req.Topics), req.NumPartitions())
+	op.s, op.client, op.mirror = s, clientOf(r), mreq != nil
 	acksOK := req.Acks == 0 || req.Acks == 1 || req.Acks == -1
 	durable := req.Acks == -1 && s.flushPolicy() == storage.FlushAlways
 	now := time.Now().UnixMilli()
@@ -157,21 +160,27 @@ func handleProduce(ctx context.Context, s *Server, r *Request) (Reply, error) {
 			*pr = hotpath.NewPartitionResponse(rp.Index, 0)
 			switch {
 			case !acksOK:
-				pr.ErrorCode = kerr.InvalidRequiredAcks.Code
+				pr.ErrorCode = kerr.InvalidRequiredAcks.Code // logged once below
 				continue
 			case topicErr != nil:
 				pr.ErrorCode = topicErr.Code
+				op.noteFailure(string(rt.Name), rp.Index, pr.ErrorCode, nil, nil)
 				continue
 			}
 			p := t.Partition(rp.Index)
 			if p == nil {
 				pr.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				op.noteFailure(t.Name, rp.Index, pr.ErrorCode, nil, nil)
 				continue
 			}
 			if log, err := s.produceOne(ctx, op, p, pr, r.Version, req.TransactionalID, rp.Records, mreq, mp, now, durable); err != nil {
 				setProduceError(pr, err, log)
+				op.noteFailure(t.Name, rp.Index, pr.ErrorCode, err, rp.Records)
 			}
 		}
+	}
+	if !acksOK {
+		s.logFaultKey(slog.LevelWarn, "produce/acks", "produce refused: acks must be 0, 1 or -1", "", -1, op.client, "acks", req.Acks)
 	}
 	// Answered by the connection writer once every submitted append has
 	// completed (Await), in request order.
@@ -219,6 +228,11 @@ type produceOp struct {
 	// every completion): only then may the op go back to the pool.
 	waited  int
 	settled bool
+
+	// s, client and mirror are for the failure lines (noteFailure).
+	s      *Server
+	client clientInfo
+	mirror bool
 }
 
 var produceOps = sync.Pool{New: func() any { return new(produceOp) }}
@@ -252,6 +266,7 @@ func (op *produceOp) Release() {
 		t.Name, t.Partitions = nil, t.Partitions[:0]
 	}
 	op.resp.NodeEndpoints = nil
+	op.s, op.client = nil, clientInfo{}
 	produceOps.Put(op)
 }
 
@@ -303,7 +318,9 @@ func (op *produceOp) Await(ctx context.Context) (Reply, error) {
 			return nil, fmt.Errorf("waiting for appends: %w", err)
 		}
 		op.waited = i + 1
-		pa.settle()
+		if err := pa.settle(); err != nil {
+			op.noteFailure(pa.p.Topic.Name, pa.p.Index, pa.pr.ErrorCode, err, pa.a.Set)
+		}
 	}
 	op.settled = true
 	if op.acks == 0 {
@@ -312,15 +329,16 @@ func (op *produceOp) Await(ctx context.Context) (Reply, error) {
 	return produceReply{op}, nil
 }
 
-// settle fills the partition answer of a completed append.
-func (pa *pendingAppend) settle() {
+// settle fills the partition answer of a completed append and returns
+// the append's error.
+func (pa *pendingAppend) settle() error {
 	err := pa.a.Err
 	if pa.guard.mirror {
 		err = pa.guard.settleMirror(err)
 	}
 	if err != nil {
 		setProduceError(pa.pr, err, pa.log)
-		return
+		return err
 	}
 	ar := &pa.a.Result
 	pa.pr.BaseOffset, pa.pr.LogStartOffset, pa.pr.LogAppendTimeMs = ar.FirstOffset, ar.LogStartOffset, pa.appendTime
@@ -329,9 +347,20 @@ func (pa *pendingAppend) settle() {
 		// time (a duplicate has its original one, which Kafka does not
 		// report either).
 		pa.pr.LogAppendTimeMs = -1
-		return
+		return nil
 	}
 	pa.p.notifyAppend()
+	return nil
+}
+
+// noteFailure logs one refused or failed partition of the request, once
+// (faultlog.go); set is the partition's record set when known.
+func (op *produceOp) noteFailure(topic string, partition int32, code int16, err error, set []byte) {
+	if op.mirror && len(set) >= kbatch.HeaderSize {
+		op.s.logDataFailure("produce", topic, partition, code, err, op.client, "mirror", true, "offset", kbatch.BaseOffset(set))
+		return
+	}
+	op.s.logDataFailure("produce", topic, partition, code, err, op.client)
 }
 
 // produceOne checks one partition's record set (topic rules, validation,

@@ -38,6 +38,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -78,12 +79,13 @@ type fetchOp struct {
 	plan    sessionPlan
 	parts   []*fetchPart
 	started time.Time
+	client  clientInfo // for the failure lines
 }
 
 func handleFetch(ctx context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.FetchRequest)
 	now := time.Now()
-	op := &fetchOp{s: s, req: req, started: now}
+	op := &fetchOp{s: s, req: req, started: now, client: clientOf(r)}
 	op.plan = s.fetchSessions.begin(req, now)
 	if op.plan.errCode != 0 {
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
@@ -188,6 +190,11 @@ func (op *fetchOp) readPartition(fp *fetchPart, remaining int64, first bool) int
 	// Errors carry no offsets, as Kafka answers them.
 	fail := func(err error) int {
 		r.ErrorCode, _ = dataErrorToKafka(err)
+		if codeLevel(r.ErrorCode) == slog.LevelError {
+			// Storage errors only: a consumer's out-of-range offset or
+			// stale epoch is its routine, not ours.
+			op.s.logDataFailure("fetch", p.Topic.Name, p.Index, r.ErrorCode, err, op.client, "offset", fp.fetchOffset)
+		}
 		r.HighWatermark, r.LastStableOffset, r.LogStartOffset = -1, -1, -1
 		r.RecordBatches, r.AbortedTransactions = []byte{}, nil
 		return 0

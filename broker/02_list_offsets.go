@@ -17,17 +17,28 @@ package broker
 //   - a timestamp >= 0: the first record with a timestamp at or after it
 //     (storage.Log.OffsetForTimestamp, every codec), bounded by the
 //     isolation level's last fetchable offset; -1/-1 when none.
+//   - MAX_TIMESTAMP and timestamp lookups stream the one batch they look
+//     into (kbatch's record reader), charged to --max-decode-bytes with
+//     its decoder's memory: concurrent lookups wait for it rather than
+//     grow the broker's memory. A stored batch that cannot be decoded
+//     (a mirror append stores batches untouched) answers INVALID_RECORD
+//     and is logged at ERROR with its offset; a lookup whose request
+//     deadline passes while it waits answers REQUEST_TIMED_OUT.
 //   - CurrentLeaderEpoch (v4+, KIP-320): FENCED_LEADER_EPOCH /
 //     UNKNOWN_LEADER_EPOCH. Unknown topic/partition:
 //     UNKNOWN_TOPIC_OR_PARTITION. A special timestamp newer than the
 //     request version allows: UNSUPPORTED_VERSION.
 //
 // Deviations from Apache Kafka: TimeoutMillis (v10) is not needed (answers
-// are immediate); other negative timestamps answer -1/-1.
+// are immediate); other negative timestamps answer -1/-1. Kafka answers
+// an undecodable compressed stream with UNKNOWN_SERVER_ERROR (INVALID_RECORD
+// for malformed records inside a valid one); Verbatim answers
+// INVALID_RECORD for both, as its produce validation does.
 
 import (
 	"context"
 	"errors"
+	"log/slog"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -46,7 +57,7 @@ const (
 	tsLatestTiered  = -5
 )
 
-func handleListOffsets(_ context.Context, s *Server, r *Request) (Reply, error) {
+func handleListOffsets(ctx context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	for _, rt := range req.Topics {
@@ -62,9 +73,13 @@ func handleListOffsets(_ context.Context, s *Server, r *Request) (Reply, error) 
 			}
 			if p == nil {
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			} else if err := listOffset(p, req.Version, req.IsolationLevel, &rp, &op); err != nil {
+			} else if err := listOffset(ctx, p, req.Version, req.IsolationLevel, &rp, &op); err != nil {
+				if ctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+					err = kafkaErr(kerr.RequestTimedOut, "the lookup waited for decode memory past the request deadline")
+				}
 				op.ErrorCode, _ = dataErrorToKafka(err)
 				op.Timestamp, op.Offset, op.LeaderEpoch = -1, -1, -1
+				s.logListOffsetsFailure(p, rp.Timestamp, op.ErrorCode, err, clientOf(r))
 			}
 			ot.Partitions = append(ot.Partitions, op)
 		}
@@ -73,7 +88,7 @@ func handleListOffsets(_ context.Context, s *Server, r *Request) (Reply, error) 
 	return resp, nil
 }
 
-func listOffset(p *Partition, version int16, isolation int8, rp *kmsg.ListOffsetsRequestTopicPartition, op *kmsg.ListOffsetsResponseTopicPartition) error {
+func listOffset(ctx context.Context, p *Partition, version int16, isolation int8, rp *kmsg.ListOffsetsRequestTopicPartition, op *kmsg.ListOffsetsResponseTopicPartition) error {
 	h, err := partitionHandle(p)
 	if err != nil {
 		return err
@@ -104,7 +119,7 @@ func listOffset(p *Partition, version int16, isolation int8, rp *kmsg.ListOffset
 	case ts == tsLatest:
 		op.Offset, op.LeaderEpoch = fetchable, p.LeaderEpoch()
 	case ts == tsMaxTimestamp:
-		m, found, err := l.MaxTimestamp()
+		m, found, err := l.MaxTimestamp(ctx)
 		if err != nil {
 			return err
 		}
@@ -112,7 +127,7 @@ func listOffset(p *Partition, version int16, isolation int8, rp *kmsg.ListOffset
 			op.Timestamp, op.Offset, op.LeaderEpoch = m.Timestamp, m.Offset, m.LeaderEpoch
 		}
 	case ts >= 0:
-		m, err := l.OffsetForTimestamp(ts)
+		m, err := l.OffsetForTimestamp(ctx, ts)
 		switch {
 		case errors.Is(err, storage.ErrNoTimestampMatch):
 		case err != nil:
@@ -122,4 +137,17 @@ func listOffset(p *Partition, version int16, isolation int8, rp *kmsg.ListOffset
 		}
 	}
 	return nil
+}
+
+// logListOffsetsFailure logs a partition's failed lookup: an undecodable
+// stored batch at ERROR with its offset (the data is bad, not the
+// request), anything else by its code (faultlog.go).
+func (s *Server) logListOffsetsFailure(p *Partition, ts int64, code int16, err error, c clientInfo) {
+	var cb *storage.CorruptBatchError
+	if errors.As(err, &cb) {
+		s.logFault(slog.LevelError, "list offsets/undecodable", "list offsets failed: a stored batch cannot be decoded", p.Topic.Name, p.Index, c,
+			"offset", cb.Offset, "timestamp", ts, "error_code", codeName(code), "err", err.Error())
+		return
+	}
+	s.logDataFailure("list offsets", p.Topic.Name, p.Index, code, err, c, "timestamp", ts)
 }

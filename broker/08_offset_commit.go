@@ -14,7 +14,11 @@ package broker
 //     REBALANCE_IN_PROGRESS; commits during PreparingRebalance with the
 //     current generation are accepted;
 //   - per partition: UNKNOWN_TOPIC_OR_PARTITION for partitions that do not
-//     exist, OFFSET_METADATA_TOO_LARGE above 4096 bytes of metadata.
+//     exist, OFFSET_METADATA_TOO_LARGE above 4096 bytes of metadata;
+//   - offsets whose record hits a storage error (ENOSPC, an offline
+//     __consumer_offsets partition): NOT_COORDINATOR, as Kafka's
+//     coordinator runtime answers KAFKA_STORAGE_ERROR, logged once at ERROR
+//     with the group's partition and the client.
 //
 // Deviations from Apache Kafka: RetentionTimeMillis (v2-4) is ignored (the
 // broker-wide offsets retention of 7 days applies, as Kafka does since
@@ -51,6 +55,7 @@ func handleOffsetCommit(_ context.Context, s *Server, r *Request) (Reply, error)
 		inst = nil
 	}
 	s.groups.CommitOffsets(req.Group, req.MemberID, inst, req.Generation, commits)
+	s.logCommitFailure("offset commit", req.Group, commits, clientOf(r))
 	i := 0
 	for _, t := range req.Topics {
 		rt := kmsg.NewOffsetCommitResponseTopic()

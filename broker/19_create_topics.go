@@ -52,6 +52,7 @@ func handleCreateTopics(_ context.Context, s *Server, r *Request) (Reply, error)
 		st.NumPartitions, st.ReplicationFactor = -1, -1
 		fail := func(err error) {
 			st.ErrorCode, st.ErrorMessage = errorToKafka(err)
+			s.logAdminFailure("create topics", rt.Topic, st.ErrorCode, err, clientOf(r))
 			if req.Version < 1 {
 				st.ErrorMessage = nil
 			}

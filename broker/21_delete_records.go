@@ -63,8 +63,10 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			} else if err := s.checkMirrorDelete(p, mirror, writerOf(&mreq)); err != nil {
 				op.ErrorCode, _ = dataErrorToKafka(err)
+				s.logDataFailure("delete records", p.Topic.Name, p.Index, op.ErrorCode, err, clientOf(r), "offset", rp.Offset)
 			} else if low, err := deleteRecords(p, rp.Offset, mirror); err != nil {
 				op.ErrorCode, _ = dataErrorToKafka(err)
+				s.logDataFailure("delete records", p.Topic.Name, p.Index, op.ErrorCode, err, clientOf(r), "offset", rp.Offset)
 			} else {
 				op.LowWatermark = low
 			}

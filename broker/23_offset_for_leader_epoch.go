@@ -50,6 +50,7 @@ func handleOffsetForLeaderEpoch(_ context.Context, s *Server, r *Request) (Reply
 			} else if err := endOffsetForEpoch(p, rp.CurrentLeaderEpoch, rp.LeaderEpoch, &op); err != nil {
 				op.ErrorCode, _ = dataErrorToKafka(err)
 				op.LeaderEpoch, op.EndOffset = -1, -1
+				s.logDataFailure("offset for leader epoch", p.Topic.Name, p.Index, op.ErrorCode, err, clientOf(r), "leader_epoch", rp.LeaderEpoch)
 			}
 			ot.Partitions = append(ot.Partitions, op)
 		}

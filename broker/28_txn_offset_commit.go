@@ -53,6 +53,7 @@ func handleTxnOffsetCommit(_ context.Context, s *Server, r *Request) (Reply, err
 			memberID, inst, gen = req.MemberID, req.InstanceID, req.Generation
 		}
 		s.txnCommitOffsets(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group, memberID, inst, gen, commits)
+		s.logCommitFailure("txn offset commit", req.Group, commits, clientOf(r))
 	}
 	i := 0
 	for _, t := range req.Topics {

@@ -43,6 +43,9 @@ func handleCreatePartitions(_ context.Context, s *Server, r *Request) (Reply, er
 			err = s.createPartitions(&rt, req.ValidateOnly)
 		}
 		st.ErrorCode, st.ErrorMessage = errorToKafka(err)
+		if err != nil {
+			s.logAdminFailure("create partitions", rt.Topic, st.ErrorCode, err, clientOf(r))
+		}
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp, nil

@@ -17,6 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/verbatim-kafka/verbatim/budget"
 	"github.com/verbatim-kafka/verbatim/hotpath"
 	"github.com/verbatim-kafka/verbatim/wireext"
 )
@@ -95,9 +96,12 @@ type conn struct {
 	id    uint64
 	log   *slog.Logger
 	queue chan *pending
-	// frames reads frames into pooled buffers under the connection's and
-	// the broker's byte budgets.
+	// frames reads frames into pooled buffers under the connection's, its
+	// peer address's and the broker's byte budgets.
 	frames *hotpath.FrameReader
+	// peer is the connection's remote address entry (nil for a non-IP
+	// peer): its connection count and frame budget (conn_limits.go).
+	peer *peer
 	// ctx ends when the reader must stop (shutdown), unblocking a reader
 	// waiting for budget.
 	ctx        context.Context
@@ -131,9 +135,20 @@ type conn struct {
 // goroutine hand-off costs more than the overlap gains.
 const handoffBytes = 512 << 10
 
-func newConn(s *Server, nc net.Conn) (*conn, error) {
+func newConn(s *Server, nc net.Conn, p *peer) (*conn, error) {
 	id := s.connSeq.Add(1)
-	fr, err := hotpath.NewFrameReader(s.cfg.MaxInFlightBytesPerConn, s.budget, int(s.cfg.MaxFrameBytes))
+	var peerBudget *budget.Budget
+	if p != nil {
+		peerBudget = p.budget
+	}
+	fr, err := hotpath.NewFrameReaderConfig(hotpath.FrameConfig{
+		ConnBytes: s.cfg.MaxInFlightBytesPerConn,
+		Shared:    []*budget.Budget{peerBudget, s.budget},
+		MaxFrame:  int(s.cfg.MaxFrameBytes),
+		MinRate:   max(s.cfg.FrameMinRate, 0),
+		Grace:     s.cfg.FrameGrace,
+		Timeout:   s.cfg.RequestTimeout,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -147,6 +162,7 @@ func newConn(s *Server, nc net.Conn) (*conn, error) {
 		handoff:     make(chan hotpath.Frame),
 		handlerDone: make(chan struct{}),
 		frames:      fr,
+		peer:        p,
 		ctx:         ctx,
 		cancelRead:  cancel,
 		wait:        newWaiter(s.baseCtx),
@@ -166,13 +182,15 @@ func (c *conn) stopReading() {
 // armRead sets the read deadline unless the reader has been stopped; the
 // check and the set happen under one lock so a concurrent stopReading is
 // never overwritten.
-func (c *conn) armRead(d time.Duration) bool {
+func (c *conn) armRead(d time.Duration) bool { return c.armAt(time.Now().Add(d)) }
+
+func (c *conn) armAt(t time.Time) bool {
 	c.stopMu.Lock()
 	defer c.stopMu.Unlock()
 	if c.stopped {
 		return false
 	}
-	_ = c.nc.SetReadDeadline(time.Now().Add(d))
+	_ = c.nc.SetReadDeadline(t)
 	return true
 }
 
@@ -204,7 +222,10 @@ func (c *conn) serve() {
 	<-writerDone
 	c.cancelRead()
 	c.nc.Close()
+	var refused *connRefusal
 	switch {
+	case errors.As(err, &refused):
+		c.logRefusal(refused)
 	case c.handlerErr != nil:
 		c.log.Info("connection closed", "reason", err.Error())
 	case err == nil, errors.Is(err, io.EOF), c.isStopped():
@@ -227,8 +248,9 @@ func (c *conn) readLoop() error {
 	fr := &frameDeadlines{c: c, r: bufio.NewReaderSize(c.nc, 16<<10)}
 	for {
 		// Between frames the idle timeout applies; once a frame's size
-		// has been read its body must arrive within the request timeout
-		// (frameDeadlines), so a peer stalling mid-frame is dropped.
+		// has been read the frame reader paces its body (minimum rate
+		// after a grace, the request timeout for the whole body) through
+		// frameDeadlines, so a peer stalling mid-frame is dropped.
 		if !c.armRead(c.s.cfg.IdleTimeout) {
 			return nil
 		}
@@ -238,14 +260,13 @@ func (c *conn) readLoop() error {
 			if c.isStopped() {
 				return nil
 			}
+			var fe *hotpath.FrameError
 			var ne net.Error
 			switch {
-			case errors.Is(err, hotpath.ErrFrameTooLarge):
-				return closeErr("frame size exceeds the maximum %d (max frame bytes): %v", c.s.cfg.MaxFrameBytes, err)
+			case errors.As(err, &fe):
+				return c.frameRefusal(fe)
 			case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF) && fr.n > 0:
-				return closeErr("truncated frame: connection ended inside a frame")
-			case errors.As(err, &ne) && ne.Timeout() && fr.n >= 4:
-				return closeErr("frame body not received within the request timeout %s", c.s.cfg.RequestTimeout)
+				return &connRefusal{reason: refusedTruncated, msg: fmt.Sprintf("truncated frame: connection ended inside a frame size (%d of 4 bytes)", fr.n)}
 			case errors.As(err, &ne) && ne.Timeout():
 				return fmt.Errorf("idle for %s", c.s.cfg.IdleTimeout)
 			}
@@ -293,8 +314,9 @@ func (c *conn) handleLoop() {
 }
 
 // frameDeadlines is the reader under hotpath.FrameReader: it counts the
-// bytes of the current frame and, once the 4-byte size is in, switches the
-// connection's read deadline from the idle timeout to the request timeout.
+// bytes of the current frame and lets the frame reader move the
+// connection's read deadline (hotpath.ReadDeadliner), unless the reader
+// has been stopped.
 type frameDeadlines struct {
 	c *conn
 	r io.Reader
@@ -302,14 +324,19 @@ type frameDeadlines struct {
 }
 
 func (f *frameDeadlines) Read(p []byte) (int, error) {
-	if f.n == 4 {
-		if !f.c.armRead(f.c.s.cfg.RequestTimeout) {
-			return 0, io.ErrUnexpectedEOF
-		}
-	}
 	n, err := f.r.Read(p)
 	f.n += n
 	return n, err
+}
+
+// errStopped fails a frame read once the connection stops reading.
+var errStopped = errors.New("connection stopped reading")
+
+func (f *frameDeadlines) SetReadDeadline(t time.Time) error {
+	if !f.c.armAt(t) {
+		return errStopped
+	}
+	return nil
 }
 
 // handleFrame parses and decodes a frame and runs its handler. It owns

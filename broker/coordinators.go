@@ -11,7 +11,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/verbatim-kafka/verbatim/coordlog"
 	"github.com/verbatim-kafka/verbatim/groupcoord"
@@ -36,8 +39,9 @@ func (s *Server) startCoordinators() error {
 		delay = *d
 	}
 	h := coordHost{s}
-	s.groups = groupcoord.New(groupcoord.Config{Log: h, Clock: clock, Logger: s.log, InitialRebalanceDelay: delay})
-	s.txns = txncoord.New(txncoord.Config{Host: h, Clock: clock, Logger: s.log})
+	lg := slog.New(limitedHandler{s.log.Handler(), s.faults}) // their failure lines are rate-limited too
+	s.groups = groupcoord.New(groupcoord.Config{Log: h, Clock: clock, Logger: lg, InitialRebalanceDelay: delay})
+	s.txns = txncoord.New(txncoord.Config{Host: h, Clock: clock, Logger: lg})
 	if err := s.groups.Load(); err != nil {
 		return err
 	}
@@ -90,6 +94,11 @@ func coordError(err error) error {
 	var ke *kafkaError
 	if errors.As(err, &ke) {
 		return &coordlog.CodedError{Code: ke.err.Code, Err: err}
+	}
+	if code, _ := dataErrorToKafka(err); code == kerr.KafkaStorageError.Code {
+		// As Kafka's coordinators answer a write that hit a storage
+		// error: the client looks the coordinator up again.
+		return &coordlog.CodedError{Code: kerr.NotCoordinator.Code, Err: err}
 	}
 	return err
 }

@@ -7,7 +7,15 @@
 // interface they write through (coordinators.go: internal-topic appends,
 // transaction markers, replay, producer ids) and runs their timers.
 //
-// It owns connections and cluster/topic metadata. It must not parse or patch
+// Failures are logged here, once, by the handler that knows the topic,
+// partition and client (faultlog.go): refused inputs at WARN, storage
+// errors at ERROR, routine answers at DEBUG, all rate-limited
+// (internal/lograte); storage and the hot path return errors and never
+// log them.
+//
+// It owns connections (with the limits on them: connections and frame
+// bytes per peer address, the refused connections logged,
+// conn_limits.go) and cluster/topic metadata. It must not parse or patch
 // record batch bytes itself (hotpath does that) nor touch files directly
 // (storage does that, through its FS interface). Its lock order is in
 // docs/DESIGN.md ("Locks").

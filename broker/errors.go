@@ -38,6 +38,9 @@ var errorCodes = []struct {
 	// The log was closed under the request (topic deleted or broker
 	// stopping): the client refreshes metadata and retries.
 	{storage.ErrClosed, kerr.NotLeaderForPartition, true},
+	// A stored batch a read had to decode and could not (Kafka 4.4:
+	// INVALID_RECORD; UNKNOWN_SERVER_ERROR for an undecodable stream).
+	{storage.ErrUndecodableBatch, kerr.InvalidRecord, true},
 	{storage.ErrOffline, kerr.KafkaStorageError, true},
 	{storage.ErrNoSpace, kerr.KafkaStorageError, true},
 	{storage.ErrWrite, kerr.KafkaStorageError, true},

@@ -15,7 +15,10 @@ import (
 // to the data dir, and cannot climb above it).
 
 // newDirFS returns the real filesystem rooted at dir.
-func newDirFS(dir string) storage.FS { return storage.Sub(storage.OSFS{}, filepath.ToSlash(dir)) }
+func newDirFS(dir string) storage.FS { return dirFS(storage.OSFS{}, dir) }
+
+// dirFS returns fsys rooted at dir.
+func dirFS(fsys storage.FS, dir string) storage.FS { return storage.Sub(fsys, filepath.ToSlash(dir)) }
 
 // readFile reads a whole file through fsys.
 func readFile(fsys storage.FS, name string) ([]byte, error) {

@@ -14,6 +14,8 @@ package broker
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -181,25 +183,62 @@ func (s *Server) replayInternal(l *storage.Log, fn func(e coordlog.Entry)) error
 			}
 			off = h.NextOffset()
 			if h.IsControl() {
-				typ, ok := kbatch.ControlType(b)
-				if !ok || (typ != kbatch.ControlCommit && typ != kbatch.ControlAbort) {
+				ctl, err := storage.ParseControlBatch(b)
+				if err != nil || !ctl.Present || (ctl.Type != kbatch.ControlCommit && ctl.Type != kbatch.ControlAbort) {
 					continue
 				}
-				fn(coordlog.Entry{Offset: h.BaseOffset, ProducerID: h.ProducerID, Control: true, Commit: typ == kbatch.ControlCommit, Timestamp: h.MaxTimestamp})
+				fn(coordlog.Entry{Offset: h.BaseOffset, ProducerID: h.ProducerID, Control: true, Commit: ctl.Type == kbatch.ControlCommit, Timestamp: h.MaxTimestamp})
 				continue
 			}
-			recs, err := kbatch.Records(b)
-			if err != nil {
-				s.log.Warn("skipping an undecodable batch of an internal topic", "dir", l.Dir(), "offset", h.BaseOffset, "err", err)
-				continue
-			}
-			for _, r := range recs {
-				fn(coordlog.Entry{
-					Offset: h.BaseOffset + int64(r.OffsetDelta), Timestamp: h.BaseTimestamp + r.TimestampDelta,
-					ProducerID: h.ProducerID, Transactional: h.IsTransactional(), Key: r.Key, Value: r.Value,
-				})
+			if err := replayBatch(b, &h, fn); err != nil {
+				s.logFault(slog.LevelError, "replay", "skipping an undecodable batch of an internal topic", l.Config().Topic, l.Config().Partition, clientInfo{},
+					"offset", h.BaseOffset, "err", err.Error())
 			}
 		}
 	}
 	return nil
+}
+
+// maxReplayRecordBytes bounds one decompressed record of an internal
+// topic (a group's metadata with its members' assignments is the largest).
+const maxReplayRecordBytes = 64 << 20
+
+// replayBatch streams the records of batch b (header h) to fn, all or
+// none: a first pass walks them without handing any out, so a batch
+// with an undecodable record is skipped whole, as before streaming.
+// Internal batches are written uncompressed, so the second pass is cheap.
+func replayBatch(b []byte, h *kbatch.Header, fn func(e coordlog.Entry)) error {
+	if err := walkRecords(b, nil); err != nil {
+		return err
+	}
+	return walkRecords(b, func(r *kbatch.Record) {
+		fn(coordlog.Entry{
+			Offset: h.BaseOffset + int64(r.OffsetDelta), Timestamp: h.BaseTimestamp + r.TimestampDelta,
+			ProducerID: h.ProducerID, Transactional: h.IsTransactional(), Key: r.Key, Value: r.Value,
+		})
+	})
+}
+
+// walkRecords streams b's records to fn (nil: only checks they decode).
+func walkRecords(b []byte, fn func(*kbatch.Record)) error {
+	rr, err := kbatch.NewRecordReader(b, kbatch.Limits{MaxRecordBytes: maxReplayRecordBytes, Keep: fn != nil})
+	if err != nil {
+		return err
+	}
+	defer rr.Close()
+	for {
+		if _, err := rr.Next(); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if fn == nil {
+			continue
+		}
+		r, err := rr.Record()
+		if err != nil {
+			return err
+		}
+		fn(&r)
+	}
 }

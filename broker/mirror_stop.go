@@ -249,8 +249,12 @@ func barrierSince(l *storage.Log, from int64) (bool, error) {
 		}
 		for it := kbatch.Batches(buf); it.Next(); {
 			b := it.Batch()
-			if typ, ok := kbatch.ControlType(b); ok && typ == kbatch.ControlMirrorPidReset && kbatch.BaseOffset(b) >= from {
-				return true, nil
+			if kbatch.Attributes(b)&kbatch.ControlBit != 0 && kbatch.BaseOffset(b) >= from {
+				// Streamed and bounded: a mirrored control batch may be
+				// compressed and hostile.
+				if ctl, err := storage.ParseControlBatch(b); err == nil && ctl.Present && ctl.Type == kbatch.ControlMirrorPidReset {
+					return true, nil
+				}
 			}
 			next = kbatch.BaseOffset(b) + int64(kbatch.LastOffsetDelta(b)) + 1
 		}

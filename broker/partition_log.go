@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path"
 	"path/filepath"
 	"sync"
@@ -139,6 +140,13 @@ func (s *Server) storageConfig(p *Partition) storage.Config {
 		RetentionMs:        tc.RetentionMs,
 		RetentionBytes:     tc.RetentionBytes,
 		Flush:              s.flushPolicy(),
+		DecodeBudget:       s.decode,
+	}
+	topic, index := p.Topic.Name, p.Index
+	c.OnOffline = func(err error) {
+		// Once per partition going offline, whatever work hit it (an
+		// append, a background flush or retention, a roll).
+		s.logFault(slog.LevelError, "offline", "partition offline after an I/O error", topic, index, clientInfo{}, "err", err.Error())
 	}
 	if !tc.CleanupPolicyDelete {
 		// Retention deletes segments only under cleanup.policy=delete.
@@ -173,7 +181,7 @@ func (s *Server) partitionLogDir(p *Partition) string {
 
 // openPartitionLog opens (creating or recovering) p's log and attaches it.
 func (s *Server) openPartitionLog(p *Partition) error {
-	l, err := storage.Open(storage.OSFS{}, s.partitionLogDir(p), s.storageConfig(p))
+	l, err := storage.Open(s.cfg.FS, s.partitionLogDir(p), s.storageConfig(p))
 	if err != nil {
 		return fmt.Errorf("%w: opening the log of %s: %v", errStorage, p.Dir(), err)
 	}
@@ -246,8 +254,9 @@ func (s *Server) applyRetention(now int64) {
 			if err != nil {
 				continue
 			}
-			if n, err := l.ApplyRetention(now); err != nil && !errors.Is(err, storage.ErrClosed) {
-				s.log.Warn("retention", "topic", tp.Name, "partition", p.Index, "err", err)
+			// An offline log was logged when it went offline (OnOffline).
+			if n, err := l.ApplyRetention(now); err != nil && !errors.Is(err, storage.ErrClosed) && !errors.Is(err, storage.ErrOffline) {
+				s.logFault(slog.LevelError, "retention", "retention failed", tp.Name, p.Index, clientInfo{}, "err", err.Error())
 			} else if n > 0 {
 				s.log.Info("retention deleted segments", "topic", tp.Name, "partition", p.Index, "segments", n)
 			}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/verbatim-kafka/verbatim/budget"
 	"github.com/verbatim-kafka/verbatim/groupcoord"
+	"github.com/verbatim-kafka/verbatim/hotpath"
+	"github.com/verbatim-kafka/verbatim/internal/lograte"
 	"github.com/verbatim-kafka/verbatim/storage"
 	"github.com/verbatim-kafka/verbatim/txncoord"
 )
@@ -40,15 +42,16 @@ type Config struct {
 	// connection (default 128). The reader stops reading when it is hit.
 	MaxInFlightPerConn int
 	// MaxInFlightBytes bounds the request bytes held by all connections
-	// together (default 256 MiB). A hard bound: readers wait before
-	// reading a frame body that would exceed it. Frames are charged by
-	// their pooled buffer's size class (the next power of two, at least
-	// 4 KiB; hotpath.FrameReader), so it must hold one class of
-	// MaxFrameBytes.
+	// together (default 256 MiB). A hard bound: readers wait for budget
+	// before they take a buffer that would exceed it. Frames are charged
+	// as their bytes arrive, by the pooled buffers they hold
+	// (hotpath.FrameReader: a first chunk of at most 32 KiB, then growing
+	// size classes), so it must hold hotpath.FrameFootprint(MaxFrameBytes),
+	// what a largest frame holds while it is read (144 MiB for 100 MiB).
 	MaxInFlightBytes int64
 	// MaxInFlightBytesPerConn bounds the same per connection (default:
-	// one size class of MaxFrameBytes, the least that can read a largest
-	// frame).
+	// hotpath.FrameFootprint(MaxFrameBytes), the least that can read a
+	// largest frame).
 	MaxInFlightBytesPerConn int64
 	// MaxDecodeBytes bounds the working memory of looking inside batches,
 	// over all requests together (default 64 MiB): decompression state
@@ -81,10 +84,44 @@ type Config struct {
 	// PolicyDir holds user mirror policy modules as NAME.wasm
 	// (docs/policies.md); empty: built-in policies only.
 	PolicyDir string
+	// Limits against hostile or broken peers (conn_limits.go).
+	//
+	// MaxConnectionsPerIP is Kafka's max.connections.per.ip: a connection
+	// from an address that already has this many is closed as soon as it
+	// is accepted. Nil: unlimited (Kafka's default, 2147483647); 0 only
+	// with overrides (then only the addresses listed there may connect).
+	MaxConnectionsPerIP *int
+	// MaxConnectionsPerIPOverrides is Kafka's
+	// max.connections.per.ip.overrides, "host:count,host:count"; a host
+	// is an IP address or a name resolved when the broker opens.
+	MaxConnectionsPerIPOverrides string
+	// MaxInFlightBytesPerIP bounds the frame bytes held by the
+	// connections of one remote address together (default: a quarter of
+	// MaxInFlightBytes, at least hotpath.FrameFootprint(MaxFrameBytes)).
+	// It is acquired after the connection's budget and before the
+	// broker's, so an address over it waits on its own budget and holds
+	// none of the broker's meanwhile.
+	MaxInFlightBytesPerIP int64
+	// FrameMinRate and FrameGrace: once a frame's size is read its body
+	// must arrive at FrameMinRate bytes/s on average after FrameGrace (at
+	// every moment, received >= (elapsed - grace) x rate, time waiting
+	// for budget not counted), else the connection is closed; the whole
+	// body is also bounded by RequestTimeout. Defaults 1 MiB/s and 5 s;
+	// a negative rate turns the rate check off.
+	FrameMinRate int64
+	FrameGrace   time.Duration
 	// GroupInitialRebalanceDelay is Kafka's
 	// group.initial.rebalance.delay.ms: how long the first JoinGroup of an
 	// empty group waits for more members. Nil: Kafka's default, 3 s.
 	GroupInitialRebalanceDelay *time.Duration
+
+	// FS is the filesystem under the data dir: metadata files and
+	// partition logs (default storage.OSFS{}; the data dir lock always
+	// uses the OS). Tests wrap it to inject I/O errors.
+	FS storage.FS
+	// faultClock is the clock of the failure-line limiter (faultlog.go);
+	// tests drive it. Nil: time.Now.
+	faultClock func() time.Time
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -93,6 +130,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.FS == nil {
+		c.FS = storage.OSFS{}
 	}
 	if c.MaxFrameBytes == 0 {
 		c.MaxFrameBytes = 100 << 20
@@ -109,15 +149,21 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxInFlightBytes == 0 {
 		c.MaxInFlightBytes = 256 << 20
 	}
-	frameClass := frameSizeClass(c.MaxFrameBytes)
-	if c.MaxInFlightBytes < frameClass {
-		return c, fmt.Errorf("broker: max in-flight bytes %d is below %d, the buffer class of a %d-byte frame; a largest frame could never be read", c.MaxInFlightBytes, frameClass, c.MaxFrameBytes)
+	if c.MaxFrameBytes > maxFrameLimit {
+		return c, fmt.Errorf("broker: max frame bytes %d is above %d, the largest frame buffer", c.MaxFrameBytes, maxFrameLimit)
+	}
+	footprint := hotpath.FrameFootprint(int(c.MaxFrameBytes))
+	if c.MaxInFlightBytes < footprint {
+		return c, fmt.Errorf("broker: max in-flight bytes %d is below %d, what a %d-byte frame holds while it is read; a largest frame could never be read", c.MaxInFlightBytes, footprint, c.MaxFrameBytes)
 	}
 	if c.MaxInFlightBytesPerConn == 0 {
-		c.MaxInFlightBytesPerConn = frameClass
+		c.MaxInFlightBytesPerConn = footprint
 	}
-	if c.MaxInFlightBytesPerConn < frameClass {
-		return c, fmt.Errorf("broker: max in-flight bytes per connection %d is below %d, the buffer class of a %d-byte frame", c.MaxInFlightBytesPerConn, frameClass, c.MaxFrameBytes)
+	if c.MaxInFlightBytesPerConn < footprint {
+		return c, fmt.Errorf("broker: max in-flight bytes per connection %d is below %d, what a %d-byte frame holds while it is read", c.MaxInFlightBytesPerConn, footprint, c.MaxFrameBytes)
+	}
+	if err := c.connLimitDefaults(footprint); err != nil {
+		return c, err
 	}
 	if c.MaxDecodeBytes == 0 {
 		c.MaxDecodeBytes = 64 << 20
@@ -177,10 +223,20 @@ type Server struct {
 
 	// budget bounds request bytes in flight over all connections.
 	budget *budget.Budget
+	// peers counts connections and frame bytes per remote address;
+	// refusals counts connections refused or closed by a limit, by reason;
+	// logLimit rate-limits the WARN lines of refusals (conn_limits.go).
+	peers    *peerTable
+	refusals [numRefusals]atomic.Uint64
+	logLimit *lograte.Limiter
 	// decode bounds the working memory of looking inside batches
 	// (Config.MaxDecodeBytes): validation of compressed batches and
 	// timestamp lookups.
 	decode *budget.Budget
+
+	// faults rate-limits the lines of refused inputs and storage errors
+	// (faultlog.go).
+	faults *lograte.Limiter
 
 	// baseCtx is cancelled when shutdown gives up waiting, which aborts
 	// handlers still running (long polls, waits on storage).
@@ -209,10 +265,13 @@ func Open(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, fs: newDirFS(cfg.DataDir)}
+	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, fs: dirFS(cfg.FS, cfg.DataDir), faults: lograte.New(faultInterval, faultBurst, cfg.faultClock)}
 	fail := func(err error) (*Server, error) {
 		lock.release()
 		return nil, err
+	}
+	if s.peers, err = newPeerTable(cfg); err != nil {
+		return fail(err)
 	}
 	if err := checkFormat(s.fs, cfg.DataDir); err != nil {
 		return fail(err)
@@ -230,10 +289,11 @@ func Open(cfg Config) (*Server, error) {
 		return fail(err)
 	}
 	s.cluster.openLog = s.openPartitionLog
+	s.budget = budget.New(cfg.MaxInFlightBytes)
+	s.decode = budget.New(cfg.MaxDecodeBytes) // before the logs: their lookups charge it
 	s.openAllLogs()
 	s.recoverMirrorStops()
-	s.budget = budget.New(cfg.MaxInFlightBytes)
-	s.decode = budget.New(cfg.MaxDecodeBytes)
+	s.logLimit = lograte.New(10*time.Second, 10, nil)
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	go s.retentionLoop(s.baseCtx)
 	if s.policy, err = openPolicies(s.baseCtx, cfg, s.log); err != nil {
@@ -312,17 +372,23 @@ func (s *Server) Serve(ln net.Listener) error {
 			return err
 		}
 		backoff = 0
-		c, err := newConn(s, nc)
+		p, ok := s.admitConn(nc)
+		if !ok {
+			continue
+		}
+		c, err := newConn(s, nc, p)
 		if err != nil {
 			// Config validation makes this unreachable; refuse the
 			// connection rather than the broker.
 			s.log.Error("cannot serve connection", "err", err)
+			s.peers.leave(p)
 			nc.Close()
 			continue
 		}
 		s.mu.Lock()
 		if s.mu.closing {
 			s.mu.Unlock()
+			s.peers.leave(p)
 			nc.Close()
 			return nil
 		}
@@ -387,17 +453,43 @@ func (s *Server) removeConn(c *conn) {
 	s.mu.Lock()
 	delete(s.mu.conns, c)
 	s.mu.Unlock()
+	s.peers.leave(c.peer)
 	s.connWG.Done()
 }
 
-// frameSizeClass is the pooled buffer size hotpath charges for a frame of
-// n bytes: the next power of two, at least 4 KiB.
-func frameSizeClass(n int32) int64 {
-	c := int64(4096)
-	for c < int64(n) {
-		c <<= 1
+// maxFrameLimit is the largest MaxFrameBytes: frames are read into pooled
+// buffers of at most 128 MiB.
+const maxFrameLimit = 128 << 20
+
+// connLimitDefaults fills in and checks the limits against hostile peers
+// (conn_limits.go); footprint is what a largest frame holds.
+func (c *Config) connLimitDefaults(footprint int64) error {
+	if c.MaxInFlightBytesPerIP == 0 {
+		c.MaxInFlightBytesPerIP = max(c.MaxInFlightBytes/4, footprint)
 	}
-	return c
+	if c.MaxInFlightBytesPerIP < footprint {
+		return fmt.Errorf("broker: max in-flight bytes per IP %d is below %d, what a %d-byte frame holds while it is read", c.MaxInFlightBytesPerIP, footprint, c.MaxFrameBytes)
+	}
+	if c.FrameMinRate == 0 {
+		c.FrameMinRate = 1 << 20
+	}
+	if c.FrameGrace == 0 {
+		c.FrameGrace = 5 * time.Second
+	}
+	if c.FrameGrace < 0 {
+		return fmt.Errorf("broker: frame grace %s is negative", c.FrameGrace)
+	}
+	if m := c.MaxConnectionsPerIP; m != nil && *m < 0 {
+		return fmt.Errorf("broker: max.connections.per.ip %d is negative", *m)
+	}
+	overrides, err := parseConnOverrides(c.MaxConnectionsPerIPOverrides)
+	if err != nil {
+		return err
+	}
+	if m := c.MaxConnectionsPerIP; m != nil && *m == 0 && len(overrides) == 0 {
+		return errors.New("broker: max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides is set")
+	}
+	return nil
 }
 
 // hostPort formats an advertised address.

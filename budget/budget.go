@@ -111,6 +111,20 @@ func (b *Budget) Acquire(ctx context.Context, n int64) error {
 	return ctx.Err()
 }
 
+// TryAcquire takes n bytes if they fit now, without queueing (and
+// without overtaking a waiter); it reports whether it took them. Callers
+// use it to keep the common path free of the allocations a wait costs
+// (a deadline context, say) and only pay for them when they must wait.
+func (b *Budget) TryAcquire(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || len(b.waiters) > 0 || b.used+n > b.limit {
+		return false
+	}
+	b.used += n
+	return true
+}
+
 // Release gives back n bytes acquired earlier.
 func (b *Budget) Release(n int64) {
 	b.mu.Lock()

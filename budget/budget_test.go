@@ -124,3 +124,27 @@ func TestBudgetHammer(t *testing.T) {
 		t.Fatalf("after the hammer: %d in use, %d waiters", b.InUse(), waiters(b))
 	}
 }
+
+// TryAcquire takes what fits now, never queues and never overtakes a
+// waiter.
+func TestBudgetTryAcquire(t *testing.T) {
+	b := New(10)
+	if !b.TryAcquire(6) || b.TryAcquire(5) || b.InUse() != 6 || b.Waits() != 0 {
+		t.Fatalf("try: in use %d, waits %d", b.InUse(), b.Waits())
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.Acquire(context.Background(), 8) }()
+	waitForWaiters(t, b, 1)
+	if b.TryAcquire(1) {
+		t.Fatal("TryAcquire overtook a queued waiter")
+	}
+	b.Release(6)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	b.Release(8)
+	b.Close()
+	if b.TryAcquire(1) {
+		t.Fatal("TryAcquire on a closed budget")
+	}
+}

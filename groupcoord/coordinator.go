@@ -257,7 +257,7 @@ func (c *Coordinator) replaceStaticMember(g *group, old *groupMember, r JoinRequ
 		ch := make(chan JoinResult, 1)
 		c.persistGroup(g, now, func(err error) {
 			if err != nil {
-				c.lg.Warn("persisting static member replacement", "group", g.id, "err", err)
+				c.writeFailed("persisting static member replacement", g.id, err)
 				res = JoinResult{Code: kerr.UnknownServerError.Code, MemberID: newID, Generation: -1}
 			}
 			ch <- res
@@ -398,7 +398,7 @@ func (c *Coordinator) completeJoin(g *group, now time.Time) {
 		g.transition(groupEmpty, now)
 		c.persistGroup(g, now, func(err error) {
 			if err != nil {
-				c.lg.Warn("persisting empty group", "group", g.id, "err", err)
+				c.writeFailed("persisting empty group", g.id, err)
 			}
 		})
 		return

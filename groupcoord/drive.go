@@ -108,3 +108,10 @@ func (c *Coordinator) drive() {
 	c.driving = false
 	c.mu.Unlock()
 }
+
+// writeFailed logs a write of the group's records that failed (what: the
+// change it carried), once: at ERROR, since it is a storage error, with
+// the group's __consumer_offsets partition.
+func (c *Coordinator) writeFailed(what, groupID string, err error) {
+	c.lg.Error("group coordinator write failed", "what", what, "topic", coordlog.OffsetsTopic, "partition", c.PartitionFor(groupID), "group", groupID, "err", err)
+}

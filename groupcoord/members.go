@@ -87,7 +87,7 @@ func (c *Coordinator) sync(r SyncRequest, now time.Time) (SyncResult, chan SyncR
 		}
 		now := c.clock.Now()
 		if err != nil {
-			c.lg.Warn("persisting group assignment", "group", g.id, "err", err)
+			c.writeFailed("persisting group assignment", g.id, err)
 			for _, gm := range g.members {
 				gm.assignment = nil
 				if gm.syncWait != nil {

@@ -73,6 +73,10 @@ type OffsetCommit struct {
 	TP    coordlog.TopicPartition
 	Entry OffsetEntry
 	Code  int16
+	// Err is the write error behind Code when the offsets record could
+	// not be appended: the broker's handler logs it with its client (the
+	// coordinator does not, so it is logged once).
+	Err error
 }
 
 // setCodes sets code on every commit not already answered.
@@ -156,7 +160,11 @@ func (c *Coordinator) storeOffsetsLocked(g *group, commits []OffsetCommit, now t
 			if how.Transactional && errors.Is(err, coordlog.ErrFenced) {
 				code = kerr.ProducerFenced.Code
 			}
-			c.lg.Warn("storing offsets", "group", g.id, "err", err)
+			for i := range commits {
+				if commits[i].Code == 0 {
+					commits[i].Err = err
+				}
+			}
 			setCodes(commits, code)
 			return
 		}
@@ -354,7 +362,7 @@ func (c *Coordinator) deleteGroup(groupID string, now time.Time) *int16 {
 	}
 	c.deleteGroupLocked(g, now, func(err error) {
 		if err != nil {
-			c.lg.Warn("deleting group", "group", groupID, "err", err)
+			c.writeFailed("deleting group", groupID, err)
 			*code = kerr.CoordinatorNotAvailable.Code
 		}
 	})
@@ -426,7 +434,7 @@ func (c *Coordinator) deleteOffsets(groupID string, tps []OffsetCommit, now time
 	}
 	c.queue(g, recs, coordlog.Batch{}, now, func(err error) {
 		if err != nil {
-			c.lg.Warn("deleting offsets", "group", groupID, "err", err)
+			c.writeFailed("deleting offsets", groupID, err)
 			*code = kerr.CoordinatorNotAvailable.Code
 			return
 		}
@@ -477,7 +485,7 @@ func (c *Coordinator) expireOffsetsLocked(now time.Time) {
 		}
 		c.queue(g, recs, coordlog.Batch{}, now, func(err error) {
 			if err != nil {
-				c.lg.Warn("expiring offsets", "group", g.id, "err", err)
+				c.writeFailed("expiring offsets", g.id, err)
 				return
 			}
 			for _, tp := range expired {
@@ -494,7 +502,7 @@ func (c *Coordinator) deleteIfExpired(g *group, now time.Time) {
 	if g.state == groupEmpty && len(g.offsets) == 0 && len(g.members) == 0 {
 		c.deleteGroupLocked(g, now, func(err error) {
 			if err != nil {
-				c.lg.Warn("deleting expired group", "group", g.id, "err", err)
+				c.writeFailed("deleting expired group", g.id, err)
 			}
 		})
 	}

@@ -1,5 +1,6 @@
 // Package hotpath is everything between a received Produce frame and the
-// storage append: pooled frame buffers with in-flight byte bounds, in-place
+// storage append: pooled frame buffers charged to in-flight byte budgets as
+// their bytes arrive (frame.go: first chunk, promotion, pacing), in-place
 // v2 batch validation (CRC-32C, header consistency, control batch structure)
 // in normal and verbatim modes (normal mode patches MaxTimestamp, the
 // timestamp type and the CRC where Kafka does, LogAppendTime included, and
@@ -16,7 +17,10 @@
 //
 // # Path of a produce request
 //
-//	FrameReader.ReadFrame   4-byte size, budget acquire (blocks: back-pressure), one read
+//	FrameReader.ReadFrame   4-byte size; the body into a pooled first chunk (<= 32 KiB), promoted
+//	                        to larger buffers only as it fills, each charged when taken
+//	                        (connection -> peer address -> broker; blocks: back-pressure);
+//	                        the read deadline paces it (minimum rate after a grace, timeout)
 //	                        (the broker's connection parses the request header)
 //	ProduceRequest.Decode   v3-13, record sets alias the frame, 0 allocations when reused;
 //	                        the mirror fields (wireext) come out of the same pass

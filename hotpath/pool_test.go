@@ -97,7 +97,7 @@ func TestFrameReaderRejectsBadSizes(t *testing.T) {
 		t.Fatalf("negative size: %v", err)
 	}
 	short := append(binary.BigEndian.AppendUint32(nil, 50), 1, 2, 3)
-	if _, err := fr.ReadFrame(context.Background(), bytes.NewReader(short)); err != io.ErrUnexpectedEOF {
+	if _, err := fr.ReadFrame(context.Background(), bytes.NewReader(short)); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("truncated body: %v", err)
 	}
 	if fr.InFlight() != 0 {
@@ -135,7 +135,7 @@ func TestFrameReaderBackPressure(t *testing.T) {
 		f3, err = fr.ReadFrame(context.Background(), r)
 		done <- err
 	}()
-	waitForWaiters(t, fr.conn, 1)
+	waitForWaiters(t, fr.ConnBudget(), 1)
 	select {
 	case err := <-done:
 		t.Fatalf("third frame read over budget (%v)", err)

@@ -8,7 +8,9 @@
 // checks as Kafka's leader does them) and verbatim append (the batch keeps
 // its offsets, as Kafka's follower append). All I/O goes through FS so that
 // crashes and I/O errors can be injected. It must not know about the wire
-// protocol or about topic policy.
+// protocol or about topic policy. It logs nothing: errors are returned
+// (wrapping the sentinels of log_errors.go, or a *CorruptBatchError), and
+// Config.OnOffline tells the caller when a partition goes offline.
 //
 // # Partition directory (formats frozen: Kafka tools read them)
 //
@@ -75,7 +77,11 @@
 //	subfs.go                    an FS rooted at a directory of another (the broker's metadata)
 //	log.go                      Log, Config, accessors, Close
 //	log_append.go               AppendLeader, AppendCoordinator, AppendVerbatim, roll
-//	log_read.go                 Read, ReadBounded, OffsetForTimestamp, MaxTimestamp
+//	log_read.go                 Read, ReadBounded
+//	log_lookup.go               OffsetForTimestamp, MaxTimestamp: the one batch a lookup looks
+//	                            into is read without the log's lock, charged to the decode
+//	                            budget and streamed through kbatch's record reader;
+//	                            CorruptBatchError for a stored batch that does not decode
 //	log_truncate.go             Truncate, TruncateFullyAndStartAt, DeleteRecords, ApplyRetention
 //	log_producer.go             glue to producer state and transaction indexes, LSO
 //	flush.go                    flush policies, group commit, background sync of rolled segments

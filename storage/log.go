@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/verbatim-kafka/verbatim/budget"
 )
 
 // Defaults, as Kafka's broker defaults.
@@ -59,6 +61,19 @@ type Config struct {
 
 	// NowMs is the clock in Unix milliseconds (tests set it).
 	NowMs func() int64
+
+	// OnOffline, when set, is called once when the partition goes
+	// offline (a failed sync or an I/O error that cannot be undone, on
+	// the append path or in background work), with the error operations
+	// now return. It runs under the log's lock: it must only record or
+	// log, never call the Log.
+	OnOffline func(err error)
+
+	// DecodeBudget, when set, is charged before a read looks inside a
+	// batch (timestamp lookups): the batch bytes read and the
+	// decompressor's working memory (kbatch.WorkingSet). Lookups wait
+	// for it, so concurrent ones queue instead of growing memory.
+	DecodeBudget *budget.Budget
 }
 
 func (c *Config) withDefaults(dir string) Config {
@@ -229,6 +244,9 @@ func (l *Log) failLocked(op string, cause error) error {
 		l.fireWaiters()
 		l.dmu.Unlock()
 		l.signal()
+		if l.cfg.OnOffline != nil {
+			l.cfg.OnOffline(l.failed)
+		}
 	}
 	return l.failed
 }

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"testing"
@@ -41,7 +42,7 @@ func TestLogOffsetForTimestampAllCodecs(t *testing.T) {
 				{20_020, 19*4 + 3, 20_020},
 			}
 			for _, c := range cases {
-				r, err := l.OffsetForTimestamp(c.ts)
+				r, err := l.OffsetForTimestamp(context.Background(), c.ts)
 				if err != nil {
 					t.Fatalf("ts %d: %v", c.ts, err)
 				}
@@ -49,10 +50,10 @@ func TestLogOffsetForTimestampAllCodecs(t *testing.T) {
 					t.Fatalf("ts %d: got %+v, want offset %d ts %d", c.ts, r, c.off, c.gotTs)
 				}
 			}
-			if _, err := l.OffsetForTimestamp(20_021); !errors.Is(err, ErrNoTimestampMatch) {
+			if _, err := l.OffsetForTimestamp(context.Background(), 20_021); !errors.Is(err, ErrNoTimestampMatch) {
 				t.Fatalf("beyond max: %v", err)
 			}
-			mt, ok, err := l.MaxTimestamp()
+			mt, ok, err := l.MaxTimestamp(context.Background())
 			if err != nil || !ok || mt.Timestamp != 20_020 || mt.Offset != 19*4+3 {
 				t.Fatalf("max timestamp: %+v %v %v", mt, ok, err)
 			}
@@ -60,7 +61,7 @@ func TestLogOffsetForTimestampAllCodecs(t *testing.T) {
 			if _, err := l.DeleteRecords(6); err != nil {
 				t.Fatal(err)
 			}
-			r, err := l.OffsetForTimestamp(0)
+			r, err := l.OffsetForTimestamp(context.Background(), 0)
 			if err != nil || r.Offset != 6 {
 				t.Fatalf("after DeleteRecords: %+v %v", r, err)
 			}
@@ -78,7 +79,7 @@ func TestLogMaxTimestampFirstMaxWins(t *testing.T) {
 		}
 	}
 	// Batch 1 holds ts 500 (base) and 501 (record 1): max 501 at offset 3.
-	mt, ok, err := l.MaxTimestamp()
+	mt, ok, err := l.MaxTimestamp(context.Background())
 	if err != nil || !ok || mt.Timestamp != 501 || mt.Offset != 3 || mt.LeaderEpoch != 2 {
 		t.Fatalf("%+v %v %v", mt, ok, err)
 	}
@@ -165,7 +166,7 @@ func TestLogLogAppendTimeBatch(t *testing.T) {
 	if kbatch.MaxTimestamp(b) != 777_000 || kbatch.Attributes(b)&kbatch.TimestampTypeBit == 0 || kbatch.CRC(b) != kbatch.StoredCRC(b) {
 		t.Fatal("AppendLeader changed the timestamp fields or broke the CRC")
 	}
-	r, err := l.OffsetForTimestamp(500_000)
+	r, err := l.OffsetForTimestamp(context.Background(), 500_000)
 	if err != nil || r.Offset != 0 || r.Timestamp != 777_000 {
 		t.Fatalf("%+v %v", r, err)
 	}

@@ -4,12 +4,17 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
 // ErrMalformedControl is wrapped by ParseControlBatch errors.
 var ErrMalformedControl = errors.New("storage: malformed control record")
+
+// maxControlRecordBytes bounds the decompressed control record of a
+// compressed control batch (a marker's key and value are a few bytes).
+const maxControlRecordBytes = 1 << 20
 
 // ControlRecord is what producer state needs from the single record of a
 // control batch.
@@ -63,14 +68,25 @@ func ParseControlBatch(batch []byte) (ControlRecord, error) {
 			return ControlRecord{Type: -1}, err
 		}
 	} else {
-		recs, err := kbatch.Records(batch)
+		// Streamed: only the first record is decompressed, and no
+		// further than maxControlRecordBytes (a hostile compressed
+		// control batch, stored by a verbatim append, cannot make
+		// recovery inflate it).
+		rr, err := kbatch.NewRecordReader(batch, kbatch.Limits{MaxRecordBytes: maxControlRecordBytes, Keep: true})
 		if err != nil {
 			return ControlRecord{Type: -1}, fmt.Errorf("%w: %v", ErrMalformedControl, err)
 		}
-		if len(recs) == 0 {
+		defer rr.Close() // after key and value are read below
+		if _, err := rr.Next(); err == io.EOF {
 			return ControlRecord{Type: -1}, nil
+		} else if err != nil {
+			return ControlRecord{Type: -1}, fmt.Errorf("%w: %v", ErrMalformedControl, err)
 		}
-		key, value, tsDelta = recs[0].Key, recs[0].Value, recs[0].TimestampDelta
+		rec, err := rr.Record()
+		if err != nil {
+			return ControlRecord{Type: -1}, fmt.Errorf("%w: %v", ErrMalformedControl, err)
+		}
+		key, value, tsDelta = rec.Key, rec.Value, rec.TimestampDelta
 	}
 	if len(key) < 4 {
 		return ControlRecord{Type: -1}, fmt.Errorf("%w: control key of %d bytes (need 4)", ErrMalformedControl, len(key))

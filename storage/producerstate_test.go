@@ -642,6 +642,14 @@ func FuzzParseControlBatch(f *testing.F) {
 		raw, _ := kbatch.Encode(b)
 		f.Add(raw)
 	}
+	// Compressed control batches (a verbatim append stores them) take the
+	// streaming path.
+	for _, c := range []kbatch.Codec{kbatch.CodecGzip, kbatch.CodecSnappy, kbatch.CodecLZ4, kbatch.CodecZstd} {
+		b := kbatch.NewBatch(5, kbatch.Record{Key: kbatch.ControlKey(1), Value: kbatch.EndTxnMarkerValue(2)})
+		b.Attributes = kbatch.ControlBit | int16(c)
+		raw, _ := kbatch.Encode(b)
+		f.Add(raw)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ctl, err := ParseControlBatch(b)
 		if err != nil {

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"testing"
 
@@ -144,7 +145,7 @@ func FuzzLoadRolledIndexes(f *testing.F) {
 		want := readAllBatches(t, ref)
 		var wantTs []TimestampOffset
 		for ts := int64(995); ts < 1015; ts++ {
-			r, _ := ref.OffsetForTimestamp(ts)
+			r, _ := ref.OffsetForTimestamp(context.Background(), ts)
 			wantTs = append(wantTs, r)
 		}
 		ref.Close()
@@ -185,7 +186,7 @@ func FuzzLoadRolledIndexes(f *testing.F) {
 			}
 		}
 		for i, ts := 0, int64(995); ts < 1015; i, ts = i+1, ts+1 {
-			r, err := l.OffsetForTimestamp(ts)
+			r, err := l.OffsetForTimestamp(context.Background(), ts)
 			if exact {
 				if r != wantTs[i] {
 					t.Fatalf("timestamp %d: %+v, want %+v", ts, r, wantTs[i])
@@ -268,7 +269,7 @@ func FuzzRecoverDamagedSegment(f *testing.F) {
 		}
 		// Timestamp lookups work on whatever was recovered.
 		for _, b := range want {
-			r, err := l.OffsetForTimestamp(kbatch.MaxTimestamp(b))
+			r, err := l.OffsetForTimestamp(context.Background(), kbatch.MaxTimestamp(b))
 			if err != nil || r.Timestamp < kbatch.MaxTimestamp(b) {
 				t.Fatalf("timestamp %d: %+v %v", kbatch.MaxTimestamp(b), r, err)
 			}

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -250,7 +251,7 @@ func TestCrashAfterRollBeforeBackgroundFlush(t *testing.T) {
 		if err != nil || !bytes.HasPrefix(rb, b) {
 			t.Fatalf("Read(%d) does not start with the batch (%v)", kbatch.BaseOffset(b), err)
 		}
-		r, err := l2.OffsetForTimestamp(firstTimestamp(b))
+		r, err := l2.OffsetForTimestamp(context.Background(), firstTimestamp(b))
 		if err != nil || r.Offset != kbatch.BaseOffset(b) {
 			t.Fatalf("OffsetForTimestamp(%d) = %+v %v, want offset %d", firstTimestamp(b), r, err, kbatch.BaseOffset(b))
 		}

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"encoding/binary"
 	"testing"
 
@@ -232,7 +233,7 @@ func TestSegmentIndexesLoadLazily(t *testing.T) {
 		}
 	}
 	// Timestamps of lazily loaded segments are known without loading.
-	mt, ok, err := l.MaxTimestamp()
+	mt, ok, err := l.MaxTimestamp(context.Background())
 	if err != nil || !ok || mt.Timestamp != 30 {
 		t.Fatalf("%+v %v %v", mt, ok, err)
 	}

@@ -17,7 +17,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/verbatim-kafka/verbatim/coordlog"
 )
 
@@ -37,8 +36,7 @@ func (c *Coordinator) end(m *txnMeta, commit, bump bool, now time.Time) int16 {
 		t.state = txnPrepareCommit
 	}
 	if err := c.persist(t, now); err != nil {
-		c.lg.Warn("persisting transaction", "transactional_id", t.id, "err", err)
-		return kerr.CoordinatorNotAvailable.Code
+		return c.persistFailed(t.id, err)
 	}
 	c.mu.Lock()
 	m.apply(t, now)
@@ -89,7 +87,7 @@ func (c *Coordinator) writeMarkers(m *txnMeta, now time.Time) {
 	if err != nil {
 		// Still complete in memory: markers are written. The record is
 		// rewritten by the next transition; a restart redoes markers.
-		c.lg.Warn("persisting completed transaction", "transactional_id", t.id, "err", err)
+		c.persistFailed(t.id, err)
 		m.txnData = t
 		return
 	}

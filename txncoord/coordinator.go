@@ -118,6 +118,15 @@ func (c *Coordinator) persist(t txnData, now time.Time) error {
 	return c.host.Append(coordlog.TxnStateTopic, c.PartitionFor(t.id), []coordlog.Record{record(t, now)}, coordlog.Batch{}, now)
 }
 
+// persistFailed logs a transaction record persist could not write, once
+// (the callers answer with a code only), and returns the code to answer:
+// the one the log gave (a storage error is NOT_COORDINATOR, as Kafka's
+// TransactionStateManager answers), else COORDINATOR_NOT_AVAILABLE.
+func (c *Coordinator) persistFailed(id string, err error) int16 {
+	c.lg.Error("transaction state not stored", "topic", coordlog.TxnStateTopic, "partition", c.PartitionFor(id), "transactional_id", id, "err", err)
+	return coordlog.CodeOf(err, kerr.CoordinatorNotAvailable.Code)
+}
+
 // apply makes t the state of m after its record was written at now;
 // called with c.mu held.
 func (m *txnMeta) apply(t txnData, now time.Time) {
@@ -158,11 +167,12 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, reqPid int64, r
 		c.txns[id] = m
 		t := m.snapshot()
 		c.mu.Unlock()
+		code := kerr.CoordinatorNotAvailable.Code
 		pid, err := c.host.AllocateProducerID()
 		if err == nil {
 			t.pid = pid
 			if err = c.persist(t, now); err != nil {
-				c.lg.Warn("persisting transaction", "transactional_id", id, "err", err)
+				code = c.persistFailed(id, err)
 			}
 		}
 		c.mu.Lock()
@@ -172,7 +182,7 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, reqPid int64, r
 			if c.txns[id] == m {
 				delete(c.txns, id)
 			}
-			return fail(kerr.CoordinatorNotAvailable)
+			return InitResult{Code: code, PID: -1, Epoch: -1}
 		}
 		m.apply(t, now)
 		return InitResult{PID: t.pid, Epoch: t.epoch}
@@ -231,8 +241,7 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, reqPid int64, r
 	t.parts = map[coordlog.TopicPartition]bool{}
 	t.startTs = time.Time{}
 	if err := c.persist(t, now); err != nil {
-		c.lg.Warn("persisting transaction", "transactional_id", id, "err", err)
-		return fail(kerr.CoordinatorNotAvailable)
+		return InitResult{Code: c.persistFailed(id, err), PID: -1, Epoch: -1}
 	}
 	c.mu.Lock()
 	m.apply(t, now)
@@ -359,8 +368,7 @@ func (c *Coordinator) add(m *txnMeta, tps []coordlog.TopicPartition, missing []b
 	defer c.mu.Unlock()
 	c.release(m)
 	if err != nil {
-		c.lg.Warn("persisting transaction", "transactional_id", t.id, "err", err)
-		return setAll(codes, kerr.CoordinatorNotAvailable.Code)
+		return setAll(codes, c.persistFailed(t.id, err))
 	}
 	m.apply(t, now)
 	return codes

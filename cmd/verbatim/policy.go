@@ -252,7 +252,14 @@ func replay(b *wasmpolicy.Binding, data []byte, partition int32, out io.Writer) 
 		}
 		if v.Accepted() {
 			fmt.Fprintf(out, "offset=%d verdict=accept reason=\n", h.BaseOffset)
-			typ, ok := kbatch.ControlType(batch)
+			var typ int16
+			var ok bool
+			if h.IsControl() {
+				// Streamed, bounded: a compressed control batch
+				// cannot make the tool inflate a bomb.
+				ctl, err := storage.ParseControlBatch(batch)
+				typ, ok = ctl.Type, err == nil && ctl.Present
+			}
 			m.appended(&h, typ, ok)
 		} else {
 			rejected++

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -40,8 +41,8 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 	flush := fs.String("flush", "never", "durability: never (page cache, as Kafka's default), interval, or always (ack after fsync)")
 	maxFrame := fs.Int("max-frame-bytes", 100<<20, "largest request frame accepted; larger frames close the connection")
 	inflightReqs := fs.Int("max-inflight-requests", 128, "requests read but not answered, per connection")
-	inflightBytes := fs.Int64("max-inflight-bytes", 256<<20, "request bytes held in memory by all connections together (frames are charged by buffer size class: the next power of two)")
-	inflightConnBytes := fs.Int64("max-inflight-bytes-per-conn", 0, "request bytes held in memory per connection (default: the buffer class of --max-frame-bytes)")
+	inflightBytes := fs.Int64("max-inflight-bytes", 256<<20, "request bytes held in memory by all connections together (frames are charged as they arrive, by the pooled buffers they hold)")
+	inflightConnBytes := fs.Int64("max-inflight-bytes-per-conn", 0, "request bytes held in memory per connection (default: what a largest frame holds while it is read, its buffer class + 1/8)")
 	decodeBytes := fs.Int64("max-decode-bytes", 64<<20, "working memory for looking inside batches, over all requests (decompression while validating compressed batches, batches read for timestamp lookups); more waits")
 	reqTimeout := fs.Duration("request-timeout", 30*time.Second, "longest a request may take before its connection is closed")
 	idleTimeout := fs.Duration("idle-timeout", 10*time.Minute, "close connections idle this long")
@@ -51,6 +52,12 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 	numPartitions := fs.Int("num-partitions", 1, "partitions of auto-created topics and of CreateTopics with -1")
 	maxPartitions := fs.Int("max-partitions", 10000, "partitions of all topics together; creating more is refused (INVALID_PARTITIONS)")
 	rebalanceDelay := fs.Duration("group-initial-rebalance-delay", 3*time.Second, "how long the first JoinGroup of an empty consumer group waits for more members (Kafka's group.initial.rebalance.delay.ms)")
+	// Limits against hostile or broken peers.
+	maxConnsPerIP := fs.Int("max-connections-per-ip", math.MaxInt32, "connections allowed from each IP address; more are closed when accepted (Kafka's max.connections.per.ip; 0 only with overrides)")
+	maxConnsOverrides := fs.String("max-connections-per-ip-overrides", "", "per-address exceptions to --max-connections-per-ip, host:count,host:count (Kafka's max.connections.per.ip.overrides)")
+	inflightIPBytes := fs.Int64("max-inflight-bytes-per-ip", 0, "request bytes held in memory by the connections of one IP address (default: a quarter of --max-inflight-bytes, at least what a largest frame holds)")
+	frameMinRate := fs.Int64("frame-min-rate", 1<<20, "bytes/s a request frame must arrive at on average after --frame-grace, else its connection is closed (0: no rate, only --request-timeout)")
+	frameGrace := fs.Duration("frame-grace", 5*time.Second, "how long a request frame may arrive slower than --frame-min-rate")
 	policyDir := fs.String("policy-dir", "", "directory of mirror policy modules NAME.wasm for mirror.policies (docs/policies.md); reloaded when a file changes")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -111,6 +118,17 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 		DefaultPartitions:       int32(*numPartitions),
 		MaxPartitions:           *maxPartitions,
 		PolicyDir:               *policyDir,
+	}
+	if *maxConnsPerIP < 0 || *frameMinRate < 0 || *frameGrace <= 0 {
+		fmt.Fprintf(stderr, "verbatim serve: bad --max-connections-per-ip %d, --frame-min-rate %d or --frame-grace %s\n", *maxConnsPerIP, *frameMinRate, *frameGrace)
+		return 2
+	}
+	cfg.MaxConnectionsPerIP = maxConnsPerIP
+	cfg.MaxConnectionsPerIPOverrides = *maxConnsOverrides
+	cfg.MaxInFlightBytesPerIP = *inflightIPBytes
+	cfg.FrameMinRate, cfg.FrameGrace = *frameMinRate, *frameGrace
+	if *frameMinRate == 0 {
+		cfg.FrameMinRate = -1 // off
 	}
 	if *rebalanceDelay < 0 {
 		fmt.Fprintf(stderr, "verbatim serve: bad --group-initial-rebalance-delay %s\n", *rebalanceDelay)

@@ -159,6 +159,9 @@ func TestServeUsageErrors(t *testing.T) {
 		{"--advertised-listener", "nohost"},
 		{"--node-id", "-3"},
 		{"--max-frame-bytes", "10"},
+		{"--max-connections-per-ip", "-1"},
+		{"--frame-grace", "0s"},
+		{"--frame-min-rate", "-5"},
 		{"extra"},
 		{"--no-such-flag"},
 	} {
