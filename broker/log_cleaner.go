@@ -28,6 +28,22 @@ type logCleaner struct {
 	// uncleanable-partitions-count).
 	uncleanable atomic.Int64
 	cleaned     atomic.Int64 // cleans completed
+	cleaners    []*storage.Cleaner
+	wg          sync.WaitGroup
+}
+
+// stopCleaners stops the cleaner threads (a clean in progress is abandoned
+// at its next batch, before its swap) and waits for them, so that no
+// cleaner touches a log after the broker closed it.
+func (s *Server) stopCleaners() {
+	lc := s.cleaner
+	if lc == nil {
+		return
+	}
+	for _, c := range lc.cleaners {
+		c.Stop()
+	}
+	lc.wg.Wait()
 }
 
 // startCleaners starts the cleaner threads.
@@ -52,7 +68,10 @@ func (s *Server) startCleaners(ctx context.Context) {
 	for i := 0; i < n; i++ {
 		c := storage.NewCleaner(storage.CleanerConfig{DedupeBufferBytes: buf / int64(n),
 			IOMaxBytesPerSecond: s.cfg.LogCleanerIOMaxBytesPerSecond / float64(n)})
+		lc.cleaners = append(lc.cleaners, c)
+		lc.wg.Add(1)
 		go func() {
+			defer lc.wg.Done()
 			t := time.NewTimer(0)
 			defer t.Stop()
 			for {
@@ -128,7 +147,7 @@ func (lc *logCleaner) cleanOnce(c *storage.Cleaner, now int64) bool {
 		lc.uncleanable.Add(1)
 		s.log.Error("log cleaner: partition marked uncleanable", "topic", bestTopic, "partition", bestPart, "err", err)
 		return true
-	case errors.Is(err, storage.ErrClosed), errors.Is(err, storage.ErrCleanInProgress):
+	case errors.Is(err, storage.ErrClosed), errors.Is(err, storage.ErrCleanInProgress), errors.Is(err, storage.ErrCleanerStopped):
 		return false
 	case err != nil:
 		s.log.Warn("log cleaner: clean failed", "topic", bestTopic, "partition", bestPart, "err", err)

@@ -315,13 +315,15 @@ func Open(cfg Config) (*Server, error) {
 	s.startCleaners(s.baseCtx)
 	if s.policy, err = openPolicies(s.baseCtx, cfg, s.log); err != nil {
 		s.cancelBase()
-		s.cluster.close()
+		s.stopCleaners()
+	s.cluster.close()
 		return fail(err)
 	}
 	if err := s.startCoordinators(); err != nil {
 		s.cancelBase()
 		s.policy.close()
-		s.cluster.close()
+		s.stopCleaners()
+	s.cluster.close()
 		return fail(err)
 	}
 	s.mu.listeners = make(map[net.Listener]struct{})
@@ -460,6 +462,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// (its cache write is a temp file renamed into place) or with the
 	// process.
 	go s.policy.close()
+	s.stopCleaners()
 	s.cluster.close()
 	s.lock.release()
 	s.log.Info("broker stopped")

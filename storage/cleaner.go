@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
@@ -77,6 +78,7 @@ type CleanerConfig struct {
 // Cleaner cleans logs one at a time. It owns the offset map and the I/O
 // buffers; MemoryBytes is what they hold. Not safe for concurrent use.
 type Cleaner struct {
+	stopped  atomic.Bool
 	cfg      CleanerConfig
 	m        *offsetMap
 	throttle *Throttler
@@ -96,6 +98,15 @@ func NewCleaner(cfg CleanerConfig) *Cleaner {
 	return &Cleaner{cfg: cfg, m: newOffsetMap(cfg.DedupeBufferBytes),
 		throttle: NewThrottler(cfg.IOMaxBytesPerSecond, cfg.Now, cfg.Sleep)}
 }
+
+// ErrCleanerStopped is returned by a clean that Stop interrupted (nothing
+// of it was swapped in after the interruption).
+var ErrCleanerStopped = errors.New("storage: cleaner stopped")
+
+// Stop makes the clean in progress, and every later one, end at the next
+// batch it reads with ErrCleanerStopped (Kafka's checkDone). Safe to call
+// from any goroutine.
+func (c *Cleaner) Stop() { c.stopped.Store(true) }
 
 // MemoryBytes is the memory the cleaner holds between cleans: the offset
 // map and the read and write buffers.
@@ -377,6 +388,9 @@ func groupSegments(segs []segView, maxSize, maxIndex, interval int64) [][]segVie
 func (c *Cleaner) readBatches(l *Log, s segView, fn func(b []byte, h *kbatch.Header) (bool, error)) error {
 	var hdr [kbatch.HeaderSize]byte
 	for pos := int64(0); pos < s.size; {
+		if c.stopped.Load() {
+			return ErrCleanerStopped
+		}
 		if err := readFull(s.f, hdr[:], pos); err != nil {
 			return c.readErr(l, s, pos, err)
 		}

@@ -573,3 +573,22 @@ func TestCleanerRecoversKafkaSwapWithoutRecord(t *testing.T) {
 		t.Fatalf("after recovery: %s", got)
 	}
 }
+
+func TestCleanerStop(t *testing.T) {
+	l := cleanerTestLog(t, NewMemFS())
+	defer l.Close()
+	appendAll(t, l, kvBatch(t, 0, 100, "a=1"), kvBatch(t, 1, 100, "a=2"), kvBatch(t, 2, 100, "a=3"))
+	before := recString(logRecords(t, l))
+	c := NewCleaner(CleanerConfig{})
+	c.Stop()
+	l.Flush()
+	if _, err := c.Clean(l, CompactConfig{}, 1000); !errors.Is(err, ErrCleanerStopped) {
+		t.Fatalf("stopped cleaner: %v", err)
+	}
+	if got := recString(logRecords(t, l)); got != before {
+		t.Fatalf("a stopped clean changed the log: %s", got)
+	}
+	if _, err := NewCleaner(CleanerConfig{}).Clean(l, CompactConfig{}, 1000); err != nil {
+		t.Fatalf("the next clean: %v", err)
+	}
+}
