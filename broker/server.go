@@ -316,14 +316,14 @@ func Open(cfg Config) (*Server, error) {
 	if s.policy, err = openPolicies(s.baseCtx, cfg, s.log); err != nil {
 		s.cancelBase()
 		s.stopCleaners()
-	s.cluster.close()
+		s.cluster.close()
 		return fail(err)
 	}
 	if err := s.startCoordinators(); err != nil {
 		s.cancelBase()
 		s.policy.close()
 		s.stopCleaners()
-	s.cluster.close()
+		s.cluster.close()
 		return fail(err)
 	}
 	s.mu.listeners = make(map[net.Listener]struct{})
