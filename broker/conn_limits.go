@@ -25,7 +25,7 @@ import (
 // the connection's own and the broker's, and the refusals that close a
 // connection (too many from one address, frame too slow, not complete
 // within the request timeout, too large, truncated), each logged once at
-// WARN through the server's rate limiter, keyed by reason.
+// WARN through the server's rate limiter (Server.faults), keyed by reason.
 
 // refusal is why a connection was refused or closed by these limits.
 type refusal int
@@ -224,7 +224,7 @@ func (s *Server) admitConn(nc net.Conn) (*peer, bool) {
 	}
 	nc.Close()
 	s.refusals[refusedTooManyConns].Add(1)
-	s.logLimit.Log(s.log, slog.LevelWarn, refusalKeys[refusedTooManyConns], "connection refused",
+	s.faults.Log(s.log, slog.LevelWarn, refusalKeys[refusedTooManyConns], "connection refused",
 		"remote", nc.RemoteAddr().String(),
 		"reason", fmt.Sprintf("address already has the configured maximum of %d connections (max.connections.per.ip)", limit))
 	return nil, false
@@ -265,5 +265,5 @@ func (c *conn) logRefusal(r *connRefusal) {
 	if clientID != "" {
 		args = append(args, "client_id", clientID)
 	}
-	c.s.logLimit.Log(c.log, slog.LevelWarn, refusalKeys[r.reason], "connection closed", args...)
+	c.s.faults.Log(c.log, slog.LevelWarn, refusalKeys[r.reason], "connection closed", args...)
 }

@@ -239,18 +239,18 @@ type Server struct {
 	// budget bounds request bytes in flight over all connections.
 	budget *budget.Budget
 	// peers counts connections and frame bytes per remote address;
-	// refusals counts connections refused or closed by a limit, by reason;
-	// logLimit rate-limits the WARN lines of refusals (conn_limits.go).
+	// refusals counts connections refused or closed by a limit, by reason
+	// (conn_limits.go; their WARN lines go through faults).
 	peers    *peerTable
 	refusals [numRefusals]atomic.Uint64
-	logLimit *lograte.Limiter
 	// decode bounds the working memory of looking inside batches
 	// (Config.MaxDecodeBytes): validation of compressed batches and
 	// timestamp lookups.
 	decode *budget.Budget
 
-	// faults rate-limits the lines of refused inputs and storage errors
-	// (faultlog.go).
+	// faults rate-limits the lines of refused inputs, refused connections
+	// and storage errors (faultlog.go, conn_limits.go): the server's one
+	// limiter.
 	faults *lograte.Limiter
 
 	// baseCtx is cancelled when shutdown gives up waiting, which aborts
@@ -309,7 +309,6 @@ func Open(cfg Config) (*Server, error) {
 	s.decode = budget.New(cfg.MaxDecodeBytes) // before the logs: their lookups charge it
 	s.openAllLogs()
 	s.recoverMirrorStops()
-	s.logLimit = lograte.New(10*time.Second, 10, nil)
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	go s.retentionLoop(s.baseCtx)
 	s.startCleaners(s.baseCtx)
