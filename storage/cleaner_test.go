@@ -376,8 +376,8 @@ func TestCleanerMinCompactionLagAndRatio(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The segment with timestamps up to 5002 is older than 7000-3000? No:
-	// only the first segment (max 1002) is.
+	// Only the first segment (timestamps up to 1002) is older than
+	// 7000 - 3000; the second (up to 5002) is not, so it stops the range.
 	if cs.FirstUncleanable != 3 || cs.FirstDirty != 0 || !cs.ShouldClean(CompactConfig{}) {
 		t.Fatalf("cleanable: %+v", cs)
 	}
@@ -590,5 +590,31 @@ func TestCleanerStop(t *testing.T) {
 	}
 	if _, err := NewCleaner(CleanerConfig{}).Clean(l, CompactConfig{}, 1000); err != nil {
 		t.Fatalf("the next clean: %v", err)
+	}
+}
+
+// TestCleanerLogAppendTimeAndBarrier: a re-encoded LogAppendTime batch
+// keeps its timestamp type and max timestamp (its records' timestamp);
+// a MIRROR_PID_RESET barrier is never removed.
+func TestCleanerLogAppendTimeAndBarrier(t *testing.T) {
+	l := cleanerTestLog(t, NewMemFS())
+	defer l.Close()
+	lat := kvBatchSpec(0, 100, "a=1", "b=1")
+	lat.Attributes = kbatch.TimestampTypeBit
+	lat.MaxTimestamp = 777
+	appendAll(t, l, encode(t, lat), markerBatch(t, 2, 5, 0, kbatch.ControlMirrorPidReset), kvBatch(t, 3, 100, "a=2"))
+	rollDirty(t, l)
+	c := NewCleaner(CleanerConfig{})
+	mustClean(t, c, l, CompactConfig{DeleteRetentionMs: 1}, 1000)
+	rollDirty(t, l)
+	mustClean(t, c, l, CompactConfig{DeleteRetentionMs: 1}, 100000)
+	s := recString(logRecords(t, l))
+	if !strings.HasPrefix(s, "1:b=1 2:ctl7 3:a=2") {
+		t.Fatalf("got %s", s)
+	}
+	b := readAllBatches(t, l)[0]
+	h, _ := kbatch.ParseHeader(b)
+	if !h.LogAppendTime() || h.MaxTimestamp != 777 || h.LastOffsetDelta != 1 || h.RecordCount != 1 {
+		t.Fatalf("re-encoded LogAppendTime batch: %+v", h)
 	}
 }
