@@ -72,18 +72,11 @@ func (s *Server) startCleaners(ctx context.Context) {
 		lc.wg.Add(1)
 		go func() {
 			defer lc.wg.Done()
-			t := time.NewTimer(0)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-				}
+			// Every backoff, clean while some log needs it.
+			every(ctx, backoff, func() {
 				for ctx.Err() == nil && lc.cleanOnce(c, time.Now().UnixMilli()) {
 				}
-				t.Reset(backoff)
-			}
+			})
 		}()
 	}
 }
