@@ -618,3 +618,25 @@ func TestCleanerLogAppendTimeAndBarrier(t *testing.T) {
 		t.Fatalf("re-encoded LogAppendTime batch: %+v", h)
 	}
 }
+
+func TestCleanableShouldClean(t *testing.T) {
+	cc := CompactConfig{MinCleanableRatio: 0.5}
+	for _, c := range []struct {
+		in   Cleanable
+		want bool
+	}{
+		{Cleanable{CleanableBytes: 10, CleanBytes: 10, Ratio: 0.5}, true},
+		{Cleanable{CleanableBytes: 4, CleanBytes: 6, Ratio: 0.4}, false},
+		{Cleanable{CleanableBytes: 4, CleanBytes: 6, Ratio: 0.4, NeedCompactionNow: true}, true},
+		{Cleanable{CleanableBytes: 0, CleanBytes: 6, NeedCompactionNow: true}, false},
+		{Cleanable{CleanableBytes: 10, Ratio: 1, Uncleanable: ErrUncleanable}, false},
+	} {
+		if got := c.in.ShouldClean(cc); got != c.want {
+			t.Errorf("%+v: %v, want %v", c.in, got, c.want)
+		}
+	}
+	// The default ratio is Kafka's 0.5.
+	if (Cleanable{CleanableBytes: 4, CleanBytes: 6, Ratio: 0.4}).ShouldClean(CompactConfig{}) {
+		t.Error("default ratio")
+	}
+}
