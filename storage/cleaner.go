@@ -150,13 +150,14 @@ type Cleanable struct {
 }
 
 // ShouldClean reports whether the cleaner should take the log, Kafka's
-// rule: dirty bytes past the ratio, or past the max compaction lag.
+// rule: a dirty ratio above min.cleanable.dirty.ratio, or dirty bytes
+// past the max compaction lag.
 func (c Cleanable) ShouldClean(cc CompactConfig) bool {
 	cc = cc.withDefaults()
 	if c.Uncleanable != nil || c.CleanableBytes == 0 {
 		return false
 	}
-	return c.NeedCompactionNow || c.Ratio >= cc.MinCleanableRatio
+	return c.NeedCompactionNow || c.Ratio > cc.MinCleanableRatio
 }
 
 // segView is a segment as the cleaner saw it under the log mutex. Only

@@ -625,7 +625,8 @@ func TestCleanableShouldClean(t *testing.T) {
 		in   Cleanable
 		want bool
 	}{
-		{Cleanable{CleanableBytes: 10, CleanBytes: 10, Ratio: 0.5}, true},
+		{Cleanable{CleanableBytes: 10, CleanBytes: 10, Ratio: 0.5}, false}, // Kafka: strictly above
+		{Cleanable{CleanableBytes: 11, CleanBytes: 9, Ratio: 0.55}, true},
 		{Cleanable{CleanableBytes: 4, CleanBytes: 6, Ratio: 0.4}, false},
 		{Cleanable{CleanableBytes: 4, CleanBytes: 6, Ratio: 0.4, NeedCompactionNow: true}, true},
 		{Cleanable{CleanableBytes: 0, CleanBytes: 6, NeedCompactionNow: true}, false},
