@@ -641,3 +641,38 @@ func TestCleanableShouldClean(t *testing.T) {
 		t.Error("default ratio")
 	}
 }
+
+// TestCleanerEmptyGroupReopens: a group whose every record goes leaves an
+// empty segment (as Kafka does); reads skip it and the log reopens, after
+// a clean shutdown and after a crash.
+func TestCleanerEmptyGroupReopens(t *testing.T) {
+	fs := NewMemFS()
+	l := cleanerTestLog(t, fs)
+	appendAll(t, l, kvBatch(t, 0, 100, "a=1"), kvBatch(t, 1, 100, "a=2"), kvBatch(t, 2, 100, "a=3"), kvBatch(t, 3, 100, "b=1"))
+	rollDirty(t, l)
+	mustClean(t, NewCleaner(CleanerConfig{}), l, CompactConfig{}, 1000)
+	want := recString(logRecords(t, l))
+	if !strings.HasPrefix(want, "2:a=3 3:b=1") || l.segs[0].size != 0 {
+		t.Fatalf("got %s, first segment %d bytes", want, l.segs[0].size)
+	}
+	for _, crash := range []bool{false, true} {
+		var fs2 *MemFS
+		if crash {
+			fs2 = fs.Crash(CrashDropUnsynced, nil)
+		} else {
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			fs2 = fs
+		}
+		l2 := cleanerTestLog(t, fs2)
+		if got := recString(logRecords(t, l2)); got != want {
+			t.Fatalf("crash %v: reopened %s, want %s", crash, got, want)
+		}
+		if crash {
+			l2.Close()
+			break
+		}
+		fs, l = fs2, l2
+	}
+}
