@@ -254,6 +254,12 @@ func (l *Log) swapIn(g []segView, b0, end int64, hasTxn bool) error {
 		return l.failLocked("cleaner swap: opening the cleaned segment", err)
 	}
 	old := append([]*segment(nil), l.segs[i:i+len(g)]...)
+	// Kafka gives the cleaned segment the old segments' latest
+	// modification time (retention of segments without timestamps).
+	ns.createdMs = 0
+	for _, s := range old {
+		ns.createdMs = max(ns.createdMs, s.createdMs)
+	}
 	segs := append(append(append([]*segment(nil), l.segs[:i]...), ns), l.segs[i+len(g):]...)
 	l.segs = segs
 	for _, s := range old {

@@ -676,3 +676,21 @@ func TestCleanerEmptyGroupReopens(t *testing.T) {
 		fs, l = fs2, l2
 	}
 }
+
+// TestCleanerEmptySegmentExpires: under compact,delete an empty segment
+// a clean left does not stop time retention behind it.
+func TestCleanerEmptySegmentExpires(t *testing.T) {
+	now := int64(1000)
+	l := openLog(t, NewMemFS(), Config{SegmentBytes: 150, IndexIntervalBytes: 1, RetentionMs: 10_000, NowMs: func() int64 { return now }})
+	defer l.Close()
+	appendAll(t, l, kvBatch(t, 0, 100, "a=1"), kvBatch(t, 1, 100, "a=2"), kvBatch(t, 2, 100, "a=3"), kvBatch(t, 3, 100, "b=1"))
+	rollDirty(t, l)
+	mustClean(t, NewCleaner(CleanerConfig{}), l, CompactConfig{}, now)
+	if l.segs[0].size != 0 {
+		t.Fatalf("want an empty first segment, %d bytes", l.segs[0].size)
+	}
+	n, err := l.ApplyRetention(now + 20_000)
+	if err != nil || n < 2 || l.LogStartOffset() <= 2 {
+		t.Fatalf("retention deleted %d segments (%v), log start %d", n, err, l.LogStartOffset())
+	}
+}
