@@ -19,21 +19,24 @@ import (
 // design.
 
 // CompactConfig is a compacted topic's cleaning configuration (Kafka's
-// topic configs of the same names). The zero value of a field is its
-// default.
+// topic configs of the same names), used as given: 0 is a valid
+// delete.retention.ms (tombstones go at the first clean after their
+// horizon is set) and a valid min.cleanable.dirty.ratio (any dirty byte
+// makes the log cleanable). DefaultCompactConfig has Kafka's defaults.
 type CompactConfig struct {
 	// DeleteRetentionMs is delete.retention.ms: how long a tombstone or a
 	// marker whose transaction is gone stays after it was first cleaned
-	// (its delete horizon). Default one day.
+	// (its delete horizon). Negative is taken as 0.
 	DeleteRetentionMs int64
 	// MinCompactionLagMs (min.compaction.lag.ms): a segment whose largest
-	// timestamp is more recent than this is not cleaned. Default 0.
+	// timestamp is more recent than this is not cleaned.
 	MinCompactionLagMs int64
 	// MaxCompactionLagMs (max.compaction.lag.ms): a log whose first dirty
 	// batch is older than this needs cleaning whatever its dirty ratio.
-	// Default unlimited.
+	// 0 or less: unlimited (Kafka's minimum is 1).
 	MaxCompactionLagMs int64
-	// MinCleanableRatio (min.cleanable.dirty.ratio), default 0.5.
+	// MinCleanableRatio (min.cleanable.dirty.ratio): the log is cleanable
+	// when its dirty ratio is above it.
 	MinCleanableRatio float64
 }
 
@@ -45,15 +48,17 @@ const (
 	DefaultCleanerMaxBatchSize = 64 << 20
 )
 
+// DefaultCompactConfig is Kafka's default compaction configuration.
+func DefaultCompactConfig() CompactConfig {
+	return CompactConfig{DeleteRetentionMs: DefaultDeleteRetentionMs, MaxCompactionLagMs: math.MaxInt64,
+		MinCleanableRatio: DefaultMinCleanableRatio}
+}
+
 func (c CompactConfig) withDefaults() CompactConfig {
-	if c.DeleteRetentionMs <= 0 {
-		c.DeleteRetentionMs = DefaultDeleteRetentionMs
-	}
+	c.DeleteRetentionMs = max(c.DeleteRetentionMs, 0)
+	c.MinCompactionLagMs = max(c.MinCompactionLagMs, 0)
 	if c.MaxCompactionLagMs <= 0 {
 		c.MaxCompactionLagMs = math.MaxInt64
-	}
-	if c.MinCleanableRatio <= 0 {
-		c.MinCleanableRatio = DefaultMinCleanableRatio
 	}
 	return c
 }

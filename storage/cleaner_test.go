@@ -636,9 +636,12 @@ func TestCleanableShouldClean(t *testing.T) {
 			t.Errorf("%+v: %v, want %v", c.in, got, c.want)
 		}
 	}
-	// The default ratio is Kafka's 0.5.
-	if (Cleanable{CleanableBytes: 4, CleanBytes: 6, Ratio: 0.4}).ShouldClean(CompactConfig{}) {
+	// The default ratio is Kafka's 0.5; 0 cleans any dirty log.
+	if (Cleanable{CleanableBytes: 4, CleanBytes: 6, Ratio: 0.4}).ShouldClean(DefaultCompactConfig()) {
 		t.Error("default ratio")
+	}
+	if !(Cleanable{CleanableBytes: 1, CleanBytes: 99, Ratio: 0.01}).ShouldClean(CompactConfig{}) {
+		t.Error("ratio 0")
 	}
 }
 
