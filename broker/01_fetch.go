@@ -6,8 +6,8 @@ package broker
 //   - Records are the stored batches, byte for byte, read from storage
 //     (storage.Log.Read: from the batch holding the fetch offset, up to the
 //     partition's max bytes from one segment; the first batch is returned
-//     whole even when larger, KIP-74). The response's MaxBytes bounds the
-//     total; a partition after the first with data gets only whole batches
+//     whole even when larger, KIP-74). The request's MaxBytes, capped by
+//     fetch.max.bytes (Config.FetchMaxBytes, 55 MiB), bounds the total; a partition after the first with data gets only whole batches
 //     that fit.
 //   - Long polling: with less than MinBytes available the answer waits
 //     until an append to one of the fetched partitions brings enough, or
@@ -153,7 +153,7 @@ func (op *fetchOp) bind(s *Server, fp *fetchPart) {
 // read reads every partition and reports whether the fetch is ready to be
 // answered (enough bytes, or an error or divergence to report).
 func (op *fetchOp) read() bool {
-	remaining := int64(op.req.MaxBytes)
+	remaining := int64(min(op.req.MaxBytes, op.s.cfg.FetchMaxBytes)) // Kafka's fetch.max.bytes
 	if remaining <= 0 {
 		remaining = 1 // KIP-74: the first batch is returned whole anyway
 	}

@@ -63,6 +63,7 @@ func (s *Server) brokerConfigs() []brokerConfigEntry {
 		static("default.replication.factor", "1", kmsg.ConfigTypeInt, "Single node: always 1."),
 		static("socket.request.max.bytes", strconv.Itoa(int(s.cfg.MaxFrameBytes)), kmsg.ConfigTypeInt, "Largest request frame (--max-frame-bytes)."),
 		static("connections.max.idle.ms", strconv.FormatInt(s.cfg.IdleTimeout.Milliseconds(), 10), kmsg.ConfigTypeLong, "Idle connections are closed after this (--idle-timeout)."),
+		static("fetch.max.bytes", strconv.Itoa(int(s.cfg.FetchMaxBytes)), kmsg.ConfigTypeInt, "Most record bytes a Fetch response carries, whatever the request asks for; the first batch is returned whole anyway (--fetch-max-bytes)."),
 		static("verbatim.flush", s.cfg.Flush, kmsg.ConfigTypeString, "Verbatim durability mode (--flush)."),
 		static("max.connections.per.ip", strconv.Itoa(s.peers.max), kmsg.ConfigTypeInt, "Connections allowed from each IP address; more are closed when accepted (--max-connections-per-ip)."),
 		static("max.connections.per.ip.overrides", s.cfg.MaxConnectionsPerIPOverrides, kmsg.ConfigTypeString, "Per-IP or host name overrides of max.connections.per.ip, host:count,host:count (--max-connections-per-ip-overrides)."),

@@ -19,30 +19,6 @@ import (
 	"github.com/verbatim-kafka/verbatim/hotpath"
 )
 
-// syncBuffer is a log sink for several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) lines(substr string) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []string
-	for _, l := range strings.Split(s.b.String(), "\n") {
-		if strings.Contains(l, substr) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
 // dialFrom connects to addr from the loopback address local (127.0.0.2:
 // another peer address on the same machine).
 func dialFrom(t *testing.T, local, addr string) net.Conn {
@@ -99,7 +75,7 @@ func slowProduceHead(size int, clientID string) []byte {
 // deadline (grace shortened to 1 s), logged at WARN under one rate-limited
 // key.
 func TestSlowConnectionsDoNotStallHonestClients(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &logBuffer{}
 	b := startBroker(t, t.TempDir(), func(c *Config) {
 		c.FrameGrace = time.Second
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -244,7 +220,7 @@ func TestSlowConnectionsDoNotStallHonestClients(t *testing.T) {
 // connection over the limit is closed at once, logged, and counted; a
 // closed connection makes room again; DescribeConfigs shows both.
 func TestMaxConnectionsPerIP(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &logBuffer{}
 	two := 2
 	b := startBroker(t, t.TempDir(), func(c *Config) {
 		c.MaxConnectionsPerIP = &two

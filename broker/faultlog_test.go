@@ -90,7 +90,8 @@ func (f *faultFile) Sync() error {
 	return f.File.Sync()
 }
 
-// logBuffer is a slog handler target tests read lines from.
+// logBuffer is a log sink for several goroutines that tests read lines
+// from (faultlog and connection-limit tests).
 type logBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer

@@ -383,3 +383,53 @@ func TestFlushAlwaysFetchSeesDurableData(t *testing.T) {
 		t.Fatalf("fetch was not woken by the durable append: %v", err)
 	}
 }
+
+// fetch.max.bytes caps a response whatever MaxBytes the request asks for,
+// over all partitions (the first batch still whole, KIP-74), as Kafka's
+// ReplicaManager does with min(request max bytes, fetch.max.bytes).
+func TestFetchMaxBytesCapsTheRequest(t *testing.T) {
+	b := startBroker(t, t.TempDir(), func(c *Config) { c.FetchMaxBytes = 4096 })
+	createTopic(t, b, "capped", 2, nil)
+	batch := encodeBatch(t, 0, -1, -1, make([]byte, 3000))
+	for range 3 {
+		for part := int32(0); part < 2; part++ {
+			if r := produceOne(t, b, 9, "capped", part, batch); r.ErrorCode != 0 {
+				t.Fatalf("produce: %+v", r)
+			}
+		}
+	}
+	f := fetchReq(11, "capped", 0, 0)
+	f.MaxBytes = 64 << 20
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.PartitionMaxBytes = 1, 1<<20
+	f.Topics[0].Partitions = append(f.Topics[0].Partitions, rp)
+	resp := rawRequest[*kmsg.FetchResponse](t, b, f)
+	total := 0
+	for _, p := range resp.Topics[0].Partitions {
+		if p.ErrorCode != 0 {
+			t.Fatalf("partition %d: error %d", p.Partition, p.ErrorCode)
+		}
+		total += len(p.RecordBatches)
+	}
+	if first := len(resp.Topics[0].Partitions[0].RecordBatches); first != len(batch) {
+		t.Fatalf("first partition carries %d bytes, want the first batch whole (%d)", first, len(batch))
+	}
+	if total > 4096 {
+		t.Fatalf("response carries %d record bytes over fetch.max.bytes 4096 (request asked for 64 MiB)", total)
+	}
+	// Without the cap the same request returns every batch of both.
+	b2 := startBroker(t, t.TempDir(), nil)
+	createTopic(t, b2, "capped", 2, nil)
+	for range 3 {
+		for part := int32(0); part < 2; part++ {
+			produceOne(t, b2, 9, "capped", part, batch)
+		}
+	}
+	total = 0
+	for _, p := range rawRequest[*kmsg.FetchResponse](t, b2, f).Topics[0].Partitions {
+		total += len(p.RecordBatches)
+	}
+	if total != 6*len(batch) {
+		t.Fatalf("uncapped fetch returned %d bytes, want %d", total, 6*len(batch))
+	}
+}

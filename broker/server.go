@@ -62,6 +62,11 @@ type Config struct {
 	// holding its frame and waiting for decode memory must never wait for
 	// the frames of others to be released.
 	MaxDecodeBytes int64
+	// FetchMaxBytes caps a Fetch response's record bytes whatever the
+	// request's MaxBytes asks for (Kafka's fetch.max.bytes, default 55
+	// MiB), so a client cannot make the broker build responses of any
+	// size it likes. The first batch is still returned whole (KIP-74).
+	FetchMaxBytes int32
 	// RequestTimeout bounds how long one request may take from decode to
 	// response (default 30s). A request that exceeds it closes its
 	// connection, since later responses cannot be sent before it.
@@ -179,6 +184,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if err := c.connLimitDefaults(footprint); err != nil {
 		return c, err
+	}
+	if c.FetchMaxBytes == 0 {
+		c.FetchMaxBytes = 55 << 20
+	}
+	if c.FetchMaxBytes < 1024 {
+		return c, fmt.Errorf("broker: fetch max bytes %d is below 1024", c.FetchMaxBytes)
 	}
 	if c.MaxDecodeBytes == 0 {
 		c.MaxDecodeBytes = 64 << 20

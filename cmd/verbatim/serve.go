@@ -44,6 +44,7 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 	inflightBytes := fs.Int64("max-inflight-bytes", 256<<20, "request bytes held in memory by all connections together (frames are charged as they arrive, by the pooled buffers they hold)")
 	inflightConnBytes := fs.Int64("max-inflight-bytes-per-conn", 0, "request bytes held in memory per connection (default: what a largest frame holds while it is read, its buffer class + 1/8)")
 	decodeBytes := fs.Int64("max-decode-bytes", 64<<20, "working memory for looking inside batches, over all requests (decompression while validating compressed batches, batches read for timestamp lookups); more waits")
+	fetchMax := fs.Int("fetch-max-bytes", 55<<20, "most record bytes one Fetch response carries whatever the request asks (Kafka's fetch.max.bytes); the first batch is returned whole anyway")
 	reqTimeout := fs.Duration("request-timeout", 30*time.Second, "longest a request may take before its connection is closed")
 	idleTimeout := fs.Duration("idle-timeout", 10*time.Minute, "close connections idle this long")
 	memLimit := fs.Int64("memory-limit", -1, "Go soft memory limit in bytes (GOMEMLIMIT); -1: the GOMEMLIMIT environment variable if set, else --max-inflight-bytes + --max-decode-bytes + 96 MiB; 0: no limit")
@@ -116,6 +117,7 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 		// Per-connection bytes: 0 selects the default.
 		MaxInFlightBytesPerConn: *inflightConnBytes,
 		MaxDecodeBytes:          *decodeBytes,
+		FetchMaxBytes:           int32(min(*fetchMax, 1<<31-1)),
 		RequestTimeout:          *reqTimeout,
 		IdleTimeout:             *idleTimeout,
 		Flush:                   *flush,
