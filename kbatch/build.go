@@ -1,6 +1,9 @@
 package kbatch
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"io"
+)
 
 // Batch describes a batch to encode. It is meant for tests, benchmarks and
 // for the few batches the broker writes itself (control markers).
@@ -102,15 +105,34 @@ func MirrorPidResetValue(sourceClusterID string) []byte {
 
 // ControlType returns the control type of a control batch's single record:
 // the int16 after the key's int16 version. ok is false when the batch is not
-// an uncompressed control batch with a decodable key.
+// a control batch (of any codec) that decodes whole with a key of 4 bytes or
+// more.
 func ControlType(b []byte) (typ int16, ok bool) {
 	if len(b) < HeaderSize || Attributes(b)&ControlBit == 0 {
 		return 0, false
 	}
-	recs, err := Records(b)
-	if err != nil || len(recs) == 0 || len(recs[0].Key) < 4 {
+	// Stream it as Records would decode it (same limits, same verdict on
+	// the whole batch) but hold one record at a time instead of copying
+	// every record of a compressed batch only to read the first key.
+	rr, err := NewRecordReader(b, Limits{MaxBatchBytes: maxDecompressed, Keep: true})
+	if err != nil {
 		return 0, false
 	}
-	k := recs[0].Key
-	return int16(binary.BigEndian.Uint16(k[2:])), true
+	defer rr.Close()
+	ok = false
+	for i := 0; ; i++ {
+		if _, err := rr.Next(); err != nil {
+			return typ, ok && err == io.EOF
+		}
+		rec, err := decodeBody(rr.curBody)
+		if err != nil {
+			return 0, false
+		}
+		if i == 0 {
+			if len(rec.Key) < 4 {
+				return 0, false
+			}
+			typ, ok = int16(binary.BigEndian.Uint16(rec.Key[2:])), true
+		}
+	}
 }

@@ -2,6 +2,7 @@ package kbatch
 
 import (
 	"bytes"
+	"encoding/binary"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -70,5 +71,34 @@ func TestControlType(t *testing.T) {
 	typ, ok := ControlType(raw)
 	if !ok || typ != 7 {
 		t.Fatalf("got %d %v", typ, ok)
+	}
+	// Compressed, the same answer; a short key or a batch that does not
+	// decode as a whole (as Records would refuse it) is not a control type.
+	for _, c := range []Codec{CodecGzip, CodecSnappy, CodecLZ4, CodecZstd} {
+		cb := NewBatch(5, Record{Key: ControlKey(ControlAbort), Value: EndTxnMarkerValue(3)})
+		cb.Attributes = ControlBit | int16(c)
+		craw, err := Encode(cb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if typ, ok := ControlType(craw); !ok || typ != ControlAbort {
+			t.Fatalf("%s: got %d %v", c, typ, ok)
+		}
+	}
+	short := NewBatch(5, Record{Key: []byte{0, 0}, Value: []byte("x")})
+	short.Attributes = ControlBit
+	sraw, _ := Encode(short)
+	if _, ok := ControlType(sraw); ok {
+		t.Fatal("a 2-byte key read as a control type")
+	}
+	bad := NewBatch(5, Record{Key: ControlKey(ControlCommit), Value: EndTxnMarkerValue(3)})
+	bad.Attributes = ControlBit
+	braw, _ := Encode(bad)
+	binary.BigEndian.PutUint32(braw[RecordCountOffset:], 2) // declares a record it does not hold
+	if _, err := Records(braw); err == nil {
+		t.Fatal("Records accepted a batch declaring a missing record")
+	}
+	if _, ok := ControlType(braw); ok {
+		t.Fatal("ControlType accepted a batch Records refuses")
 	}
 }
