@@ -217,18 +217,19 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 
 // memoryLimit picks the Go soft memory limit: an explicit flag value, else
 // the GOMEMLIMIT environment variable (which the runtime has already
-// applied; 0 is returned so it is left alone), else the request bytes the
-// broker may hold in flight and for decoding plus headroom for everything else (buffers of
-// responses, metadata, goroutine stacks), so that the garbage collector
+// applied; 0 is returned so it is left alone), else budgetBytes (what the
+// broker's budgets allow: request frames in flight plus decode memory) plus
+// headroom for everything else (buffers of responses, metadata, goroutine
+// stacks), so that the garbage collector
 // keeps the heap near what the configured limits allow instead of letting
 // it grow to twice the live heap.
-func memoryLimit(flagValue, inflightBytes int64) (int64, string) {
+func memoryLimit(flagValue, budgetBytes int64) (int64, string) {
 	switch {
 	case flagValue >= 0:
 		return flagValue, "--memory-limit"
 	case os.Getenv("GOMEMLIMIT") != "":
 		return 0, "GOMEMLIMIT"
 	default:
-		return inflightBytes + 96<<20, "--max-inflight-bytes + --max-decode-bytes + 96 MiB"
+		return budgetBytes + 96<<20, "--max-inflight-bytes + --max-decode-bytes + 96 MiB"
 	}
 }
