@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -59,11 +58,7 @@ func (s *Server) internalTopic(name string) (*Topic, error) {
 	if name == txnStateTopic {
 		n = coordlog.TxnStateTopicPartitions
 	}
-	segBytes := "104857600"
-	if name == offsetsTopic && s.cfg.OffsetsTopicSegmentBytes > 0 {
-		segBytes = strconv.Itoa(int(s.cfg.OffsetsTopicSegmentBytes))
-	}
-	cfg, err := newTopicConfig(map[string]string{"cleanup.policy": "compact", "segment.bytes": segBytes})
+	cfg, err := newTopicConfig(map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"})
 	if err != nil {
 		return nil, err
 	}

@@ -246,10 +246,7 @@ func (l *Log) ApplyRetention(nowMs int64) (int, error) {
 		return 0, err
 	}
 	expired := func(s *segment) bool {
-		// An empty segment before the active one (a cleaned group whose
-		// records all went) expires by its creation time, as Kafka's by
-		// its file's modification time; the active one never does.
-		if l.cfg.RetentionMs < 0 || (s.size == 0 && s == l.active()) {
+		if l.cfg.RetentionMs < 0 || s.size == 0 {
 			return false
 		}
 		ts := s.maxTs
