@@ -46,6 +46,13 @@ type Request struct {
 	// ConnID and Remote identify the connection, for logs.
 	ConnID uint64
 	Remote net.Addr
+	// Listener is the listener the connection arrived on (listener.go).
+	Listener *Listener
+	// Principal is the connection's authenticated principal in Kafka's
+	// "Type:name" form (AnonymousPrincipal until it authenticates), and
+	// Host the client's IP address, as the authorizer matches them.
+	Principal string
+	Host      string
 
 	frame *hotpath.Frame
 	kept  bool
@@ -128,6 +135,13 @@ type conn struct {
 
 	// wait is the writer's waiter for deferred replies (awaitReady).
 	wait *waiter
+
+	// listener is the listener the connection arrived on; principal is
+	// its authenticated principal (AnonymousPrincipal before), set only
+	// by the goroutine handling frames; host is the client's IP.
+	listener  *Listener
+	principal string
+	host      string
 }
 
 // handoffBytes is the frame size from which the reader hands a frame to
@@ -135,7 +149,7 @@ type conn struct {
 // goroutine hand-off costs more than the overlap gains.
 const handoffBytes = 512 << 10
 
-func newConn(s *Server, nc net.Conn, p *peer) (*conn, error) {
+func newConn(s *Server, nc net.Conn, p *peer, l *Listener) (*conn, error) {
 	id := s.connSeq.Add(1)
 	var peerBudget *budget.Budget
 	if p != nil {
@@ -166,6 +180,9 @@ func newConn(s *Server, nc net.Conn, p *peer) (*conn, error) {
 		ctx:         ctx,
 		cancelRead:  cancel,
 		wait:        newWaiter(s.baseCtx),
+		listener:    l,
+		principal:   AnonymousPrincipal,
+		host:        hostOf(nc.RemoteAddr()),
 	}, nil
 }
 
@@ -355,6 +372,7 @@ func (c *conn) handleFrame(frame hotpath.Frame) (*pending, error) {
 		return p, nil
 	}
 	req.ConnID, req.Remote = c.id, c.nc.RemoteAddr()
+	req.Listener, req.Principal, req.Host = c.listener, c.principal, c.host
 	req.frame = &p.frame
 	reply, err := callHandler(&p.ctx, c.s, e, req)
 	req.frame = nil

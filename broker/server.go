@@ -347,9 +347,13 @@ func (s *Server) advertised() (string, int32) {
 	return host, port
 }
 
-// Serve accepts connections on ln until Shutdown; it returns nil after a
-// shutdown and the accept error otherwise.
-func (s *Server) Serve(ln net.Listener) error {
+// Serve accepts connections on ln until Shutdown as the default PLAINTEXT
+// listener; it returns nil after a shutdown and the accept error otherwise.
+func (s *Server) Serve(ln net.Listener) error { return s.ServeListener(ln, defaultListener()) }
+
+// ServeListener is Serve for the listener l: its connections carry l's
+// name and security protocol.
+func (s *Server) ServeListener(ln net.Listener, l *Listener) error {
 	s.mu.Lock()
 	if s.mu.closing {
 		s.mu.Unlock()
@@ -386,7 +390,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		if !ok {
 			continue
 		}
-		c, err := newConn(s, nc, p)
+		c, err := newConn(s, nc, p, l)
 		if err != nil {
 			// Config validation makes this unreachable; refuse the
 			// connection rather than the broker.
