@@ -1,0 +1,15 @@
+// Package brokerconf turns a Kafka server.properties (package props reads
+// the syntax) plus `--override name=value` into a broker.Config: the
+// registry of the broker properties Verbatim implements (Register, one
+// file per concern registering its own names), Kafka 4.4's broker
+// property names (accepted with a warning when Verbatim does not
+// implement them), and the `listener.name.<listener>.` and
+// `listener.name.<listener>.<mechanism>.` prefixes Kafka allows for
+// listener-scoped settings.
+//
+// It owns names and their translation, not behaviour: what a setting does
+// is the broker's. It must not open files other than those a property
+// names for the broker to read (none itself: PEM and JAAS values are
+// handed on), listen, or log secrets (a Secret property's value is never
+// put into an error or a log line).
+package brokerconf
