@@ -15,7 +15,12 @@ import (
 // compacted topic (cleanup.policy compact or compact,delete; the internal
 // topics are compacted), cleans it once with storage's cleaner, and
 // backs off for log.cleaner.backoff.ms when no log needs cleaning. Mirror
-// topics (push mode) are left alone: their bytes are the source's.
+// topics are cleaned like any compacted topic, as every Kafka replica
+// cleans its own log: the cleaner never touches the active segment (where
+// mirror appends, identical retries and the pusher's resume read happen),
+// keeps offsets, leader epochs and the leader-epoch cache, and copies
+// every batch it drops nothing from byte for byte; verify proves the
+// result with its compacted-equivalent status.
 
 // defaultCleanerBackoff is Kafka's log.cleaner.backoff.ms.
 const defaultCleanerBackoff = 15 * time.Second
@@ -100,7 +105,7 @@ func (lc *logCleaner) cleanOnce(c *storage.Cleaner, now int64) bool {
 	lc.mu.Lock()
 	for _, tp := range s.cluster.topics() {
 		tc := tp.Config()
-		if !tc.CleanupPolicyCompact || tc.MirrorPush || tp.Deleted() {
+		if !tc.CleanupPolicyCompact || tp.Deleted() {
 			continue
 		}
 		cc := compactConfig(tc)
