@@ -350,7 +350,7 @@ func (c *Cleaner) clean(l *Log, p *cleanPlan, cc CompactConfig, nowMs int64, st 
 			segs = append(segs, s)
 		}
 	}
-	f := &batchFilter{m: c.m, nowMs: nowMs, deleteRetain: cc.DeleteRetentionMs, producers: p.producers,
+	f := &batchFilter{m: c.m, nowMs: nowMs, deleteRetain: cc.DeleteRetentionMs, producers: p.producers, committed: map[int64]bool{},
 		lim: kbatch.Limits{MaxBatchBytes: c.cfg.MaxBatchBytes, Keep: true}, stats: st}
 	l.mu.Lock()
 	maxSize, maxIndex := l.cfg.SegmentBytes, int64(l.cfg.SegmentIndexBytes)
@@ -448,7 +448,7 @@ func (c *Cleaner) buildOffsetMap(l *Log, p *cleanPlan, st *CleanStats) error {
 	if err != nil {
 		return err
 	}
-	t := newTxnTracker(aborted)
+	t := newTxnTracker(aborted, nil)
 	abortedPIDs := map[int64]bool{}
 	consume := func(off int64) {
 		for t.next < len(t.aborted) && t.aborted[t.next].FirstOffset <= off {

@@ -34,7 +34,12 @@ type abortedMeta struct {
 // txnTracker is Kafka's CleanedTransactionMetadata for one group: the
 // aborted transactions overlapping it (by first offset), those ongoing at
 // the current batch, the producers with committed data seen since their
-// last marker, and the transaction index of the cleaned segment.
+// last marker, and the transaction index of the cleaned segment. Unlike
+// Kafka's, the committed producers are carried from group to group of
+// one clean (the map is the batchFilter's): a COMMIT marker in a later
+// group than its transaction's data is kept while that data remains, so
+// no transactional batch is ever left without its marker (replaying the
+// log would take it for an open transaction and hold the LSO there).
 type txnTracker struct {
 	aborted          []AbortedTxn
 	next             int
@@ -43,9 +48,15 @@ type txnTracker struct {
 	cleanedIndex     []AbortedTxn
 }
 
-func newTxnTracker(aborted []AbortedTxn) *txnTracker {
+// newTxnTracker tracks a group; committed is the clean's set of
+// producers with committed data seen since their last marker (nil: a
+// fresh one).
+func newTxnTracker(aborted []AbortedTxn, committed map[int64]bool) *txnTracker {
 	sort.SliceStable(aborted, func(i, j int) bool { return aborted[i].FirstOffset < aborted[j].FirstOffset })
-	return &txnTracker{aborted: aborted, ongoingAborted: map[int64]*abortedMeta{}, ongoingCommitted: map[int64]bool{}}
+	if committed == nil {
+		committed = map[int64]bool{}
+	}
+	return &txnTracker{aborted: aborted, ongoingAborted: map[int64]*abortedMeta{}, ongoingCommitted: committed}
 }
 
 func (t *txnTracker) consumeUpTo(offset int64) {
@@ -75,7 +86,8 @@ func (t *txnTracker) onBatch(h *kbatch.Header) bool {
 
 // onControl reports whether a marker may be discarded (once its delete
 // horizon passed): an ABORT whose transaction has no batch left in this
-// group, a COMMIT whose transaction had no batch in it. An ABORT marker
+// group, a COMMIT whose transaction has no batch left in this clean's
+// groups so far (its data comes before it). An ABORT marker
 // kept because data remains keeps its transaction index entry.
 func (t *txnTracker) onControl(h *kbatch.Header, typ int16) bool {
 	t.consumeUpTo(h.LastOffset())
@@ -102,6 +114,7 @@ type batchFilter struct {
 	nowMs        int64
 	deleteRetain int64 // delete.retention.ms
 	producers    map[int64]lastProducerBatch
+	committed    map[int64]bool // producers with committed data met since their last marker, across groups
 	lim          kbatch.Limits
 	recs         []kbatch.Record // scratch
 	stats        *CleanStats

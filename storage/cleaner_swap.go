@@ -52,7 +52,7 @@ func (c *Cleaner) cleanGroup(l *Log, g []segView, f *batchFilter, interval int64
 	if err != nil {
 		return err
 	}
-	t := newTxnTracker(aborted)
+	t := newTxnTracker(aborted, f.committed)
 	name := func(suf string) string { return dir + "/" + SegmentFileName(b0, suf) }
 	removeCleaned := func() {
 		for _, suf := range segmentSuffixes {
