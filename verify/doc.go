@@ -1,7 +1,10 @@
 // Package verify is `verbatim verify`: it proves a mirror exact, or names
 // the first difference, by reading both clusters over the wire — batch
 // bytes (I1, I2), the ListOffsets and OffsetForLeaderEpoch views (I3,
-// I4), what read_committed consumers drop (I4, I5), compacted sources, the
+// I4), what read_committed consumers drop (I4, I5), compacted sources
+// (source-compacted-since: the destination holds every surviving source
+// record; compacted-equivalent: both sides cleaned one history, each its
+// own log, checked record by record with the rule in equivalent.go), the
 // topic ids and the copied consumer group offsets — and renders the
 // report as text or JSON.
 //

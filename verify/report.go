@@ -8,7 +8,7 @@ import (
 )
 
 // ExitCode is the verify exit code for a report: 0 exact (including
-// source-compacted-since), 1 mismatch.
+// source-compacted-since and compacted-equivalent), 1 mismatch.
 func (r *Report) ExitCode() int {
 	if r.Exact {
 		return 0

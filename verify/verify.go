@@ -140,6 +140,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, fmt.Errorf("source configs of %s: %v", name, err)
 		}
 		dt := dmd[name]
+		destCompacted := false
+		if compacted && dt != nil && dt.Err == nil {
+			if destCompacted, err = isCompacted(ctx, dst, name); err != nil {
+				return nil, fmt.Errorf("destination configs of %s: %v", name, err)
+			}
+		}
 		tr := TopicReport{Topic: name, SourceTopicID: client.FormatTopicID(st.ID), TopicIDs: TopicIDsMissing}
 		if dt != nil && dt.Err == nil {
 			tr.DestTopicID = client.FormatTopicID(dt.ID)
@@ -159,7 +165,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				pr.Status = Mismatch
 				pr.FirstMismatch = &FirstMismatch{Offset: -1, Field: "partition", Detail: fmt.Sprintf("the destination has %d partitions", len(dt.Partitions))}
 			default:
-				v := &partitionCheck{src: src, dst: dst, topic: name, part: int32(i), compacted: compacted, rep: &pr, log: o.Logger}
+				v := &partitionCheck{src: src, dst: dst, topic: name, part: int32(i), compacted: compacted,
+					bothCompacted: destCompacted, rep: &pr, log: o.Logger}
 				if err := v.run(ctx); err != nil {
 					return nil, fmt.Errorf("%s/%d: %v", name, i, err)
 				}
@@ -207,6 +214,8 @@ type partitionCheck struct {
 	topic          string
 	part           int32
 	compacted      bool
+	bothCompacted  bool // the destination is compacted too: it may clean its own log
+	lso            [2]int64
 	rep            *PartitionReport
 	log            *slog.Logger
 	minEp, maxEp   int32
@@ -214,6 +223,7 @@ type partitionCheck struct {
 	transactional  bool
 	sampleTimes    []int64
 	compactedSince bool
+	equiv          bool // compared by the compacted-equivalent rule
 }
 
 func (v *partitionCheck) mismatch(offset int64, field, format string, args ...any) {
@@ -258,11 +268,16 @@ func (v *partitionCheck) run(ctx context.Context) error {
 	v.rep.CommonRange = [2]int64{from, to}
 	v.minEp, v.maxEp = -1, -1
 	v.epochs = map[int32]bool{}
+	v.lso = [2]int64{sv[2].Offset, dv[2].Offset}
 
 	if err := v.compareBatches(ctx, from, to); err != nil {
 		return err
 	}
-	if v.compactedSince && v.rep.Status != Mismatch {
+	switch {
+	case v.rep.Status == Mismatch:
+	case v.equiv:
+		v.rep.Status = CompactedEquivalent
+	case v.compactedSince:
 		v.rep.Status = SourceCompactedSince
 	}
 	// The views of I4: ListOffsets and the last stable offset. After the
@@ -318,7 +333,7 @@ func (v *partitionCheck) run(ctx context.Context) error {
 				}
 				if same {
 					v.compactedSince = true
-					if v.rep.Status == Identical {
+					if v.rep.Status == Identical && !v.equiv {
 						v.rep.Status = SourceCompactedSince
 					}
 					continue
@@ -338,7 +353,7 @@ func (v *partitionCheck) run(ctx context.Context) error {
 		}
 	}
 	// I4/I5: what read_committed consumers drop, by meaning.
-	if v.transactional {
+	if v.transactional && !v.equiv { // equivalent compared them record by record
 		upto := min(sv[2].Offset, dv[2].Offset)
 		if err := v.compareAborted(ctx, from, upto); err != nil {
 			return err
@@ -368,10 +383,11 @@ func (v *partitionCheck) compareBatches(ctx context.Context, from, to int64) err
 			return nil
 		}
 		if s == nil || d == nil {
-			if v.compacted && s == nil {
+			if v.compacted && (s == nil || v.bothCompacted) {
 				// The source cleaned away batches the destination still
-				// has: the superset check decides.
-				return v.superset(ctx, from, to)
+				// has (the superset check decides), or the destination
+				// cleaned too.
+				return v.compactedCompare(ctx, from, to)
 			}
 			side, b := "source", d
 			if d == nil {
@@ -382,7 +398,7 @@ func (v *partitionCheck) compareBatches(ctx context.Context, from, to int64) err
 		}
 		if f := diffBatch(s, d); f != "" {
 			if v.compacted {
-				return v.superset(ctx, from, to)
+				return v.compactedCompare(ctx, from, to)
 			}
 			off := min(baseOffset(s), baseOffset(d))
 			v.mismatch(off, f, "source batch %s, destination batch %s", describe(s), describe(d))
@@ -426,68 +442,6 @@ func describe(b []byte) string {
 		h.BaseOffset, h.LastOffset(), h.LeaderEpoch, h.Attributes, h.ProducerID, h.ProducerEpoch, h.BaseSequence, h.BaseTimestamp, h.MaxTimestamp, h.CRC, len(b))
 }
 
-// superset checks, from the start of the common range, that every record
-// the compacted source still holds sits on the destination at the same
-// offset with the same key, value, headers and timestamp.
-func (v *partitionCheck) superset(ctx context.Context, from, to int64) error {
-	v.rep.Batches, v.rep.Bytes = 0, 0
-	v.sampleTimes = nil
-	v.compactedSince = true
-	v.rep.Checks = append(v.rep.Checks, "compacted_superset")
-	si := newBatches(v.sc, v.topic, v.part, from, to, client.ReadUncommitted)
-	di := newBatches(v.dc, v.topic, v.part, from, to, client.ReadUncommitted)
-	var drecs []record
-	for {
-		s, err := si.Next(ctx)
-		if err != nil {
-			return fmt.Errorf("source: %w", err)
-		}
-		if s == nil {
-			break
-		}
-		srecs, err := decodeRecords(s)
-		if err != nil {
-			v.mismatch(baseOffset(s), "records", "source %s", unreadable(s, err))
-			return nil
-		}
-		for _, sr := range srecs {
-			for len(drecs) == 0 || drecs[len(drecs)-1].offset < sr.offset {
-				d, err := di.Next(ctx)
-				if err != nil {
-					return fmt.Errorf("destination: %w", err)
-				}
-				if d == nil {
-					v.mismatch(sr.offset, "record_missing", "the destination has no record at offset %d", sr.offset)
-					return nil
-				}
-				v.note(d)
-				v.rep.Batches++
-				v.rep.Bytes += int64(len(d))
-				if drecs, err = decodeRecords(d); err != nil {
-					v.mismatch(baseOffset(d), "records", "destination %s", unreadable(d, err))
-					return nil
-				}
-			}
-			var dr *record
-			for i := range drecs {
-				if drecs[i].offset == sr.offset {
-					dr = &drecs[i]
-					break
-				}
-			}
-			if dr == nil {
-				v.mismatch(sr.offset, "record_missing", "the destination has no record at offset %d", sr.offset)
-				return nil
-			}
-			if f := diffRecord(sr, *dr); f != "" {
-				v.mismatch(sr.offset, f, "record at offset %d differs (%s)", sr.offset, f)
-				return nil
-			}
-		}
-	}
-	return nil
-}
-
 // compareAborted compares, over [from, upto), which producer's data a
 // read_committed consumer drops on each side.
 func (v *partitionCheck) compareAborted(ctx context.Context, from, upto int64) error {
@@ -528,32 +482,6 @@ func (v *partitionCheck) compareAborted(ctx context.Context, from, upto int64) e
 		}
 	}
 	return nil
-}
-
-// compactedGap reports whether two OffsetForLeaderEpoch answers differ
-// only across offsets where the compacted source holds no record.
-func (v *partitionCheck) compactedGap(ctx context.Context, s, d client.EpochEnd) (bool, error) {
-	if !v.compacted || s.LeaderEpoch != d.LeaderEpoch || s.EndOffset < 0 || d.EndOffset < 0 {
-		return false, nil
-	}
-	lo, hi := min(s.EndOffset, d.EndOffset), max(s.EndOffset, d.EndOffset)
-	it := newBatches(v.sc, v.topic, v.part, lo, hi, client.ReadUncommitted)
-	for {
-		b, err := it.Next(ctx)
-		if err != nil {
-			return false, fmt.Errorf("source: %w", err)
-		}
-		if b == nil {
-			return true, nil
-		}
-		h, err := kbatch.ParseHeader(b)
-		if err != nil {
-			return false, nil
-		}
-		if h.RecordCount > 0 {
-			return false, nil
-		}
-	}
 }
 
 // maxTimestampSamples bounds the by-timestamp ListOffsets comparisons.
