@@ -64,7 +64,7 @@ func (s *Server) startCleaners(ctx context.Context) {
 	if buf <= 0 {
 		buf = storage.DefaultDedupeBufferBytes
 	}
-	backoff := s.cfg.cleanerBackoff
+	backoff := s.cfg.LogCleanerBackoff
 	if backoff <= 0 {
 		backoff = defaultCleanerBackoff
 	}

@@ -60,7 +60,7 @@ func epochEnd(t *testing.T, b *testBroker, topic string, epoch int32) (int32, in
 // latest value of every key, and OffsetForLeaderEpoch and ListOffsets
 // EARLIEST answer as before cleaning for the epochs whose batches survive.
 func TestLogCleanerCleansMirrorTopic(t *testing.T) {
-	b := startBroker(t, t.TempDir(), func(c *Config) { c.cleanerBackoff = 20 * time.Millisecond })
+	b := startBroker(t, t.TempDir(), func(c *Config) { c.LogCleanerBackoff = 20 * time.Millisecond })
 	createTopic(t, b, "m", 1, map[string]*string{"mirror.mode": sp("push"), "cleanup.policy": sp("compact"),
 		"segment.bytes": sp("1048576"), "min.cleanable.dirty.ratio": sp("0.01")})
 	l, err := partitionLog(b.srv.cluster.topic("m").Partition(0))

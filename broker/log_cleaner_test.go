@@ -21,7 +21,7 @@ func TestLogCleanerBoundsOffsetsTopic(t *testing.T) {
 	dir := t.TempDir()
 	mod := func(c *Config) {
 		c.OffsetsTopicSegmentBytes = 1 << 20
-		c.cleanerBackoff = 20 * time.Millisecond
+		c.LogCleanerBackoff = 20 * time.Millisecond
 	}
 	b := startBroker(t, dir, mod)
 	const parts, rounds = 100, 1000
@@ -88,7 +88,7 @@ func TestLogCleanerBoundsOffsetsTopic(t *testing.T) {
 // every key still alive (gaps, re-encoded batches and delete horizons
 // included).
 func TestLogCleanerCompactedTopicReadable(t *testing.T) {
-	b := startBroker(t, t.TempDir(), func(c *Config) { c.cleanerBackoff = 20 * time.Millisecond })
+	b := startBroker(t, t.TempDir(), func(c *Config) { c.LogCleanerBackoff = 20 * time.Millisecond })
 	// segment.bytes at its minimum (1 MiB) keeps the active segment,
 	// never cleaned, under a quarter of what is written.
 	policy, seg := "compact", "1048576"

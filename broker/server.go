@@ -132,8 +132,9 @@ type Config struct {
 	LogCleanerDedupeBufferSize    int64
 	LogCleanerIOMaxBytesPerSecond float64
 	OffsetsTopicSegmentBytes      int32
-	// cleanerBackoff is log.cleaner.backoff.ms (tests shorten it).
-	cleanerBackoff time.Duration
+	// LogCleanerBackoff is log.cleaner.backoff.ms: how long an idle
+	// cleaner thread waits before it looks again (0: Kafka's 15 s).
+	LogCleanerBackoff time.Duration
 
 	// FS is the filesystem under the data dir: metadata files and
 	// partition logs (default storage.OSFS{}; the data dir lock always

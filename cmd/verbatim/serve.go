@@ -62,6 +62,7 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 	// The log cleaner (Kafka's log.cleaner.* and offsets.topic.segment.bytes).
 	cleanerThreads := fs.Int("log-cleaner-threads", 1, "goroutines cleaning compacted logs, internal topics included (Kafka's log.cleaner.threads; 0: none)")
 	cleanerDedupe := fs.Int64("log-cleaner-dedupe-buffer-size", 128<<20, "offset-map memory of the cleaner threads together, 24 bytes a key (Kafka's log.cleaner.dedupe.buffer.size)")
+	cleanerBackoff := fs.Int64("log-cleaner-backoff-ms", 15000, "how long an idle cleaner thread sleeps before it looks for a dirty log again (Kafka's log.cleaner.backoff.ms)")
 	cleanerIO := fs.Float64("log-cleaner-io-max-bytes-per-second", 0, "cleaner I/O rate, read and written (Kafka's log.cleaner.io.max.bytes.per.second; 0: unlimited)")
 	offsetsSegBytes := fs.Int("offsets-topic-segment-bytes", 100<<20, "segment size __consumer_offsets is created with (Kafka's offsets.topic.segment.bytes, at least 1 MiB)")
 	policyDir := fs.String("policy-dir", "", "directory of mirror policy modules NAME.wasm for mirror.policies (docs/policies.md); reloaded when a file changes")
@@ -142,8 +143,8 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 		return 2
 	}
 	cfg.GroupInitialRebalanceDelay = rebalanceDelay
-	if *cleanerThreads < 0 || *cleanerDedupe <= 0 || *cleanerIO < 0 || *offsetsSegBytes < 1<<20 || *offsetsSegBytes > math.MaxInt32 {
-		fmt.Fprintln(stderr, "verbatim serve: bad log cleaner setting (threads >= 0, dedupe buffer > 0, io rate >= 0, offsets topic segment >= 1 MiB)")
+	if *cleanerThreads < 0 || *cleanerDedupe <= 0 || *cleanerIO < 0 || *cleanerBackoff <= 0 || *offsetsSegBytes < 1<<20 || *offsetsSegBytes > math.MaxInt32 {
+		fmt.Fprintln(stderr, "verbatim serve: bad log cleaner setting (threads >= 0, dedupe buffer > 0, io rate >= 0, backoff > 0, offsets topic segment >= 1 MiB)")
 		return 2
 	}
 	cfg.LogCleanerThreads = *cleanerThreads
@@ -151,6 +152,7 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 		cfg.LogCleanerThreads = -1 // none
 	}
 	cfg.LogCleanerDedupeBufferSize, cfg.LogCleanerIOMaxBytesPerSecond = *cleanerDedupe, *cleanerIO
+	cfg.LogCleanerBackoff = time.Duration(*cleanerBackoff) * time.Millisecond
 	cfg.OffsetsTopicSegmentBytes = int32(*offsetsSegBytes)
 	if *advertised != "" {
 		host, port, err := net.SplitHostPort(*advertised)
