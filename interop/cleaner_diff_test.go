@@ -69,6 +69,27 @@ func (r keptRecord) same(o keptRecord) bool {
 		r.ts == o.ts && r.headers == o.headers && r.control == o.control && r.txn == o.txn
 }
 
+// batchRecords decodes a batch's records with their absolute offsets and
+// timestamps.
+func batchRecords(t testing.TB, b []byte) []keptRecord {
+	t.Helper()
+	h, _ := kbatch.ParseHeader(b)
+	recs, err := kbatch.Records(b)
+	if err != nil {
+		t.Fatalf("records of %s: %v", describeBatch(b), err)
+	}
+	out := make([]keptRecord, 0, len(recs))
+	for _, r := range recs {
+		var hs []string
+		for _, rh := range r.Headers {
+			hs = append(hs, rh.Key+"="+string(rh.Value))
+		}
+		out = append(out, keptRecord{offset: h.BaseOffset + int64(r.OffsetDelta), key: string(r.Key), value: bytes.Clone(r.Value),
+			ts: h.BaseTimestamp + r.TimestampDelta, headers: strings.Join(hs, ","), control: h.IsControl(), txn: h.IsTransactional()})
+	}
+	return out
+}
+
 // rawRecords reads every record of partition 0 from the log start, control
 // records included, and the raw batches.
 func rawRecords(t *testing.T, addr, topic string) ([]keptRecord, [][]byte) {
@@ -77,19 +98,7 @@ func rawRecords(t *testing.T, addr, topic string) ([]keptRecord, [][]byte) {
 	var batches [][]byte
 	eachBatch(t, addr, topic, func(b []byte) {
 		batches = append(batches, bytes.Clone(b))
-		h, _ := kbatch.ParseHeader(b)
-		recs, err := kbatch.Records(b)
-		if err != nil {
-			t.Fatalf("%s: records of %s: %v", addr, describeBatch(b), err)
-		}
-		for _, r := range recs {
-			var hs []string
-			for _, rh := range r.Headers {
-				hs = append(hs, rh.Key+"="+string(rh.Value))
-			}
-			out = append(out, keptRecord{offset: h.BaseOffset + int64(r.OffsetDelta), key: string(r.Key), value: bytes.Clone(r.Value),
-				ts: h.BaseTimestamp + r.TimestampDelta, headers: strings.Join(hs, ","), control: h.IsControl(), txn: h.IsTransactional()})
-		}
+		out = append(out, batchRecords(t, b)...)
 	})
 	return out, batches
 }
