@@ -35,6 +35,23 @@ func mirrorKVBatch(t *testing.T, base int64, epoch int32, n, keys int) []byte {
 	return out
 }
 
+// applyLatest applies a batch's records to a latest-value-per-key map, as
+// a consumer of a compacted topic does (a tombstone deletes).
+func applyLatest(t *testing.T, m map[string]string, bt []byte) {
+	t.Helper()
+	recs, err := kbatch.Records(bt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.Value == nil {
+			delete(m, string(r.Key))
+		} else {
+			m[string(r.Key)] = string(r.Value)
+		}
+	}
+}
+
 func epochEnd(t *testing.T, b *testBroker, topic string, epoch int32) (int32, int64) {
 	t.Helper()
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
@@ -126,17 +143,7 @@ func TestLogCleanerCleansMirrorTopic(t *testing.T) {
 		if !ok {
 			continue
 		}
-		recs, err := kbatch.Records(bt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range recs {
-			if r.Value == nil {
-				delete(want, string(r.Key))
-			} else {
-				want[string(r.Key)] = string(r.Value)
-			}
-		}
+		applyLatest(t, want, bt)
 	}
 	got := map[string]string{}
 	cleaned, seen := 0, 0
@@ -168,17 +175,7 @@ func TestLogCleanerCleansMirrorTopic(t *testing.T) {
 				}
 				cleaned++
 			}
-			recs, err := kbatch.Records(bt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, r := range recs {
-				if r.Value == nil {
-					delete(got, string(r.Key))
-				} else {
-					got[string(r.Key)] = string(r.Value)
-				}
-			}
+			applyLatest(t, got, bt)
 			from = h.LastOffset() + 1
 		}
 	}

@@ -115,28 +115,17 @@ func latestCommitted(t *testing.T, addr, topic string) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	end, _ := ends.Lookup(topic, 0) // the LSO for read_committed below
+	end, _ := ends.Lookup(topic, 0) // the high watermark; the LSO is there too (no open transaction)
 	cl := kgoClient(t, addr, kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
 	got := map[string]string{}
-	seen := int64(-1)
-	for seen < end.Offset-1 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("reading %s on %s: timed out at %d of %d", topic, addr, seen, end.Offset)
+	pollTo(t, cl, addr, end.Offset, func(r *kgo.Record) {
+		if r.Value == nil {
+			delete(got, string(r.Key))
+		} else {
+			got[string(r.Key)] = string(r.Value)
 		}
-		if errs := fs.Errors(); len(errs) > 0 {
-			t.Fatalf("reading %s on %s: %v", topic, addr, errs)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			seen = r.Offset
-			if r.Value == nil {
-				delete(got, string(r.Key))
-			} else {
-				got[string(r.Key)] = string(r.Value)
-			}
-		})
-	}
+	})
 	return got
 }
 

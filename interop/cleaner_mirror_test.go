@@ -113,18 +113,9 @@ func consumeAndCommit(t *testing.T, addr, topic, group string) int64 {
 	end := endOffsets(t, addr, topic)[0]
 	cl := kgoClient(t, addr, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	pollTo(t, cl, addr, end, func(*kgo.Record) {})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for seen := int64(-1); seen < end-1; {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("group consumer on %s: timed out at %d of %d", addr, seen, end)
-		}
-		if errs := fs.Errors(); len(errs) > 0 {
-			t.Fatalf("group consumer on %s: %v", addr, errs)
-		}
-		fs.EachRecord(func(r *kgo.Record) { seen = r.Offset })
-	}
 	if err := cl.CommitUncommittedOffsets(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -139,24 +130,35 @@ func continueGroup(t *testing.T, addr, topic, group string, from int64) map[stri
 	end := endOffsets(t, addr, topic)[0]
 	cl := kgoClient(t, addr, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()))
+	got := map[string]string{}
+	first := true
+	pollTo(t, cl, addr, end, func(r *kgo.Record) {
+		if first && r.Offset < from {
+			t.Errorf("the re-pointed consumer started at %d, before the commit %d", r.Offset, from)
+		}
+		first = false
+		got[string(r.Key)] = string(r.Value)
+	})
+	return got
+}
+
+// pollTo polls cl until it returned the record at end-1, calling fn with
+// every record.
+func pollTo(t *testing.T, cl *kgo.Client, addr string, end int64, fn func(*kgo.Record)) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	got := map[string]string{}
 	for seen := int64(-1); seen < end-1; {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("re-pointed consumer on %s: timed out at %d of %d", addr, seen, end)
+			t.Fatalf("consumer on %s: timed out at %d of %d", addr, seen, end)
 		}
 		if errs := fs.Errors(); len(errs) > 0 {
-			t.Fatalf("re-pointed consumer on %s: %v", addr, errs)
+			t.Fatalf("consumer on %s: %v", addr, errs)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			if seen < 0 && r.Offset < from {
-				t.Errorf("the re-pointed consumer started at %d, before the commit %d", r.Offset, from)
-			}
 			seen = r.Offset
-			got[string(r.Key)] = string(r.Value)
+			fn(r)
 		})
 	}
-	return got
 }

@@ -66,19 +66,26 @@ func plainClient(t *testing.T, addr string) *kgo.Client {
 	return testkit.Client(t, addr, kgo.DefaultProduceTopic("c"), kgo.DisableIdempotentWrite(), kgo.ProducerLinger(0))
 }
 
-// TestVerifyCompactedEquivalent: source and destination hold one history
-// of writes and each cleaned it at its own moment (the source half way,
-// the destination at the end): neither is a superset of the other, and
-// verify says compacted-equivalent, exit 0.
-func TestVerifyCompactedEquivalent(t *testing.T) {
+// twoCompactions writes one history of 21 records to two kfake clusters,
+// the source compacted after 11 and the destination after all 21 (its
+// record alter changed), and verifies the pair.
+func twoCompactions(t *testing.T, alter int) *Report {
 	src, dst, sa, da := kfakePair(t)
 	sc, dc := plainClient(t, sa), plainClient(t, da)
 	history(t, sc, 0, 11, -1)
 	src.Compact()
 	history(t, sc, 11, 21, -1)
-	history(t, dc, 0, 21, -1)
+	history(t, dc, 0, 21, alter)
 	dst.Compact()
-	rep := run(t, sa, da, "c")
+	return run(t, sa, da, "c")
+}
+
+// TestVerifyCompactedEquivalent: source and destination hold one history
+// of writes and each cleaned it at its own moment (the source half way,
+// the destination at the end): neither is a superset of the other, and
+// verify says compacted-equivalent, exit 0.
+func TestVerifyCompactedEquivalent(t *testing.T) {
+	rep := twoCompactions(t, -1)
 	p := rep.Partitions[0]
 	if !rep.Exact || rep.ExitCode() != 0 || p.Status != CompactedEquivalent {
 		t.Fatalf("exact %v status %s mismatch %+v checks %v", rep.Exact, p.Status, p.FirstMismatch, p.Checks)
@@ -89,14 +96,7 @@ func TestVerifyCompactedEquivalent(t *testing.T) {
 // copy of one surviving record has another value: a mismatch naming its
 // offset and the field.
 func TestVerifyCompactedEquivalentAltered(t *testing.T) {
-	src, dst, sa, da := kfakePair(t)
-	sc, dc := plainClient(t, sa), plainClient(t, da)
-	history(t, sc, 0, 11, -1)
-	src.Compact()
-	history(t, sc, 11, 21, -1)
-	history(t, dc, 0, 21, 18)
-	dst.Compact()
-	rep := run(t, sa, da, "c")
+	rep := twoCompactions(t, 18)
 	p := rep.Partitions[0]
 	if rep.Exact || rep.ExitCode() != 1 || p.Status != Mismatch || p.FirstMismatch == nil ||
 		p.FirstMismatch.Offset != 18 || p.FirstMismatch.Field != "record.value" {
