@@ -167,7 +167,7 @@ func ClientConfig(p *props.Props) (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{*m.cert}
 	}
 	cfg.RootCAs = m.roots
-	alg, set := p.Get(PropEndpointIdentication)
+	alg, set := p.Get(PropEndpointIdentification)
 	switch strings.ToLower(strings.TrimSpace(alg)) {
 	case "https":
 	case "":
@@ -178,7 +178,7 @@ func ClientConfig(p *props.Props) (*tls.Config, error) {
 		cfg.InsecureSkipVerify = true // the chain is still verified below
 		cfg.VerifyConnection = func(cs tls.ConnectionState) error { return verifyChain(cs, roots) }
 	default:
-		return nil, fmt.Errorf("%s=%s: must be https or empty", PropEndpointIdentication, alg)
+		return nil, fmt.Errorf("%s=%s: must be https or empty", PropEndpointIdentification, alg)
 	}
 	return cfg, nil
 }

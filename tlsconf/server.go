@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,8 +37,12 @@ type Server struct {
 	opts   Options
 	base   *tls.Config
 	mapper *PrincipalMapper
-	cur    atomic.Pointer[serverState]
-	outer  *tls.Config
+	// allowDN and allowSAN are ssl.allow.dn.changes and
+	// ssl.allow.san.changes: whether a reload may change the subject or
+	// the alternative names (Kafka refuses both by default).
+	allowDN, allowSAN bool
+	cur               atomic.Pointer[serverState]
+	outer             *tls.Config
 
 	mu sync.Mutex
 	// next is when the files may be checked again; files their stamps as
@@ -88,7 +94,8 @@ func NewServer(p *props.Props, o Options) (*Server, error) {
 	// A private copy: the caller may reuse p.
 	own := props.New()
 	own.Merge(p)
-	s := &Server{props: own, opts: o, base: cfg, mapper: mapper}
+	s := &Server{props: own, opts: o, base: cfg, mapper: mapper,
+		allowDN: strings.EqualFold(get(p, PropAllowDNChanges), "true"), allowSAN: strings.EqualFold(get(p, PropAllowSANChanges), "true")}
 	m, err := loadMaterial(own)
 	if err != nil {
 		return nil, err
@@ -173,6 +180,11 @@ func (s *Server) maybeReload() {
 		s.files = m.files
 		return
 	}
+	if err := s.allowedChange(m.cert.Leaf); err != nil {
+		s.logger().Warn("TLS keystore reload refused; keeping the previous certificate", "err", err.Error())
+		s.restamp()
+		return
+	}
 	s.install(m)
 	s.logger().Info("TLS keystore/truststore reloaded", "subject", m.cert.Leaf.Subject.String(),
 		"serial", m.cert.Leaf.SerialNumber.String(), "not_after", m.cert.Leaf.NotAfter)
@@ -190,6 +202,36 @@ func (s *Server) restamp() {
 		}
 		s.files[i].size, s.files[i].mtime = st.Size(), st.ModTime()
 	}
+}
+
+// allowedChange applies Kafka's ssl.allow.dn.changes and
+// ssl.allow.san.changes to a reloaded certificate.
+func (s *Server) allowedChange(next *x509.Certificate) error {
+	prev := s.cur.Load().leaf
+	if !s.allowDN && !bytes.Equal(prev.RawSubject, next.RawSubject) {
+		return fmt.Errorf("the new certificate's subject %q differs from %q (set %s=true to allow)", next.Subject, prev.Subject, PropAllowDNChanges)
+	}
+	if !s.allowSAN && !sameSANs(prev, next) {
+		return fmt.Errorf("the new certificate's subject alternative names differ (set %s=true to allow)", PropAllowSANChanges)
+	}
+	return nil
+}
+
+func sameSANs(a, b *x509.Certificate) bool {
+	if !slices.Equal(a.DNSNames, b.DNSNames) || !slices.Equal(a.EmailAddresses, b.EmailAddresses) || len(a.IPAddresses) != len(b.IPAddresses) || len(a.URIs) != len(b.URIs) {
+		return false
+	}
+	for i := range a.IPAddresses {
+		if !a.IPAddresses[i].Equal(b.IPAddresses[i]) {
+			return false
+		}
+	}
+	for i := range a.URIs {
+		if a.URIs[i].String() != b.URIs[i].String() {
+			return false
+		}
+	}
+	return true
 }
 
 func sameContent(a, b []fileStamp) bool {
