@@ -130,6 +130,11 @@ type Config struct {
 	// listener (Serve). The broker itself only reads them in Open, to
 	// check them.
 	Listeners []*Listener
+	// TopicDefaults are the broker's defaults of topic configs, by topic
+	// config name ("retention.ms", "segment.bytes": server.properties'
+	// log.retention.*, log.segment.bytes), for every topic not overriding
+	// them; nil: Kafka's defaults.
+	TopicDefaults map[string]string
 
 	// FS is the filesystem under the data dir: metadata files and
 	// partition logs (default storage.OSFS{}; the data dir lock always
@@ -210,6 +215,9 @@ func (c Config) withDefaults() (Config, error) {
 		if err := checkListener(l); err != nil {
 			return c, err
 		}
+	}
+	if err := checkTopicDefaults(c.TopicDefaults); err != nil {
+		return c, err
 	}
 	if c.DefaultPartitions == 0 {
 		c.DefaultPartitions = 1
@@ -316,6 +324,9 @@ func Open(cfg Config) (*Server, error) {
 		return fail(err)
 	}
 	s.cluster.maxPartitions = cfg.MaxPartitions
+	if err := s.cluster.applyTopicDefaults(cfg.TopicDefaults); err != nil {
+		return fail(err)
+	}
 	if s.pids, err = openProducerIDs(s.fs); err != nil {
 		return fail(err)
 	}

@@ -225,3 +225,24 @@ func FuzzLoad(f *testing.F) {
 		}
 	})
 }
+
+func TestLoadTopicDefaults(t *testing.T) {
+	for text, want := range map[string]map[string]string{
+		"log.retention.hours=168\n":                                              {"retention.ms": "604800000"},
+		"log.retention.hours=1\nlog.retention.minutes=30\n":                      {"retention.ms": "1800000"},
+		"log.retention.ms=5000\nlog.retention.minutes=30\nlog.retention.hours=2": {"retention.ms": "5000"},
+		"log.retention.ms=-5\n":                                                  {"retention.ms": "-1"},
+		"log.retention.bytes=1048576\nlog.segment.bytes=2097152\n":               {"retention.bytes": "1048576", "segment.bytes": "2097152"},
+	} {
+		cfg, _, err := Load(parse(t, text), nil)
+		if err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		if fmt.Sprint(cfg.TopicDefaults) != fmt.Sprint(want) {
+			t.Errorf("%q: topic defaults %v, want %v", text, cfg.TopicDefaults, want)
+		}
+	}
+	if _, _, err := Load(parse(t, "log.retention.hours=lots\n"), nil); err == nil || !strings.Contains(err.Error(), "log.retention.hours") {
+		t.Fatalf("bad hours: %v", err)
+	}
+}
