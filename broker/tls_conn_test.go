@@ -36,12 +36,12 @@ type tlsFixture struct {
 
 func newTLSFixture(t *testing.T, extra ...string) *tlsFixture {
 	t.Helper()
-	f := &tlsFixture{ca: testcerts.NewCA(t, "test CA"), now: time.Unix(1e9, 0)}
+	f := &tlsFixture{ca: testcerts.NewCA(t), now: time.Unix(1e9, 0)}
 	dir := t.TempDir()
 	f.ksPath = testcerts.Write(t, dir, "broker.pem", f.ca.Server(t, "broker").KeystorePEM())
 	p := props.New()
 	kv := append([]string{"ssl.keystore.type", "PEM", "ssl.keystore.location", f.ksPath,
-		"ssl.truststore.type", "PEM", "ssl.truststore.location", testcerts.Write(t, dir, "ca.pem", f.ca.PEM)}, extra...)
+		"ssl.truststore.type", "PEM", "ssl.truststore.location", testcerts.Write(t, dir, "ca.pem", f.ca.CertPEM)}, extra...)
 	for i := 0; i+1 < len(kv); i += 2 {
 		p.Set(kv[i], kv[i+1])
 	}
@@ -60,7 +60,7 @@ func (f *tlsFixture) client(t *testing.T) *tls.Config {
 	t.Helper()
 	p := props.New()
 	p.Set("security.protocol", "SSL")
-	p.Set("ssl.truststore.certificates", string(f.ca.PEM))
+	p.Set("ssl.truststore.certificates", string(f.ca.CertPEM))
 	p.Set("ssl.truststore.type", "PEM")
 	c, err := tlsconf.ClientConfig(p)
 	if err != nil {
@@ -252,22 +252,22 @@ func TestTLSHandshakePrincipal(t *testing.T) {
 	f := newTLSFixture(t, "ssl.client.auth", "requested", "ssl.principal.mapping.rules", "RULE:^CN=([^,]*),OU=apps$/$1/L")
 	b := startBroker(t, t.TempDir(), nil)
 	l := &Listener{Name: "SSL", Protocol: ProtocolSSL, TLS: f.srv.Config(), Principal: f.srv.Principal}
-	alice := f.ca.Issue(t, pkix.Name{CommonName: "Alice", OrganizationalUnit: []string{"apps"}})
-	bob := f.ca.Issue(t, pkix.Name{CommonName: "Bob", OrganizationalUnit: []string{"ops"}})
+	alice := f.ca.Client(t, "Alice", pkix.Name{CommonName: "Alice", OrganizationalUnit: []string{"apps"}})
+	bob := f.ca.Client(t, "Bob", pkix.Name{CommonName: "Bob", OrganizationalUnit: []string{"ops"}})
 	for _, tc := range []struct {
-		leaf *testcerts.Leaf
+		leaf *testcerts.Pair
 		ok   bool
 		want string
 	}{
 		{nil, true, AnonymousPrincipal},
-		{alice, true, "User:alice"},
-		{bob, false, ""},
+		{&alice, true, "User:alice"},
+		{&bob, false, ""},
 	} {
 		sc, cc := net.Pipe()
 		cfg := f.client(t)
 		cfg.ServerName = "localhost"
 		if tc.leaf != nil {
-			cfg.Certificates = []tls.Certificate{{Certificate: [][]byte{tc.leaf.Cert.Raw}, PrivateKey: tc.leaf.Key}}
+			cfg.Certificates = []tls.Certificate{{Certificate: [][]byte{tc.leaf.Cert.Raw}, PrivateKey: tc.leaf.Key(t)}}
 		}
 		go func() {
 			cl := tls.Client(cc, cfg)

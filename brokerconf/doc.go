@@ -12,7 +12,8 @@
 // names; scripts/kafka-broker-config-names.sh regenerates it), and one file
 // per concern registering its names: listeners.go, tls.go (building each
 // TLS listener's configuration with tlsconf), server.go (identity, data
-// dir, limits), topics.go (the broker defaults of topic configs).
+// dir, limits), topics.go (the broker defaults of topic configs), cleaner.go
+// (the log cleaner).
 //
 // It owns names and their translation, not behaviour: what a setting does
 // is the broker's. It must not open files other than those a property

@@ -43,10 +43,10 @@ func inner(t *testing.T, l *broker.Listener) *tls.Config {
 }
 
 func TestLoadKafkaServerProperties(t *testing.T) {
-	ca := testcerts.NewCA(t, "ca")
+	ca := testcerts.NewCA(t)
 	dir := t.TempDir()
 	ks := testcerts.Write(t, dir, "ks.pem", ca.Server(t, "broker").KeystorePEM())
-	ts := testcerts.Write(t, dir, "ts.pem", ca.PEM)
+	ts := testcerts.Write(t, dir, "ts.pem", ca.CertPEM)
 	text := fmt.Sprintf(`# A KRaft combined server.properties, as Kafka ships it, plus TLS.
 process.roles=broker,controller
 node.id=3
@@ -176,7 +176,7 @@ func TestLoadHidesSecrets(t *testing.T) {
 }
 
 func TestLoadSSLListenerPrefixes(t *testing.T) {
-	ca, other := testcerts.NewCA(t, "ca"), testcerts.NewCA(t, "other")
+	ca, other := testcerts.NewCA(t), testcerts.NewCA(t)
 	dir := t.TempDir()
 	a := ca.Server(t, "a")
 	b := other.Server(t, "b")
@@ -244,5 +244,16 @@ func TestLoadTopicDefaults(t *testing.T) {
 	}
 	if _, _, err := Load(parse(t, "log.retention.hours=lots\n"), nil); err == nil || !strings.Contains(err.Error(), "log.retention.hours") {
 		t.Fatalf("bad hours: %v", err)
+	}
+}
+
+func TestLoadCleaner(t *testing.T) {
+	cfg, _, err := Load(parse(t, "log.cleaner.threads=2\nlog.cleaner.dedupe.buffer.size=1048576\nlog.cleaner.io.max.bytes.per.second=1.7976931348623157E308\noffsets.topic.segment.bytes=104857600\n"), nil)
+	if err != nil || cfg.LogCleanerThreads != 2 || cfg.LogCleanerDedupeBufferSize != 1<<20 || cfg.LogCleanerIOMaxBytesPerSecond != 0 || cfg.OffsetsTopicSegmentBytes != 100<<20 {
+		t.Fatalf("%v %+v", err, cfg)
+	}
+	cfg, _, err = Load(parse(t, "log.cleaner.threads=2\nlog.cleaner.enable=false\n"), nil)
+	if err != nil || cfg.LogCleanerThreads != -1 {
+		t.Fatalf("log.cleaner.enable=false: %v, threads %d", err, cfg.LogCleanerThreads)
 	}
 }

@@ -76,7 +76,7 @@ func TestPrincipalRulesApply(t *testing.T) {
 }
 
 func TestDistinguishedName(t *testing.T) {
-	ca := testcerts.NewCA(t, "ca")
+	ca := testcerts.NewCA(t)
 	uid := asn1.ObjectIdentifier{0, 9, 2342, 19200300, 100, 1, 1}
 	email := asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 9, 1}
 	for _, tc := range []struct {
@@ -93,7 +93,7 @@ func TestDistinguishedName(t *testing.T) {
 		{pkix.Name{CommonName: "e", ExtraNames: []pkix.AttributeTypeAndValue{{Type: email, Value: "e@x"}}},
 			"1.2.840.113549.1.9.1=#0c03654078,CN=e"},
 	} {
-		leaf := ca.Issue(t, tc.name)
+		leaf := ca.Client(t, "dn", tc.name)
 		if got := DistinguishedName(leaf.Cert); got != tc.want {
 			t.Errorf("subject %v: %q, want %q", tc.name, got, tc.want)
 		}

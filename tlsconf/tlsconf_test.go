@@ -17,7 +17,7 @@ import (
 )
 
 func TestServerKeystoreTypes(t *testing.T) {
-	ca := testcerts.NewCA(t, "test CA")
+	ca := testcerts.NewCA(t)
 	leaf := ca.Server(t, "broker1")
 	dir := t.TempDir()
 	cases := map[string][]string{
@@ -50,8 +50,8 @@ func TestServerKeystoreTypes(t *testing.T) {
 }
 
 func TestTruststoreTypes(t *testing.T) {
-	ca := testcerts.NewCA(t, "test CA")
-	other := testcerts.NewCA(t, "other CA")
+	ca := testcerts.NewCA(t)
+	other := testcerts.NewCA(t)
 	leaf := ca.Server(t, "broker1")
 	dir := t.TempDir()
 	srv, err := ServerConfig(propsOf("ssl.keystore.type", "PEM", "ssl.keystore.location", testcerts.Write(t, dir, "ks.pem", leaf.KeystorePEM())))
@@ -60,10 +60,10 @@ func TestTruststoreTypes(t *testing.T) {
 	}
 	stores := map[string]func(*testcerts.CA) []string{
 		"PEM file": func(c *testcerts.CA) []string {
-			return []string{"ssl.truststore.type", "PEM", "ssl.truststore.location", testcerts.Write(t, t.TempDir(), "ts.pem", c.PEM)}
+			return []string{"ssl.truststore.type", "PEM", "ssl.truststore.location", testcerts.Write(t, t.TempDir(), "ts.pem", c.CertPEM)}
 		},
 		"PEM inline": func(c *testcerts.CA) []string {
-			return []string{"ssl.truststore.type", "PEM", "ssl.truststore.certificates", string(c.PEM)}
+			return []string{"ssl.truststore.type", "PEM", "ssl.truststore.certificates", string(c.CertPEM)}
 		},
 		"PKCS12": func(c *testcerts.CA) []string {
 			return []string{"ssl.truststore.type", "PKCS12", "ssl.truststore.password", "ts",
@@ -107,19 +107,19 @@ func TestClientConfigPlaintext(t *testing.T) {
 }
 
 func TestClientAuth(t *testing.T) {
-	ca := testcerts.NewCA(t, "test CA")
+	ca := testcerts.NewCA(t)
 	leaf := ca.Server(t, "broker1")
-	client := ca.Issue(t, pkix.Name{CommonName: "alice", OrganizationalUnit: []string{"apps"}, Organization: []string{"Example, Inc."}})
-	stranger := testcerts.NewCA(t, "stranger").Issue(t, pkix.Name{CommonName: "mallory"})
+	client := ca.Client(t, "alice", pkix.Name{CommonName: "alice", OrganizationalUnit: []string{"apps"}, Organization: []string{"Example, Inc."}})
+	stranger := testcerts.NewCA(t).Client(t, "mallory", pkix.Name{CommonName: "mallory"})
 	dir := t.TempDir()
 	ks := testcerts.Write(t, dir, "ks.pem", leaf.KeystorePEM())
-	ts := testcerts.Write(t, dir, "ts.pem", ca.PEM)
-	withCert := func(l *testcerts.Leaf) *tls.Config {
+	ts := testcerts.Write(t, dir, "ts.pem", ca.CertPEM)
+	withCert := func(l testcerts.Pair) *tls.Config {
 		c := clientFor(t, ca)
 		// Sent whatever CAs the server names (Go's client would
 		// otherwise withhold a certificate of a CA the server does not
 		// list).
-		cert := &tls.Certificate{Certificate: [][]byte{l.Cert.Raw}, PrivateKey: l.Key}
+		cert := &tls.Certificate{Certificate: [][]byte{l.Cert.Raw}, PrivateKey: l.Key(t)}
 		c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert, nil }
 		return c
 	}
@@ -161,14 +161,14 @@ func TestClientAuth(t *testing.T) {
 }
 
 func TestPrincipalMappingRulesOnHandshake(t *testing.T) {
-	ca := testcerts.NewCA(t, "test CA")
+	ca := testcerts.NewCA(t)
 	leaf := ca.Server(t, "broker1")
-	client := ca.Issue(t, pkix.Name{CommonName: "Alice", OrganizationalUnit: []string{"ServiceUsers"}})
+	client := ca.Client(t, "Alice", pkix.Name{CommonName: "Alice", OrganizationalUnit: []string{"ServiceUsers"}})
 	dir := t.TempDir()
 	kv := []string{"ssl.keystore.type", "PEM", "ssl.keystore.location", testcerts.Write(t, dir, "ks.pem", leaf.KeystorePEM()),
-		"ssl.truststore.type", "PEM", "ssl.truststore.location", testcerts.Write(t, dir, "ts.pem", ca.PEM), "ssl.client.auth", "required"}
+		"ssl.truststore.type", "PEM", "ssl.truststore.location", testcerts.Write(t, dir, "ts.pem", ca.CertPEM), "ssl.client.auth", "required"}
 	cc := clientFor(t, ca)
-	cc.Certificates = []tls.Certificate{{Certificate: [][]byte{client.Cert.Raw}, PrivateKey: client.Key}}
+	cc.Certificates = []tls.Certificate{{Certificate: [][]byte{client.Cert.Raw}, PrivateKey: client.Key(t)}}
 	for rules, want := range map[string]string{
 		"RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/L,DEFAULT": "User:alice",
 		"RULE:^CN=(.*?),OU=Admins$/$1/,DEFAULT":          "User:CN=Alice,OU=ServiceUsers",
@@ -201,7 +201,7 @@ func TestPrincipalMappingRulesOnHandshake(t *testing.T) {
 }
 
 func TestRefusals(t *testing.T) {
-	ca := testcerts.NewCA(t, "test CA")
+	ca := testcerts.NewCA(t)
 	leaf := ca.Server(t, "broker1")
 	dir := t.TempDir()
 	ks := testcerts.Write(t, dir, "ks.pem", leaf.KeystorePEM())
@@ -242,7 +242,7 @@ func TestRefusals(t *testing.T) {
 }
 
 func TestVersionsAndSuites(t *testing.T) {
-	ca := testcerts.NewCA(t, "test CA")
+	ca := testcerts.NewCA(t)
 	leaf := ca.Server(t, "broker1")
 	ks := testcerts.Write(t, t.TempDir(), "ks.pem", leaf.KeystorePEM())
 	srv := func(kv ...string) *tls.Config {
@@ -274,7 +274,7 @@ func TestVersionsAndSuites(t *testing.T) {
 }
 
 func TestEndpointIdentification(t *testing.T) {
-	ca := testcerts.NewCA(t, "test CA")
+	ca := testcerts.NewCA(t)
 	leaf := ca.Server(t, "broker1")
 	srv, err := ServerConfig(propsOf("ssl.keystore.type", "PEM", "ssl.keystore.location", testcerts.Write(t, t.TempDir(), "ks.pem", leaf.KeystorePEM())))
 	if err != nil {
@@ -290,7 +290,7 @@ func TestEndpointIdentification(t *testing.T) {
 	if _, _, err := handshake(t, srv, wrongHost(clientFor(t, ca, "ssl.endpoint.identification.algorithm", ""))); err != nil {
 		t.Fatalf("empty: host name not checked, yet: %v", err)
 	}
-	other := testcerts.NewCA(t, "other")
+	other := testcerts.NewCA(t)
 	if _, _, err := handshake(t, srv, wrongHost(clientFor(t, other, "ssl.endpoint.identification.algorithm", ""))); err == nil {
 		t.Fatal("empty: an untrusted chain was accepted")
 	}
@@ -313,7 +313,7 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func TestReload(t *testing.T) {
-	ca := testcerts.NewCA(t, "test CA")
+	ca := testcerts.NewCA(t)
 	first, second, third := ca.Server(t, "broker1"), ca.Server(t, "broker1"), ca.Server(t, "broker1")
 	dir := t.TempDir()
 	ksPath := testcerts.Write(t, dir, "ks.pem", first.KeystorePEM())
@@ -376,11 +376,11 @@ func TestReload(t *testing.T) {
 }
 
 func TestReloadTruststore(t *testing.T) {
-	ca, ca2 := testcerts.NewCA(t, "test CA"), testcerts.NewCA(t, "new client CA")
+	ca, ca2 := testcerts.NewCA(t), testcerts.NewCA(t)
 	leaf := ca.Server(t, "broker1")
-	client := ca2.Issue(t, pkix.Name{CommonName: "bob"})
+	client := ca2.Client(t, "bob", pkix.Name{CommonName: "bob"})
 	dir := t.TempDir()
-	ts := testcerts.Write(t, dir, "ts.pem", ca.PEM)
+	ts := testcerts.Write(t, dir, "ts.pem", ca.CertPEM)
 	now := time.Unix(1000, 0)
 	s, err := NewServer(propsOf("ssl.keystore.type", "PEM", "ssl.keystore.location", testcerts.Write(t, dir, "ks.pem", leaf.KeystorePEM()),
 		"ssl.truststore.type", "PEM", "ssl.truststore.location", ts, "ssl.client.auth", "required"),
@@ -389,11 +389,11 @@ func TestReloadTruststore(t *testing.T) {
 		t.Fatal(err)
 	}
 	cc := clientFor(t, ca)
-	cc.Certificates = []tls.Certificate{{Certificate: [][]byte{client.Cert.Raw}, PrivateKey: client.Key}}
+	cc.Certificates = []tls.Certificate{{Certificate: [][]byte{client.Cert.Raw}, PrivateKey: client.Key(t)}}
 	if _, _, err := handshake(t, s.Config(), cc); err == nil {
 		t.Fatal("a client of an untrusted CA was accepted")
 	}
-	replace(t, ts, append(append([]byte(nil), ca.PEM...), ca2.PEM...))
+	replace(t, ts, append(append([]byte(nil), ca.CertPEM...), ca2.CertPEM...))
 	now = now.Add(2 * time.Second)
 	ss, _, err := handshake(t, s.Config(), cc)
 	if err != nil {

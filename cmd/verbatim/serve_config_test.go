@@ -22,7 +22,7 @@ import (
 )
 
 func TestServeConfigTwoListeners(t *testing.T) {
-	ca := testcerts.NewCA(t, "ca")
+	ca := testcerts.NewCA(t)
 	dir := t.TempDir()
 	ks := testcerts.Write(t, dir, "broker.pem", ca.Server(t, "broker").KeystorePEM())
 	cfgFile := testcerts.Write(t, dir, "server.properties", []byte(fmt.Sprintf(`process.roles=broker,controller
@@ -49,7 +49,7 @@ ssl.keystore.location=%s
 	p := props.New()
 	p.Set("security.protocol", "SSL")
 	p.Set("ssl.truststore.type", "PEM")
-	p.Set("ssl.truststore.certificates", string(ca.PEM))
+	p.Set("ssl.truststore.certificates", string(ca.CertPEM))
 	tc, err := tlsconf.ClientConfig(p)
 	if err != nil {
 		t.Fatal(err)
