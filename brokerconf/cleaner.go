@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 
 	"github.com/verbatim-kafka/verbatim/broker"
 )
@@ -12,10 +11,7 @@ import (
 // The log cleaner's properties, mapped to the broker.Config fields that
 // serve's --log-cleaner-* and --offsets-topic-segment-bytes flags set.
 func init() {
-	reg := func(name string, order int, doc string, apply func(cfg *broker.Config, v string) error) {
-		Register(Property{Name: name, Scope: ScopeBroker, Order: order, Doc: doc,
-			Apply: func(cfg *broker.Config, _, _, v string) error { return apply(cfg, strings.TrimSpace(v)) }})
-	}
+	reg := registerBroker
 	reg("log.cleaner.threads", 5, "Goroutines cleaning compacted logs (--log-cleaner-threads; 0: none).", func(cfg *broker.Config, v string) error {
 		n, err := intIn(v, 0, 1024)
 		cfg.LogCleanerThreads = n
