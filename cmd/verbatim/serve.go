@@ -71,6 +71,7 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 	configFile := fs.String("config", "", "a Kafka server.properties (Kafka's broker property names; listeners, TLS, ...): flags given on the command line win over it, --override over the file")
 	var overrides overrideFlags
 	fs.Var(&overrides, "override", "name=value: a broker property winning over --config's (repeatable)")
+	helpConfig := fs.Bool("help-config", false, "list the Kafka broker properties Verbatim implements (for --config and --override) and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -80,6 +81,10 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "verbatim serve: unexpected arguments %q\n", fs.Args())
 		return 2
+	}
+	if *helpConfig {
+		printConfigHelp(stderr)
+		return 0
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -341,5 +346,22 @@ func memoryLimit(flagValue, budgetBytes int64) (int64, string) {
 		return 0, "GOMEMLIMIT"
 	default:
 		return budgetBytes + 96<<20, "--max-inflight-bytes + --max-decode-bytes + 96 MiB"
+	}
+}
+
+// printConfigHelp lists the implemented broker properties with their
+// scope and one line each.
+func printConfigHelp(w io.Writer) {
+	fmt.Fprintf(w, "Kafka broker properties implemented (others of Kafka %s are accepted with a warning):\n", brokerconf.KafkaVersion)
+	for _, n := range brokerconf.Names() {
+		p, _ := brokerconf.Lookup(n)
+		scope := ""
+		switch p.Scope {
+		case brokerconf.ScopeListener:
+			scope = " (also listener.name.<listener>." + n + ")"
+		case brokerconf.ScopeMechanism:
+			scope = " (also listener.name.<listener>.<mechanism>." + n + ")"
+		}
+		fmt.Fprintf(w, "  %s%s\n      %s\n", n, scope, p.Doc)
 	}
 }

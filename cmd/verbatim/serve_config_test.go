@@ -120,3 +120,15 @@ func TestServeConfigRefusals(t *testing.T) {
 		}
 	}
 }
+
+func TestServeHelpConfig(t *testing.T) {
+	var out syncBuffer
+	if c := serveMain([]string{"--help-config"}, &out, nil); c != 0 {
+		t.Fatalf("exit %d", c)
+	}
+	for _, want := range []string{"listeners\n", "ssl.keystore.location (also listener.name.<listener>.ssl.keystore.location)", "log.dirs\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("--help-config lacks %q:\n%s", want, out.String())
+		}
+	}
+}
