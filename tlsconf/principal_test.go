@@ -1,8 +1,10 @@
 package tlsconf
 
 import (
+	"bytes"
 	"crypto/x509/pkix"
 	"encoding/asn1"
+	"encoding/pem"
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/internal/testcerts"
@@ -113,5 +115,23 @@ func FuzzPrincipalRules(f *testing.F) {
 			dn = dn[:4096]
 		}
 		_, _ = m.Name(dn)
+	})
+}
+
+// FuzzKeystorePEM: the lenient PEM reader and the key and certificate
+// parsers behind it never panic, and whatever is read from a standard PEM
+// encoding is the block pem.Encode wrote.
+func FuzzKeystorePEM(f *testing.F) {
+	f.Add([]byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"), []byte{1, 2, 3})
+	f.Add([]byte("-----BEGIN PRIVATE KEY----- AAAA -----END PRIVATE KEY-----"), []byte{})
+	f.Add([]byte("-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n\nAA\n-----END RSA PRIVATE KEY-----"), []byte{0})
+	f.Fuzz(func(t *testing.T, data, der []byte) {
+		_, _ = pemCerts("x", data)
+		_, _ = pemKey("x", data, false)
+		enc := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+		bs := decodePEM(enc)
+		if len(bs) != 1 || bs[0].err != nil || !bytes.Equal(bs[0].der, der) {
+			t.Fatalf("pem.Encode of %x read back as %+v", der, bs)
+		}
 	})
 }

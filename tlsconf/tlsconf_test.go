@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/verbatim-kafka/verbatim/internal/testcerts"
+	"github.com/verbatim-kafka/verbatim/props"
 )
 
 func TestServerKeystoreTypes(t *testing.T) {
@@ -401,5 +402,40 @@ func TestReloadTruststore(t *testing.T) {
 	}
 	if p, _, _ := s.Principal(ss); p != "User:CN=bob" {
 		t.Fatalf("principal %q", p)
+	}
+}
+
+// TestInlinePEMAsKafkaWritesIt: KIP-651's inline values in a
+// server.properties, the PEM joined into one line by backslash
+// continuations (Java's .properties drops the newlines), load as files do;
+// a legacy encrypted key (Proc-Type headers) is refused naming
+// ssl.key.password.
+func TestInlinePEMAsKafkaWritesIt(t *testing.T) {
+	ca := testcerts.NewCA(t)
+	leaf := ca.Server(t, "broker1")
+	continued := func(pemText []byte) string {
+		lines := strings.Split(strings.TrimSpace(string(pemText)), "\n")
+		return strings.Join(lines, " \\\n    ")
+	}
+	text := "ssl.keystore.type=PEM\nssl.keystore.certificate.chain=" + continued(leaf.CertPEM) +
+		"\nssl.keystore.key=" + continued(leaf.KeyPEM) + "\n"
+	p, err := props.Parse(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := p.Get("ssl.keystore.key"); strings.Contains(v, "\n") {
+		t.Fatalf("the test's value still has newlines: %q", v)
+	}
+	srv, err := ServerConfig(p)
+	if err != nil {
+		t.Fatalf("ServerConfig: %v", err)
+	}
+	if _, cs, err := handshake(t, srv, clientFor(t, ca)); err != nil || cs.PeerCertificates[0].SerialNumber.Cmp(leaf.Cert.SerialNumber) != 0 {
+		t.Fatalf("handshake: %v", err)
+	}
+	legacy := "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,00112233445566778899AABBCCDDEEFF\n\nAAAA\n-----END RSA PRIVATE KEY-----\n"
+	_, err = ServerConfig(propsOf("ssl.keystore.type", "PEM", "ssl.keystore.certificate.chain", string(leaf.CertPEM), "ssl.keystore.key", legacy))
+	if err == nil || !strings.Contains(err.Error(), "ssl.key.password") {
+		t.Fatalf("legacy encrypted key: %v", err)
 	}
 }
