@@ -126,12 +126,15 @@ func checkListener(l *Listener) error {
 func (s *Server) advertised(l *Listener) (string, int32) {
 	if l != nil && l.Advertised != "" {
 		if h, p, err := net.SplitHostPort(l.Advertised); err == nil {
+			// An empty host or port 0: the bound one.
+			bh, bp := s.boundAdvertised(l, "", 0)
+			if h == "" {
+				h = bh
+			}
 			if n, err := strconv.ParseUint(p, 10, 16); err == nil && n > 0 {
 				return h, int32(n)
 			}
-			// Port 0 or none: the bound port.
-			_, port := s.boundAdvertised(l, "", 0)
-			return h, port
+			return h, bp
 		}
 	}
 	return s.boundAdvertised(l, s.cfg.AdvertisedHost, s.cfg.AdvertisedPort)

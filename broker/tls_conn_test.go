@@ -10,7 +10,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -171,8 +173,15 @@ func TestAdvertisedPerListener(t *testing.T) {
 	if got := metadataBroker(t, cl); got != "localhost:"+port {
 		t.Fatalf("Metadata names %s, want the advertised host with the bound port", got)
 	}
-	want := "PLAINTEXT://" + b.addr + ",EXTERNAL://localhost:" + port
-	if got := b.srv.advertisedListeners(); got != want {
+	emptyHost := serveListener(t, b, &Listener{Name: "OTHER", Protocol: ProtocolSSL, TLS: f.srv.Config(), Advertised: ":0"})
+	cl2 := b.client(kgo.SeedBrokers(emptyHost), kgo.DialTLSConfig(f.client(t)))
+	if got := metadataBroker(t, cl2); got != emptyHost {
+		t.Fatalf("advertised :0 names %s, want the bound %s", got, emptyHost)
+	}
+	want := "PLAINTEXT://" + b.addr + ",EXTERNAL://localhost:" + port + ",OTHER://" + emptyHost
+	// In the order the listeners started serving (here concurrently).
+	sorted := func(s string) string { l := strings.Split(s, ","); slices.Sort(l); return strings.Join(l, ",") }
+	if got := b.srv.advertisedListeners(); sorted(got) != sorted(want) {
 		t.Fatalf("advertised.listeners %q, want %q", got, want)
 	}
 }
