@@ -12,7 +12,6 @@ package broker
 // listener the request came in on, as Kafka does.
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // handshake runs the TLS handshake of a new connection and sets its
@@ -28,9 +28,18 @@ import (
 // the connection is closed and the reason logged (rate-limited, as the
 // other refusals).
 func (c *conn) handshake(tc *tls.Conn) bool {
-	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.RequestTimeout)
-	defer cancel()
-	err := tc.HandshakeContext(ctx)
+	// Deadlines rather than a context: an expired deadline leaves the
+	// connection open until the refusal is counted, and stopReading
+	// (shutdown) ends the handshake by moving the read deadline.
+	deadline := time.Now().Add(c.s.cfg.RequestTimeout)
+	_ = c.nc.SetWriteDeadline(deadline)
+	var err error
+	if c.armAt(deadline) {
+		err = tc.Handshake()
+	} else {
+		err = net.ErrClosed
+	}
+	_ = c.nc.SetWriteDeadline(time.Time{})
 	if err == nil && c.listener.Principal != nil {
 		p, ok, perr := c.listener.Principal(tc.ConnectionState())
 		switch {
@@ -43,23 +52,24 @@ func (c *conn) handshake(tc *tls.Conn) bool {
 	if err == nil {
 		return true
 	}
+	// Counted and logged before the close, so whoever sees the close
+	// sees the count.
 	c.cancelRead()
-	c.nc.Close()
-	if c.isStopped() {
-		return false
-	}
-	if errors.Is(err, io.EOF) {
+	switch {
+	case c.isStopped():
+	case errors.Is(err, io.EOF):
 		// Closed before a byte of the handshake: a port probe (health
 		// checks, a load balancer's TCP check), not worth a WARN line.
 		c.s.refusals[refusedTLSHandshake].Add(1)
 		c.log.Debug("connection closed before its TLS handshake")
-		return false
+	default:
+		msg := "TLS handshake failed: " + err.Error()
+		if isTimeout(err) {
+			msg = fmt.Sprintf("TLS handshake not finished within the request timeout (%s)", c.s.cfg.RequestTimeout)
+		}
+		c.logRefusal(&connRefusal{reason: refusedTLSHandshake, msg: msg})
 	}
-	msg := "TLS handshake failed: " + err.Error()
-	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
-		msg = fmt.Sprintf("TLS handshake not finished within the request timeout (%s)", c.s.cfg.RequestTimeout)
-	}
-	c.logRefusal(&connRefusal{reason: refusedTLSHandshake, msg: msg})
+	c.nc.Close()
 	return false
 }
 

@@ -385,3 +385,32 @@ func TestTLSCertificateRotatedUnderLoad(t *testing.T) {
 		t.Fatal("no handshake saw the first certificate")
 	}
 }
+
+// TestTLSShutdownDuringHandshake: a connection stuck in its handshake does
+// not hold up shutdown (the request timeout is far away).
+func TestTLSShutdownDuringHandshake(t *testing.T) {
+	f := newTLSFixture(t)
+	b := startBroker(t, t.TempDir(), func(c *Config) { c.RequestTimeout = time.Hour })
+	sslAddr := serveListener(t, b, &Listener{Name: "SSL", Protocol: ProtocolSSL, TLS: f.srv.Config()})
+	stalled, err := net.Dial("tcp", sslAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	if _, err := stalled.Write([]byte{0x16, 0x03, 0x01}); err != nil {
+		t.Fatal(err)
+	}
+	// The handshake has started once the broker counts the connection.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		b.srv.mu.Lock()
+		n := len(b.srv.mu.conns)
+		b.srv.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the connection was never accepted")
+		}
+	}
+	b.stop() // fails the test if shutdown passes its 10 s deadline
+}
