@@ -186,3 +186,25 @@ func (s *Server) advertisedListeners() string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// boundListeners is Kafka's listeners of the listeners being served:
+// NAME://bound address.
+func (s *Server) boundListeners() string {
+	var parts []string
+	for _, l := range s.listeners.all() {
+		if a, ok := s.listeners.boundAddr(l); ok && a != nil {
+			parts = append(parts, l.Name+"://"+a.String())
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// protocolMap is Kafka's listener.security.protocol.map of the listeners
+// being served.
+func (s *Server) protocolMap() string {
+	var parts []string
+	for _, l := range s.listeners.all() {
+		parts = append(parts, l.Name+":"+string(l.Protocol))
+	}
+	return strings.Join(parts, ",")
+}

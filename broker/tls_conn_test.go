@@ -184,6 +184,12 @@ func TestAdvertisedPerListener(t *testing.T) {
 	if got := b.srv.advertisedListeners(); sorted(got) != sorted(want) {
 		t.Fatalf("advertised.listeners %q, want %q", got, want)
 	}
+	if got, want := b.srv.protocolMap(), "EXTERNAL:SSL,OTHER:SSL,PLAINTEXT:PLAINTEXT"; sorted(got) != want {
+		t.Fatalf("listener.security.protocol.map %q, want %q", got, want)
+	}
+	if got, want := b.srv.boundListeners(), "PLAINTEXT://"+b.addr+",EXTERNAL://"+sslAddr+",OTHER://"+emptyHost; sorted(got) != sorted(want) {
+		t.Fatalf("listeners %q, want %q", got, want)
+	}
 }
 
 func TestServeListenerRefusesInconsistentTLS(t *testing.T) {
