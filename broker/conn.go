@@ -181,7 +181,7 @@ func newConn(s *Server, nc net.Conn, p *peer, l *Listener) (*conn, error) {
 		cancelRead:  cancel,
 		wait:        newWaiter(s.baseCtx),
 		listener:    l,
-		principal:   AnonymousPrincipal,
+		principal:   principalOf(s.cfg, nc.RemoteAddr()),
 		host:        hostOf(nc.RemoteAddr()),
 	}, nil
 }

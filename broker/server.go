@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/verbatim-kafka/verbatim/authz"
 	"github.com/verbatim-kafka/verbatim/budget"
 	"github.com/verbatim-kafka/verbatim/groupcoord"
 	"github.com/verbatim-kafka/verbatim/hotpath"
@@ -119,6 +120,24 @@ type Config struct {
 	// group.initial.rebalance.delay.ms: how long the first JoinGroup of an
 	// empty group waits for more members. Nil: Kafka's default, 3 s.
 	GroupInitialRebalanceDelay *time.Duration
+
+	// Authorization.
+	//
+	// Authorizer turns ACLs on (Kafka's authorizer.class.name set to its
+	// StandardAuthorizer): every API checks what Kafka's checks
+	// (authorize.go), the ACL APIs manage the persisted ACL set. Off:
+	// nothing is checked and the ACL APIs answer SECURITY_DISABLED.
+	Authorizer bool
+	// SuperUsers are Kafka's super.users principals ("User:admin"),
+	// allowed everything.
+	SuperUsers []string
+	// AllowEveryoneIfNoACLFound is Kafka's allow.everyone.if.no.acl.found:
+	// a resource no ACL matches is allowed to everyone (never the mirror
+	// permission).
+	AllowEveryoneIfNoACLFound bool
+	// testPrincipals maps a client IP to the principal its connections
+	// get (tests only, until connections authenticate).
+	testPrincipals map[string]string
 
 	// FS is the filesystem under the data dir: metadata files and
 	// partition logs (default storage.OSFS{}; the data dir lock always
@@ -231,6 +250,9 @@ type Server struct {
 	// mirror holds the mirror topics' persisted state: writer epochs and
 	// stops (mirror_state.go, mirror_stop.go).
 	mirror mirrorRegistry
+	// acl is the authorizer, nil when authorization is off
+	// (authorize.go).
+	acl *authz.Authorizer
 
 	// budget bounds request bytes in flight over all connections.
 	budget *budget.Budget
@@ -296,6 +318,9 @@ func Open(cfg Config) (*Server, error) {
 		return fail(err)
 	}
 	s.cluster.maxPartitions = cfg.MaxPartitions
+	if s.acl, err = s.openAuthorizer(); err != nil {
+		return fail(err)
+	}
 	if s.pids, err = openProducerIDs(s.fs); err != nil {
 		return fail(err)
 	}

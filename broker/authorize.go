@@ -1,0 +1,158 @@
+package broker
+
+// The authorizer (Kafka's StandardAuthorizer semantics, package authz) as
+// handlers use it, and the mirror permission.
+//
+// With Config.Authorizer off (Kafka: no authorizer.class.name) every check
+// here allows and costs one nil test; the ACL APIs answer
+// SECURITY_DISABLED. With it on, the ACL set lives in
+// "verbatim-meta/acls.json", rewritten atomically on every change before
+// the change is visible, and read at start.
+//
+// The mirror permission is CLUSTER_ACTION on the CLUSTER resource (the
+// operation Kafka asks of a follower fetch), on top of the ordinary
+// per-topic operation each API checks: a principal that may write a
+// topic (even with ALL on it) still cannot write at offsets of its
+// choosing, move a mirror's log start, or create a mirror topic. The
+// mirror lifecycle (stop, and changing, extending or deleting a mirror
+// topic) accepts CLUSTER_ACTION or ALTER on CLUSTER. Neither is ever
+// granted by allow.everyone.if.no.acl.found.
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/verbatim-kafka/verbatim/authz"
+)
+
+// aclFile is the persisted ACL set, under the data dir.
+const aclFile = metaDirName + "/acls.json"
+
+// openAuthorizer builds the authorizer from the config and the persisted
+// ACLs, or returns nil when authorization is off.
+func (s *Server) openAuthorizer() (*authz.Authorizer, error) {
+	if !s.cfg.Authorizer {
+		return nil, nil
+	}
+	for _, p := range s.cfg.SuperUsers {
+		if err := authz.ValidPrincipal(p); err != nil {
+			return nil, fmt.Errorf("broker: super.users: %v", err)
+		}
+	}
+	a := authz.New(authz.Config{
+		SuperUsers:                s.cfg.SuperUsers,
+		AllowEveryoneIfNoACLFound: s.cfg.AllowEveryoneIfNoACLFound,
+		Persist: func(data []byte) error {
+			return writeFileAtomic(s.fs, metaDirName, "acls.json", data)
+		},
+	})
+	data, err := readFile(s.fs, aclFile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return a, nil
+	case err != nil:
+		return nil, fmt.Errorf("broker: reading %s: %w", aclFile, err)
+	}
+	if err := a.Load(data); err != nil {
+		return nil, fmt.Errorf("broker: %s: %w", aclFile, err)
+	}
+	return a, nil
+}
+
+// authorized reports whether the request's principal, from its host, may
+// perform op on the resource (rt, name). Always true with the authorizer
+// off.
+func (s *Server) authorized(req *Request, op authz.Operation, rt authz.ResourceType, name string) bool {
+	if s.acl == nil {
+		return true
+	}
+	return s.acl.Authorize(req.Principal, req.Host, op, rt, name, true)
+}
+
+// authorizedCluster is authorized on the CLUSTER resource.
+func (s *Server) authorizedCluster(req *Request, op authz.Operation) bool {
+	return s.authorized(req, op, authz.ResourceCluster, authz.ClusterName)
+}
+
+// authorizedByType is Kafka's authorizeByResourceType: may the principal
+// perform op on at least one resource of type rt.
+func (s *Server) authorizedByType(req *Request, op authz.Operation, rt authz.ResourceType) bool {
+	if s.acl == nil {
+		return true
+	}
+	return s.acl.AuthorizeByResourceType(req.Principal, req.Host, op, rt)
+}
+
+// authorizedOps is the authorized-operations bit set of a resource
+// (Metadata, DescribeGroups, DescribeCluster). With the authorizer off
+// Kafka answers every supported operation? No: Kafka without an
+// authorizer answers the bits of every supported operation, which is
+// what this returns too.
+func (s *Server) authorizedOps(req *Request, rt authz.ResourceType, name string) int32 {
+	if s.acl == nil {
+		var bits int32
+		for _, op := range authz.SupportedOperations(rt) {
+			bits |= 1 << uint(op)
+		}
+		return bits
+	}
+	return s.acl.AuthorizedOperations(req.Principal, req.Host, rt, name)
+}
+
+// mirrorPermitted reports whether the request's principal holds the
+// mirror permission, CLUSTER_ACTION on CLUSTER, which
+// allow.everyone.if.no.acl.found never grants. The caller checks the
+// per-topic operation as well.
+func (s *Server) mirrorPermitted(req *Request) bool {
+	if s.acl == nil {
+		return true
+	}
+	return s.acl.Authorize(req.Principal, req.Host, authz.OpClusterAction, authz.ResourceCluster, authz.ClusterName, false)
+}
+
+// mirrorAdminPermitted is the permission of the mirror lifecycle (stop,
+// and altering, extending or deleting a mirror topic): CLUSTER_ACTION or
+// ALTER on CLUSTER, never granted by allow.everyone.if.no.acl.found.
+func (s *Server) mirrorAdminPermitted(req *Request) bool {
+	if s.acl == nil || s.mirrorPermitted(req) {
+		return true
+	}
+	return s.acl.Authorize(req.Principal, req.Host, authz.OpAlter, authz.ResourceCluster, authz.ClusterName, false)
+}
+
+// errMirrorPermission is the refusal of an action that needs the mirror
+// permission: CLUSTER_AUTHORIZATION_FAILED naming the missing ACL.
+func errMirrorPermission(req *Request, action string) error {
+	return kafkaErr(kerr.ClusterAuthorizationFailed, fmt.Sprintf(
+		"%s needs the mirror permission: principal %s from host %s has no ALLOW ACL for CLUSTER_ACTION on the CLUSTER resource %s (kafka-acls.sh --add --allow-principal %s --operation ClusterAction --cluster)",
+		action, req.Principal, req.Host, authz.ClusterName, req.Principal))
+}
+
+// errMirrorAdminPermission is the refusal of a mirror lifecycle action.
+func errMirrorAdminPermission(req *Request, action string) error {
+	return kafkaErr(kerr.ClusterAuthorizationFailed, fmt.Sprintf(
+		"%s needs the mirror permission: principal %s from host %s has no ALLOW ACL for CLUSTER_ACTION or ALTER on the CLUSTER resource %s (kafka-acls.sh --add --allow-principal %s --operation ClusterAction --cluster)",
+		action, req.Principal, req.Host, authz.ClusterName, req.Principal))
+}
+
+// testPrincipalFor is the principal tests give connections from a remote
+// IP (Config.testPrincipals), or "" when none.
+func (c Config) testPrincipalFor(host string) string {
+	if c.testPrincipals == nil {
+		return ""
+	}
+	return c.testPrincipals[host]
+}
+
+// principalOf is a new connection's principal: AnonymousPrincipal until it
+// authenticates, or the one a test gave its address.
+func principalOf(c Config, remote net.Addr) string {
+	if p := c.testPrincipalFor(hostOf(remote)); p != "" {
+		return p
+	}
+	return AnonymousPrincipal
+}
