@@ -136,6 +136,10 @@ func handleProduce(ctx context.Context, s *Server, r *Request) (Reply, error) {
 	acksOK := req.Acks == 0 || req.Acks == 1 || req.Acks == -1
 	durable := req.Acks == -1 && s.flushPolicy() == storage.FlushAlways
 	now := time.Now().UnixMilli()
+	var refusal error // request-wide (authorization: produce_authz.go)
+	if s.acl != nil {
+		refusal = s.produceRequestRefusal(r, req)
+	}
 	for ti := range req.Topics {
 		rt := &req.Topics[ti]
 		out := &op.resp.Topics[ti]
@@ -150,6 +154,15 @@ func handleProduce(ctx context.Context, s *Server, r *Request) (Reply, error) {
 		} else if t = s.cluster.topic(string(rt.Name)); t == nil {
 			topicErr = kerr.UnknownTopicOrPartition
 		}
+		if s.acl != nil && (t != nil || topicErr == kerr.UnknownTopicOrPartition) {
+			name := string(rt.Name)
+			if t != nil {
+				name = t.Name
+			}
+			if !s.produceTopicAuthorized(r, name) {
+				topicErr = kerr.TopicAuthorizationFailed
+			}
+		}
 		for i := range rt.Partitions {
 			rp := &rt.Partitions[i]
 			var mp *wireext.MirrorPartition
@@ -161,6 +174,10 @@ func handleProduce(ctx context.Context, s *Server, r *Request) (Reply, error) {
 			switch {
 			case !acksOK:
 				pr.ErrorCode = kerr.InvalidRequiredAcks.Code // logged once below
+				continue
+			case refusal != nil:
+				setProduceError(pr, refusal, nil)
+				op.noteFailure(string(rt.Name), rp.Index, pr.ErrorCode, refusal, nil)
 				continue
 			case topicErr != nil:
 				pr.ErrorCode = topicErr.Code

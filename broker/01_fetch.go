@@ -80,12 +80,14 @@ type fetchOp struct {
 	parts   []*fetchPart
 	started time.Time
 	client  clientInfo // for the failure lines
+	// r is the request, for the authorizer (fetchAuthorized).
+	r *Request
 }
 
 func handleFetch(ctx context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.FetchRequest)
 	now := time.Now()
-	op := &fetchOp{s: s, req: req, started: now, client: clientOf(r)}
+	op := &fetchOp{s: s, req: req, started: now, client: clientOf(r), r: r}
 	op.plan = s.fetchSessions.begin(req, now)
 	if op.plan.errCode != 0 {
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
@@ -140,7 +142,14 @@ func (op *fetchOp) bind(s *Server, fp *fetchPart) {
 			return
 		}
 		fp.name = t.Name
-	} else if t = s.cluster.topic(fp.name); t == nil {
+	} else {
+		t = s.cluster.topic(fp.name)
+	}
+	if s.acl != nil && !op.fetchAuthorized(fp.name) {
+		fp.errCode = kerr.TopicAuthorizationFailed.Code
+		return
+	}
+	if t == nil {
 		fp.errCode = kerr.UnknownTopicOrPartition.Code
 		return
 	}

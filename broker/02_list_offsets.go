@@ -43,6 +43,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/authz"
 	"github.com/verbatim-kafka/verbatim/storage"
 )
 
@@ -64,6 +65,7 @@ func handleListOffsets(ctx context.Context, s *Server, r *Request) (Reply, error
 		ot := kmsg.NewListOffsetsResponseTopic()
 		ot.Topic = rt.Topic
 		t := s.cluster.topic(rt.Topic)
+		denied := !s.authorized(r, authz.OpDescribe, authz.ResourceTopic, rt.Topic)
 		for _, rp := range rt.Partitions {
 			op := kmsg.NewListOffsetsResponseTopicPartition()
 			op.Partition = rp.Partition
@@ -71,7 +73,9 @@ func handleListOffsets(ctx context.Context, s *Server, r *Request) (Reply, error
 			if t != nil {
 				p = t.Partition(rp.Partition)
 			}
-			if p == nil {
+			if denied {
+				op.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			} else if p == nil {
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			} else if err := listOffset(ctx, p, req.Version, req.IsolationLevel, &rp, &op); err != nil {
 				if ctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {

@@ -31,6 +31,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/authz"
 	"github.com/verbatim-kafka/verbatim/groupcoord"
 )
 
@@ -49,6 +50,9 @@ func clientHost(r *Request) string {
 
 func handleJoinGroup(_ context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.JoinGroupRequest)
+	if !s.authorized(r, authz.OpRead, authz.ResourceGroup, req.Group) {
+		return joinResponse(req, groupcoord.JoinResult{Code: kerr.GroupAuthorizationFailed.Code, Generation: -1}), nil
+	}
 	jr := groupcoord.JoinRequest{
 		Group: req.Group, MemberID: req.MemberID, InstanceID: req.InstanceID,
 		ProtocolType: req.ProtocolType, Protocols: req.Protocols,

@@ -12,7 +12,9 @@ package broker
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/verbatim-kafka/verbatim/authz"
 )
 
 func init() { register(kmsg.Heartbeat.Int16(), 0, 4, handleHeartbeat) }
@@ -20,6 +22,10 @@ func init() { register(kmsg.Heartbeat.Int16(), 0, 4, handleHeartbeat) }
 func handleHeartbeat(_ context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.HeartbeatRequest)
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+	if !s.authorized(r, authz.OpRead, authz.ResourceGroup, req.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil
+	}
 	inst := req.InstanceID
 	if req.Version < 3 {
 		inst = nil

@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/authz"
 	"github.com/verbatim-kafka/verbatim/groupcoord"
 )
 
@@ -27,6 +28,9 @@ func init() { register(kmsg.SyncGroup.Int16(), 0, 5, handleSyncGroup) }
 
 func handleSyncGroup(_ context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.SyncGroupRequest)
+	if !s.authorized(r, authz.OpRead, authz.ResourceGroup, req.Group) {
+		return syncResponse(req, groupcoord.SyncResult{Code: kerr.GroupAuthorizationFailed.Code}), nil
+	}
 	sr := groupcoord.SyncRequest{Group: req.Group, MemberID: req.MemberID, InstanceID: req.InstanceID, Generation: req.Generation,
 		Assignments: make(map[string][]byte, len(req.GroupAssignment))}
 	if req.Version >= 5 {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/verbatim-kafka/verbatim/authz"
 )
 
 func init() { register(kmsg.DescribeGroups.Int16(), 0, 6, handleDescribeGroups) }
@@ -34,8 +35,13 @@ func handleDescribeGroups(_ context.Context, s *Server, r *Request) (Reply, erro
 		dg := kmsg.NewDescribeGroupsResponseGroup()
 		dg.Group = id
 		dg.AuthorizedOperations = math.MinInt32
+		if !s.authorized(r, authz.OpDescribe, authz.ResourceGroup, id) {
+			dg.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, dg)
+			continue
+		}
 		if req.IncludeAuthorizedOperations {
-			dg.AuthorizedOperations = groupOperations
+			dg.AuthorizedOperations = s.authorizedOps(r, authz.ResourceGroup, id, groupOperations)
 		}
 		found := s.groups.Describe(id, &dg)
 		if !found && req.Version >= 6 {

@@ -35,6 +35,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/verbatim-kafka/verbatim/authz"
 )
 
 func init() { register(kmsg.CreateTopics.Int16(), 0, 7, handleCreateTopics) }
@@ -46,6 +47,7 @@ func handleCreateTopics(_ context.Context, s *Server, r *Request) (Reply, error)
 	for _, rt := range req.Topics {
 		seen[rt.Topic]++
 	}
+	clusterCreate := s.authorizedCluster(r, authz.OpCreate)
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
@@ -62,6 +64,11 @@ func handleCreateTopics(_ context.Context, s *Server, r *Request) (Reply, error)
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
+		if err := s.createTopicRefusal(r, &rt, clusterCreate); err != nil {
+			fail(err)
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		t, err := s.createTopicFromRequest(&rt, req.ValidateOnly)
 		if err != nil {
 			fail(err)
@@ -71,6 +78,12 @@ func handleCreateTopics(_ context.Context, s *Server, r *Request) (Reply, error)
 		if !req.ValidateOnly {
 			s.log.Info("created topic", "topic", t.Name, "partitions", len(t.Partitions()), "configs", t.Config().Overrides())
 			st.TopicID = t.ID
+		}
+		if !s.authorized(r, authz.OpDescribeConfigs, authz.ResourceTopic, t.Name) {
+			// Created, but its configs are not the principal's to see.
+			st.ConfigErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, st)
+			continue
 		}
 		st.NumPartitions = int32(len(t.Partitions()))
 		st.ReplicationFactor = 1
@@ -144,4 +157,19 @@ func (s *Server) createTopicFromRequest(rt *kmsg.CreateTopicsRequestTopic, valid
 		return s.createMirrorTopicWithID(rt.Topic, partitions, cfg, validateOnly, id)
 	}
 	return s.cluster.createTopic(rt.Topic, partitions, cfg, validateOnly)
+}
+
+// createTopicRefusal is CreateTopics' authorization: CREATE on CLUSTER or
+// on the topic (TOPIC_AUTHORIZATION_FAILED), and for a mirror topic
+// (mirror.mode among its configs) the mirror permission too.
+func (s *Server) createTopicRefusal(r *Request, rt *kmsg.CreateTopicsRequestTopic, clusterCreate bool) error {
+	if !clusterCreate && !s.authorized(r, authz.OpCreate, authz.ResourceTopic, rt.Topic) {
+		return kafkaErr(kerr.TopicAuthorizationFailed, kerr.TopicAuthorizationFailed.Message)
+	}
+	for _, c := range rt.Configs {
+		if c.Name == "mirror.mode" && !s.mirrorPermitted(r) {
+			return errMirrorPermission(r, "creating mirror topic "+rt.Topic)
+		}
+	}
+	return nil
 }

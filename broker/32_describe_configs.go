@@ -36,7 +36,11 @@ func handleDescribeConfigs(_ context.Context, s *Server, r *Request) (Reply, err
 	for _, rr := range req.Resources {
 		sr := kmsg.NewDescribeConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		t, err := s.configResource(rr.ResourceType, rr.ResourceName)
+		err := s.configsRefusal(r, rr.ResourceType, rr.ResourceName, false)
+		var t *Topic
+		if err == nil {
+			t, err = s.configResource(rr.ResourceType, rr.ResourceName)
+		}
 		if err != nil {
 			sr.ErrorCode, sr.ErrorMessage = errorToKafka(err)
 			resp.Resources = append(resp.Resources, sr)

@@ -43,7 +43,7 @@ func handleAlterConfigs(_ context.Context, s *Server, r *Request) (Reply, error)
 		var err error
 		if dups[resourceKey(rr.ResourceType, rr.ResourceName)] > 1 {
 			err = kafkaErr(kerr.InvalidRequest, "Error due to duplicate config resources")
-		} else {
+		} else if err = s.configsRefusal(r, rr.ResourceType, rr.ResourceName, true); err == nil {
 			err = s.alterConfigs(&rr, req.ValidateOnly)
 		}
 		sr.ErrorCode, sr.ErrorMessage = errorToKafka(err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/verbatim-kafka/verbatim/authz"
 )
 
 func init() { register(kmsg.DescribeLogDirs.Int16(), 1, 4, handleDescribeLogDirs) }
@@ -25,6 +26,11 @@ func init() { register(kmsg.DescribeLogDirs.Int16(), 1, 4, handleDescribeLogDirs
 func handleDescribeLogDirs(_ context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.DescribeLogDirsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+	if !s.authorizedCluster(r, authz.OpDescribe) {
+		// Kafka: no directories, and (v3+) CLUSTER_AUTHORIZATION_FAILED.
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil
+	}
 	dir := kmsg.NewDescribeLogDirsResponseDir()
 	if abs, err := filepath.Abs(s.cfg.DataDir); err == nil {
 		dir.Dir = abs

@@ -22,6 +22,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/verbatim-kafka/verbatim/authz"
 )
 
 func init() { register(kmsg.CreatePartitions.Int16(), 0, 3, handleCreatePartitions) }
@@ -39,7 +40,7 @@ func handleCreatePartitions(_ context.Context, s *Server, r *Request) (Reply, er
 		var err error
 		if seen[rt.Topic] > 1 {
 			err = kafkaErr(kerr.InvalidRequest, "Duplicate topic in request.")
-		} else {
+		} else if err = s.alterTopicRefusal(r, rt.Topic, authz.OpAlter, "adding partitions to mirror topic "); err == nil {
 			err = s.createPartitions(&rt, req.ValidateOnly)
 		}
 		st.ErrorCode, st.ErrorMessage = errorToKafka(err)

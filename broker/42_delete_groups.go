@@ -12,7 +12,9 @@ package broker
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/verbatim-kafka/verbatim/authz"
 )
 
 func init() { register(kmsg.DeleteGroups.Int16(), 0, 2, handleDeleteGroups) }
@@ -22,7 +24,12 @@ func handleDeleteGroups(_ context.Context, s *Server, r *Request) (Reply, error)
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
 	for _, g := range req.Groups {
 		rg := kmsg.NewDeleteGroupsResponseGroup()
-		rg.Group, rg.ErrorCode = g, s.groups.DeleteGroup(g)
+		rg.Group = g
+		if !s.authorized(r, authz.OpDelete, authz.ResourceGroup, g) {
+			rg.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		} else {
+			rg.ErrorCode = s.groups.DeleteGroup(g)
+		}
 		resp.Groups = append(resp.Groups, rg)
 	}
 	return resp, nil

@@ -44,7 +44,7 @@ func handleIncrementalAlterConfigs(_ context.Context, s *Server, r *Request) (Re
 		var err error
 		if dups[resourceKey(rr.ResourceType, rr.ResourceName)] > 1 {
 			err = kafkaErr(kerr.InvalidRequest, "Error due to duplicate config resources")
-		} else {
+		} else if err = s.configsRefusal(r, rr.ResourceType, rr.ResourceName, true); err == nil {
 			err = s.incrementalAlter(&rr, req.ValidateOnly)
 		}
 		sr.ErrorCode, sr.ErrorMessage = errorToKafka(err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/verbatim-kafka/verbatim/authz"
 )
 
 func init() { register(kmsg.DescribeProducers.Int16(), 0, 0, handleDescribeProducers) }
@@ -27,9 +28,15 @@ func handleDescribeProducers(_ context.Context, s *Server, r *Request) (Reply, e
 		rt := kmsg.NewDescribeProducersResponseTopic()
 		rt.Topic = t.Topic
 		topic := s.cluster.topic(t.Topic)
+		denied := !s.authorized(r, authz.OpRead, authz.ResourceTopic, t.Topic)
 		for _, pi := range t.Partitions {
 			rp := kmsg.NewDescribeProducersResponseTopicPartition()
 			rp.Partition = pi
+			if denied {
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
 			var p *Partition
 			if topic != nil {
 				p = topic.Partition(pi)

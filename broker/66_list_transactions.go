@@ -18,6 +18,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/verbatim-kafka/verbatim/authz"
 )
 
 func init() { register(kmsg.ListTransactions.Int16(), 0, 2, handleListTransactions) }
@@ -40,6 +41,9 @@ func handleListTransactions(_ context.Context, s *Server, r *Request) (Reply, er
 	list, unknown := s.txns.List(req.StateFilters, req.ProducerIDFilters, minDur, re)
 	resp.UnknownStateFilters = unknown
 	for _, t := range list {
+		if !s.authorized(r, authz.OpDescribe, authz.ResourceTransactionalID, t.ID) {
+			continue // hidden, as Kafka filters them
+		}
 		ts := kmsg.NewListTransactionsResponseTransactionState()
 		ts.TransactionalID, ts.ProducerID, ts.TransactionState = t.ID, t.PID, t.State
 		resp.TransactionStates = append(resp.TransactionStates, ts)

@@ -25,6 +25,7 @@ import (
 	"net"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/authz"
 )
@@ -88,17 +89,12 @@ func (s *Server) authorizedByType(req *Request, op authz.Operation, rt authz.Res
 }
 
 // authorizedOps is the authorized-operations bit set of a resource
-// (Metadata, DescribeGroups, DescribeCluster). With the authorizer off
-// Kafka answers every supported operation? No: Kafka without an
-// authorizer answers the bits of every supported operation, which is
-// what this returns too.
-func (s *Server) authorizedOps(req *Request, rt authz.ResourceType, name string) int32 {
+// (Metadata, DescribeGroups, DescribeCluster): the operations Kafka
+// supports on its type that the principal may perform. With the
+// authorizer off it is off, the bit set the broker always answered.
+func (s *Server) authorizedOps(req *Request, rt authz.ResourceType, name string, off int32) int32 {
 	if s.acl == nil {
-		var bits int32
-		for _, op := range authz.SupportedOperations(rt) {
-			bits |= 1 << uint(op)
-		}
-		return bits
+		return off
 	}
 	return s.acl.AuthorizedOperations(req.Principal, req.Host, rt, name)
 }
@@ -155,4 +151,72 @@ func principalOf(c Config, remote net.Addr) string {
 		return p
 	}
 	return AnonymousPrincipal
+}
+
+// fetchAuthorized is Fetch's check, as Kafka's: a follower fetch (a
+// replica id >= 0) needs CLUSTER_ACTION on CLUSTER, a consumer READ on the
+// topic; either failing is TOPIC_AUTHORIZATION_FAILED for the partition.
+func (op *fetchOp) fetchAuthorized(topic string) bool {
+	replica := op.req.ReplicaID
+	if op.req.Version >= 15 {
+		replica = op.req.ReplicaState.ID
+	}
+	if replica >= 0 {
+		return op.s.authorizedCluster(op.r, authz.OpClusterAction)
+	}
+	return op.s.authorized(op.r, authz.OpRead, authz.ResourceTopic, topic)
+}
+
+// alterTopicRefusal is the check of an API that changes a topic: op on the
+// topic (TOPIC_AUTHORIZATION_FAILED) and, when the topic is a mirror
+// topic, the mirror lifecycle permission (CLUSTER_AUTHORIZATION_FAILED
+// naming it; action, followed by the topic's name, says what was refused).
+func (s *Server) alterTopicRefusal(r *Request, topic string, op authz.Operation, action string) error {
+	if s.acl == nil {
+		return nil
+	}
+	if !s.authorized(r, op, authz.ResourceTopic, topic) {
+		return kafkaErr(kerr.TopicAuthorizationFailed, kerr.TopicAuthorizationFailed.Message)
+	}
+	if t := s.cluster.topic(topic); t != nil && t.Config().MirrorPush && !s.mirrorAdminPermitted(r) {
+		return errMirrorAdminPermission(r, action+topic)
+	}
+	return nil
+}
+
+// configsRefusal is the check of DescribeConfigs (alter false) and
+// AlterConfigs / IncrementalAlterConfigs (alter true), as Kafka's
+// KafkaApis does it: DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic
+// (TOPIC_AUTHORIZATION_FAILED), on CLUSTER for broker, broker-logger and
+// client-metrics resources (CLUSTER_AUTHORIZATION_FAILED), on the group
+// for group resources (GROUP_AUTHORIZATION_FAILED); altering a mirror
+// topic (its policies, or mirror.mode: the mirror stop) also needs the
+// mirror lifecycle permission. Other resource types are left to the
+// handler.
+func (s *Server) configsRefusal(r *Request, typ kmsg.ConfigResourceType, name string, alter bool) error {
+	if s.acl == nil {
+		return nil
+	}
+	op := authz.OpDescribeConfigs
+	if alter {
+		op = authz.OpAlterConfigs
+	}
+	switch typ {
+	case kmsg.ConfigResourceTypeTopic:
+		if alter {
+			return s.alterTopicRefusal(r, name, op, "changing the configs of mirror topic ")
+		}
+		if !s.authorized(r, op, authz.ResourceTopic, name) {
+			return kafkaErr(kerr.TopicAuthorizationFailed, kerr.TopicAuthorizationFailed.Message)
+		}
+	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger, kmsg.ConfigResourceTypeClientMetrics:
+		if !s.authorizedCluster(r, op) {
+			return kafkaErr(kerr.ClusterAuthorizationFailed, kerr.ClusterAuthorizationFailed.Message)
+		}
+	case kmsg.ConfigResourceTypeGroupConfig:
+		if !s.authorized(r, op, authz.ResourceGroup, name) {
+			return kafkaErr(kerr.GroupAuthorizationFailed, kerr.GroupAuthorizationFailed.Message)
+		}
+	}
+	return nil
 }
