@@ -51,6 +51,11 @@ func (s *Server) openAuthorizer() (*authz.Authorizer, error) {
 			return writeFileAtomic(s.fs, metaDirName, "acls.json", data)
 		},
 	})
+	if len(s.cfg.aclSeed) > 0 {
+		if _, err := a.Create(s.cfg.aclSeed); err != nil {
+			return nil, err
+		}
+	}
 	data, err := readFile(s.fs, aclFile)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

@@ -138,6 +138,8 @@ type Config struct {
 	// testPrincipals maps a client IP to the principal its connections
 	// get (tests only, until connections authenticate).
 	testPrincipals map[string]string
+	// aclSeed are ACLs created at Open (tests only).
+	aclSeed []authz.Binding
 
 	// FS is the filesystem under the data dir: metadata files and
 	// partition logs (default storage.OSFS{}; the data dir lock always
