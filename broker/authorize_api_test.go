@@ -214,7 +214,7 @@ func TestAclAPIs(t *testing.T) {
 	del.Version = 3
 	del.Filters = []kmsg.DeleteACLsRequestFilter{
 		{ResourceType: 2, ResourceName: sp("a"), ResourcePatternType: 1, Operation: 1, PermissionType: 1}, // both "a" patterns
-		{ResourceType: 0, ResourcePatternType: 1, Operation: 1, PermissionType: 1},                         // UNKNOWN
+		{ResourceType: 0, ResourcePatternType: 1, Operation: 1, PermissionType: 1},                        // UNKNOWN
 	}
 	dr := rawAs[*kmsg.DeleteACLsResponse](t, b, adminIP, del).Results
 	if dr[0].ErrorCode != 0 || len(dr[0].MatchingACLs) != 3 {
