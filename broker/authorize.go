@@ -225,3 +225,7 @@ func (s *Server) configsRefusal(r *Request, typ kmsg.ConfigResourceType, name st
 	}
 	return nil
 }
+
+// Authorizer is the broker's authorizer (nil when authorization is off),
+// for tests that check what Kafka's tools configured.
+func (s *Server) Authorizer() *authz.Authorizer { return s.acl }
