@@ -225,3 +225,48 @@ func TestAclAPIs(t *testing.T) {
 		t.Fatalf("%d ACLs left, want 2", got)
 	}
 }
+
+// TestAllowEveryoneAndAutoCreate: allow.everyone.if.no.acl.found grants
+// what no ACL is about (and stops granting once an ACL for someone else
+// names the resource); Metadata's auto-creation needs CREATE; the
+// cluster's authorized operations are the principal's.
+func TestAllowEveryoneAndAutoCreate(t *testing.T) {
+	b := startBroker(t, t.TempDir(), withACLs(func(c *Config) { c.AllowEveryoneIfNoACLFound = true; c.AutoCreateTopics = true }))
+	createTopic(t, b, "open", 1, nil)
+	produce := func(topic string) int16 {
+		req := produceRequest(9, topic, 0, encodeBatch(t, 0, -1, -1, []byte("v")))
+		return rawAs[*kmsg.ProduceResponse](t, b, malloryIP, req).Topics[0].Partitions[0].ErrorCode
+	}
+	wantCode(t, "produce to a topic without ACLs", produce("open"), errNone)
+	grant(t, b, "User:alice", authz.PermAllow, "TOPIC:open:WRITE")
+	wantCode(t, "produce once alice has an ACL on it", produce("open"), kerr.TopicAuthorizationFailed)
+
+	grant(t, b, "User:alice", authz.PermAllow, "CLUSTER:kafka-cluster:DESCRIBE")
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version, md.AllowAutoTopicCreation = 9, true
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = sp("auto")
+	md.Topics = append(md.Topics, rt)
+	md.IncludeClusterAuthorizedOperations = true
+	// DESCRIBE on "auto" comes from allow.everyone; CREATE too, since no
+	// ACL names the topic: mallory may auto-create it.
+	resp := rawAs[*kmsg.MetadataResponse](t, b, malloryIP, md)
+	wantCode(t, "auto-create without ACLs", resp.Topics[0].ErrorCode, errNone)
+	// The cluster has an ACL (alice's): mallory holds none of its
+	// operations.
+	if resp.AuthorizedOperations != 0 {
+		t.Fatalf("cluster authorized operations %b, want none", resp.AuthorizedOperations)
+	}
+	grant(t, b, "User:alice", authz.PermAllow, "TOPIC:auto2:DESCRIBE")
+	grant(t, b, mallory, authz.PermAllow, "TOPIC:auto2:DESCRIBE")
+	*md.Topics[0].Topic = "auto2"
+	wantCode(t, "auto-create with DESCRIBE only", rawAs[*kmsg.MetadataResponse](t, b, malloryIP, md).Topics[0].ErrorCode, kerr.TopicAuthorizationFailed)
+	if b.srv.cluster.topic("auto2") != nil {
+		t.Fatal("auto2 was created")
+	}
+	dc := kmsg.NewPtrDescribeClusterRequest()
+	dc.IncludeClusterAuthorizedOperations = true
+	if ops := rawAs[*kmsg.DescribeClusterResponse](t, b, malloryIP, dc).ClusterAuthorizedOperations; ops != 0 {
+		t.Fatalf("DescribeCluster authorized operations %b, want none", ops)
+	}
+}

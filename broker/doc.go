@@ -13,6 +13,11 @@
 // (internal/lograte); storage and the hot path return errors and never
 // log them.
 //
+// With the authorizer on (authorize.go, package authz) every handler
+// checks what Kafka's KafkaApis checks for its API, and the mirror paths
+// the mirror permission (CLUSTER_ACTION on CLUSTER); the ACL APIs
+// (29-31) manage the persisted ACL set.
+//
 // It owns connections (with the limits on them: connections and frame
 // bytes per peer address, the refused connections logged,
 // conn_limits.go) and cluster/topic metadata. It must not parse or patch
