@@ -72,6 +72,10 @@ package broker
 //     INVALID_RECORD) and max.decompressed.batch.bytes (per batch,
 //     MESSAGE_TOO_LARGE) bound what they may inflate to.
 //
+// Authorization (with the authorizer on, authorize.go): WRITE on each
+// topic; transactional batches WRITE on the transactional id; mirror
+// produces the mirror permission too (produce_authz.go).
+//
 // Deviations from Apache Kafka:
 //   - A compressed payload that is not valid for its codec gets
 //     INVALID_RECORD (non-retriable); Kafka 4.4 answers UNKNOWN_SERVER_ERROR

@@ -29,6 +29,10 @@ package broker
 //   - Replica fetches (ReplicaID/ReplicaState >= 0) are served as consumer
 //     fetches: this single node has no followers.
 //
+// Authorization (with the authorizer on, authorize.go): READ on the topic;
+// follower fetches CLUSTER_ACTION on CLUSTER; refused partitions
+// TOPIC_AUTHORIZATION_FAILED.
+//
 // Deviations from Apache Kafka: a partially fitting trailing batch is left
 // out rather than sent cut (clients drop it anyway); no quotas
 // (ThrottleMillis 0); no preferred read replica (-1). Records are read into

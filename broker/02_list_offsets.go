@@ -29,6 +29,9 @@ package broker
 //     UNKNOWN_TOPIC_OR_PARTITION. A special timestamp newer than the
 //     request version allows: UNSUPPORTED_VERSION.
 //
+// Authorization (with the authorizer on, authorize.go): DESCRIBE on the
+// topic (TOPIC_AUTHORIZATION_FAILED).
+//
 // Deviations from Apache Kafka: TimeoutMillis (v10) is not needed (answers
 // are immediate); other negative timestamps answer -1/-1. Kafka answers
 // an undecodable compressed stream with UNKNOWN_SERVER_ERROR (INVALID_RECORD

@@ -20,6 +20,10 @@ package broker
 //     coordinator runtime answers KAFKA_STORAGE_ERROR, logged once at ERROR
 //     with the group's partition and the client.
 //
+// Authorization (with the authorizer on, authorize.go): READ on the group
+// (GROUP_AUTHORIZATION_FAILED for every partition), READ on each topic
+// (TOPIC_AUTHORIZATION_FAILED, not committed).
+//
 // Deviations from Apache Kafka: RetentionTimeMillis (v2-4) is ignored (the
 // broker-wide offsets retention of 7 days applies, as Kafka does since
 // 2.1 for v5+).

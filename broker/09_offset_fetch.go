@@ -12,6 +12,10 @@ package broker
 // KIP-848 protocol, which is not served; they are ignored for classic
 // groups.
 //
+// Authorization (with the authorizer on, authorize.go): DESCRIBE on the
+// group and on each topic; topics without DESCRIBE are left out of all-
+// partitions answers.
+//
 // Deviations from Apache Kafka: none known.
 
 import (

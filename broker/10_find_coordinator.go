@@ -11,6 +11,9 @@ package broker
 // INVALID_REQUEST (share groups are not served); COORDINATOR_NOT_AVAILABLE
 // if the internal topic cannot be created.
 //
+// Authorization (with the authorizer on, authorize.go): DESCRIBE on the
+// group or the transactional id.
+//
 // Deviations from Apache Kafka: none known for groups and transactions.
 
 import (

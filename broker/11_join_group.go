@@ -17,6 +17,9 @@ package broker
 // answer waits (deferred, the connection keeps reading) until the join
 // phase ends.
 //
+// Authorization (with the authorizer on, authorize.go): READ on the group
+// (GROUP_AUTHORIZATION_FAILED).
+//
 // Deviations from Apache Kafka: a join cannot wait longer than the
 // broker's --request-timeout (default 30 s); one second before it, the
 // waiting join is answered REBALANCE_IN_PROGRESS and the client rejoins

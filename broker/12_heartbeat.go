@@ -7,6 +7,9 @@ package broker
 // rejoining (the member must rejoin), UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID
 // (v3+), ILLEGAL_GENERATION, as Kafka.
 //
+// Authorization (with the authorizer on, authorize.go): READ on the group
+// (GROUP_AUTHORIZATION_FAILED).
+//
 // Deviations from Apache Kafka: none known.
 
 import (

@@ -9,6 +9,9 @@ package broker
 // instance is held by another member id). A member id handed out by
 // KIP-394 but not yet joined is forgotten. v5 reasons are logged.
 //
+// Authorization (with the authorizer on, authorize.go): READ on the group
+// (GROUP_AUTHORIZATION_FAILED).
+//
 // Deviations from Apache Kafka: none known.
 
 import (

@@ -12,6 +12,9 @@ package broker
 // that do not sync within the rebalance timeout are removed and the group
 // rebalances.
 //
+// Authorization (with the authorizer on, authorize.go): READ on the group
+// (GROUP_AUTHORIZATION_FAILED).
+//
 // Deviations from Apache Kafka: none known.
 
 import (

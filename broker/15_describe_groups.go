@@ -10,8 +10,13 @@ package broker
 // v3+ authorized operations: -2147483648 (not computed) unless asked, then
 // every group operation.
 //
-// Deviations from Apache Kafka: no ACLs, so authorized operations are all
-// of them.
+// Authorization (with the authorizer on, authorize.go): DESCRIBE on the
+// group (GROUP_AUTHORIZATION_FAILED); the authorized operations are the
+// principal's.
+//
+// Deviations from Apache Kafka: without the authorizer the authorized
+// operations are READ, DELETE and DESCRIBE (Kafka answers every operation
+// it supports on groups, DESCRIBE_CONFIGS and ALTER_CONFIGS included).
 
 import (
 	"context"

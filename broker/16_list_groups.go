@@ -7,6 +7,10 @@ package broker
 // Kafka); v5+ its type ("classic": only the classic protocol is served)
 // and the TypesFilter (a filter without "classic" lists nothing).
 //
+// Authorization (with the authorizer on, authorize.go): DESCRIBE on
+// CLUSTER lists every group, else only the groups the principal may
+// describe.
+//
 // Deviations from Apache Kafka: none known.
 
 import (

@@ -24,6 +24,10 @@ package broker
 //     every occurrence, as in Kafka.
 //   - Each topic is answered on its own: one bad topic never fails the rest.
 //
+// Authorization (with the authorizer on, authorize.go): CREATE on CLUSTER
+// or the topic; configs withheld without DESCRIBE_CONFIGS; mirror topics
+// the mirror permission too.
+//
 // Deviations from Apache Kafka: topic creation policies
 // (create.topic.policy.class.name) do not exist; a topic is durable in the
 // data dir's metadata when the response is sent (TimeoutMillis is not

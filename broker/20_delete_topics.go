@@ -13,6 +13,10 @@ package broker
 //     start recognises and removes).
 //   - Each topic is answered on its own.
 //
+// Authorization (with the authorizer on, authorize.go): DELETE on the
+// topic (by id, DESCRIBE too, else the name is withheld); mirror topics
+// the mirror lifecycle permission too.
+//
 // Deviations from Apache Kafka: deletion is synchronous (Kafka deletes
 // files after file.delete.delay.ms); delete.topic.enable does not exist;
 // the internal topics (__consumer_offsets, __transaction_state) cannot be

@@ -11,6 +11,10 @@ package broker
 // (as Kafka refuses it on compacted topics); unknown partitions are
 // UNKNOWN_TOPIC_OR_PARTITION.
 //
+// Authorization (with the authorizer on, authorize.go): DELETE on the
+// topic; the mirror log-start forward WRITE and the mirror permission
+// instead.
+//
 // Deviations from Apache Kafka: mirror topics (mirror.mode=push) refuse
 // DeleteRecords from clients with POLICY_VIOLATION: their log start is the
 // source's to move. A pusher forwards it with a v2 request carrying the

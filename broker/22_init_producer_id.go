@@ -21,6 +21,10 @@ package broker
 //     transaction.max.timeout.ms), CONCURRENT_TRANSACTIONS (markers being
 //     written).
 //
+// Authorization (with the authorizer on, authorize.go): WRITE on the
+// transactional id; idempotent producers IDEMPOTENT_WRITE on CLUSTER or
+// WRITE on some topic.
+//
 // Deviations from Apache Kafka: v6 (KIP-939 two-phase commit) is not
 // served.
 

@@ -17,6 +17,9 @@ package broker
 // answer equals the source's for every epoch that has batches (invariant
 // I3, docs/mirroring.md).
 //
+// Authorization (with the authorizer on, authorize.go): DESCRIBE on the
+// topic; replicas CLUSTER_ACTION on CLUSTER.
+//
 // Deviations from Apache Kafka: none known.
 
 import (

@@ -15,6 +15,9 @@ package broker
 // partition NONE when it is in the ongoing transaction of that producer
 // and epoch, INVALID_TXN_STATE otherwise, and changes nothing.
 //
+// Authorization (with the authorizer on, authorize.go): WRITE on the
+// transactional id and each topic; v4+ CLUSTER_ACTION on CLUSTER.
+//
 // Deviations from Apache Kafka: v5 (transaction version 2 clients) is not
 // advertised: transaction.version 2 is not offered (docs/compat.md).
 

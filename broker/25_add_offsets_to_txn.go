@@ -7,6 +7,9 @@ package broker
 // TxnOffsetCommit writes), with AddPartitionsToTxn's checks and errors.
 // An empty group id gets INVALID_GROUP_ID.
 //
+// Authorization (with the authorizer on, authorize.go): WRITE on the
+// transactional id, READ on the group.
+//
 // Deviations from Apache Kafka: v4 (transaction version 2) is not
 // advertised (docs/compat.md).
 

@@ -13,6 +13,9 @@ package broker
 // answers INVALID_TXN_STATE; PRODUCER_FENCED (INVALID_PRODUCER_EPOCH for
 // v0-1), INVALID_PRODUCER_ID_MAPPING, CONCURRENT_TRANSACTIONS as Kafka.
 //
+// Authorization (with the authorizer on, authorize.go): WRITE on the
+// transactional id.
+//
 // Deviations from Apache Kafka: Kafka answers once Prepare* is durable and
 // writes markers afterwards; here markers are written first (a partition
 // whose marker fails is retried in the background, and EndTxn still

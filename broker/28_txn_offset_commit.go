@@ -14,6 +14,9 @@ package broker
 // ILLEGAL_GENERATION, FENCED_INSTANCE_ID); UNKNOWN_TOPIC_OR_PARTITION and
 // OFFSET_METADATA_TOO_LARGE per partition.
 //
+// Authorization (with the authorizer on, authorize.go): WRITE on the
+// transactional id, READ on the group and each topic.
+//
 // Deviations from Apache Kafka: v5+ (transaction version 2) is not
 // advertised (docs/compat.md).
 

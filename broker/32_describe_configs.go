@@ -17,6 +17,9 @@ package broker
 //     other resource types INVALID_REQUEST. Each resource is answered on
 //     its own.
 //
+// Authorization (with the authorizer on, authorize.go): DESCRIBE_CONFIGS
+// on the topic, CLUSTER (broker resources) or group.
+//
 // Deviations from Apache Kafka: the DEFAULT_CONFIG synonym of a config
 // whose Kafka default comes from a coarser broker setting (retention.ms
 // from log.retention.hours) is reported under the millisecond name with the

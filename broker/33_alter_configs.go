@@ -18,6 +18,9 @@ package broker
 //   - ValidateOnly runs every check and changes nothing. Each resource is
 //     answered on its own.
 //
+// Authorization (with the authorizer on, authorize.go): ALTER_CONFIGS on
+// the topic or CLUSTER; mirror topics the mirror lifecycle permission too.
+//
 // Deviations from Apache Kafka: no dynamic broker configs; no
 // alter.config.policy.class.name.
 

@@ -9,6 +9,9 @@ package broker
 // out, as Kafka leaves them out; a partition whose log is offline is left
 // out too and the dir's error is KAFKA_STORAGE_ERROR.
 //
+// Authorization (with the authorizer on, authorize.go): DESCRIBE on
+// CLUSTER (CLUSTER_AUTHORIZATION_FAILED, no directories).
+//
 // Deviations from Apache Kafka: none known (a single log dir).
 
 import (

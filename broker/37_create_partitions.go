@@ -12,6 +12,9 @@ package broker
 //   - A topic repeated in one request is INVALID_REQUEST for every
 //     occurrence; unknown topics UNKNOWN_TOPIC_OR_PARTITION.
 //
+// Authorization (with the authorizer on, authorize.go): ALTER on the
+// topic; mirror topics the mirror lifecycle permission too.
+//
 // Deviations from Apache Kafka: the internal topics (__consumer_offsets,
 // __transaction_state) keep their partition count (INVALID_REQUEST): the
 // coordinators map keys to partitions by that count.

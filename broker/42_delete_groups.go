@@ -7,6 +7,9 @@ package broker
 // group is gone. Per group: GROUP_ID_NOT_FOUND (unknown), NON_EMPTY_GROUP
 // (members), INVALID_GROUP_ID (empty id), as Kafka.
 //
+// Authorization (with the authorizer on, authorize.go): DELETE on the
+// group (GROUP_AUTHORIZATION_FAILED).
+//
 // Deviations from Apache Kafka: none known.
 
 import (

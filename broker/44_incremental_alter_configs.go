@@ -19,6 +19,10 @@ package broker
 //   - ValidateOnly runs every check and changes nothing. Each resource is
 //     answered on its own, and a resource is applied all-or-nothing.
 //
+// Authorization (with the authorizer on, authorize.go): ALTER_CONFIGS on
+// the topic or CLUSTER; mirror topics (the mirror stop included) the
+// mirror lifecycle permission too.
+//
 // Deviations from Apache Kafka: no dynamic broker or broker-logger configs.
 
 import (

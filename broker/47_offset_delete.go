@@ -8,6 +8,9 @@ package broker
 // subscribed topics answer GROUP_SUBSCRIBED_TO_TOPIC and are kept; a
 // non-consumer group with members answers NON_EMPTY_GROUP.
 //
+// Authorization (with the authorizer on, authorize.go): DELETE on the
+// group, READ on each topic.
+//
 // Deviations from Apache Kafka: none known.
 
 import (

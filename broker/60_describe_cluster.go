@@ -7,7 +7,11 @@ package broker
 // controller = this node, one broker with the advertised address, never
 // fenced. EndpointType 1 (brokers) is served; 2 (controllers) is
 // UNSUPPORTED_ENDPOINT_TYPE, as a Kafka broker answers it. Cluster
-// authorized operations are all cluster operations when asked (no ACLs).
+// authorized operations are all cluster operations when asked (without
+// the authorizer).
+//
+// Authorization (with the authorizer on, authorize.go): nothing; the
+// cluster's authorized operations are the principal's.
 //
 // Deviations from Apache Kafka: none beyond the single node.
 

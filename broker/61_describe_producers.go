@@ -9,6 +9,9 @@ package broker
 // verbatim. UNKNOWN_TOPIC_OR_PARTITION for missing partitions,
 // KAFKA_STORAGE_ERROR for offline logs.
 //
+// Authorization (with the authorizer on, authorize.go): READ on the topic
+// (TOPIC_AUTHORIZATION_FAILED).
+//
 // Deviations from Apache Kafka: none known.
 
 import (

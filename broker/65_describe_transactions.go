@@ -8,6 +8,9 @@ package broker
 // open), producer id and epoch, and the partitions of the open
 // transaction. Unknown ids: TRANSACTIONAL_ID_NOT_FOUND.
 //
+// Authorization (with the authorizer on, authorize.go): DESCRIBE on the
+// transactional id; its topics without DESCRIBE are left out.
+//
 // Deviations from Apache Kafka: none known.
 
 import (

@@ -9,6 +9,9 @@ package broker
 // v2+ a regular expression on the id (Java regex syntax is close to Go's
 // RE2 for ordinary patterns; an invalid pattern answers INVALID_REQUEST).
 //
+// Authorization (with the authorizer on, authorize.go): transactional ids
+// without DESCRIBE are left out.
+//
 // Deviations from Apache Kafka: patterns are RE2, not java.util.regex.
 
 import (

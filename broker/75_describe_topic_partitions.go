@@ -15,6 +15,9 @@ package broker
 //     NextCursor names where to continue. A Cursor starts the listing at
 //     that topic and partition.
 //
+// Authorization (with the authorizer on, authorize.go): DESCRIBE on each
+// topic, as Metadata; the authorized operations are the principal's.
+//
 // Deviations from Apache Kafka: none known.
 
 import (
