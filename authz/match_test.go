@@ -122,23 +122,13 @@ func TestAuthorizeMatchesReference(t *testing.T) {
 	for round := 0; round < 200; round++ {
 		allow := round%2 == 0
 		a := New(Config{AllowEveryoneIfNoACLFound: allow})
-		var acls []Binding
-		seen := map[Binding]bool{}
-		for i := 0; i < 1+r.IntN(12); i++ {
-			b := randomBinding(r.IntN)
-			if _, err := a.Create([]Binding{b}); err != nil {
-				t.Fatal(err)
-			}
-			if !seen[b] {
-				seen[b] = true
-				acls = append(acls, b)
-			}
-		}
+		n := 1 + r.IntN(12)
+		acls := addRandomACLs(t, a, func() bool { n--; return n >= 0 }, r.IntN)
 		checkAgainstReference(t, a, acls, allow)
 		// Delete a random filter's matches and check again.
 		victim := acls[r.IntN(len(acls))]
-		n := victim.Name
-		matched, err := a.Delete([]Filter{{ResourceType: victim.ResourceType, Name: &n, Pattern: PatternAny, Operation: OpAny, Permission: PermAny}})
+		name := victim.Name
+		matched, err := a.Delete([]Filter{{ResourceType: victim.ResourceType, Name: &name, Pattern: PatternAny, Operation: OpAny, Permission: PermAny}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -259,18 +249,7 @@ func FuzzAuthorize(f *testing.F) {
 		}
 		allow := len(data) > 0 && data[0]&0x80 != 0
 		a := New(Config{AllowEveryoneIfNoACLFound: allow})
-		var acls []Binding
-		seen := map[Binding]bool{}
-		for i+7 <= len(data) {
-			b := randomBinding(next)
-			if _, err := a.Create([]Binding{b}); err != nil {
-				t.Fatal(err)
-			}
-			if !seen[b] {
-				seen[b] = true
-				acls = append(acls, b)
-			}
-		}
+		acls := addRandomACLs(t, a, func() bool { return i+7 <= len(data) }, next)
 		checkAgainstReference(t, a, acls, allow)
 		if len(acls) > 0 {
 			v := acls[0]
@@ -289,4 +268,23 @@ func FuzzAuthorize(f *testing.F) {
 			checkAgainstReference(t, a, kept, allow)
 		}
 	})
+}
+
+// addRandomACLs creates random bindings one at a time while more says so
+// and returns the distinct ones created.
+func addRandomACLs(t *testing.T, a *Authorizer, more func() bool, next func(int) int) []Binding {
+	t.Helper()
+	var acls []Binding
+	seen := map[Binding]bool{}
+	for more() {
+		b := randomBinding(next)
+		if _, err := a.Create([]Binding{b}); err != nil {
+			t.Fatal(err)
+		}
+		if !seen[b] {
+			seen[b] = true
+			acls = append(acls, b)
+		}
+	}
+	return acls
 }

@@ -46,30 +46,20 @@ func handleAddPartitionsToTxn(_ context.Context, s *Server, r *Request) (Reply, 
 	req := r.Msg.(*kmsg.AddPartitionsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 	if req.Version < 4 {
+		var codes []int16
+		denied := false
 		if s.acl != nil {
-			if codes, denied := s.addPartitionsRefusal(r, req.TransactionalID, req.Topics); denied {
-				i := 0
-				for _, t := range req.Topics {
-					rt := kmsg.NewAddPartitionsToTxnResponseTopic()
-					rt.Topic = t.Topic
-					for _, p := range t.Partitions {
-						rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
-						rp.Partition, rp.ErrorCode = p, codes[i]
-						i++
-						rt.Partitions = append(rt.Partitions, rp)
-					}
-					resp.Topics = append(resp.Topics, rt)
+			codes, denied = s.addPartitionsRefusal(r, req.TransactionalID, req.Topics)
+		}
+		if !denied {
+			var tps []coordlog.TopicPartition
+			for _, t := range req.Topics {
+				for _, p := range t.Partitions {
+					tps = append(tps, coordlog.TopicPartition{Topic: t.Topic, Partition: p})
 				}
-				return resp, nil
 			}
+			codes = s.txns.AddPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, tps, false)
 		}
-		var tps []coordlog.TopicPartition
-		for _, t := range req.Topics {
-			for _, p := range t.Partitions {
-				tps = append(tps, coordlog.TopicPartition{Topic: t.Topic, Partition: p})
-			}
-		}
-		codes := s.txns.AddPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, tps, false)
 		i := 0
 		for _, t := range req.Topics {
 			rt := kmsg.NewAddPartitionsToTxnResponseTopic()

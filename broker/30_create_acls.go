@@ -36,12 +36,8 @@ func handleCreateAcls(_ context.Context, s *Server, r *Request) (Reply, error) {
 			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = code, aclStr(msg)
 		}
 	}
-	switch {
-	case !s.authorizedCluster(r, authz.OpAlter):
-		fill(kerr.ClusterAuthorizationFailed.Code, kerr.ClusterAuthorizationFailed.Message)
-		return resp, nil
-	case s.acl == nil:
-		fill(kerr.SecurityDisabled.Code, msgNoAuthorizer)
+	if code, msg, refused := s.aclAdminRefusal(r); refused {
+		fill(code, msg)
 		return resp, nil
 	}
 	bs := make([]authz.Binding, len(req.Creations))
@@ -50,8 +46,7 @@ func handleCreateAcls(_ context.Context, s *Server, r *Request) (Reply, error) {
 	}
 	errs, err := s.acl.Create(bs)
 	if err != nil {
-		s.log.Error("persisting ACLs failed", "err", err, "client", r.ClientID)
-		fill(kerr.KafkaStorageError.Code, "persisting the ACLs failed: "+err.Error())
+		fill(kerr.KafkaStorageError.Code, s.aclPersistFailed(r, err))
 		return resp, nil
 	}
 	for i := range resp.Results {

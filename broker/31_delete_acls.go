@@ -35,12 +35,8 @@ func handleDeleteAcls(_ context.Context, s *Server, r *Request) (Reply, error) {
 			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = code, aclStr(msg)
 		}
 	}
-	switch {
-	case !s.authorizedCluster(r, authz.OpAlter):
-		fill(kerr.ClusterAuthorizationFailed.Code, kerr.ClusterAuthorizationFailed.Message)
-		return resp, nil
-	case s.acl == nil:
-		fill(kerr.SecurityDisabled.Code, msgNoAuthorizer)
+	if code, msg, refused := s.aclAdminRefusal(r); refused {
+		fill(code, msg)
 		return resp, nil
 	}
 	fs := make([]authz.Filter, len(req.Filters))
@@ -50,8 +46,7 @@ func handleDeleteAcls(_ context.Context, s *Server, r *Request) (Reply, error) {
 	}
 	matched, err := s.acl.Delete(fs)
 	if err != nil {
-		s.log.Error("persisting ACLs failed", "err", err, "client", r.ClientID)
-		fill(kerr.KafkaStorageError.Code, "persisting the ACLs failed: "+err.Error())
+		fill(kerr.KafkaStorageError.Code, s.aclPersistFailed(r, err))
 		return resp, nil
 	}
 	for i := range resp.Results {

@@ -4,6 +4,7 @@ package broker
 // and filters (29_describe_acls.go, 30_create_acls.go, 31_delete_acls.go).
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/authz"
@@ -66,3 +67,23 @@ func matchingACL(b authz.Binding) kmsg.DeleteACLsResponseResultMatchingACL {
 }
 
 func aclStr(s string) *string { return &s }
+
+// aclAdminRefusal is the refusal every result of a CreateAcls or DeleteAcls
+// gets, if any: CLUSTER_AUTHORIZATION_FAILED without ALTER on CLUSTER,
+// SECURITY_DISABLED without an authorizer.
+func (s *Server) aclAdminRefusal(r *Request) (code int16, msg string, refused bool) {
+	switch {
+	case !s.authorizedCluster(r, authz.OpAlter):
+		return kerr.ClusterAuthorizationFailed.Code, kerr.ClusterAuthorizationFailed.Message, true
+	case s.acl == nil:
+		return kerr.SecurityDisabled.Code, msgNoAuthorizer, true
+	}
+	return 0, "", false
+}
+
+// aclPersistFailed logs a failed write of the ACL file; the message is what
+// every result is answered with (KAFKA_STORAGE_ERROR).
+func (s *Server) aclPersistFailed(r *Request, err error) string {
+	s.log.Error("persisting ACLs failed", "err", err, "client", r.ClientID)
+	return "persisting the ACLs failed: " + err.Error()
+}
