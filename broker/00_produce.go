@@ -159,9 +159,11 @@ func handleProduce(ctx context.Context, s *Server, r *Request) (Reply, error) {
 			topicErr = kerr.UnknownTopicOrPartition
 		}
 		if s.acl != nil && (t != nil || topicErr == kerr.UnknownTopicOrPartition) {
-			name := string(rt.Name)
+			var name string
 			if t != nil {
 				name = t.Name
+			} else {
+				name = string(rt.Name)
 			}
 			if !s.produceTopicAuthorized(r, name) {
 				topicErr = kerr.TopicAuthorizationFailed
