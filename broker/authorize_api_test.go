@@ -1,12 +1,14 @@
 package broker
 
 import (
+	"syscall"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/authz"
+	"github.com/verbatim-kafka/verbatim/storage"
 )
 
 // TestAttackGroups: committing to and deleting someone's group need READ
@@ -268,5 +270,36 @@ func TestAllowEveryoneAndAutoCreate(t *testing.T) {
 	dc.IncludeClusterAuthorizedOperations = true
 	if ops := rawAs[*kmsg.DescribeClusterResponse](t, b, malloryIP, dc).ClusterAuthorizedOperations; ops != 0 {
 		t.Fatalf("DescribeCluster authorized operations %b, want none", ops)
+	}
+}
+
+// TestAclPersistFailure: when acls.json cannot be written, CreateAcls and
+// DeleteAcls answer KAFKA_STORAGE_ERROR and the ACLs in force do not
+// change.
+func TestAclPersistFailure(t *testing.T) {
+	ffs := &faultFS{FS: storage.OSFS{}}
+	b := startBroker(t, t.TempDir(), withACLs(func(c *Config) { c.FS = ffs }))
+	grant(t, b, mallory, authz.PermAllow, "TOPIC:t:READ")
+	ffs.set("acls.json", syscall.EIO)
+	req := kmsg.NewPtrCreateACLsRequest()
+	req.Version = 3
+	req.Creations = []kmsg.CreateACLsRequestCreation{{ResourceType: 2, ResourceName: "u", ResourcePatternType: 3, Principal: mallory, Host: "*", Operation: 3, PermissionType: 3}}
+	wantCode(t, "create while the file cannot be written", rawAs[*kmsg.CreateACLsResponse](t, b, adminIP, req).Results[0].ErrorCode, kerr.KafkaStorageError)
+	del := kmsg.NewPtrDeleteACLsRequest()
+	del.Version = 3
+	del.Filters = []kmsg.DeleteACLsRequestFilter{{ResourceType: 1, ResourcePatternType: 1, Operation: 1, PermissionType: 1}}
+	wantCode(t, "delete while the file cannot be written", rawAs[*kmsg.DeleteACLsResponse](t, b, adminIP, del).Results[0].ErrorCode, kerr.KafkaStorageError)
+	if ffs.hits.Load() == 0 {
+		t.Fatal("the ACL file was never written")
+	}
+	a := b.srv.Authorizer()
+	if a.Len() != 1 || !a.Authorize(mallory, "h", authz.OpRead, authz.ResourceTopic, "t", false) || a.Authorize(mallory, "h", authz.OpRead, authz.ResourceTopic, "u", false) {
+		t.Fatalf("the ACLs changed under failed writes: %d", a.Len())
+	}
+	ffs.set("", nil)
+	b.stop()
+	b = startBroker(t, b.dir, withACLs(nil))
+	if n := b.srv.Authorizer().Len(); n != 1 {
+		t.Fatalf("%d ACLs after restart, want 1", n)
 	}
 }
