@@ -18,6 +18,10 @@
 // the mirror permission (CLUSTER_ACTION on CLUSTER); the ACL APIs
 // (29-31) manage the persisted ACL set.
 //
+// It runs the background work over the logs: retention (partition_log.go)
+// and the log cleaner threads, which choose the compacted log to clean and
+// have storage clean it (log_cleaner.go).
+//
 // It owns connections (with the limits on them: connections and frame
 // bytes per peer address, the refused connections logged,
 // conn_limits.go) and cluster/topic metadata. It must not parse or patch
