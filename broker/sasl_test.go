@@ -125,7 +125,9 @@ func startSASLBroker(t *testing.T, dir string, mod func(*Config)) *testBroker {
 	return b
 }
 
-func plainMech(user, pass string) sasl.Mechanism { return plain.Auth{User: user, Pass: pass}.AsMechanism() }
+func plainMech(user, pass string) sasl.Mechanism {
+	return plain.Auth{User: user, Pass: pass}.AsMechanism()
+}
 
 func (b *testBroker) saslClient(m sasl.Mechanism, opts ...kgo.Opt) *kgo.Client {
 	return b.client(append([]kgo.Opt{kgo.SASL(m), kgo.AllowAutoTopicCreation(), kgo.FetchMaxWait(50 * time.Millisecond)}, opts...)...)
