@@ -260,3 +260,46 @@ func TestScramStateMachineRefusals(t *testing.T) {
 		t.Fatal("a user authenticated without a store")
 	}
 }
+
+// TestScramLibrdkafkaDoubledNonce: librdkafka before 2.6.1 repeats its
+// nonce before the combined one; that exact form is accepted, any other
+// nonce is not.
+func TestScramLibrdkafkaDoubledNonce(t *testing.T) {
+	m, _ := ScramMechanismByName(SCRAMSHA256)
+	salt, _ := base64.StdEncoding.DecodeString("W22ZaJ0SNY7soEsUEjb6gQ==")
+	sp, _ := m.SaltedPassword("pencil", salt, 4096)
+	st := NewStore(nil)
+	_ = st.Update(func(tx *Tx) error { tx.Put("user", SCRAMSHA256, m.Credential(salt, sp, 4096)); return nil })
+	run := func(finalNonce string) error {
+		s := &scramServer{mech: m, store: st, serverNonce: func() (string, error) { return "SRV", nil }}
+		first := "n,,n=user,r=CLI"
+		s1, _, err := s.Step([]byte(first))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wop := "c=biws,r=" + finalNonce
+		authMsg := "n=user,r=CLI," + string(s1) + "," + wop
+		clientKey := m.hmac(sp, "Client Key")
+		sig := m.hmac(m.digest(clientKey), authMsg)
+		proof := make([]byte, len(sig))
+		for i := range sig {
+			proof[i] = clientKey[i] ^ sig[i]
+		}
+		_, done, err := s.Step([]byte(wop + ",p=" + base64.StdEncoding.EncodeToString(proof)))
+		if err == nil && !done {
+			t.Fatal("not done")
+		}
+		return err
+	}
+	if err := run("CLISRV"); err != nil {
+		t.Fatalf("RFC nonce: %v", err)
+	}
+	if err := run("CLICLISRV"); err != nil {
+		t.Fatalf("librdkafka's doubled nonce: %v", err)
+	}
+	for _, bad := range []string{"CLI", "SRV", "XCLISRV", "CLICLICLISRV", "CLISRVX"} {
+		if err := run(bad); err == nil {
+			t.Errorf("nonce %q accepted", bad)
+		}
+	}
+}

@@ -3,7 +3,9 @@
 // 4616, with users from PlainLoginModule's `user_<name>` options;
 // SCRAM-SHA-256 and SCRAM-SHA-512, RFC 5802/7677 as Kafka's
 // ScramSaslServer: no channel binding, the `tokenauth` extension refused
-// since delegation tokens are not implemented), the SCRAM credential
+// since delegation tokens are not implemented; one deviation: the doubled
+// client nonce of librdkafka before 2.6.1 is accepted, as Kafka 3.8.1-3.9
+// accepted it and Kafka 4 does not), the SCRAM credential
 // store (salt, iterations, StoredKey and ServerKey per user and mechanism,
 // never a password), and the `--add-scram` syntax of kafka-storage.sh.
 //

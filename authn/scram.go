@@ -379,7 +379,14 @@ func (s *scramServer) stepFinal(in []byte) ([]byte, bool, error) {
 	if err != nil {
 		return s.fail(invalidCredentials(s.mech.Name, "client-final-message: "+err.Error()))
 	}
-	if subtle.ConstantTimeCompare([]byte(m.Nonce), []byte(s.nonce)) != 1 {
+	// librdkafka before 2.6.1 sends its own nonce again before the
+	// combined one (librdkafka#4895). Kafka 3.8.1-3.9 accepted that (the
+	// nonce had to end with the server's); Kafka 4 refuses it. It is
+	// accepted here, exactly that form and no other: the server's nonce is
+	// still required, so a replayed exchange still fails, and kcat from
+	// Debian (librdkafka 2.0.2) can log in.
+	if subtle.ConstantTimeCompare([]byte(m.Nonce), []byte(s.nonce)) != 1 &&
+		subtle.ConstantTimeCompare([]byte(m.Nonce), []byte(s.first.Nonce+s.nonce)) != 1 {
 		return s.fail(invalidCredentials(s.mech.Name, "invalid client nonce in the final client message"))
 	}
 	if len(m.Proof) != s.mech.size {

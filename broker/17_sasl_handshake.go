@@ -1,7 +1,7 @@
 package broker
 
-// SaslHandshake (key 17), version 1 only (Kafka 4 removed v0, whose SASL
-// tokens followed the handshake without Kafka headers).
+// SaslHandshake (key 17), versions 0-1 advertised as Kafka 4.4 does, 1
+// served.
 //
 // Behaviour:
 //   - On a SASL_PLAINTEXT or SASL_SSL connection (sasl_conn.go): the
@@ -17,6 +17,12 @@ package broker
 //   - On a PLAINTEXT or SSL listener, during an exchange, or on an
 //     authenticated connection whose client cannot re-authenticate:
 //     ILLEGAL_SASL_STATE (what Kafka's request handler answers).
+//
+// Deviations from Apache Kafka: v0 (after which the SASL tokens travel as
+// bare size-prefixed frames, not in SaslAuthenticate) is advertised but
+// refused, closing the connection, as Produce v0-2 are: librdkafka only
+// uses SASL when it sees v0 advertised, and then (like the Java client and
+// franz-go) sends v1.
 
 import (
 	"context"
@@ -25,7 +31,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func init() { register(kmsg.SASLHandshake.Int16(), 1, 1, handleSaslHandshake) }
+func init() { register(kmsg.SASLHandshake.Int16(), 0, 1, handleSaslHandshake, advertisedButRefusedBelow(1)) }
 
 func handleSaslHandshake(_ context.Context, _ *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.SASLHandshakeRequest)
