@@ -567,3 +567,61 @@ func TestSASLOnPlaintextListenerAndConfig(t *testing.T) {
 		t.Error("GSSAPI accepted")
 	}
 }
+
+// lineCounter counts the log lines holding a substring, per connection.
+type lineCounter struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *lineCounter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, string(p))
+	return len(p), nil
+}
+
+func (l *lineCounter) perConn(sub string) map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]int{}
+	for _, line := range l.lines {
+		if !strings.Contains(line, sub) {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if strings.HasPrefix(f, "conn=") {
+				out[f]++
+			}
+		}
+	}
+	return out
+}
+
+// TestSASLFranzGoReauthenticates: with a short connections.max.reauth.ms
+// (wall clock) franz-go re-authenticates on its connection (KIP-368) and
+// keeps producing; the broker counts two logins on one connection.
+func TestSASLFranzGoReauthenticates(t *testing.T) {
+	logs := &lineCounter{}
+	lifetime := 2 * time.Second
+	b := startSASLBroker(t, t.TempDir(), func(c *Config) {
+		c.AutoCreateTopics = true
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		c.SASL[""] = &SASLListenerConfig{MaxReauth: &lifetime}
+	})
+	cl := b.saslClient(plainMech(testPlainUser, testPlainPass), kgo.DefaultProduceTopic("reauth"))
+	if err := cl.ProduceSync(ctxT(t), &kgo.Record{Value: []byte("1")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(lifetime + lifetime/4) // past the session: franz-go must re-authenticate first
+	if err := cl.ProduceSync(ctxT(t), &kgo.Record{Value: []byte("2")}).FirstErr(); err != nil {
+		t.Fatalf("produce after the session lifetime: %v", err)
+	}
+	reauthed := false
+	for _, n := range logs.perConn("SASL authentication succeeded") {
+		reauthed = reauthed || n >= 2
+	}
+	if !reauthed {
+		t.Fatalf("no connection authenticated twice: %v", logs.perConn("SASL authentication succeeded"))
+	}
+}
