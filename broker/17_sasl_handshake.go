@@ -31,7 +31,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func init() { register(kmsg.SASLHandshake.Int16(), 0, 1, handleSaslHandshake, advertisedButRefusedBelow(1)) }
+func init() {
+	register(kmsg.SASLHandshake.Int16(), 0, 1, handleSaslHandshake, advertisedButRefusedBelow(1))
+}
 
 func handleSaslHandshake(_ context.Context, _ *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.SASLHandshakeRequest)
