@@ -233,13 +233,21 @@ func ParseClientFirst(msg []byte) (ClientFirst, error) {
 	if m.Username, ok = decodeSaslName(name); !ok {
 		return m, errScramFormat
 	}
-	if m.Nonce, ok = strings.CutPrefix(fields[1], "r="); !ok || !allChars(m.Nonce, isPrintableChar) {
-		return m, errScramFormat
-	}
-	if m.Extensions, ok = parseExtensions(fields[2:]); !ok {
+	if m.Nonce, m.Extensions, ok = nonceAndExtensions(fields[1:]); !ok {
 		return m, errScramFormat
 	}
 	return m, nil
+}
+
+// nonceAndExtensions reads "r=" printable *( "," alpha "=" value ), the
+// fields both client messages end with.
+func nonceAndExtensions(fields []string) (string, map[string]string, bool) {
+	nonce, ok := strings.CutPrefix(fields[0], "r=")
+	if !ok || !allChars(nonce, isPrintableChar) {
+		return "", nil, false
+	}
+	ext, ok := parseExtensions(fields[1:])
+	return nonce, ext, ok
 }
 
 // decodeBase64 is strict standard base64 with padding; empty is allowed.
@@ -273,10 +281,7 @@ func ParseClientFinal(msg []byte) (ClientFinal, error) {
 	if m.ChannelBinding, ok = decodeBase64(cb); !ok {
 		return m, errScramFormat
 	}
-	if m.Nonce, ok = strings.CutPrefix(fields[1], "r="); !ok || !allChars(m.Nonce, isPrintableChar) {
-		return m, errScramFormat
-	}
-	if _, ok := parseExtensions(fields[2:]); !ok {
+	if m.Nonce, _, ok = nonceAndExtensions(fields[1:]); !ok {
 		return m, errScramFormat
 	}
 	return m, nil

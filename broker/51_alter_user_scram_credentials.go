@@ -64,36 +64,41 @@ func handleAlterUserScramCredentials(_ context.Context, s *Server, r *Request) (
 		}
 		return bad || good
 	}
-	const twice = "A user credential cannot be altered twice in the same request"
-	for _, d := range req.Deletions {
-		if _, bad := errs[d.Name]; bad {
-			continue
+	// first checks what every change of a user must pass; false: the
+	// change is refused (a user already refused stays so).
+	first := func(user string, mech int8) (authn.ScramMechanism, bool) {
+		if _, bad := errs[user]; bad {
+			return authn.ScramMechanism{}, false
 		}
-		if seen(d.Name) {
-			fail(d.Name, kerr.DuplicateResource, twice)
-			continue
+		if seen(user) {
+			fail(user, kerr.DuplicateResource, "A user credential cannot be altered twice in the same request")
+			return authn.ScramMechanism{}, false
 		}
-		m, e, msg := checkScramAlteration(d.Name, d.Mechanism)
-		if e == nil && !s.scramHas(d.Name, m.Name) {
-			e, msg = kerr.ResourceNotFound, "Attempt to delete a user credential that does not exist"
-		}
+		m, e, msg := checkScramAlteration(user, mech)
 		if e != nil {
-			fail(d.Name, e, msg)
-			continue
+			fail(user, e, msg)
+			return m, false
 		}
-		ok[d.Name] = scramAlteration{mech: m, delete: true}
+		return m, true
+	}
+	for _, d := range req.Deletions {
+		m, good := first(d.Name, d.Mechanism)
+		switch {
+		case !good:
+		case !s.scramHas(d.Name, m.Name):
+			fail(d.Name, kerr.ResourceNotFound, "Attempt to delete a user credential that does not exist")
+		default:
+			ok[d.Name] = scramAlteration{mech: m, delete: true}
+		}
 	}
 	for _, u := range req.Upsertions {
-		if _, bad := errs[u.Name]; bad {
+		m, good := first(u.Name, u.Mechanism)
+		if !good {
 			continue
 		}
-		if seen(u.Name) {
-			fail(u.Name, kerr.DuplicateResource, twice)
-			continue
-		}
-		m, e, msg := checkScramAlteration(u.Name, u.Mechanism)
+		var e *kerr.Error
+		var msg string
 		switch {
-		case e != nil:
 		case u.Iterations < authn.MinIterations:
 			e, msg = kerr.UnacceptableCredential, "Too few iterations"
 		case u.Iterations > authn.MaxIterations:

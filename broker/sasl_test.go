@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -96,33 +95,16 @@ const (
 func startSASLBroker(t *testing.T, dir string, mod func(*Config)) *testBroker {
 	t.Helper()
 	zero := time.Duration(0)
-	cfg := Config{DataDir: dir, NodeID: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		SASL: map[string]*SASLListenerConfig{"SASL_PLAINTEXT": {
+	return startBrokerOn(t, dir, func(cfg *Config) {
+		cfg.SASL = map[string]*SASLListenerConfig{"SASL_PLAINTEXT": {
 			Mechanisms: []string{authn.PLAIN, authn.SCRAMSHA256, authn.SCRAMSHA512},
 			PlainUsers: map[string]string{testPlainUser: testPlainPass, "bob": "bob-secret"},
-		}},
-		FailedAuthenticationDelay: &zero,
-	}
-	if testing.Verbose() {
-		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	if mod != nil {
-		mod(&cfg)
-	}
-	srv, err := Open(cfg)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &testBroker{t: t, srv: srv, addr: ln.Addr().String(), dir: dir, done: make(chan error, 1)}
-	go func() {
-		b.done <- srv.ServeListener(ln, &Listener{Name: "SASL_PLAINTEXT", Protocol: ProtocolSASLPlaintext})
-	}()
-	t.Cleanup(func() { b.stop() })
-	return b
+		}}
+		cfg.FailedAuthenticationDelay = &zero
+		if mod != nil {
+			mod(cfg)
+		}
+	}, &Listener{Name: "SASL_PLAINTEXT", Protocol: ProtocolSASLPlaintext})
 }
 
 func plainMech(user, pass string) sasl.Mechanism {
