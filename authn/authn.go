@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Mechanism names as Kafka spells them (sasl.enabled.mechanisms).
@@ -14,7 +15,7 @@ const (
 )
 
 // Mechanisms lists the mechanisms this package implements.
-func Mechanisms() []string { return []string{PLAIN, SCRAMSHA256, SCRAMSHA512} }
+func Mechanisms() []string { return []string{PLAIN, SCRAMSHA256, SCRAMSHA512, OAUTHBEARER} }
 
 // Supported reports whether mechanism is implemented here.
 func Supported(mechanism string) bool { return slices.Contains(Mechanisms(), mechanism) }
@@ -64,6 +65,18 @@ type Authenticator struct {
 	Plain map[string]string
 	// Store holds the SCRAM credentials.
 	Store *Store
+	// OAuth configures OAUTHBEARER's unsecured validator (nil: its
+	// defaults).
+	OAuth *OAuthUnsecured
+	// Now is the clock OAUTHBEARER checks token times against (nil:
+	// time.Now).
+	Now func() time.Time
+}
+
+// Expirer is a Server whose credential expires (OAUTHBEARER's token):
+// once done, the session must end by Expiry (KIP-368).
+type Expirer interface {
+	Expiry() time.Time
 }
 
 // Start begins an exchange of mechanism.
@@ -74,6 +87,15 @@ func (a *Authenticator) Start(mechanism string) (Server, error) {
 	case SCRAMSHA256, SCRAMSHA512:
 		m, _ := ScramMechanismByName(mechanism)
 		return &scramServer{mech: m, store: a.Store}, nil
+	case OAUTHBEARER:
+		s := &oauthServer{now: a.Now}
+		if a.OAuth != nil {
+			s.cfg = *a.OAuth
+		}
+		if s.now == nil {
+			s.now = time.Now
+		}
+		return s, nil
 	}
 	return nil, fmt.Errorf("authn: unsupported SASL mechanism %q", mechanism)
 }

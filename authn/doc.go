@@ -7,7 +7,9 @@
 // client nonce of librdkafka before 2.6.1 is accepted, as Kafka 3.8.1-3.9
 // accepted it and Kafka 4 does not), the SCRAM credential
 // store (salt, iterations, StoredKey and ServerKey per user and mechanism,
-// never a password), and the `--add-scram` syntax of kafka-storage.sh.
+// never a password), OAUTHBEARER (RFC 7628) with Kafka's unsecured
+// validator (unsigned tokens: for tests), and the `--add-scram` syntax of
+// kafka-storage.sh.
 //
 // A mechanism takes the client's bytes and returns the server's
 // (Server.Step) until it is done, then names the authenticated user. The

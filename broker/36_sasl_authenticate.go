@@ -8,7 +8,8 @@ package broker
 //     token is answered with NONE; when the exchange completes the
 //     connection's principal becomes "User:<name>" and, from v1, the
 //     answer's SessionLifetimeMs is connections.max.reauth.ms (0: the
-//     session does not expire).
+//     session does not expire; an OAUTHBEARER session ends with its token
+//     at the latest, as Kafka's).
 //   - A failed exchange: SASL_AUTHENTICATION_FAILED with Kafka's message
 //     ("Authentication failed: Invalid username or password" for PLAIN,
 //     "Authentication failed during authentication due to invalid

@@ -258,14 +258,29 @@ func (sc *saslConn) authenticate(req *kmsg.SASLAuthenticateRequest, resp *kmsg.S
 		return
 	}
 	sc.c.principal = principal
-	sc.server, sc.reauth, sc.phase = nil, false, saslAuthenticated
 	sc.expiry = time.Time{}
-	if sc.cfg.maxReauth > 0 {
-		sc.expiry = sc.c.s.cfg.saslClock.Now().Add(sc.cfg.maxReauth)
-		resp.SessionLifetimeMillis = sc.cfg.maxReauth.Milliseconds()
+	if lifetime, ok := sc.sessionLifetime(); ok {
+		sc.expiry = sc.c.s.cfg.saslClock.Now().Add(lifetime)
+		resp.SessionLifetimeMillis = lifetime.Milliseconds()
 	}
+	sc.server, sc.reauth, sc.phase = nil, false, saslAuthenticated
 	sc.authed.Store(true)
 	sc.c.log.Debug("SASL authentication succeeded", "mechanism", sc.mech, "principal", principal)
+}
+
+// sessionLifetime is how long the session just authenticated lasts, as
+// Kafka computes it: connections.max.reauth.ms, and no longer than the
+// credential when it expires (an OAUTHBEARER token); false: unbounded.
+func (sc *saslConn) sessionLifetime() (time.Duration, bool) {
+	var d time.Duration
+	set := false
+	if e, ok := sc.server.(authn.Expirer); ok {
+		d, set = max(e.Expiry().Sub(sc.c.s.cfg.saslClock.Now()), 0), true
+	}
+	if m := sc.cfg.maxReauth; m > 0 && (!set || m < d) {
+		d, set = m, true
+	}
+	return d, set
 }
 
 // takeClosing returns (and clears) the close a handler asked for.

@@ -2,8 +2,10 @@ package broker
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"github.com/verbatim-kafka/verbatim/authn"
@@ -606,4 +609,49 @@ func TestSASLFranzGoReauthenticates(t *testing.T) {
 	if !reauthed {
 		t.Fatalf("no connection authenticated twice: %v", logs.perConn("SASL authentication succeeded"))
 	}
+}
+
+func unsecuredJWS(claims string) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	return enc([]byte(`{"alg":"none"}`)) + "." + enc([]byte(claims)) + "."
+}
+
+// TestSASLOAuthBearerUnsecured is kgo's TestOAuthAuth against a listener
+// with OAUTHBEARER: an unsecured token logs in (the session ends with the
+// token, or earlier with connections.max.reauth.ms), an expired one gets
+// SASL_AUTHENTICATION_FAILED naming invalid_token.
+func TestSASLOAuthBearerUnsecured(t *testing.T) {
+	clock := newFakeSASLClock()
+	b := startSASLBroker(t, t.TempDir(), func(c *Config) {
+		c.saslClock = clock
+		c.SASL["SASL_PLAINTEXT"].Mechanisms = []string{authn.OAUTHBEARER}
+	})
+	now := clock.Now()
+	token := func(exp time.Time) string {
+		return unsecuredJWS(fmt.Sprintf(`{"sub":"admin","exp":%d}`, exp.Unix()))
+	}
+	cl := b.saslClient(oauth.Auth{Token: token(now.Add(time.Hour))}.AsMechanism())
+	if err := cl.Ping(ctxT(t)); err != nil {
+		t.Fatalf("valid token: %v", err)
+	}
+	bad := b.saslClient(oauth.Auth{Token: token(now.Add(-time.Minute))}.AsMechanism())
+	if err := bad.Ping(ctxT(t)); !errors.Is(err, kerr.SaslAuthenticationFailed) || !strings.Contains(err.Error(), "invalid_token") {
+		t.Fatalf("expired token: %v", err)
+	}
+
+	// The session lifetime is the token's.
+	c := dialRaw(t, b.addr)
+	if h := c.handshake(t, authn.OAUTHBEARER); h.ErrorCode != 0 {
+		t.Fatal(h.ErrorCode)
+	}
+	r := c.authenticate(t, 2, []byte("n,,\x01auth=Bearer "+token(now.Add(90*time.Second))+"\x01\x01"))
+	if r.ErrorCode != 0 || r.SessionLifetimeMillis != 90_000 {
+		t.Fatalf("code %d lifetime %d", r.ErrorCode, r.SessionLifetimeMillis)
+	}
+	c.metadataOK(t)
+	clock.Advance(91 * time.Second)
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version = 12
+	c.write(appendRequestFrame(nil, md, 4, "raw"))
+	c.expectClosed()
 }

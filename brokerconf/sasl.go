@@ -18,7 +18,17 @@ import (
 const (
 	plainLoginModule = "org.apache.kafka.common.security.plain.PlainLoginModule"
 	scramLoginModule = "org.apache.kafka.common.security.scram.ScramLoginModule"
+	oauthLoginModule = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 )
+
+// serverCallbackHandlers are Kafka's default sasl.server.callback.handler.class
+// per mechanism, the only ones Verbatim implements.
+var serverCallbackHandlers = map[string]string{
+	authn.PLAIN:       "org.apache.kafka.common.security.plain.internals.PlainServerCallbackHandler",
+	authn.SCRAMSHA256: "org.apache.kafka.common.security.scram.internals.ScramServerCallbackHandler",
+	authn.SCRAMSHA512: "org.apache.kafka.common.security.scram.internals.ScramServerCallbackHandler",
+	authn.OAUTHBEARER: "org.apache.kafka.common.security.oauthbearer.internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler",
+}
 
 // saslOf returns the SASL entry of listener ("" for every listener),
 // creating it.
@@ -47,7 +57,7 @@ func init() {
 		Name:  "sasl.enabled.mechanisms",
 		Scope: ScopeListener,
 		Order: 10,
-		Doc:   "SASL mechanisms a SASL listener accepts: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI, Kafka's default, is not implemented)",
+		Doc:   "SASL mechanisms a SASL listener accepts: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (unsecured tokens, tests only); GSSAPI, Kafka's default, is not implemented",
 		Apply: func(cfg *broker.Config, listener, _, value string) error {
 			mechs := []string{}
 			for _, m := range strings.Split(value, ",") {
@@ -90,10 +100,32 @@ func init() {
 				}
 				// Its username/password are an inter-broker client's,
 				// which a single node does not need.
+			case authn.OAUTHBEARER:
+				if j.LoginModule != oauthLoginModule {
+					return fmt.Errorf("listener.name.%s.oauthbearer.sasl.jaas.config: login module %s, want %s", strings.ToLower(listener), j.LoginModule, oauthLoginModule)
+				}
+				o, err := authn.ParseOAuthUnsecured(j.Options)
+				if err != nil {
+					return fmt.Errorf("listener.name.%s.oauthbearer.sasl.jaas.config: %w", strings.ToLower(listener), err)
+				}
+				saslOf(cfg, listener).OAuth = &o
 			default:
 				return fmt.Errorf("sasl.jaas.config for mechanism %s: the mechanism is not supported (supported: %s)", mechanism, strings.Join(authn.Mechanisms(), ", "))
 			}
 			return nil
+		},
+	})
+	Register(Property{
+		Name:  "sasl.server.callback.handler.class",
+		Scope: ScopeMechanism,
+		Order: 10,
+		Doc:   "per listener and mechanism: only Kafka's defaults (for OAUTHBEARER its unsecured validator, which checks no signature: for tests only)",
+		Apply: func(_ *broker.Config, listener, mechanism, value string) error {
+			value = strings.TrimSpace(value)
+			if want, ok := serverCallbackHandlers[mechanism]; ok && (value == want || value == "") {
+				return nil
+			}
+			return fmt.Errorf("sasl.server.callback.handler.class %q (listener %q, mechanism %q): only Kafka's default handler of each mechanism is implemented", value, listener, mechanism)
 		},
 	})
 	Register(Property{

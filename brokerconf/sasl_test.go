@@ -34,6 +34,13 @@ func TestSASLProperties(t *testing.T) {
 	must(apply(t, &cfg, "sasl.server.max.receive.size", "", "", "1048576"))
 	must(apply(t, &cfg, "connection.failed.authentication.delay.ms", "", "", "0"))
 	must(apply(t, &cfg, "sasl.mechanism.inter.broker.protocol", "", "", "PLAIN"))
+	must(apply(t, &cfg, "sasl.jaas.config", "SASL_SSL", "OAUTHBEARER",
+		`org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredValidatorRequiredScope="kafka admin" unsecuredValidatorAllowableClockSkewMs="3000";`))
+	must(apply(t, &cfg, "sasl.server.callback.handler.class", "SASL_SSL", "OAUTHBEARER",
+		"org.apache.kafka.common.security.oauthbearer.internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler"))
+	if o := cfg.SASL["SASL_SSL"].OAuth; o == nil || len(o.RequiredScope) != 2 || o.ClockSkew != 3*time.Second || o.PrincipalClaim != "sub" {
+		t.Fatalf("oauth options %+v", o)
+	}
 	l := cfg.SASL["SASL_SSL"]
 	if strings.Join(cfg.SASL[""].Mechanisms, ",") != "SCRAM-SHA-512" || strings.Join(l.Mechanisms, ",") != "PLAIN,SCRAM-SHA-256" {
 		t.Fatalf("mechanisms %v / %v", cfg.SASL[""].Mechanisms, l.Mechanisms)
@@ -46,7 +53,10 @@ func TestSASLProperties(t *testing.T) {
 	}
 	for _, c := range []struct{ name, listener, mech, value string }{
 		{"sasl.enabled.mechanisms", "", "", "GSSAPI"},
-		{"sasl.enabled.mechanisms", "", "", "PLAIN,OAUTHBEARER"},
+		{"sasl.enabled.mechanisms", "", "", "PLAIN,GSSAPI"},
+		{"sasl.server.callback.handler.class", "SASL_SSL", "OAUTHBEARER", "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"},
+		{"sasl.server.callback.handler.class", "SASL_SSL", "PLAIN", "com.example.MyHandler"},
+		{"sasl.jaas.config", "SASL_SSL", "OAUTHBEARER", "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredValidatorAllowableClockSkewMs=x;"},
 		{"sasl.jaas.config", "", "", "x required;"},
 		{"sasl.jaas.config", "SASL_SSL", "", "org.apache.kafka.common.security.plain.PlainLoginModule required;"},
 		{"sasl.jaas.config", "SASL_SSL", "PLAIN", "org.apache.kafka.common.security.scram.ScramLoginModule required;"},
