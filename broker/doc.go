@@ -13,6 +13,10 @@
 // (internal/lograte); storage and the hot path return errors and never
 // log them.
 //
+// It runs the background work over the logs: retention (partition_log.go)
+// and the log cleaner threads, which choose the compacted log to clean and
+// have storage clean it (log_cleaner.go).
+//
 // It owns connections (with the limits on them: connections and frame
 // bytes per peer address, the refused connections logged,
 // conn_limits.go; the SASL gate of SASL listeners, sasl_conn.go, whose

@@ -59,6 +59,11 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 	inflightIPBytes := fs.Int64("max-inflight-bytes-per-ip", 0, "request bytes held in memory by the connections of one IP address (default: a quarter of --max-inflight-bytes, at least what a largest frame holds)")
 	frameMinRate := fs.Int64("frame-min-rate", 1<<20, "bytes/s a request frame must arrive at on average after --frame-grace, else its connection is closed (0: no rate, only --request-timeout)")
 	frameGrace := fs.Duration("frame-grace", 5*time.Second, "how long a request frame may arrive slower than --frame-min-rate")
+	// The log cleaner (Kafka's log.cleaner.* and offsets.topic.segment.bytes).
+	cleanerThreads := fs.Int("log-cleaner-threads", 1, "goroutines cleaning compacted logs, internal topics included (Kafka's log.cleaner.threads; 0: none)")
+	cleanerDedupe := fs.Int64("log-cleaner-dedupe-buffer-size", 128<<20, "offset-map memory of the cleaner threads together, 24 bytes a key (Kafka's log.cleaner.dedupe.buffer.size)")
+	cleanerIO := fs.Float64("log-cleaner-io-max-bytes-per-second", 0, "cleaner I/O rate, read and written (Kafka's log.cleaner.io.max.bytes.per.second; 0: unlimited)")
+	offsetsSegBytes := fs.Int("offsets-topic-segment-bytes", 100<<20, "segment size __consumer_offsets is created with (Kafka's offsets.topic.segment.bytes, at least 1 MiB)")
 	policyDir := fs.String("policy-dir", "", "directory of mirror policy modules NAME.wasm for mirror.policies (docs/policies.md); reloaded when a file changes")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -137,6 +142,16 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 		return 2
 	}
 	cfg.GroupInitialRebalanceDelay = rebalanceDelay
+	if *cleanerThreads < 0 || *cleanerDedupe <= 0 || *cleanerIO < 0 || *offsetsSegBytes < 1<<20 || *offsetsSegBytes > math.MaxInt32 {
+		fmt.Fprintln(stderr, "verbatim serve: bad log cleaner setting (threads >= 0, dedupe buffer > 0, io rate >= 0, offsets topic segment >= 1 MiB)")
+		return 2
+	}
+	cfg.LogCleanerThreads = *cleanerThreads
+	if *cleanerThreads == 0 {
+		cfg.LogCleanerThreads = -1 // none
+	}
+	cfg.LogCleanerDedupeBufferSize, cfg.LogCleanerIOMaxBytesPerSecond = *cleanerDedupe, *cleanerIO
+	cfg.OffsetsTopicSegmentBytes = int32(*offsetsSegBytes)
 	if *advertised != "" {
 		host, port, err := net.SplitHostPort(*advertised)
 		p, perr := strconv.ParseUint(port, 10, 16)
