@@ -66,24 +66,11 @@ type OAuthInitial struct {
 func ParseOAuthInitial(msg []byte) (OAuthInitial, error) {
 	var m OAuthInitial
 	bad := fmt.Errorf("invalid OAUTHBEARER client first message")
-	s := string(msg)
-	rest, ok := strings.CutPrefix(s, "n,")
+	authz, rest, ok := cutGS2Header(string(msg))
 	if !ok {
 		return m, bad
 	}
-	authz, rest, ok := strings.Cut(rest, ",")
-	if !ok {
-		return m, bad
-	}
-	if authz != "" {
-		a, ok := strings.CutPrefix(authz, "a=")
-		if !ok {
-			return m, bad
-		}
-		if m.AuthzID, ok = decodeSaslName(a); !ok {
-			return m, bad
-		}
-	}
+	m.AuthzID = authz
 	if rest == "\x01\x01" {
 		return m, fmt.Errorf("invalid OAUTHBEARER client first message: 'auth' not specified")
 	}

@@ -198,23 +198,14 @@ func parseExtensions(fields []string) (map[string]string, bool) {
 func ParseClientFirst(msg []byte) (ClientFirst, error) {
 	var m ClientFirst
 	s := string(msg)
-	rest, ok := strings.CutPrefix(s, "n,")
-	if !ok {
+	if !strings.HasPrefix(s, "n,") {
 		return m, fmt.Errorf("%w: the gs2 header must be \"n\" (channel binding is not supported)", errScramFormat)
 	}
-	authz, rest, ok := strings.Cut(rest, ",")
+	authz, rest, ok := cutGS2Header(s)
 	if !ok {
 		return m, errScramFormat
 	}
-	if authz != "" {
-		a, ok := strings.CutPrefix(authz, "a=")
-		if !ok {
-			return m, errScramFormat
-		}
-		if m.AuthzID, ok = decodeSaslName(a); !ok {
-			return m, errScramFormat
-		}
-	}
+	m.AuthzID = authz
 	m.Bare = rest
 	fields := strings.Split(rest, ",")
 	if strings.HasPrefix(fields[0], "m=") {
@@ -248,6 +239,29 @@ func nonceAndExtensions(fields []string) (string, map[string]string, bool) {
 	}
 	ext, ok := parseExtensions(fields[1:])
 	return nonce, ext, ok
+}
+
+// cutGS2Header splits off the gs2 header "n," [ "a=" saslname ] "," that
+// SCRAM and OAUTHBEARER messages start with, returning the decoded
+// authorization id and the rest.
+func cutGS2Header(s string) (authzID, rest string, ok bool) {
+	rest, ok = strings.CutPrefix(s, "n,")
+	if !ok {
+		return "", "", false
+	}
+	authz, rest, ok := strings.Cut(rest, ",")
+	if !ok {
+		return "", "", false
+	}
+	if authz == "" {
+		return "", rest, true
+	}
+	a, ok := strings.CutPrefix(authz, "a=")
+	if !ok {
+		return "", "", false
+	}
+	authzID, ok = decodeSaslName(a)
+	return authzID, rest, ok
 }
 
 // decodeBase64 is strict standard base64 with padding; empty is allowed.
