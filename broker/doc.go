@@ -24,7 +24,9 @@
 //
 // It owns connections (with the limits on them: connections and frame
 // bytes per peer address, the refused connections logged,
-// conn_limits.go) and cluster/topic metadata. It must not parse or patch
+// conn_limits.go; the SASL gate of SASL listeners, sasl_conn.go, whose
+// mechanisms and SCRAM store are package authn's, the store persisted
+// here, sasl_config.go) and cluster/topic metadata. It must not parse or patch
 // record batch bytes itself (hotpath does that) nor touch files directly
 // (storage does that, through its FS interface). Its lock order is in
 // docs/DESIGN.md ("Locks").

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/verbatim-kafka/verbatim/authn"
 	"github.com/verbatim-kafka/verbatim/authz"
 	"github.com/verbatim-kafka/verbatim/budget"
 	"github.com/verbatim-kafka/verbatim/groupcoord"
@@ -156,6 +157,27 @@ type Config struct {
 	// cleanerBackoff is log.cleaner.backoff.ms (tests shorten it).
 	cleanerBackoff time.Duration
 
+	// SASL.
+	//
+	// SASL configures the SASL_PLAINTEXT and SASL_SSL listeners by
+	// listener name (sasl_config.go); the "" entry applies to every
+	// listener where its own entry leaves a field unset, as Kafka's plain
+	// names do under their listener.name.<l>. prefixes.
+	SASL map[string]*SASLListenerConfig
+	// SASLMaxReceiveSize is Kafka's sasl.server.max.receive.size: the
+	// largest frame a SASL connection may send before it has
+	// authenticated (default 512 KiB); a larger size prefix closes the
+	// connection before its body is read.
+	SASLMaxReceiveSize int32
+	// FailedAuthenticationDelay is Kafka's
+	// connection.failed.authentication.delay.ms: how long a connection
+	// whose authentication failed stays open after the failure was
+	// answered (nil: 100 ms; 0: closed at once).
+	FailedAuthenticationDelay *time.Duration
+	// saslClock drives session expiry and the failed-authentication
+	// delay; tests drive it. Nil: the wall clock.
+	saslClock saslClock
+
 	// FS is the filesystem under the data dir: metadata files and
 	// partition logs (default storage.OSFS{}; the data dir lock always
 	// uses the OS). Tests wrap it to inject I/O errors.
@@ -243,6 +265,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.DefaultPartitions < 1 {
 		return c, fmt.Errorf("broker: default partitions must be >= 1, got %d", c.DefaultPartitions)
 	}
+	if err := c.saslDefaults(); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 
@@ -270,6 +295,8 @@ type Server struct {
 	// acl is the authorizer, nil when authorization is off
 	// (authorize.go).
 	acl *authz.Authorizer
+	// scram holds the SCRAM credentials (sasl_config.go).
+	scram *authn.Store
 
 	// budget bounds request bytes in flight over all connections.
 	budget *budget.Budget
@@ -342,6 +369,9 @@ func Open(cfg Config) (*Server, error) {
 	if s.pids, err = openProducerIDs(s.fs); err != nil {
 		return fail(err)
 	}
+	if s.scram, err = openSCRAMStore(s.fs); err != nil {
+		return fail(err)
+	}
 	s.cluster.openLog = s.openPartitionLog
 	s.budget = budget.New(cfg.MaxInFlightBytes)
 	s.decode = budget.New(cfg.MaxDecodeBytes) // before the logs: their lookups charge it
@@ -400,6 +430,10 @@ func (s *Server) Serve(ln net.Listener) error { return s.ServeListener(ln, defau
 // ServeListener is Serve for the listener l: its connections carry l's
 // name and security protocol.
 func (s *Server) ServeListener(ln net.Listener, l *Listener) error {
+	if err := s.checkSASLListener(l); err != nil {
+		ln.Close()
+		return err
+	}
 	s.mu.Lock()
 	if s.mu.closing {
 		s.mu.Unlock()
