@@ -249,8 +249,13 @@ func (c *conn) serve() {
 	close(c.queue)
 	<-writerDone
 	c.cancelRead()
-	c.nc.Close()
 	var refused *connRefusal
+	if errors.As(err, &refused) {
+		// Counted before the close, so a client that sees the close
+		// also sees the count.
+		c.s.refusals[refused.reason].Add(1)
+	}
+	c.nc.Close()
 	var saslRefused *saslRefusal
 	switch {
 	case errors.As(err, &refused):
