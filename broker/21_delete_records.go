@@ -11,6 +11,10 @@ package broker
 // (as Kafka refuses it on compacted topics); unknown partitions are
 // UNKNOWN_TOPIC_OR_PARTITION.
 //
+// Authorization (with the authorizer on, authorize.go): DELETE on the
+// topic; the mirror log-start forward WRITE and the mirror permission
+// instead.
+//
 // Deviations from Apache Kafka: mirror topics (mirror.mode=push) refuse
 // DeleteRecords from clients with POLICY_VIOLATION: their log start is the
 // source's to move. A pusher forwards it with a v2 request carrying the
@@ -29,6 +33,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/authz"
 	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
@@ -48,10 +53,22 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 	if tagErr != nil {
 		return nil, tagErr
 	}
+	// A log-start forward needs the mirror permission (CLUSTER_ACTION on
+	// CLUSTER) and WRITE on the topic; a client's DeleteRecords DELETE on
+	// the topic, as Kafka checks it.
+	var refusal error
+	if mirror && !s.mirrorPermitted(r) {
+		refusal = errMirrorPermission(r, "a mirror log-start forward (DeleteRecords with tag 22082)")
+	}
+	topicOp := authz.OpDelete
+	if mirror {
+		topicOp = authz.OpWrite
+	}
 	for _, rt := range req.Topics {
 		ot := kmsg.NewDeleteRecordsResponseTopic()
 		ot.Topic = rt.Topic
 		t := s.cluster.topic(rt.Topic)
+		denied := refusal == nil && !s.authorized(r, topicOp, authz.ResourceTopic, rt.Topic)
 		for _, rp := range rt.Partitions {
 			op := kmsg.NewDeleteRecordsResponseTopicPartition()
 			op.Partition, op.LowWatermark = rp.Partition, -1
@@ -59,7 +76,12 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 			if t != nil {
 				p = t.Partition(rp.Partition)
 			}
-			if p == nil {
+			if refusal != nil {
+				op.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+				s.logDataFailure("delete records", rt.Topic, rp.Partition, op.ErrorCode, refusal, clientOf(r), "offset", rp.Offset)
+			} else if denied {
+				op.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			} else if p == nil {
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			} else if err := s.checkMirrorDelete(p, mirror, writerOf(&mreq)); err != nil {
 				op.ErrorCode, _ = dataErrorToKafka(err)

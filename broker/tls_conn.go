@@ -67,6 +67,7 @@ func (c *conn) handshake(tc *tls.Conn) bool {
 		if isTimeout(err) {
 			msg = fmt.Sprintf("TLS handshake not finished within the request timeout (%s)", c.s.cfg.RequestTimeout)
 		}
+		c.s.refusals[refusedTLSHandshake].Add(1)
 		c.logRefusal(&connRefusal{reason: refusedTLSHandshake, msg: msg})
 	}
 	c.nc.Close()

@@ -420,3 +420,28 @@ func TestTLSShutdownDuringHandshake(t *testing.T) {
 	}
 	b.stop() // fails the test if shutdown passes its 10 s deadline
 }
+
+// TestSASLSSLListener: on a SASL_SSL listener the TLS handshake comes
+// first, then SASL; franz-go authenticates with PLAIN over TLS and
+// produces, a wrong password is refused, and Metadata names the SASL_SSL
+// listener's address.
+func TestSASLSSLListener(t *testing.T) {
+	f := newTLSFixture(t)
+	b := startBroker(t, t.TempDir(), func(c *Config) {
+		c.SASL = map[string]*SASLListenerConfig{"SASL_SSL": {Mechanisms: []string{"PLAIN"}, PlainUsers: map[string]string{"alice": "alice-secret"}}}
+		c.AutoCreateTopics = true
+	})
+	addr := serveListener(t, b, &Listener{Name: "SASL_SSL", Protocol: ProtocolSASLSSL, TLS: f.srv.Config()})
+	cl := b.client(kgo.SeedBrokers(addr), kgo.DialTLSConfig(f.client(t)), kgo.SASL(plainMech("alice", "alice-secret")),
+		kgo.DefaultProduceTopic("sasl-ssl"), kgo.AllowAutoTopicCreation())
+	if got := metadataBroker(t, cl); got != addr {
+		t.Fatalf("Metadata on SASL_SSL names %s, want %s", got, addr)
+	}
+	if err := cl.ProduceSync(ctxT(t), &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatalf("produce over SASL_SSL: %v", err)
+	}
+	wrong := b.client(kgo.SeedBrokers(addr), kgo.DialTLSConfig(f.client(t)), kgo.SASL(plainMech("alice", "nope")))
+	if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctxT(t), wrong); err == nil {
+		t.Fatal("a wrong password was served over SASL_SSL")
+	}
+}
