@@ -62,6 +62,9 @@ type Load struct {
 	// TLS, when set, makes every connection a TLS client (handshake done
 	// before OnStart).
 	TLS *tls.Config
+	// Authenticate, when set, runs on every connection after its TLS
+	// handshake, before OnStart (SASL).
+	Authenticate func(net.Conn) error
 }
 
 // LoadResult is what one generator run measured.
@@ -412,6 +415,12 @@ func RunLoad(ctx context.Context, l Load) (LoadResult, error) {
 				return LoadResult{}, fmt.Errorf("TLS handshake: %w", err)
 			}
 			c = tc
+		}
+		if l.Authenticate != nil {
+			if err := l.Authenticate(c); err != nil {
+				c.Close()
+				return LoadResult{}, fmt.Errorf("authentication: %w", err)
+			}
 		}
 		conns[i] = c
 	}
