@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/verbatim-kafka/verbatim/internal/testcerts"
@@ -160,11 +161,11 @@ func TestSecuredBrokerRealClients(t *testing.T) {
 	t.Run("java-console", func(t *testing.T) {
 		in := "one\ntwo\nthree\n"
 		if _, err := RunJavaTool(t, Cmd{Stdin: strings.NewReader(in)}, "kafka-console-producer",
-			"--bootstrap-server", s.SASLSSL, "--producer.config", aliceCfg, "--topic", "sec-orders",
+			"--bootstrap-server", s.SASLSSL, "--command-config", aliceCfg, "--topic", "sec-orders",
 			"--producer-property", "acks=all"); err != nil {
 			t.Fatalf("console producer as alice: %v", err)
 		}
-		res := JavaTool(t, "kafka-console-consumer", "--bootstrap-server", s.SASLSSL, "--consumer.config", aliceCfg,
+		res := JavaTool(t, "kafka-console-consumer", "--bootstrap-server", s.SASLSSL, "--command-config", aliceCfg,
 			"--topic", "sec-orders", "--group", "sec-console", "--from-beginning", "--max-messages", "3", "--timeout-ms", "60000")
 		if got := strings.Join(res.Lines(), ","); got != "one,two,three" {
 			t.Errorf("console consumer as alice read %q", got)
@@ -208,8 +209,11 @@ func TestSecuredBrokerRealClients(t *testing.T) {
 		if _, err := adm.CommitOffsets(ctx, "other-group", kadm.OffsetsFromRecords(kgo.Record{Topic: "sec-orders", Offset: 1})); !errors.Is(err, kerr.GroupAuthorizationFailed) {
 			t.Errorf("alice commit to other-group: %v, want GROUP_AUTHORIZATION_FAILED", err)
 		}
-		if _, err := adm.DescribeACLs(ctx, kadm.NewACLs().AnyResource().Operations(kadm.OpAny)); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
-			t.Errorf("alice DescribeAcls: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
+		dreq := kmsg.NewPtrDescribeACLsRequest()
+		dreq.ResourceType, dreq.ResourcePatternType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny
+		dreq.Operation, dreq.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+		if dresp, err := dreq.RequestWith(ctx, alice); err != nil || dresp.ErrorCode != kerr.ClusterAuthorizationFailed.Code {
+			t.Errorf("alice DescribeAcls: %v %v, want CLUSTER_AUTHORIZATION_FAILED", err, dresp)
 		}
 		txn := s.client(t, "alice", scramUsers["alice"], kgo.TransactionalID("alice-tx"))
 		if err := txn.BeginTransaction(); err == nil {
@@ -256,9 +260,16 @@ func TestSecuredBrokerRealClients(t *testing.T) {
 	t.Run("acl-remove", func(t *testing.T) {
 		JavaTool(t, "kafka-acls", "--bootstrap-server", s.SASLSSL, "--command-config", adminCfg, "--remove", "--force",
 			"--allow-principal", "User:alice", "--operation", "Write", "--topic", "sec-", "--resource-pattern-type", "prefixed")
-		alice := s.client(t, "alice", scramUsers["alice"])
+		alice := s.client(t, "alice", scramUsers["alice"], kgo.DisableIdempotentWrite())
 		if err := alice.ProduceSync(ctx, &kgo.Record{Topic: "sec-orders", Value: []byte("late")}).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
 			t.Errorf("alice produce after her WRITE was removed: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+		}
+		// An idempotent producer needs IDEMPOTENT_WRITE on the cluster or
+		// WRITE on some topic to get a producer id: Kafka refuses
+		// InitProducerId with CLUSTER_AUTHORIZATION_FAILED.
+		idem := s.client(t, "alice", scramUsers["alice"])
+		if err := idem.ProduceSync(ctx, &kgo.Record{Topic: "sec-orders", Value: []byte("late")}).FirstErr(); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+			t.Errorf("alice idempotent produce with no WRITE anywhere: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
 		}
 		// Read stays granted.
 		res := Kcat(t, append(s.kcatArgs("alice", scramUsers["alice"]), "-C", "-t", "sec-orders", "-o", "beginning", "-c", "1", "-e")...)
