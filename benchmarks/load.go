@@ -48,6 +48,11 @@ type Load struct {
 	// StartOffsets, in mirror mode, are the log end offsets of the
 	// partitions before the run (nil: all 0).
 	StartOffsets []int64
+	// WriterID is the mirror writer's identity; RunLoad registers it on
+	// the partitions (docs/protocol.md "Writer epoch") and sends the
+	// epoch assigned (writerEpoch) with every mirror produce.
+	WriterID    [16]byte
+	writerEpoch int32
 	// RecordBytes is the value size of each record (default 1000).
 	RecordBytes int
 	// Codec compresses each batch (BuildCompressedBatch); CodecNone sends
@@ -327,7 +332,7 @@ func buildTemplate(l Load, partition int32, seed uint64) (*template, error) {
 	req.Acks = -1
 	req.TimeoutMillis = 30000
 	if l.Mirror {
-		req.UnknownTags.Set(wireext.MirrorTag, new(wireext.MirrorProduce).AppendTo(nil))
+		req.UnknownTags.Set(wireext.MirrorTag, (&wireext.MirrorProduce{WriterEpoch: l.writerEpoch, WriterID: l.WriterID}).AppendTo(nil))
 	}
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = l.Topic
@@ -381,6 +386,16 @@ func RunLoad(ctx context.Context, l Load) (LoadResult, error) {
 	defer cancel()
 	perConn := int((l.TotalBytes/int64(l.Conns) + int64(l.BatchBytes) - 1) / int64(l.BatchBytes))
 	perConn = max(perConn, 2*l.InFlight)
+	if l.Mirror {
+		parts := make([]int32, l.Conns)
+		for i := range parts {
+			parts[i] = l.FirstPartition + int32(i)
+		}
+		var err error
+		if l.writerEpoch, err = RegisterMirrorWriter(ctx, l.Addr, l.Topic, l.WriterID, parts); err != nil {
+			return LoadResult{}, err
+		}
+	}
 	tmpls := make([]*template, l.Conns)
 	conns := make([]net.Conn, l.Conns)
 	defer func() {
