@@ -112,7 +112,7 @@ type CopyConfig struct {
 	// watermark read at the start.
 	FetchBytes int32
 	RetryFor   time.Duration
-	Follow bool
+	Follow     bool
 	// Writer is the pusher's identity; its Epoch is the one the
 	// destination assigned it on this partition (a pusher registers all
 	// its partitions at once), or RegisterEpoch: the copy then registers
