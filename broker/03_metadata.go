@@ -47,7 +47,7 @@ const (
 func handleMetadata(_ context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	host, port := s.advertised()
+	host, port := s.advertised(r.Listener)
 	b := kmsg.NewMetadataResponseBroker()
 	b.NodeID, b.Host, b.Port = s.cfg.NodeID, host, port
 	resp.Brokers = []kmsg.MetadataResponseBroker{b}

@@ -23,7 +23,7 @@ import (
 func init() { register(kmsg.FindCoordinator.Int16(), 0, 6, handleFindCoordinator) }
 
 // findCoordinator answers one key.
-func (s *Server) findCoordinator(key string, typ int8) (int32, string, int32, int16, *string) {
+func (s *Server) findCoordinator(l *Listener, key string, typ int8) (int32, string, int32, int16, *string) {
 	var topic string
 	switch typ {
 	case 0:
@@ -42,7 +42,7 @@ func (s *Server) findCoordinator(key string, typ int8) (int32, string, int32, in
 		msg := err.Error()
 		return -1, "", -1, kerr.CoordinatorNotAvailable.Code, &msg
 	}
-	host, port := s.advertised()
+	host, port := s.advertised(l)
 	return s.cfg.NodeID, host, port, 0, nil
 }
 
@@ -50,13 +50,13 @@ func handleFindCoordinator(_ context.Context, s *Server, r *Request) (Reply, err
 	req := r.Msg.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	if req.Version < 4 {
-		resp.NodeID, resp.Host, resp.Port, resp.ErrorCode, resp.ErrorMessage = s.findCoordinator(req.CoordinatorKey, req.CoordinatorType)
+		resp.NodeID, resp.Host, resp.Port, resp.ErrorCode, resp.ErrorMessage = s.findCoordinator(r.Listener, req.CoordinatorKey, req.CoordinatorType)
 		return resp, nil
 	}
 	for _, key := range req.CoordinatorKeys {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = key
-		c.NodeID, c.Host, c.Port, c.ErrorCode, c.ErrorMessage = s.findCoordinator(key, req.CoordinatorType)
+		c.NodeID, c.Host, c.Port, c.ErrorCode, c.ErrorMessage = s.findCoordinator(r.Listener, key, req.CoordinatorType)
 		resp.Coordinators = append(resp.Coordinators, c)
 	}
 	return resp, nil

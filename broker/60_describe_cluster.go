@@ -32,7 +32,7 @@ func handleDescribeCluster(_ context.Context, s *Server, r *Request) (Reply, err
 	}
 	resp.ClusterID = s.clusterID
 	resp.ControllerID = s.cfg.NodeID
-	host, port := s.advertised()
+	host, port := s.advertised(r.Listener)
 	b := kmsg.NewDescribeClusterResponseBroker()
 	b.NodeID, b.Host, b.Port = s.cfg.NodeID, host, port
 	resp.Brokers = []kmsg.DescribeClusterResponseBroker{b}

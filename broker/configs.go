@@ -49,7 +49,6 @@ type brokerConfigEntry struct {
 // Kafka also has (source STATIC_BROKER_CONFIG, read-only) and the broker
 // defaults of every topic config (source DEFAULT_CONFIG).
 func (s *Server) brokerConfigs() []brokerConfigEntry {
-	host, port := s.advertised()
 	static := func(name, v string, typ kmsg.ConfigType, doc string) brokerConfigEntry {
 		return brokerConfigEntry{name: name, value: v, typ: typ, source: kmsg.ConfigSourceStaticBrokerConfig, doc: doc}
 	}
@@ -57,7 +56,7 @@ func (s *Server) brokerConfigs() []brokerConfigEntry {
 		static("node.id", strconv.Itoa(int(s.cfg.NodeID)), kmsg.ConfigTypeInt, "This broker's node id (--node-id)."),
 		static("broker.id", strconv.Itoa(int(s.cfg.NodeID)), kmsg.ConfigTypeInt, "Same as node.id."),
 		static("log.dirs", s.cfg.DataDir, kmsg.ConfigTypeString, "The data dir (--data-dir)."),
-		static("advertised.listeners", "PLAINTEXT://"+hostPort(host, port), kmsg.ConfigTypeString, "What clients are told to connect to (--advertised-listener)."),
+		static("advertised.listeners", s.advertisedListeners(), kmsg.ConfigTypeString, "What clients are told to connect to, per listener (advertised.listeners, --advertised-listener)."),
 		static("auto.create.topics.enable", strconv.FormatBool(s.cfg.AutoCreateTopics), kmsg.ConfigTypeBoolean, "Create unknown topics on Metadata requests (--auto-create-topics)."),
 		static("num.partitions", strconv.Itoa(int(s.cfg.DefaultPartitions)), kmsg.ConfigTypeInt, "Partitions of auto-created topics (--num-partitions)."),
 		static("default.replication.factor", "1", kmsg.ConfigTypeInt, "Single node: always 1."),

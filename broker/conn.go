@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -219,6 +220,9 @@ func (c *conn) isStopped() bool {
 
 func (c *conn) serve() {
 	defer c.s.removeConn(c)
+	if tc, ok := c.nc.(*tls.Conn); ok && !c.handshake(tc) {
+		return
+	}
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
@@ -552,6 +556,19 @@ func (c *conn) writeResponse(bw *bufio.Writer, buf []byte, p *pending, reply Rep
 			n += len(b)
 		}
 		binary.BigEndian.PutUint32(buf, uint32(n))
+		if _, isTLS := c.nc.(*tls.Conn); isTLS {
+			// No writev through TLS: each buffer would be a record and a
+			// write of its own; the buffered writer packs small ones.
+			if _, err := bw.Write(buf); err != nil {
+				return buf, err
+			}
+			for _, b := range bufs {
+				if _, err := bw.Write(b); err != nil {
+					return buf, err
+				}
+			}
+			return buf, nil
+		}
 		if err := bw.Flush(); err != nil {
 			return buf, err
 		}

@@ -36,6 +36,9 @@ const (
 	refusedTimeout
 	refusedTooLarge
 	refusedTruncated
+	// refusedTLSHandshake: the TLS handshake failed, timed out, or the
+	// client certificate maps to no principal (tls_conn.go).
+	refusedTLSHandshake
 	numRefusals
 )
 
@@ -43,6 +46,7 @@ const (
 // address: the number of keys stays fixed).
 var refusalKeys = [numRefusals]string{
 	"conn-too-many-per-ip", "conn-frame-too-slow", "conn-frame-timeout", "conn-frame-too-large", "conn-frame-truncated",
+	"conn-tls-handshake",
 }
 
 // connRefusal is the reader's error for a connection closed by a limit.

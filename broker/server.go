@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -120,6 +121,16 @@ type Config struct {
 	// empty group waits for more members. Nil: Kafka's default, 3 s.
 	GroupInitialRebalanceDelay *time.Duration
 
+	// TLS and listeners.
+	//
+	// Listeners are the listeners to bind (Kafka's listeners, with
+	// listener.security.protocol.map and advertised.listeners; TLS set
+	// for SSL and SASL_SSL), each served with ServeListener by whoever
+	// binds them (the command). Empty: the caller's one PLAINTEXT
+	// listener (Serve). The broker itself only reads them in Open, to
+	// check them.
+	Listeners []*Listener
+
 	// FS is the filesystem under the data dir: metadata files and
 	// partition logs (default storage.OSFS{}; the data dir lock always
 	// uses the OS). Tests wrap it to inject I/O errors.
@@ -195,6 +206,11 @@ func (c Config) withDefaults() (Config, error) {
 	default:
 		return c, fmt.Errorf("broker: flush must be never, interval or always, got %q", c.Flush)
 	}
+	for _, l := range c.Listeners {
+		if err := checkListener(l); err != nil {
+			return c, err
+		}
+	}
 	if c.DefaultPartitions == 0 {
 		c.DefaultPartitions = 1
 	}
@@ -263,6 +279,10 @@ type Server struct {
 	connWG  sync.WaitGroup
 	connSeq atomic.Uint64
 	addr    atomic.Pointer[net.TCPAddr]
+
+	// TLS and listeners: the listeners served and their bound addresses
+	// (tls_conn.go).
+	listeners listenerSet
 }
 
 // Open takes the data dir (lock, format version, cluster id), recovers the
@@ -330,30 +350,18 @@ func (s *Server) ClusterID() string { return s.clusterID }
 // Addr is the address of the last listener Serve was given, or nil.
 func (s *Server) Addr() *net.TCPAddr { return s.addr.Load() }
 
-// advertised returns the host and port clients are told to connect to.
-func (s *Server) advertised() (string, int32) {
-	host, port := s.cfg.AdvertisedHost, s.cfg.AdvertisedPort
-	if a := s.addr.Load(); a != nil {
-		if host == "" {
-			host = a.IP.String()
-			if a.IP.IsUnspecified() {
-				host = "localhost"
-			}
-		}
-		if port == 0 {
-			port = int32(a.Port)
-		}
-	}
-	return host, port
-}
-
 // Serve accepts connections on ln until Shutdown as the default PLAINTEXT
 // listener; it returns nil after a shutdown and the accept error otherwise.
 func (s *Server) Serve(ln net.Listener) error { return s.ServeListener(ln, defaultListener()) }
 
 // ServeListener is Serve for the listener l: its connections carry l's
-// name and security protocol.
+// name and security protocol, and on SSL and SASL_SSL listeners start
+// with a TLS handshake (l.TLS).
 func (s *Server) ServeListener(ln net.Listener, l *Listener) error {
+	if err := checkListener(l); err != nil {
+		ln.Close()
+		return err
+	}
 	s.mu.Lock()
 	if s.mu.closing {
 		s.mu.Unlock()
@@ -365,7 +373,9 @@ func (s *Server) ServeListener(ln net.Listener, l *Listener) error {
 	if a, ok := ln.Addr().(*net.TCPAddr); ok {
 		s.addr.Store(a)
 	}
-	s.log.Info("listening", "addr", ln.Addr().String())
+	s.listeners.add(l, ln.Addr())
+	host, port := s.advertised(l)
+	s.log.Info("listening", "listener", l.Name, "protocol", string(l.Protocol), "addr", ln.Addr().String(), "advertised", hostPort(host, port))
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -389,6 +399,10 @@ func (s *Server) ServeListener(ln net.Listener, l *Listener) error {
 		p, ok := s.admitConn(nc)
 		if !ok {
 			continue
+		}
+		if l.TLS != nil {
+			// The handshake runs on the connection's goroutine (serve).
+			nc = tls.Server(nc, l.TLS)
 		}
 		c, err := newConn(s, nc, p, l)
 		if err != nil {
