@@ -82,12 +82,12 @@ func handshakeTLS(ctx context.Context, nc net.Conn, addr string, cfg *tls.Config
 // TLS alert from the server (it refused ours).
 func permanentTLS(err error) bool {
 	var (
-		cv  *tls.CertificateVerificationError
-		ua  x509.UnknownAuthorityError
-		he  x509.HostnameError
-		ci  x509.CertificateInvalidError
-		rh  tls.RecordHeaderError
-		al  tls.AlertError
+		cv *tls.CertificateVerificationError
+		ua x509.UnknownAuthorityError
+		he x509.HostnameError
+		ci x509.CertificateInvalidError
+		rh tls.RecordHeaderError
+		al tls.AlertError
 	)
 	return errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &ci) || errors.As(err, &rh) || errors.As(err, &al)
 }

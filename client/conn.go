@@ -49,9 +49,9 @@ type Conn struct {
 	drained  chan struct{}
 	reauthAt time.Time
 	closed   chan struct{}
-	once    sync.Once
-	errMu   sync.Mutex
-	err     error
+	once     sync.Once
+	errMu    sync.Mutex
+	err      error
 }
 
 type call struct {
