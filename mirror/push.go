@@ -20,7 +20,11 @@ import (
 type Options struct {
 	Source string // HOST:PORT of any source broker
 	Dest   string // HOST:PORT of the Verbatim destination
-	Topics []string
+	// SourceClient and DestClient secure and authenticate the
+	// connections to each side (--source-config, --dest-config: TLS,
+	// SASL); a zero ClientID is "verbatim-mirror-push".
+	SourceClient, DestClient client.Options
+	Topics                   []string
 	// CreateTopics creates missing destination topics (and missing
 	// partitions) like the source's, as mirror topics.
 	CreateTopics bool
@@ -137,12 +141,16 @@ func NewPusher(o Options) (*Pusher, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	co := client.Options{ClientID: "verbatim-mirror-push"}
-	src, err := client.NewCluster(o.Source, co)
+	for _, co := range []*client.Options{&o.SourceClient, &o.DestClient} {
+		if co.ClientID == "" {
+			co.ClientID = "verbatim-mirror-push"
+		}
+	}
+	src, err := client.NewCluster(o.Source, o.SourceClient)
 	if err != nil {
 		return nil, Usage("--source: %v", err)
 	}
-	dst, err := client.NewCluster(o.Dest, co)
+	dst, err := client.NewCluster(o.Dest, o.DestClient)
 	if err != nil {
 		return nil, Usage("--dest: %v", err)
 	}

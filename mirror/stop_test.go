@@ -35,7 +35,7 @@ func TestStopFailover(t *testing.T) {
 	if _, err := Push(testkit.Ctx(t), Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := Stop(testkit.Ctx(t), dst.Addr, []string{"t"})
+	res, err := Stop(testkit.Ctx(t), dst.Addr, client.Options{}, []string{"t"})
 	if err != nil {
 		t.Fatalf("mirror stop: %v (exit %d)", err, ExitCode(err))
 	}
