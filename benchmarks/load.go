@@ -48,9 +48,11 @@ type Load struct {
 	// StartOffsets, in mirror mode, are the log end offsets of the
 	// partitions before the run (nil: all 0).
 	StartOffsets []int64
-	// WriterID is the mirror writer's identity; RunLoad registers it on
-	// the partitions (docs/protocol.md "Writer epoch") and sends the
-	// epoch assigned (writerEpoch) with every mirror produce.
+	// Register (mirror mode, a Verbatim destination; the reference sink
+	// checks no writer) registers WriterID as the partitions' mirror
+	// writer first (docs/protocol.md "Writer epoch"); every mirror
+	// produce then carries the epoch assigned (writerEpoch).
+	Register    bool
 	WriterID    [16]byte
 	writerEpoch int32
 	// RecordBytes is the value size of each record (default 1000).
@@ -386,7 +388,7 @@ func RunLoad(ctx context.Context, l Load) (LoadResult, error) {
 	defer cancel()
 	perConn := int((l.TotalBytes/int64(l.Conns) + int64(l.BatchBytes) - 1) / int64(l.BatchBytes))
 	perConn = max(perConn, 2*l.InFlight)
-	if l.Mirror {
+	if l.Mirror && l.Register {
 		parts := make([]int32, l.Conns)
 		for i := range parts {
 			parts[i] = l.FirstPartition + int32(i)

@@ -6,45 +6,25 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/verbatim-kafka/verbatim/wireext"
+	"github.com/verbatim-kafka/verbatim/mirror"
 )
 
 // registration is a writer registration (a mirror DeleteRecords with
 // writer epoch -1, docs/protocol.md "Writer epoch") by id of partitions
-// parts of topic, to offset 0.
+// parts of topic, to offset 0, as the pusher sends it.
 func registration(topic string, id writerID, parts ...int32) *kmsg.DeleteRecordsRequest {
-	req := kmsg.NewPtrDeleteRecordsRequest()
-	req.Version, req.TimeoutMillis = 2, 10000
-	req.UnknownTags.Set(wireext.MirrorTag, (&wireext.MirrorProduce{WriterEpoch: wireext.RegisterWriterEpoch, WriterID: id}).AppendTo(nil))
-	rt := kmsg.NewDeleteRecordsRequestTopic()
-	rt.Topic = topic
-	for _, p := range parts {
-		rp := kmsg.NewDeleteRecordsRequestTopicPartition()
-		rp.Partition = p
-		rt.Partitions = append(rt.Partitions, rp)
-	}
-	req.Topics = append(req.Topics, rt)
-	return req
+	return mirror.DeleteRecordsRequest(mirror.Writer{Epoch: mirror.RegisterEpoch, ID: id}, map[string][]int32{topic: parts}, 0)
 }
 
 // assignedEpoch reads the writer epoch a registration's partition answer
 // carries (-1: none).
 func assignedEpoch(t *testing.T, p kmsg.DeleteRecordsResponseTopicPartition) int32 {
 	t.Helper()
-	var v []byte
-	p.UnknownTags.Each(func(tag uint32, b []byte) {
-		if tag == wireext.MirrorTag {
-			v = b
-		}
-	})
-	if v == nil {
-		return -1
-	}
-	var m wireext.MirrorWriterEpoch
-	if err := m.ReadFrom(v); err != nil {
+	e, err := mirror.AssignedEpoch(&p)
+	if err != nil {
 		t.Fatalf("partition %d: %v", p.Partition, err)
 	}
-	return m.WriterEpoch
+	return e
 }
 
 // registerAs registers id on partitions parts of topic and returns the

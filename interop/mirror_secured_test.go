@@ -78,20 +78,7 @@ func TestMirrorFromSecuredKafka(t *testing.T) {
 	}
 	tx := src.k.Client(t, kgo.TransactionalID("secured-txn"), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.Lz4Compression()))
 	for i, commit := range []bool{true, false} {
-		if err := tx.BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
-		rs := keyed(topic, 10, fmt.Sprintf("txn%d", i))
-		for j, r := range rs {
-			r.Partition = int32(j % 2)
-		}
-		produceSync(t, tx, rs...)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := tx.EndTransaction(ctx, kgo.TransactionEndTry(commit))
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
+		produceTxn(t, tx, topic, fmt.Sprintf("txn%d", i), commit)
 	}
 
 	good := src.clientProps(t, "mirror", "mirror-secret")

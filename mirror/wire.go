@@ -88,7 +88,34 @@ type deleteAnswer struct {
 // mirrorDeleteRecords sends one mirror DeleteRecords as w for the
 // partitions parts, all to offset, and returns each partition's answer.
 func mirrorDeleteRecords(ctx context.Context, cn *client.Conn, w Writer, parts map[string][]int32, offset int64) (map[tp]deleteAnswer, error) {
+	req := DeleteRecordsRequest(w, parts, offset)
+	resp, err := cn.Request(ctx, req, 2)
+	if err != nil {
+		return nil, err
+	}
+	if req.Version < 2 {
+		return nil, fmt.Errorf("destination negotiated DeleteRecords v%d, the mirror tag needs v2", req.Version)
+	}
+	out := map[tp]deleteAnswer{}
+	for _, rt := range resp.(*kmsg.DeleteRecordsResponse).Topics {
+		for _, rp := range rt.Partitions {
+			e, err := AssignedEpoch(&rp)
+			if err != nil {
+				return nil, fmt.Errorf("DeleteRecords %s/%d: %w", rt.Topic, rp.Partition, err)
+			}
+			out[tp{rt.Topic, rp.Partition}] = deleteAnswer{epoch: e, err: kerr.ErrorForCode(rp.ErrorCode)}
+		}
+	}
+	return out, nil
+}
+
+// DeleteRecordsRequest is a mirror DeleteRecords (v2, the request-level
+// mirror tag) as writer w of the partitions parts, all to offset: with
+// w.Epoch RegisterEpoch and offset 0, a writer registration
+// (docs/protocol.md "Writer epoch").
+func DeleteRecordsRequest(w Writer, parts map[string][]int32, offset int64) *kmsg.DeleteRecordsRequest {
 	req := kmsg.NewPtrDeleteRecordsRequest()
+	req.Version = 2
 	req.TimeoutMillis = 30000
 	req.UnknownTags.Set(mirrorTag, writerTag(w))
 	for topic, ps := range parts {
@@ -101,31 +128,21 @@ func mirrorDeleteRecords(ctx context.Context, cn *client.Conn, w Writer, parts m
 		}
 		req.Topics = append(req.Topics, rt)
 	}
-	resp, err := cn.Request(ctx, req, 2)
-	if err != nil {
-		return nil, err
-	}
-	if req.Version < 2 {
-		return nil, fmt.Errorf("destination negotiated DeleteRecords v%d, the mirror tag needs v2", req.Version)
-	}
-	out := map[tp]deleteAnswer{}
-	for _, rt := range resp.(*kmsg.DeleteRecordsResponse).Topics {
-		for _, rp := range rt.Partitions {
-			a := deleteAnswer{epoch: -1, err: kerr.ErrorForCode(rp.ErrorCode)}
-			var bad error
-			rp.UnknownTags.Each(func(tag uint32, v []byte) {
-				if tag == mirrorTag {
-					var m wireext.MirrorWriterEpoch
-					if bad = m.ReadFrom(v); bad == nil {
-						a.epoch = m.WriterEpoch
-					}
-				}
-			})
-			if bad != nil {
-				return nil, fmt.Errorf("DeleteRecords %s/%d: %w", rt.Topic, rp.Partition, bad)
+	return req
+}
+
+// AssignedEpoch is the writer epoch a DeleteRecords response partition
+// carries (wireext.MirrorWriterEpoch), -1 when it carries none.
+func AssignedEpoch(rp *kmsg.DeleteRecordsResponseTopicPartition) (int32, error) {
+	epoch := int32(-1)
+	var err error
+	rp.UnknownTags.Each(func(tag uint32, v []byte) {
+		if tag == mirrorTag {
+			var m wireext.MirrorWriterEpoch
+			if err = m.ReadFrom(v); err == nil {
+				epoch = m.WriterEpoch
 			}
-			out[tp{rt.Topic, rp.Partition}] = a
 		}
-	}
-	return out, nil
+	})
+	return epoch, err
 }
