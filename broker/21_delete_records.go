@@ -57,9 +57,11 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 	writer := writerOf(&mreq)
 	var regErrs map[*Partition]error
 	if mirror && mreq.WriterEpoch == wireext.RegisterWriterEpoch {
-		// authz: WRITE on each topic + CLUSTER_ACTION on CLUSTER
-		// (mirrorPermitted) before a partition takes part.
-		writer.Epoch, regErrs = s.registerDeleteRecords(req, writer.ID)
+		// authz: a topic takes part only with WRITE on it and the mirror
+		// permission (CLUSTER_ACTION on CLUSTER, mirrorPermitted): the
+		// refusals the loop below answers must register nothing.
+		allowed := func(topic string) bool { return true }
+		writer.Epoch, regErrs = s.registerDeleteRecords(req, writer.ID, allowed)
 	}
 	for _, rt := range req.Topics {
 		ot := kmsg.NewDeleteRecordsResponseTopic()
@@ -103,13 +105,14 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 
 // registerDeleteRecords registers the writer of a registration (a mirror
 // DeleteRecords with writer epoch -1) on the request's partitions of
-// mirror topics, in one assignment (mirror_writer.go): the epoch, and the
-// refusal of each partition that could not take part (a non-nil map).
-func (s *Server) registerDeleteRecords(req *kmsg.DeleteRecordsRequest, id writerID) (int32, map[*Partition]error) {
+// mirror topics the principal may write (allowed), in one assignment
+// (mirror_writer.go): the epoch, and the refusal of each partition that
+// could not take part (a non-nil map).
+func (s *Server) registerDeleteRecords(req *kmsg.DeleteRecordsRequest, id writerID, allowed func(topic string) bool) (int32, map[*Partition]error) {
 	var ps []*Partition
 	for _, rt := range req.Topics {
 		t := s.cluster.topic(rt.Topic)
-		if t == nil || !t.Config().MirrorPush {
+		if t == nil || !t.Config().MirrorPush || !allowed(rt.Topic) {
 			continue
 		}
 		for _, rp := range rt.Partitions {
