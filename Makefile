@@ -4,7 +4,7 @@ BIN       := bin/verbatim
 PKGS_UNIT := $(shell $(GO) list ./... | grep -v /interop)
 FUZZTIME  ?= 20s
 
-.PHONY: build run test vet unit alloc interop peers bench bench-quick bench-hotpath bench-ingest fuzz clean
+.PHONY: build run test vet unit alloc interop peers bench bench-quick bench-hotpath bench-ingest bench-ingest-tls fuzz clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/verbatim
@@ -59,6 +59,15 @@ bench-ingest: build
 	$(GO) build -o bin/bench-ingest ./benchmarks/cmd/bench-ingest
 	mkdir -p benchmarks/tmp
 	./bin/bench-ingest -verbatim $(BIN) -work-dir benchmarks/tmp -out benchmarks/tmp/ingest.jsonl $(BENCH_INGEST_ARGS)
+
+# The TLS rows: plaintext and SSL (Verbatim on an SSL listener, the sink
+# speaking TLS too) for 256 KiB and 1 MiB batches, flush never, in one run so
+# the TLS/plaintext ratio compares like with like; BENCH_INGEST_ARGS adds flags.
+bench-ingest-tls: build
+	$(GO) build -o bin/bench-ingest ./benchmarks/cmd/bench-ingest
+	mkdir -p benchmarks/tmp
+	./bin/bench-ingest -verbatim $(BIN) -work-dir benchmarks/tmp -out benchmarks/tmp/ingest-tls.jsonl \
+		-security plaintext,ssl -batches 262144,1048576 -flush never -codecs none $(BENCH_INGEST_ARGS)
 
 fuzz:
 	./scripts/fuzz.sh $(FUZZTIME)

@@ -65,12 +65,18 @@ type IngestOptions struct {
 	// InFlightLimitMB is the server's --max-inflight-bytes in MiB; the RSS
 	// target is this plus 128 MiB.
 	InFlightLimitMB int
-	Log             io.Writer
+	// Security lists the security protocols to run every scenario over:
+	// plaintext (default) and ssl (Verbatim on an SSL listener, the sink
+	// speaking TLS too; scenario names end in -ssl).
+	Security []string
+	Log      io.Writer
 
 	brokers  map[string]*inprocBroker
 	topicSeq int
 	template string       // see seedDataDir
 	codec    kbatch.Codec // the running scenario's
+	security string       // the running scenario's
+	tls      *TLSMaterial // for ssl scenarios
 }
 
 // IngestResult is one scenario's line of output.
@@ -78,6 +84,7 @@ type IngestResult struct {
 	Scenario      string  `json:"scenario"`
 	Mode          string  `json:"mode"`
 	Codec         string  `json:"codec"`
+	Security      string  `json:"security"`
 	BatchBytes    int     `json:"batch_bytes"`
 	Flush         string  `json:"flush"`
 	MBps          float64 `json:"mb_per_s"`
@@ -166,6 +173,34 @@ func RunIngest(ctx context.Context, o IngestOptions, emit func(IngestResult) err
 	if err != nil {
 		return err
 	}
+	securities := o.Security
+	if len(securities) == 0 {
+		securities = []string{SecurityPlaintext}
+	}
+	for _, sec := range securities {
+		switch sec {
+		case SecurityPlaintext:
+		case SecuritySSL:
+			if o.tls == nil {
+				if o.tls, err = NewTLSMaterial(o.WorkDir); err != nil {
+					return err
+				}
+				defer o.tls.Close()
+			}
+		default:
+			return fmt.Errorf("unknown security protocol %q (plaintext, ssl)", sec)
+		}
+	}
+	for _, sec := range securities {
+		o.security = sec
+		if err := o.runAll(ctx, codecs, emit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *IngestOptions) runAll(ctx context.Context, codecs []kbatch.Codec, emit func(IngestResult) error) error {
 	for _, flush := range o.Flushes {
 		for _, mode := range o.Modes {
 			for _, codec := range codecs {
@@ -179,7 +214,7 @@ func RunIngest(ctx context.Context, o IngestOptions, emit func(IngestResult) err
 					}
 					res, err := o.scenario(ctx, mode, batch, flush)
 					if err != nil {
-						return fmt.Errorf("%s/%s/%d/%s: %w", mode, codec, batch, flush, err)
+						return fmt.Errorf("%s/%s/%d/%s/%s: %w", mode, codec, batch, flush, o.security, err)
 					}
 					if err := emit(res); err != nil {
 						return err
@@ -203,9 +238,13 @@ func (o *IngestOptions) scenario(ctx context.Context, mode string, batch int, fl
 	if o.codec != kbatch.CodecNone {
 		name += "-" + o.codec.String()
 	}
+	suffix := ""
+	if o.security == SecuritySSL {
+		suffix = "-ssl"
+	}
 	r := IngestResult{
-		Scenario: fmt.Sprintf("ingest-%s-%s-%s", name, sizeName(batch), flush),
-		Mode:     mode, Codec: o.codec.String(), BatchBytes: batch, Flush: flush, Rounds: o.Rounds,
+		Scenario: fmt.Sprintf("ingest-%s-%s-%s%s", name, sizeName(batch), flush, suffix),
+		Mode:     mode, Codec: o.codec.String(), Security: o.security, BatchBytes: batch, Flush: flush, Rounds: o.Rounds,
 		BytesPerRound: total, Conns: o.Conns, InFlight: o.InFlight,
 	}
 	r.Policies = "none"
@@ -324,7 +363,7 @@ func (o *IngestOptions) scenario(ctx context.Context, mode string, batch int, fl
 		r.MeetsP99 = &ok
 	}
 	r.MeetsRSS = r.PeakRSSMB <= float64(o.InFlightLimitMB+128)
-	if o.AllocBytes > 0 {
+	if o.AllocBytes > 0 && o.security != SecuritySSL {
 		a, err := o.countAllocs(ctx, mode, batch, flush)
 		if err != nil {
 			return r, fmt.Errorf("allocation run: %w", err)
@@ -339,7 +378,7 @@ func (o *IngestOptions) scenario(ctx context.Context, mode string, batch int, fl
 
 func (o *IngestOptions) load(addr, mode string, batch int, total int64) Load {
 	return Load{Addr: addr, Topic: "ingest", Mirror: mode == "verbatim", BatchBytes: batch, Codec: o.codec,
-		Conns: o.Conns, InFlight: o.InFlight, TotalBytes: total, Timeout: 10 * time.Minute}
+		Conns: o.Conns, InFlight: o.InFlight, TotalBytes: total, Timeout: 10 * time.Minute, TLS: o.securityTLS()}
 }
 
 func topicConfigs(mode string, batch int, policiesOff bool) map[string]string {
@@ -362,12 +401,12 @@ func (o *IngestOptions) runVerbatim(ctx context.Context, bin, mode string, batch
 	if err := o.seedDataDir(dir); err != nil {
 		return runResult{}, err
 	}
-	srv, err := StartServer(o.serveArgv(bin, dir, flush), nil)
+	srv, err := StartServer(o.verbatimSecurityArgs(o.serveArgv(bin, dir, flush)), nil)
 	if err != nil {
 		return runResult{}, err
 	}
 	defer srv.Stop()
-	if err := CreateTopic(ctx, srv.Addr, "ingest", int32(o.Conns), topicConfigs(mode, batch, policiesOff)); err != nil {
+	if err := CreateTopic(ctx, srv.Addr, "ingest", int32(o.Conns), topicConfigs(mode, batch, policiesOff), o.securityTLS()); err != nil {
 		return runResult{}, fmt.Errorf("create topic: %w", err)
 	}
 	var before ProcStats
@@ -390,6 +429,7 @@ func (o *IngestOptions) runSink(ctx context.Context, mode string, batch int, flu
 	}
 	defer os.RemoveAll(dir)
 	argv := append(slices.Clone(o.SinkArgv), "--listen", "{addr}", "--dir", dir, "--durable="+strconv.FormatBool(flush == "always"))
+	argv = append(argv, o.sinkSecurityArgs()...)
 	srv, err := StartServer(argv, nil)
 	if err != nil {
 		return runResult{}, err

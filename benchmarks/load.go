@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -65,6 +66,9 @@ type Load struct {
 	// OnStart, if set, is called once the requests are encoded and the
 	// connections open, just before the first request is sent.
 	OnStart func()
+	// TLS, when set, makes every connection a TLS client (handshake done
+	// before OnStart).
+	TLS *tls.Config
 }
 
 // LoadResult is what one generator run measured.
@@ -417,6 +421,14 @@ func RunLoad(ctx context.Context, l Load) (LoadResult, error) {
 		c, err := d.DialContext(ctx, "tcp", l.Addr)
 		if err != nil {
 			return LoadResult{}, err
+		}
+		if l.TLS != nil {
+			tc := tls.Client(c, l.TLS)
+			if err := tc.HandshakeContext(ctx); err != nil {
+				c.Close()
+				return LoadResult{}, fmt.Errorf("TLS handshake: %w", err)
+			}
+			c = tc
 		}
 		conns[i] = c
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -156,8 +157,13 @@ func tailString(s string, n int) string {
 }
 
 // CreateTopic creates topic on a Kafka-protocol server.
-func CreateTopic(ctx context.Context, addr, topic string, parts int32, configs map[string]string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+// A non-nil tlsCfg (at most one) dials it over TLS.
+func CreateTopic(ctx context.Context, addr, topic string, parts int32, configs map[string]string, tlsCfg ...*tls.Config) error {
+	opts := []kgo.Opt{kgo.SeedBrokers(addr)}
+	if len(tlsCfg) > 0 && tlsCfg[0] != nil {
+		opts = append(opts, kgo.DialTLSConfig(tlsCfg[0]))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return err
 	}

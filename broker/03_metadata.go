@@ -77,7 +77,7 @@ func handleMetadata(_ context.Context, s *Server, r *Request) (Reply, error) {
 			}
 			t = s.cluster.topic(name)
 			if t == nil && autoCreate {
-				cfg, _ := newTopicConfig(nil)
+				cfg, _ := s.topicConfig(nil)
 				created, err := s.cluster.createTopic(name, s.cfg.DefaultPartitions, cfg, false)
 				if err != nil {
 					// A concurrent create wins the race; anything else is reported.

@@ -129,7 +129,7 @@ func (s *Server) createTopicFromRequest(rt *kmsg.CreateTopicsRequestTopic, valid
 		}
 		overrides[c.Name] = *c.Value
 	}
-	cfg, err := newTopicConfig(overrides)
+	cfg, err := s.topicConfig(overrides)
 	if err != nil {
 		return nil, err
 	}

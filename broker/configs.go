@@ -76,7 +76,11 @@ func (s *Server) brokerConfigs() []brokerConfigEntry {
 			continue
 		}
 		have[def.brokerSynonym] = true
-		out = append(out, brokerConfigEntry{name: def.brokerSynonym, value: def.def, typ: def.typ, source: kmsg.ConfigSourceDefaultConfig, doc: def.doc})
+		e := brokerConfigEntry{name: def.brokerSynonym, value: def.def, typ: def.typ, source: kmsg.ConfigSourceDefaultConfig, doc: def.doc}
+		if v, ok := s.cfg.TopicDefaults[def.name]; ok {
+			e.value, e.source = v, kmsg.ConfigSourceStaticBrokerConfig
+		}
+		out = append(out, e)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out
@@ -127,7 +131,7 @@ func (s *Server) alterTopicConfig(t *Topic, next map[string]string, validateOnly
 	if stop {
 		delete(next, cfgMirrorSourceClusterID)
 	}
-	cfg, err := newTopicConfig(next)
+	cfg, err := s.topicConfig(next)
 	if err != nil {
 		return err
 	}

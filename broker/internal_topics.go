@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -58,7 +59,11 @@ func (s *Server) internalTopic(name string) (*Topic, error) {
 	if name == txnStateTopic {
 		n = coordlog.TxnStateTopicPartitions
 	}
-	cfg, err := newTopicConfig(map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"})
+	segBytes := "104857600"
+	if name == offsetsTopic && s.cfg.OffsetsTopicSegmentBytes > 0 {
+		segBytes = strconv.Itoa(int(s.cfg.OffsetsTopicSegmentBytes))
+	}
+	cfg, err := newTopicConfig(map[string]string{"cleanup.policy": "compact", "segment.bytes": segBytes})
 	if err != nil {
 		return nil, err
 	}

@@ -148,6 +148,11 @@ func (s *Server) storageConfig(p *Partition) storage.Config {
 		// append, a background flush or retention, a roll).
 		s.logFault(slog.LevelError, "offline", "partition offline after an I/O error", topic, index, clientInfo{}, "err", err.Error())
 	}
+	if tc.CleanupPolicyCompact && tc.MaxCompactionLagMs > 0 && tc.MaxCompactionLagMs < c.SegmentMs {
+		// Kafka's maxSegmentMs: the active segment, never cleaned, rolls
+		// in time for max.compaction.lag.ms.
+		c.SegmentMs = tc.MaxCompactionLagMs
+	}
 	if !tc.CleanupPolicyDelete {
 		// Retention deletes segments only under cleanup.policy=delete.
 		c.RetentionMs, c.RetentionBytes = -1, -1

@@ -121,6 +121,21 @@ type Config struct {
 	// empty group waits for more members. Nil: Kafka's default, 3 s.
 	GroupInitialRebalanceDelay *time.Duration
 
+	// The log cleaner (Kafka's settings of the same names, log_cleaner.go):
+	// LogCleanerThreads goroutines clean compacted logs (0: Kafka's
+	// default, 1; negative: none); LogCleanerDedupeBufferSize is the
+	// offset maps' memory shared by the threads (default 128 MiB);
+	// LogCleanerIOMaxBytesPerSecond bounds their I/O, shared too (0:
+	// unlimited). OffsetsTopicSegmentBytes is offsets.topic.segment.bytes,
+	// the segment size __consumer_offsets is created with (default 100
+	// MiB).
+	LogCleanerThreads             int
+	LogCleanerDedupeBufferSize    int64
+	LogCleanerIOMaxBytesPerSecond float64
+	OffsetsTopicSegmentBytes      int32
+	// cleanerBackoff is log.cleaner.backoff.ms (tests shorten it).
+	cleanerBackoff time.Duration
+
 	// TLS and listeners.
 	//
 	// Listeners are the listeners to bind (Kafka's listeners, with
@@ -130,6 +145,11 @@ type Config struct {
 	// listener (Serve). The broker itself only reads them in Open, to
 	// check them.
 	Listeners []*Listener
+	// TopicDefaults are the broker's defaults of topic configs, by topic
+	// config name ("retention.ms", "segment.bytes": server.properties'
+	// log.retention.*, log.segment.bytes), for every topic not overriding
+	// them; nil: Kafka's defaults.
+	TopicDefaults map[string]string
 
 	// FS is the filesystem under the data dir: metadata files and
 	// partition logs (default storage.OSFS{}; the data dir lock always
@@ -211,6 +231,9 @@ func (c Config) withDefaults() (Config, error) {
 			return c, err
 		}
 	}
+	if err := checkTopicDefaults(c.TopicDefaults); err != nil {
+		return c, err
+	}
 	if c.DefaultPartitions == 0 {
 		c.DefaultPartitions = 1
 	}
@@ -269,6 +292,7 @@ type Server struct {
 	// handlers still running (long polls, waits on storage).
 	baseCtx    context.Context
 	cancelBase context.CancelFunc
+	cleaner    *logCleaner // nil when LogCleanerThreads < 0
 
 	mu struct {
 		sync.Mutex
@@ -316,6 +340,9 @@ func Open(cfg Config) (*Server, error) {
 		return fail(err)
 	}
 	s.cluster.maxPartitions = cfg.MaxPartitions
+	if err := s.cluster.applyTopicDefaults(cfg.TopicDefaults); err != nil {
+		return fail(err)
+	}
 	if s.pids, err = openProducerIDs(s.fs); err != nil {
 		return fail(err)
 	}
@@ -326,14 +353,17 @@ func Open(cfg Config) (*Server, error) {
 	s.recoverMirrorStops()
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	go s.retentionLoop(s.baseCtx)
+	s.startCleaners(s.baseCtx)
 	if s.policy, err = openPolicies(s.baseCtx, cfg, s.log); err != nil {
 		s.cancelBase()
+		s.stopCleaners()
 		s.cluster.close()
 		return fail(err)
 	}
 	if err := s.startCoordinators(); err != nil {
 		s.cancelBase()
 		s.policy.close()
+		s.stopCleaners()
 		s.cluster.close()
 		return fail(err)
 	}
@@ -471,6 +501,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// (its cache write is a temp file renamed into place) or with the
 	// process.
 	go s.policy.close()
+	s.stopCleaners()
 	s.cluster.close()
 	s.lock.release()
 	s.log.Info("broker stopped")

@@ -16,6 +16,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -45,6 +46,13 @@ func (c *conn) handshake(tc *tls.Conn) bool {
 	c.cancelRead()
 	c.nc.Close()
 	if c.isStopped() {
+		return false
+	}
+	if errors.Is(err, io.EOF) {
+		// Closed before a byte of the handshake: a port probe (health
+		// checks, a load balancer's TCP check), not worth a WARN line.
+		c.s.refusals[refusedTLSHandshake].Add(1)
+		c.log.Debug("connection closed before its TLS handshake")
 		return false
 	}
 	msg := "TLS handshake failed: " + err.Error()

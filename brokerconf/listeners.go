@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/verbatim-kafka/verbatim/broker"
+	"github.com/verbatim-kafka/verbatim/props"
 )
 
 // Orders of the listener properties: the listeners first, then what names
@@ -67,7 +68,7 @@ func parseEndpoint(s string) (name, host string, port int, err error) {
 func applyListeners(cfg *broker.Config, _, _, value string) error {
 	cfg.Listeners = nil
 	seen := map[string]bool{}
-	for _, item := range splitList(value) {
+	for _, item := range props.List(value) {
 		name, host, port, err := parseEndpoint(item)
 		if err != nil {
 			return err
@@ -89,7 +90,7 @@ func applyListeners(cfg *broker.Config, _, _, value string) error {
 }
 
 func applyProtocolMap(cfg *broker.Config, _, _, value string) error {
-	for _, item := range splitList(value) {
+	for _, item := range props.List(value) {
 		name, proto, ok := strings.Cut(item, ":")
 		p := broker.SecurityProtocol(strings.ToUpper(strings.TrimSpace(proto)))
 		if !ok || !p.Valid() {
@@ -106,7 +107,7 @@ func applyProtocolMap(cfg *broker.Config, _, _, value string) error {
 }
 
 func applyAdvertised(cfg *broker.Config, _, _, value string) error {
-	for _, item := range splitList(value) {
+	for _, item := range props.List(value) {
 		name, host, port, err := parseEndpoint(item)
 		if err != nil {
 			return err
@@ -133,7 +134,7 @@ func applyAdvertised(cfg *broker.Config, _, _, value string) error {
 func finishListeners(cfg *broker.Config, st *State) error {
 	controllers := map[string]bool{}
 	if v, ok := st.Get("controller.listener.names"); ok {
-		for _, n := range splitList(v) {
+		for _, n := range props.List(v) {
 			controllers[strings.ToUpper(n)] = true
 		}
 	}
@@ -158,16 +159,6 @@ func keys(m map[string]bool) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
-	}
-	return out
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
 	}
 	return out
 }

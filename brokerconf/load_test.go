@@ -43,10 +43,10 @@ func inner(t *testing.T, l *broker.Listener) *tls.Config {
 }
 
 func TestLoadKafkaServerProperties(t *testing.T) {
-	ca := testcerts.NewCA(t, "ca")
+	ca := testcerts.NewCA(t)
 	dir := t.TempDir()
 	ks := testcerts.Write(t, dir, "ks.pem", ca.Server(t, "broker").KeystorePEM())
-	ts := testcerts.Write(t, dir, "ts.pem", ca.PEM)
+	ts := testcerts.Write(t, dir, "ts.pem", ca.CertPEM)
 	text := fmt.Sprintf(`# A KRaft combined server.properties, as Kafka ships it, plus TLS.
 process.roles=broker,controller
 node.id=3
@@ -176,7 +176,7 @@ func TestLoadHidesSecrets(t *testing.T) {
 }
 
 func TestLoadSSLListenerPrefixes(t *testing.T) {
-	ca, other := testcerts.NewCA(t, "ca"), testcerts.NewCA(t, "other")
+	ca, other := testcerts.NewCA(t), testcerts.NewCA(t)
 	dir := t.TempDir()
 	a := ca.Server(t, "a")
 	b := other.Server(t, "b")
@@ -224,4 +224,36 @@ func FuzzLoad(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestLoadTopicDefaults(t *testing.T) {
+	for text, want := range map[string]map[string]string{
+		"log.retention.hours=168\n":                                              {"retention.ms": "604800000"},
+		"log.retention.hours=1\nlog.retention.minutes=30\n":                      {"retention.ms": "1800000"},
+		"log.retention.ms=5000\nlog.retention.minutes=30\nlog.retention.hours=2": {"retention.ms": "5000"},
+		"log.retention.ms=-5\n":                                                  {"retention.ms": "-1"},
+		"log.retention.bytes=1048576\nlog.segment.bytes=2097152\n":               {"retention.bytes": "1048576", "segment.bytes": "2097152"},
+	} {
+		cfg, _, err := Load(parse(t, text), nil)
+		if err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		if fmt.Sprint(cfg.TopicDefaults) != fmt.Sprint(want) {
+			t.Errorf("%q: topic defaults %v, want %v", text, cfg.TopicDefaults, want)
+		}
+	}
+	if _, _, err := Load(parse(t, "log.retention.hours=lots\n"), nil); err == nil || !strings.Contains(err.Error(), "log.retention.hours") {
+		t.Fatalf("bad hours: %v", err)
+	}
+}
+
+func TestLoadCleaner(t *testing.T) {
+	cfg, _, err := Load(parse(t, "log.cleaner.threads=2\nlog.cleaner.dedupe.buffer.size=1048576\nlog.cleaner.io.max.bytes.per.second=1.7976931348623157E308\noffsets.topic.segment.bytes=104857600\n"), nil)
+	if err != nil || cfg.LogCleanerThreads != 2 || cfg.LogCleanerDedupeBufferSize != 1<<20 || cfg.LogCleanerIOMaxBytesPerSecond != 0 || cfg.OffsetsTopicSegmentBytes != 100<<20 {
+		t.Fatalf("%v %+v", err, cfg)
+	}
+	cfg, _, err = Load(parse(t, "log.cleaner.threads=2\nlog.cleaner.enable=false\n"), nil)
+	if err != nil || cfg.LogCleanerThreads != -1 {
+		t.Fatalf("log.cleaner.enable=false: %v, threads %d", err, cfg.LogCleanerThreads)
+	}
 }

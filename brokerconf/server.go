@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/verbatim-kafka/verbatim/broker"
+	"github.com/verbatim-kafka/verbatim/props"
 )
 
 // The general broker properties: identity, the data dir, limits, topic
@@ -15,8 +16,7 @@ import (
 // serve` flag sets.
 func init() {
 	reg := func(name, doc string, apply func(cfg *broker.Config, v string) error) {
-		Register(Property{Name: name, Scope: ScopeBroker, Order: 5, Doc: doc,
-			Apply: func(cfg *broker.Config, _, _, v string) error { return apply(cfg, strings.TrimSpace(v)) }})
+		registerBroker(name, 5, doc, apply)
 	}
 	reg("node.id", "This broker's node id (--node-id).", func(cfg *broker.Config, v string) error {
 		n, err := intIn(v, 0, math.MaxInt32)
@@ -81,10 +81,17 @@ func init() {
 	})
 }
 
+// registerBroker registers a broker-scoped property whose value is used
+// trimmed.
+func registerBroker(name string, order int, doc string, apply func(cfg *broker.Config, v string) error) {
+	Register(Property{Name: name, Scope: ScopeBroker, Order: order, Doc: doc,
+		Apply: func(cfg *broker.Config, _, _, v string) error { return apply(cfg, strings.TrimSpace(v)) }})
+}
+
 // applyLogDirs sets the data dir: Verbatim keeps one log dir (JBOD is not
 // implemented), so a list of several is refused.
 func applyLogDirs(cfg *broker.Config, name, v string) error {
-	dirs := splitList(v)
+	dirs := props.List(v)
 	switch len(dirs) {
 	case 0:
 		return fmt.Errorf("no directory given")

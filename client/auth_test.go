@@ -39,7 +39,7 @@ func startSecured(t *testing.T, useTLS bool, opts ...kfake.Opt) *secured {
 	opts = append(opts, kfake.NumBrokers(1), kfake.EnableSASL(), kfake.SeedTopics(1, "t"),
 		kfake.Superuser("SCRAM-SHA-512", "admin", "admin-secret"), kfake.Superuser("PLAIN", "plainuser", "plain-secret"))
 	if useTLS {
-		s.ca = testcerts.NewCA(t, "test-ca")
+		s.ca = testcerts.NewCA(t)
 		leaf := s.ca.Server(t, "broker")
 		cert, err := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
 		if err != nil {
@@ -90,7 +90,7 @@ func scramProps(ca string, user, pass string) []string {
 // the password, not retried as transient.
 func TestSASLOverTLS(t *testing.T) {
 	s := startSecured(t, true)
-	ca := testcerts.Write(t, t.TempDir(), "ca.pem", s.ca.PEM)
+	ca := s.ca.File
 	o, err := config(t, scramProps(ca, "admin", "admin-secret")...)
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +132,7 @@ func TestSASLOverTLS(t *testing.T) {
 	cn.Close()
 
 	// A server certificate the truststore does not trust: permanent.
-	other := testcerts.Write(t, t.TempDir(), "other.pem", testcerts.NewCA(t, "other").PEM)
+	other := testcerts.NewCA(t).File
 	untrusted, err := config(t, scramProps(other, "admin", "admin-secret")...)
 	if err != nil {
 		t.Fatal(err)

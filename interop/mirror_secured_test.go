@@ -30,11 +30,11 @@ const reauthMs = 3000
 
 func startSecureSource(t *testing.T, users map[string]string) *secureSource {
 	t.Helper()
-	ca := testcerts.NewCA(t, "interop-source-ca")
+	ca := testcerts.NewCA(t)
 	leaf := ca.Server(t, "kafka-source")
 	k := StartKafka(t, KafkaOptions{Props: map[string]string{"connections.max.reauth.ms": fmt.Sprint(reauthMs)},
-		SASLSSL: &SASLSSLOptions{KeystorePEM: leaf.KeystorePEM(), TruststorePEM: ca.PEM, Users: users}})
-	return &secureSource{k: k, caFile: testcerts.Write(t, t.TempDir(), "source-ca.pem", ca.PEM)}
+		SASLSSL: &SASLSSLOptions{KeystorePEM: leaf.KeystorePEM(), TruststorePEM: ca.CertPEM, Users: users}})
+	return &secureSource{k: k, caFile: ca.File}
 }
 
 // clientProps writes a client.properties for the SASL_SSL listener as

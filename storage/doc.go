@@ -1,8 +1,9 @@
 // Package storage is the durable partition log in Apache Kafka's on-disk
 // format: segments (.log, .index, .timeindex, .txnindex), the leader-epoch
 // checkpoint, producer-state snapshots, the log-start-offset checkpoint,
-// roll/retention/truncation, recovery after crashes, and the flush policy
-// with group commit.
+// roll/retention/truncation, log compaction (the cleaner's core: one clean
+// of one log; choosing which log to clean is the broker's), recovery after
+// crashes, and the flush policy with group commit.
 //
 // It offers two append paths: leader append (offsets assigned, producer
 // checks as Kafka's leader does them) and verbatim append (the batch keeps
@@ -23,6 +24,9 @@
 //	log-start-offset-checkpoint     "0\n1\n<topic> <partition> <offset>\n"
 //	recovery-point-offset-checkpoint "0\n1\n<topic> <partition> <offset>\n"
 //	rolled-segments-checkpoint      "0\n<n>\n<base> <size> <end offset>\n..." (Verbatim's own)
+//	cleaner-offset-checkpoint       "0\n1\n<topic> <partition> <first dirty offset>\n" (Kafka's format)
+//	cleaner-swap-checkpoint         "0\n1\n<base> <end>\n" during a cleaner swap (Verbatim's own)
+//	*.cleaned, *.swap, *.deleted    a cleaner swap in progress (see cleaner_swap.go)
 //	.verbatim_cleanshutdown         present only while the Log is closed cleanly
 //
 // Segment files are named by the base offset of their first batch (20
@@ -94,4 +98,10 @@
 //	epochcache*.go              leader-epoch cache and its checkpoint
 //	producerstate*.go           producer state, snapshots, control records
 //	txnindex.go                 transaction index
+//	cleaner.go                  log compaction: the cleanable range, the offset map's build, groups
+//	cleaner_filter.go           what a clean keeps of each batch (Kafka's rules), re-encoding
+//	cleaner_swap.go             the cleaned segment's files, the swap and its recovery at Open
+//	cleaner_map.go              the bounded offset map (dedupe buffer)
+//	cleaner_checkpoint.go       cleaner-offset-checkpoint and the swap record
+//	cleaner_throttle.go         the cleaner's I/O throttle
 package storage

@@ -205,6 +205,11 @@ type Log struct {
 
 	// log files of deleted segments kept open for readers (guarded by mu)
 	pendingClose []File
+
+	// The cleaner's state (cleaner.go, guarded by mu): a clean in
+	// progress, and the decode error that made the partition uncleanable.
+	cleaning    bool
+	uncleanable error
 }
 
 // Dir returns the partition directory.

@@ -246,7 +246,10 @@ func (l *Log) ApplyRetention(nowMs int64) (int, error) {
 		return 0, err
 	}
 	expired := func(s *segment) bool {
-		if l.cfg.RetentionMs < 0 || s.size == 0 {
+		// An empty segment before the active one (a cleaned group whose
+		// records all went) expires by its creation time, as Kafka's by
+		// its file's modification time; the active one never does.
+		if l.cfg.RetentionMs < 0 || (s.size == 0 && s == l.active()) {
 			return false
 		}
 		ts := s.maxTs

@@ -82,6 +82,11 @@ func Open(fs FS, dir string, cfg Config) (*Log, error) {
 // Errors leave files open in l.segs for the caller to close.
 func (l *Log) load() error {
 	fs, dir := l.fs, l.dir
+	// A cleaner swap that committed is completed first (cleaner_swap.go);
+	// one that did not leaves only stray files, removed below.
+	if err := recoverCleanerFiles(fs, dir); err != nil {
+		return err
+	}
 	sc, err := l.scan()
 	if err != nil {
 		return err

@@ -18,7 +18,7 @@ func versions(p *props.Props) (lo, hi uint16, err error) {
 	if v, ok := p.Get(PropEnabledProtocols); ok && strings.TrimSpace(v) != "" {
 		enabled = v
 	}
-	for _, name := range splitList(enabled) {
+	for _, name := range props.List(enabled) {
 		var ver uint16
 		switch name {
 		case "TLSv1.2":
@@ -53,23 +53,13 @@ func versions(p *props.Props) (lo, hi uint16, err error) {
 	return lo, hi, nil
 }
 
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
 // cipherSuites maps ssl.cipher.suites (IANA names, which are also the
 // JSSE names Kafka uses) to Go's TLS 1.2 suite ids. TLS 1.3 suites are
 // accepted but not configurable in Go (all three are always on); a list
 // of TLS 1.3 suites only raises the minimum version to 1.3. Suites Go
 // considers insecure are refused.
 func cipherSuites(p *props.Props, lo, hi uint16) ([]uint16, uint16, error) {
-	names := splitList(get(p, PropCipherSuites))
+	names := props.List(get(p, PropCipherSuites))
 	if len(names) == 0 {
 		return nil, lo, nil
 	}

@@ -77,7 +77,7 @@ func clientFor(t *testing.T, ca *testcerts.CA, extra ...string) *tls.Config {
 	t.Helper()
 	dir := t.TempDir()
 	kv := append([]string{"security.protocol", "SSL", "ssl.truststore.type", "PEM",
-		"ssl.truststore.location", testcerts.Write(t, dir, "ca.pem", ca.PEM)}, extra...)
+		"ssl.truststore.location", testcerts.Write(t, dir, "ca.pem", ca.CertPEM)}, extra...)
 	c, err := ClientConfig(propsOf(kv...))
 	if err != nil {
 		t.Fatalf("ClientConfig: %v", err)
@@ -86,9 +86,9 @@ func clientFor(t *testing.T, ca *testcerts.CA, extra ...string) *tls.Config {
 	return c
 }
 
-func pkcs12Keystore(t *testing.T, l *testcerts.Leaf, ca *testcerts.CA, pw string) []byte {
+func pkcs12Keystore(t *testing.T, l testcerts.Pair, ca *testcerts.CA, pw string) []byte {
 	t.Helper()
-	data, err := pkcs12.Modern.Encode(l.Key, l.Cert, []*x509.Certificate{ca.Cert}, pw)
+	data, err := pkcs12.Modern.Encode(l.Key(t), l.Cert, []*x509.Certificate{ca.Cert}, pw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,10 +104,10 @@ func pkcs12Truststore(t *testing.T, ca *testcerts.CA, pw string) []byte {
 	return data
 }
 
-func jksKeystoreBytes(t *testing.T, l *testcerts.Leaf, ca *testcerts.CA, storePW, keyPW string) []byte {
+func jksKeystoreBytes(t *testing.T, l testcerts.Pair, ca *testcerts.CA, storePW, keyPW string) []byte {
 	t.Helper()
 	ks := keystore.New()
-	der, err := x509.MarshalPKCS8PrivateKey(l.Key)
+	der, err := x509.MarshalPKCS8PrivateKey(l.Key(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,10 @@
 package tlsconf
 
 import (
+	"bytes"
 	"crypto/x509/pkix"
 	"encoding/asn1"
+	"encoding/pem"
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/internal/testcerts"
@@ -76,7 +78,7 @@ func TestPrincipalRulesApply(t *testing.T) {
 }
 
 func TestDistinguishedName(t *testing.T) {
-	ca := testcerts.NewCA(t, "ca")
+	ca := testcerts.NewCA(t)
 	uid := asn1.ObjectIdentifier{0, 9, 2342, 19200300, 100, 1, 1}
 	email := asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 9, 1}
 	for _, tc := range []struct {
@@ -93,7 +95,7 @@ func TestDistinguishedName(t *testing.T) {
 		{pkix.Name{CommonName: "e", ExtraNames: []pkix.AttributeTypeAndValue{{Type: email, Value: "e@x"}}},
 			"1.2.840.113549.1.9.1=#0c03654078,CN=e"},
 	} {
-		leaf := ca.Issue(t, tc.name)
+		leaf := ca.Client(t, "dn", tc.name)
 		if got := DistinguishedName(leaf.Cert); got != tc.want {
 			t.Errorf("subject %v: %q, want %q", tc.name, got, tc.want)
 		}
@@ -113,5 +115,23 @@ func FuzzPrincipalRules(f *testing.F) {
 			dn = dn[:4096]
 		}
 		_, _ = m.Name(dn)
+	})
+}
+
+// FuzzKeystorePEM: the lenient PEM reader and the key and certificate
+// parsers behind it never panic, and whatever is read from a standard PEM
+// encoding is the block pem.Encode wrote.
+func FuzzKeystorePEM(f *testing.F) {
+	f.Add([]byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"), []byte{1, 2, 3})
+	f.Add([]byte("-----BEGIN PRIVATE KEY----- AAAA -----END PRIVATE KEY-----"), []byte{})
+	f.Add([]byte("-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n\nAA\n-----END RSA PRIVATE KEY-----"), []byte{0})
+	f.Fuzz(func(t *testing.T, data, der []byte) {
+		_, _ = pemCerts("x", data)
+		_, _ = pemKey("x", data, false)
+		enc := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+		bs := decodePEM(enc)
+		if len(bs) != 1 || bs[0].err != nil || !bytes.Equal(bs[0].der, der) {
+			t.Fatalf("pem.Encode of %x read back as %+v", der, bs)
+		}
 	})
 }

@@ -6,10 +6,11 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -245,16 +246,14 @@ func certificate(prop string, chain []*x509.Certificate, key any) (*tls.Certific
 
 func pemCerts(prop string, data []byte) ([]*x509.Certificate, error) {
 	var out []*x509.Certificate
-	for {
-		var b *pem.Block
-		b, data = pem.Decode(data)
-		if b == nil {
-			break
-		}
-		if b.Type != "CERTIFICATE" {
+	for _, b := range decodePEM(data) {
+		if b.typ != "CERTIFICATE" {
 			continue
 		}
-		c, err := x509.ParseCertificate(b.Bytes)
+		if b.err != nil {
+			return nil, fmt.Errorf("%s: certificate %d: %v", prop, len(out)+1, b.err)
+		}
+		c, err := x509.ParseCertificate(b.der)
 		if err != nil {
 			return nil, fmt.Errorf("%s: certificate %d: %v", prop, len(out)+1, err)
 		}
@@ -266,6 +265,42 @@ func pemCerts(prop string, data []byte) ([]*x509.Certificate, error) {
 	return out, nil
 }
 
+// pemBlock is one PEM block: its type and DER (err when the base64 does
+// not decode); headers is true for the legacy form with headers
+// (Proc-Type, DEK-Info), which only encrypted keys use.
+type pemBlock struct {
+	typ     string
+	der     []byte
+	headers bool
+	err     error
+}
+
+var pemRE = regexp.MustCompile(`-----BEGIN ([A-Z0-9 ]+)-----([\s\S]*?)-----END ([A-Z0-9 ]+)-----`)
+
+// decodePEM reads PEM blocks as Kafka's PEM parser does: whitespace
+// anywhere in the base64, so that a value written on one line or joined
+// by .properties line continuations (KIP-651's inline
+// ssl.keystore.certificate.chain, ssl.keystore.key and
+// ssl.truststore.certificates) reads like a file.
+func decodePEM(data []byte) []pemBlock {
+	var out []pemBlock
+	for _, m := range pemRE.FindAllSubmatch(data, -1) {
+		if string(m[1]) != string(m[3]) {
+			continue
+		}
+		b := pemBlock{typ: string(m[1])}
+		body := string(m[2])
+		if strings.Contains(body, ":") {
+			b.headers = true
+			out = append(out, b)
+			continue
+		}
+		b.der, b.err = base64.StdEncoding.DecodeString(strings.Join(strings.Fields(body), ""))
+		out = append(out, b)
+	}
+	return out
+}
+
 // errEncryptedKey is the refusal of a key this package cannot decrypt.
 var errEncryptedKey = errors.New("is an encrypted private key, which Verbatim cannot read")
 
@@ -273,25 +308,24 @@ var errEncryptedKey = errors.New("is an encrypted private key, which Verbatim ca
 // it, and the PKCS#1 and SEC 1 forms too. An encrypted key is refused
 // naming ssl.key.password: Go has no PKCS#8 decryption.
 func pemKey(prop string, data []byte, keyPassword bool) (any, error) {
-	for {
-		var b *pem.Block
-		b, data = pem.Decode(data)
-		if b == nil {
-			break
-		}
+	for _, b := range decodePEM(data) {
 		var (
 			key any
 			err error
 		)
 		switch {
-		case b.Type == "ENCRYPTED PRIVATE KEY" || b.Headers["Proc-Type"] != "" && strings.Contains(b.Headers["Proc-Type"], "ENCRYPTED"):
+		case b.typ == "ENCRYPTED PRIVATE KEY" || b.headers && strings.HasSuffix(b.typ, "PRIVATE KEY"):
 			return nil, fmt.Errorf("%s %v (%s): store the key unencrypted (PKCS#8, file mode 0600) and unset %s", prop, errEncryptedKey, PropKeyPassword, PropKeyPassword)
-		case b.Type == "PRIVATE KEY":
-			key, err = x509.ParsePKCS8PrivateKey(b.Bytes)
-		case b.Type == "RSA PRIVATE KEY":
-			key, err = x509.ParsePKCS1PrivateKey(b.Bytes)
-		case b.Type == "EC PRIVATE KEY":
-			key, err = x509.ParseECPrivateKey(b.Bytes)
+		case !strings.HasSuffix(b.typ, "PRIVATE KEY"):
+			continue
+		case b.err != nil:
+			err = b.err
+		case b.typ == "PRIVATE KEY":
+			key, err = x509.ParsePKCS8PrivateKey(b.der)
+		case b.typ == "RSA PRIVATE KEY":
+			key, err = x509.ParsePKCS1PrivateKey(b.der)
+		case b.typ == "EC PRIVATE KEY":
+			key, err = x509.ParseECPrivateKey(b.der)
 		default:
 			continue
 		}

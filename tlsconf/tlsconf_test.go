@@ -14,10 +14,11 @@ import (
 	"time"
 
 	"github.com/verbatim-kafka/verbatim/internal/testcerts"
+	"github.com/verbatim-kafka/verbatim/props"
 )
 
 func TestServerKeystoreTypes(t *testing.T) {
-	ca := testcerts.NewCA(t, "test CA")
+	ca := testcerts.NewCA(t)
 	leaf := ca.Server(t, "broker1")
 	dir := t.TempDir()
 	cases := map[string][]string{
@@ -50,8 +51,8 @@ func TestServerKeystoreTypes(t *testing.T) {
 }
 
 func TestTruststoreTypes(t *testing.T) {
-	ca := testcerts.NewCA(t, "test CA")
-	other := testcerts.NewCA(t, "other CA")
+	ca := testcerts.NewCA(t)
+	other := testcerts.NewCA(t)
 	leaf := ca.Server(t, "broker1")
 	dir := t.TempDir()
 	srv, err := ServerConfig(propsOf("ssl.keystore.type", "PEM", "ssl.keystore.location", testcerts.Write(t, dir, "ks.pem", leaf.KeystorePEM())))
@@ -60,10 +61,10 @@ func TestTruststoreTypes(t *testing.T) {
 	}
 	stores := map[string]func(*testcerts.CA) []string{
 		"PEM file": func(c *testcerts.CA) []string {
-			return []string{"ssl.truststore.type", "PEM", "ssl.truststore.location", testcerts.Write(t, t.TempDir(), "ts.pem", c.PEM)}
+			return []string{"ssl.truststore.type", "PEM", "ssl.truststore.location", testcerts.Write(t, t.TempDir(), "ts.pem", c.CertPEM)}
 		},
 		"PEM inline": func(c *testcerts.CA) []string {
-			return []string{"ssl.truststore.type", "PEM", "ssl.truststore.certificates", string(c.PEM)}
+			return []string{"ssl.truststore.type", "PEM", "ssl.truststore.certificates", string(c.CertPEM)}
 		},
 		"PKCS12": func(c *testcerts.CA) []string {
 			return []string{"ssl.truststore.type", "PKCS12", "ssl.truststore.password", "ts",
@@ -107,19 +108,19 @@ func TestClientConfigPlaintext(t *testing.T) {
 }
 
 func TestClientAuth(t *testing.T) {
-	ca := testcerts.NewCA(t, "test CA")
+	ca := testcerts.NewCA(t)
 	leaf := ca.Server(t, "broker1")
-	client := ca.Issue(t, pkix.Name{CommonName: "alice", OrganizationalUnit: []string{"apps"}, Organization: []string{"Example, Inc."}})
-	stranger := testcerts.NewCA(t, "stranger").Issue(t, pkix.Name{CommonName: "mallory"})
+	client := ca.Client(t, "alice", pkix.Name{CommonName: "alice", OrganizationalUnit: []string{"apps"}, Organization: []string{"Example, Inc."}})
+	stranger := testcerts.NewCA(t).Client(t, "mallory", pkix.Name{CommonName: "mallory"})
 	dir := t.TempDir()
 	ks := testcerts.Write(t, dir, "ks.pem", leaf.KeystorePEM())
-	ts := testcerts.Write(t, dir, "ts.pem", ca.PEM)
-	withCert := func(l *testcerts.Leaf) *tls.Config {
+	ts := testcerts.Write(t, dir, "ts.pem", ca.CertPEM)
+	withCert := func(l testcerts.Pair) *tls.Config {
 		c := clientFor(t, ca)
 		// Sent whatever CAs the server names (Go's client would
 		// otherwise withhold a certificate of a CA the server does not
 		// list).
-		cert := &tls.Certificate{Certificate: [][]byte{l.Cert.Raw}, PrivateKey: l.Key}
+		cert := &tls.Certificate{Certificate: [][]byte{l.Cert.Raw}, PrivateKey: l.Key(t)}
 		c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert, nil }
 		return c
 	}
@@ -161,14 +162,14 @@ func TestClientAuth(t *testing.T) {
 }
 
 func TestPrincipalMappingRulesOnHandshake(t *testing.T) {
-	ca := testcerts.NewCA(t, "test CA")
+	ca := testcerts.NewCA(t)
 	leaf := ca.Server(t, "broker1")
-	client := ca.Issue(t, pkix.Name{CommonName: "Alice", OrganizationalUnit: []string{"ServiceUsers"}})
+	client := ca.Client(t, "Alice", pkix.Name{CommonName: "Alice", OrganizationalUnit: []string{"ServiceUsers"}})
 	dir := t.TempDir()
 	kv := []string{"ssl.keystore.type", "PEM", "ssl.keystore.location", testcerts.Write(t, dir, "ks.pem", leaf.KeystorePEM()),
-		"ssl.truststore.type", "PEM", "ssl.truststore.location", testcerts.Write(t, dir, "ts.pem", ca.PEM), "ssl.client.auth", "required"}
+		"ssl.truststore.type", "PEM", "ssl.truststore.location", testcerts.Write(t, dir, "ts.pem", ca.CertPEM), "ssl.client.auth", "required"}
 	cc := clientFor(t, ca)
-	cc.Certificates = []tls.Certificate{{Certificate: [][]byte{client.Cert.Raw}, PrivateKey: client.Key}}
+	cc.Certificates = []tls.Certificate{{Certificate: [][]byte{client.Cert.Raw}, PrivateKey: client.Key(t)}}
 	for rules, want := range map[string]string{
 		"RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/L,DEFAULT": "User:alice",
 		"RULE:^CN=(.*?),OU=Admins$/$1/,DEFAULT":          "User:CN=Alice,OU=ServiceUsers",
@@ -201,7 +202,7 @@ func TestPrincipalMappingRulesOnHandshake(t *testing.T) {
 }
 
 func TestRefusals(t *testing.T) {
-	ca := testcerts.NewCA(t, "test CA")
+	ca := testcerts.NewCA(t)
 	leaf := ca.Server(t, "broker1")
 	dir := t.TempDir()
 	ks := testcerts.Write(t, dir, "ks.pem", leaf.KeystorePEM())
@@ -242,7 +243,7 @@ func TestRefusals(t *testing.T) {
 }
 
 func TestVersionsAndSuites(t *testing.T) {
-	ca := testcerts.NewCA(t, "test CA")
+	ca := testcerts.NewCA(t)
 	leaf := ca.Server(t, "broker1")
 	ks := testcerts.Write(t, t.TempDir(), "ks.pem", leaf.KeystorePEM())
 	srv := func(kv ...string) *tls.Config {
@@ -274,7 +275,7 @@ func TestVersionsAndSuites(t *testing.T) {
 }
 
 func TestEndpointIdentification(t *testing.T) {
-	ca := testcerts.NewCA(t, "test CA")
+	ca := testcerts.NewCA(t)
 	leaf := ca.Server(t, "broker1")
 	srv, err := ServerConfig(propsOf("ssl.keystore.type", "PEM", "ssl.keystore.location", testcerts.Write(t, t.TempDir(), "ks.pem", leaf.KeystorePEM())))
 	if err != nil {
@@ -290,7 +291,7 @@ func TestEndpointIdentification(t *testing.T) {
 	if _, _, err := handshake(t, srv, wrongHost(clientFor(t, ca, "ssl.endpoint.identification.algorithm", ""))); err != nil {
 		t.Fatalf("empty: host name not checked, yet: %v", err)
 	}
-	other := testcerts.NewCA(t, "other")
+	other := testcerts.NewCA(t)
 	if _, _, err := handshake(t, srv, wrongHost(clientFor(t, other, "ssl.endpoint.identification.algorithm", ""))); err == nil {
 		t.Fatal("empty: an untrusted chain was accepted")
 	}
@@ -313,7 +314,7 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func TestReload(t *testing.T) {
-	ca := testcerts.NewCA(t, "test CA")
+	ca := testcerts.NewCA(t)
 	first, second, third := ca.Server(t, "broker1"), ca.Server(t, "broker1"), ca.Server(t, "broker1")
 	dir := t.TempDir()
 	ksPath := testcerts.Write(t, dir, "ks.pem", first.KeystorePEM())
@@ -376,11 +377,11 @@ func TestReload(t *testing.T) {
 }
 
 func TestReloadTruststore(t *testing.T) {
-	ca, ca2 := testcerts.NewCA(t, "test CA"), testcerts.NewCA(t, "new client CA")
+	ca, ca2 := testcerts.NewCA(t), testcerts.NewCA(t)
 	leaf := ca.Server(t, "broker1")
-	client := ca2.Issue(t, pkix.Name{CommonName: "bob"})
+	client := ca2.Client(t, "bob", pkix.Name{CommonName: "bob"})
 	dir := t.TempDir()
-	ts := testcerts.Write(t, dir, "ts.pem", ca.PEM)
+	ts := testcerts.Write(t, dir, "ts.pem", ca.CertPEM)
 	now := time.Unix(1000, 0)
 	s, err := NewServer(propsOf("ssl.keystore.type", "PEM", "ssl.keystore.location", testcerts.Write(t, dir, "ks.pem", leaf.KeystorePEM()),
 		"ssl.truststore.type", "PEM", "ssl.truststore.location", ts, "ssl.client.auth", "required"),
@@ -389,11 +390,11 @@ func TestReloadTruststore(t *testing.T) {
 		t.Fatal(err)
 	}
 	cc := clientFor(t, ca)
-	cc.Certificates = []tls.Certificate{{Certificate: [][]byte{client.Cert.Raw}, PrivateKey: client.Key}}
+	cc.Certificates = []tls.Certificate{{Certificate: [][]byte{client.Cert.Raw}, PrivateKey: client.Key(t)}}
 	if _, _, err := handshake(t, s.Config(), cc); err == nil {
 		t.Fatal("a client of an untrusted CA was accepted")
 	}
-	replace(t, ts, append(append([]byte(nil), ca.PEM...), ca2.PEM...))
+	replace(t, ts, append(append([]byte(nil), ca.CertPEM...), ca2.CertPEM...))
 	now = now.Add(2 * time.Second)
 	ss, _, err := handshake(t, s.Config(), cc)
 	if err != nil {
@@ -401,5 +402,40 @@ func TestReloadTruststore(t *testing.T) {
 	}
 	if p, _, _ := s.Principal(ss); p != "User:CN=bob" {
 		t.Fatalf("principal %q", p)
+	}
+}
+
+// TestInlinePEMAsKafkaWritesIt: KIP-651's inline values in a
+// server.properties, the PEM joined into one line by backslash
+// continuations (Java's .properties drops the newlines), load as files do;
+// a legacy encrypted key (Proc-Type headers) is refused naming
+// ssl.key.password.
+func TestInlinePEMAsKafkaWritesIt(t *testing.T) {
+	ca := testcerts.NewCA(t)
+	leaf := ca.Server(t, "broker1")
+	continued := func(pemText []byte) string {
+		lines := strings.Split(strings.TrimSpace(string(pemText)), "\n")
+		return strings.Join(lines, " \\\n    ")
+	}
+	text := "ssl.keystore.type=PEM\nssl.keystore.certificate.chain=" + continued(leaf.CertPEM) +
+		"\nssl.keystore.key=" + continued(leaf.KeyPEM) + "\n"
+	p, err := props.Parse(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := p.Get("ssl.keystore.key"); strings.Contains(v, "\n") {
+		t.Fatalf("the test's value still has newlines: %q", v)
+	}
+	srv, err := ServerConfig(p)
+	if err != nil {
+		t.Fatalf("ServerConfig: %v", err)
+	}
+	if _, cs, err := handshake(t, srv, clientFor(t, ca)); err != nil || cs.PeerCertificates[0].SerialNumber.Cmp(leaf.Cert.SerialNumber) != 0 {
+		t.Fatalf("handshake: %v", err)
+	}
+	legacy := "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,00112233445566778899AABBCCDDEEFF\n\nAAAA\n-----END RSA PRIVATE KEY-----\n"
+	_, err = ServerConfig(propsOf("ssl.keystore.type", "PEM", "ssl.keystore.certificate.chain", string(leaf.CertPEM), "ssl.keystore.key", legacy))
+	if err == nil || !strings.Contains(err.Error(), "ssl.key.password") {
+		t.Fatalf("legacy encrypted key: %v", err)
 	}
 }

@@ -35,7 +35,7 @@ func writeProps(t *testing.T, name string, lines ...string) string {
 // Kafka client property is exit 2 naming its line, for push, stop and
 // verify.
 func TestSecuredSourceConfig(t *testing.T) {
-	ca := testcerts.NewCA(t, "source-ca")
+	ca := testcerts.NewCA(t)
 	leaf := ca.Server(t, "source")
 	cert, err := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
 	if err != nil {
@@ -55,7 +55,7 @@ func TestSecuredSourceConfig(t *testing.T) {
 		}
 	}
 	dst := testkit.StartDest(t, t.TempDir())
-	caFile := testcerts.Write(t, t.TempDir(), "ca.pem", ca.PEM)
+	caFile := ca.File
 	cfg := func(pass string) string {
 		return writeProps(t, "source.properties", "security.protocol=SASL_SSL", "ssl.truststore.type=PEM", "ssl.truststore.location="+caFile,
 			"sasl.mechanism=SCRAM-SHA-512",

@@ -61,11 +61,17 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 	inflightIPBytes := fs.Int64("max-inflight-bytes-per-ip", 0, "request bytes held in memory by the connections of one IP address (default: a quarter of --max-inflight-bytes, at least what a largest frame holds)")
 	frameMinRate := fs.Int64("frame-min-rate", 1<<20, "bytes/s a request frame must arrive at on average after --frame-grace, else its connection is closed (0: no rate, only --request-timeout)")
 	frameGrace := fs.Duration("frame-grace", 5*time.Second, "how long a request frame may arrive slower than --frame-min-rate")
+	// The log cleaner (Kafka's log.cleaner.* and offsets.topic.segment.bytes).
+	cleanerThreads := fs.Int("log-cleaner-threads", 1, "goroutines cleaning compacted logs, internal topics included (Kafka's log.cleaner.threads; 0: none)")
+	cleanerDedupe := fs.Int64("log-cleaner-dedupe-buffer-size", 128<<20, "offset-map memory of the cleaner threads together, 24 bytes a key (Kafka's log.cleaner.dedupe.buffer.size)")
+	cleanerIO := fs.Float64("log-cleaner-io-max-bytes-per-second", 0, "cleaner I/O rate, read and written (Kafka's log.cleaner.io.max.bytes.per.second; 0: unlimited)")
+	offsetsSegBytes := fs.Int("offsets-topic-segment-bytes", 100<<20, "segment size __consumer_offsets is created with (Kafka's offsets.topic.segment.bytes, at least 1 MiB)")
 	policyDir := fs.String("policy-dir", "", "directory of mirror policy modules NAME.wasm for mirror.policies (docs/policies.md); reloaded when a file changes")
 	// Configuration files and listeners.
 	configFile := fs.String("config", "", "a Kafka server.properties (Kafka's broker property names; listeners, TLS, ...): flags given on the command line win over it, --override over the file")
 	var overrides overrideFlags
 	fs.Var(&overrides, "override", "name=value: a broker property winning over --config's (repeatable)")
+	helpConfig := fs.Bool("help-config", false, "list the Kafka broker properties Verbatim implements (for --config and --override) and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -75,6 +81,10 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "verbatim serve: unexpected arguments %q\n", fs.Args())
 		return 2
+	}
+	if *helpConfig {
+		printConfigHelp(stderr)
+		return 0
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -143,6 +153,16 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 		return 2
 	}
 	cfg.GroupInitialRebalanceDelay = rebalanceDelay
+	if *cleanerThreads < 0 || *cleanerDedupe <= 0 || *cleanerIO < 0 || *offsetsSegBytes < 1<<20 || *offsetsSegBytes > math.MaxInt32 {
+		fmt.Fprintln(stderr, "verbatim serve: bad log cleaner setting (threads >= 0, dedupe buffer > 0, io rate >= 0, offsets topic segment >= 1 MiB)")
+		return 2
+	}
+	cfg.LogCleanerThreads = *cleanerThreads
+	if *cleanerThreads == 0 {
+		cfg.LogCleanerThreads = -1 // none
+	}
+	cfg.LogCleanerDedupeBufferSize, cfg.LogCleanerIOMaxBytesPerSecond = *cleanerDedupe, *cleanerIO
+	cfg.OffsetsTopicSegmentBytes = int32(*offsetsSegBytes)
 	var advHost string
 	var advPort int32
 	if *advertised != "" {
@@ -176,6 +196,15 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 			"max-connections-per-ip":           func() { cfg.MaxConnectionsPerIP = maxConnsPerIP },
 			"max-connections-per-ip-overrides": func() { cfg.MaxConnectionsPerIPOverrides = *maxConnsOverrides },
 			"advertised-listener":              func() { cfg.AdvertisedHost, cfg.AdvertisedPort = advHost, advPort },
+			"log-cleaner-threads": func() {
+				cfg.LogCleanerThreads = *cleanerThreads
+				if *cleanerThreads == 0 {
+					cfg.LogCleanerThreads = -1
+				}
+			},
+			"log-cleaner-dedupe-buffer-size":      func() { cfg.LogCleanerDedupeBufferSize = *cleanerDedupe },
+			"log-cleaner-io-max-bytes-per-second": func() { cfg.LogCleanerIOMaxBytesPerSecond = *cleanerIO },
+			"offsets-topic-segment-bytes":         func() { cfg.OffsetsTopicSegmentBytes = int32(*offsetsSegBytes) },
 		}
 		for name := range explicit {
 			if f := reapply[name]; f != nil {
@@ -317,5 +346,22 @@ func memoryLimit(flagValue, budgetBytes int64) (int64, string) {
 		return 0, "GOMEMLIMIT"
 	default:
 		return budgetBytes + 96<<20, "--max-inflight-bytes + --max-decode-bytes + 96 MiB"
+	}
+}
+
+// printConfigHelp lists the implemented broker properties with their
+// scope and one line each.
+func printConfigHelp(w io.Writer) {
+	fmt.Fprintf(w, "Kafka broker properties implemented (others of Kafka %s are accepted with a warning):\n", brokerconf.KafkaVersion)
+	for _, n := range brokerconf.Names() {
+		p, _ := brokerconf.Lookup(n)
+		scope := ""
+		switch p.Scope {
+		case brokerconf.ScopeListener:
+			scope = " (also listener.name.<listener>." + n + ")"
+		case brokerconf.ScopeMechanism:
+			scope = " (also listener.name.<listener>.<mechanism>." + n + ")"
+		}
+		fmt.Fprintf(w, "  %s%s\n      %s\n", n, scope, p.Doc)
 	}
 }
