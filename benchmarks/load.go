@@ -398,7 +398,7 @@ func RunLoad(ctx context.Context, l Load) (LoadResult, error) {
 			parts[i] = l.FirstPartition + int32(i)
 		}
 		var err error
-		if l.writerEpoch, err = RegisterMirrorWriter(ctx, l.Addr, l.Topic, l.WriterID, parts); err != nil {
+		if l.writerEpoch, err = RegisterMirrorWriter(ctx, l.Addr, l.TLS, l.Topic, l.WriterID, parts); err != nil {
 			return LoadResult{}, err
 		}
 	}
