@@ -408,7 +408,7 @@ func (c *PartitionCopy) claim(ctx context.Context) error {
 		case errors.Is(err, kerr.ProducerFenced):
 			return c.fenced("")
 		case errors.As(err, &ke) && !transient(err):
-			return Refusal("%s: the destination refused this pusher as the partition's writer: %v (a mirror DeleteRecords is accepted only on a mirror.mode=push topic whose mirror was not stopped)", c.name(), err)
+			return writerRefusal(c.cfg.Topic, c.cfg.Partition, err)
 		case err == nil && register && e < 0:
 			return Usage("%s: the destination assigned no writer epoch to the registration (it lacks %s version %d)", c.name(), mirrorFeature, assignedFeatureVers)
 		case err == nil && register:

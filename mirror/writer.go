@@ -86,7 +86,7 @@ func (p *Pusher) register(ctx context.Context, parts []tp) error {
 			case errors.Is(ans.err, kerr.ProducerFenced):
 				failed = &Error{Code: ExitRefused, Err: fencedError("PRODUCER_FENCED: another `verbatim mirror push` registered on " + t.topic + " while this one did; this pusher stops")}
 			case errors.As(ans.err, &ke) && !transient(ans.err):
-				failed = Refusal("%s/%d: the destination refused this pusher as the partition's writer: %v (a mirror DeleteRecords is accepted only on a mirror.mode=push topic whose mirror was not stopped)", t.topic, t.partition, ans.err)
+				failed = writerRefusal(t.topic, t.partition, ans.err)
 			}
 		}
 	}
@@ -102,6 +102,16 @@ func (p *Pusher) register(ctx context.Context, parts []tp) error {
 		p.log.Info("registered as the mirror writer", "partitions", len(got), "writer_id", client.FormatTopicID(p.o.WriterID))
 	}
 	return failed
+}
+
+// writerRefusal is the exit-1 error of a registration the destination
+// refused, with the reason that fits its code.
+func writerRefusal(topic string, partition int32, err error) error {
+	why := "a mirror DeleteRecords is accepted only on a mirror.mode=push topic whose mirror was not stopped"
+	if errors.Is(err, kerr.ClusterAuthorizationFailed) || errors.Is(err, kerr.TopicAuthorizationFailed) {
+		why = "the destination principal needs WRITE on the topic and CLUSTER_ACTION on the cluster, the mirror permission (docs/security.md)"
+	}
+	return Refusal("%s/%d: the destination refused this pusher as the partition's writer: %v (%s)", topic, partition, err, why)
 }
 
 // checkTopicID logs, once per topic, a destination topic whose id is not
