@@ -74,6 +74,10 @@ package broker
 //     INVALID_RECORD) and max.decompressed.batch.bytes (per batch,
 //     MESSAGE_TOO_LARGE) bound what they may inflate to.
 //
+// Authorization (with the authorizer on, authorize.go): WRITE on each
+// topic; transactional batches WRITE on the transactional id; mirror
+// produces the mirror permission too (produce_authz.go).
+//
 // Deviations from Apache Kafka:
 //   - A compressed payload that is not valid for its codec gets
 //     INVALID_RECORD (non-retriable); Kafka 4.4 answers UNKNOWN_SERVER_ERROR
@@ -138,6 +142,10 @@ func handleProduce(ctx context.Context, s *Server, r *Request) (Reply, error) {
 	acksOK := req.Acks == 0 || req.Acks == 1 || req.Acks == -1
 	durable := req.Acks == -1 && s.flushPolicy() == storage.FlushAlways
 	now := time.Now().UnixMilli()
+	var refusal error // request-wide (authorization: produce_authz.go)
+	if s.acl != nil {
+		refusal = s.produceRequestRefusal(r, req)
+	}
 	for ti := range req.Topics {
 		rt := &req.Topics[ti]
 		out := &op.resp.Topics[ti]
@@ -152,6 +160,17 @@ func handleProduce(ctx context.Context, s *Server, r *Request) (Reply, error) {
 		} else if t = s.cluster.topic(string(rt.Name)); t == nil {
 			topicErr = kerr.UnknownTopicOrPartition
 		}
+		if s.acl != nil && (t != nil || topicErr == kerr.UnknownTopicOrPartition) {
+			var name string
+			if t != nil {
+				name = t.Name
+			} else {
+				name = string(rt.Name)
+			}
+			if !s.produceTopicAuthorized(r, name) {
+				topicErr = kerr.TopicAuthorizationFailed
+			}
+		}
 		for i := range rt.Partitions {
 			rp := &rt.Partitions[i]
 			var mp *wireext.MirrorPartition
@@ -163,6 +182,10 @@ func handleProduce(ctx context.Context, s *Server, r *Request) (Reply, error) {
 			switch {
 			case !acksOK:
 				pr.ErrorCode = kerr.InvalidRequiredAcks.Code // logged once below
+				continue
+			case refusal != nil:
+				setProduceError(pr, refusal, nil)
+				op.noteFailure(string(rt.Name), rp.Index, pr.ErrorCode, refusal, nil)
 				continue
 			case topicErr != nil:
 				pr.ErrorCode = topicErr.Code

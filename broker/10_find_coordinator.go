@@ -11,6 +11,9 @@ package broker
 // INVALID_REQUEST (share groups are not served); COORDINATOR_NOT_AVAILABLE
 // if the internal topic cannot be created.
 //
+// Authorization (with the authorizer on, authorize.go): DESCRIBE on the
+// group or the transactional id.
+//
 // Deviations from Apache Kafka: none known for groups and transactions.
 
 import (
@@ -18,6 +21,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/verbatim-kafka/verbatim/authz"
 )
 
 func init() { register(kmsg.FindCoordinator.Int16(), 0, 6, handleFindCoordinator) }
@@ -50,14 +54,27 @@ func handleFindCoordinator(_ context.Context, s *Server, r *Request) (Reply, err
 	req := r.Msg.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	if req.Version < 4 {
-		resp.NodeID, resp.Host, resp.Port, resp.ErrorCode, resp.ErrorMessage = s.findCoordinator(r.Listener, req.CoordinatorKey, req.CoordinatorType)
+		resp.NodeID, resp.Host, resp.Port, resp.ErrorCode, resp.ErrorMessage = s.findCoordinatorAuthorized(r, req.CoordinatorKey, req.CoordinatorType)
 		return resp, nil
 	}
 	for _, key := range req.CoordinatorKeys {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = key
-		c.NodeID, c.Host, c.Port, c.ErrorCode, c.ErrorMessage = s.findCoordinator(r.Listener, key, req.CoordinatorType)
+		c.NodeID, c.Host, c.Port, c.ErrorCode, c.ErrorMessage = s.findCoordinatorAuthorized(r, key, req.CoordinatorType)
 		resp.Coordinators = append(resp.Coordinators, c)
 	}
 	return resp, nil
+}
+
+// findCoordinatorAuthorized is findCoordinator behind Kafka's checks:
+// DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED) or on the
+// transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+func (s *Server) findCoordinatorAuthorized(r *Request, key string, typ int8) (int32, string, int32, int16, *string) {
+	switch {
+	case typ == 0 && !s.authorized(r, authz.OpDescribe, authz.ResourceGroup, key):
+		return -1, "", -1, kerr.GroupAuthorizationFailed.Code, nil
+	case typ == 1 && !s.authorized(r, authz.OpDescribe, authz.ResourceTransactionalID, key):
+		return -1, "", -1, kerr.TransactionalIDAuthorizationFailed.Code, nil
+	}
+	return s.findCoordinator(r.Listener, key, typ)
 }

@@ -11,6 +11,10 @@ package broker
 // (as Kafka refuses it on compacted topics); unknown partitions are
 // UNKNOWN_TOPIC_OR_PARTITION.
 //
+// Authorization (with the authorizer on, authorize.go): DELETE on the
+// topic; the mirror log-start forward and the writer registration WRITE
+// and the mirror permission instead (a refused topic registers nothing).
+//
 // Deviations from Apache Kafka: mirror topics (mirror.mode=push) refuse
 // DeleteRecords from clients with POLICY_VIOLATION: their log start is the
 // source's to move. A pusher forwards it with a v2 request carrying the
@@ -35,6 +39,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/authz"
 	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
@@ -54,19 +59,31 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 	if tagErr != nil {
 		return nil, tagErr
 	}
+	// A log-start forward and a writer registration need the mirror
+	// permission (CLUSTER_ACTION on CLUSTER) and WRITE on the topic; a
+	// client's DeleteRecords DELETE on the topic, as Kafka checks it.
+	var refusal error
+	if mirror && !s.mirrorPermitted(r) {
+		refusal = errMirrorPermission(r, "a mirror log-start forward or writer registration (DeleteRecords with tag 22082)")
+	}
+	topicOp := authz.OpDelete
+	if mirror {
+		topicOp = authz.OpWrite
+	}
 	writer := writerOf(&mreq)
 	var regErrs map[*Partition]error
 	if mirror && mreq.WriterEpoch == wireext.RegisterWriterEpoch {
-		// authz: a topic takes part only with WRITE on it and the mirror
-		// permission (CLUSTER_ACTION on CLUSTER, mirrorPermitted): the
-		// refusals the loop below answers must register nothing.
-		allowed := func(topic string) bool { return true }
+		// A refused topic takes no part in the registration.
+		allowed := func(topic string) bool {
+			return refusal == nil && s.authorized(r, topicOp, authz.ResourceTopic, topic)
+		}
 		writer.Epoch, regErrs = s.registerDeleteRecords(req, writer.ID, allowed)
 	}
 	for _, rt := range req.Topics {
 		ot := kmsg.NewDeleteRecordsResponseTopic()
 		ot.Topic = rt.Topic
 		t := s.cluster.topic(rt.Topic)
+		denied := refusal == nil && !s.authorized(r, topicOp, authz.ResourceTopic, rt.Topic)
 		for _, rp := range rt.Partitions {
 			op := kmsg.NewDeleteRecordsResponseTopicPartition()
 			op.Partition, op.LowWatermark = rp.Partition, -1
@@ -74,12 +91,20 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 			if t != nil {
 				p = t.Partition(rp.Partition)
 			}
-			err := regErrs[p]
-			if p == nil {
+			switch {
+			case refusal != nil:
+				op.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+				s.logDataFailure("delete records", rt.Topic, rp.Partition, op.ErrorCode, refusal, clientOf(r), "offset", rp.Offset)
+			case denied:
+				op.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			case p == nil:
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			}
+			if op.ErrorCode != 0 {
 				ot.Partitions = append(ot.Partitions, op)
 				continue
 			}
+			err := regErrs[p]
 			if err == nil {
 				err = s.checkMirrorDelete(p, mirror, writer)
 			}

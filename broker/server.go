@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/verbatim-kafka/verbatim/authn"
+	"github.com/verbatim-kafka/verbatim/authz"
 	"github.com/verbatim-kafka/verbatim/budget"
 	"github.com/verbatim-kafka/verbatim/groupcoord"
 	"github.com/verbatim-kafka/verbatim/hotpath"
@@ -121,6 +123,26 @@ type Config struct {
 	// empty group waits for more members. Nil: Kafka's default, 3 s.
 	GroupInitialRebalanceDelay *time.Duration
 
+	// Authorization.
+	//
+	// Authorizer turns ACLs on (Kafka's authorizer.class.name set to its
+	// StandardAuthorizer): every API checks what Kafka's checks
+	// (authorize.go), the ACL APIs manage the persisted ACL set. Off:
+	// nothing is checked and the ACL APIs answer SECURITY_DISABLED.
+	Authorizer bool
+	// SuperUsers are Kafka's super.users principals ("User:admin"),
+	// allowed everything.
+	SuperUsers []string
+	// AllowEveryoneIfNoACLFound is Kafka's allow.everyone.if.no.acl.found:
+	// a resource no ACL matches is allowed to everyone (never the mirror
+	// permission).
+	AllowEveryoneIfNoACLFound bool
+	// testPrincipals maps a client IP to the principal its connections
+	// get (tests only, until connections authenticate).
+	testPrincipals map[string]string
+	// aclSeed are ACLs created at Open (tests only).
+	aclSeed []authz.Binding
+
 	// The log cleaner (Kafka's settings of the same names, log_cleaner.go):
 	// LogCleanerThreads goroutines clean compacted logs (0: Kafka's
 	// default, 1; negative: none); LogCleanerDedupeBufferSize is the
@@ -150,6 +172,27 @@ type Config struct {
 	// log.retention.*, log.segment.bytes), for every topic not overriding
 	// them; nil: Kafka's defaults.
 	TopicDefaults map[string]string
+
+	// SASL.
+	//
+	// SASL configures the SASL_PLAINTEXT and SASL_SSL listeners by
+	// listener name (sasl_config.go); the "" entry applies to every
+	// listener where its own entry leaves a field unset, as Kafka's plain
+	// names do under their listener.name.<l>. prefixes.
+	SASL map[string]*SASLListenerConfig
+	// SASLMaxReceiveSize is Kafka's sasl.server.max.receive.size: the
+	// largest frame a SASL connection may send before it has
+	// authenticated (default 512 KiB); a larger size prefix closes the
+	// connection before its body is read.
+	SASLMaxReceiveSize int32
+	// FailedAuthenticationDelay is Kafka's
+	// connection.failed.authentication.delay.ms: how long a connection
+	// whose authentication failed stays open after the failure was
+	// answered (nil: 100 ms; 0: closed at once).
+	FailedAuthenticationDelay *time.Duration
+	// saslClock drives session expiry and the failed-authentication
+	// delay; tests drive it. Nil: the wall clock.
+	saslClock saslClock
 
 	// FS is the filesystem under the data dir: metadata files and
 	// partition logs (default storage.OSFS{}; the data dir lock always
@@ -246,6 +289,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.DefaultPartitions < 1 {
 		return c, fmt.Errorf("broker: default partitions must be >= 1, got %d", c.DefaultPartitions)
 	}
+	if err := c.saslDefaults(); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 
@@ -270,6 +316,11 @@ type Server struct {
 	// mirror holds the mirror topics' persisted state: writer epochs and
 	// stops (mirror_state.go, mirror_stop.go).
 	mirror mirrorRegistry
+	// acl is the authorizer, nil when authorization is off
+	// (authorize.go).
+	acl *authz.Authorizer
+	// scram holds the SCRAM credentials (sasl_config.go).
+	scram *authn.Store
 
 	// budget bounds request bytes in flight over all connections.
 	budget *budget.Budget
@@ -343,7 +394,13 @@ func Open(cfg Config) (*Server, error) {
 	if err := s.cluster.applyTopicDefaults(cfg.TopicDefaults); err != nil {
 		return fail(err)
 	}
+	if s.acl, err = s.openAuthorizer(); err != nil {
+		return fail(err)
+	}
 	if s.pids, err = openProducerIDs(s.fs); err != nil {
+		return fail(err)
+	}
+	if s.scram, err = openSCRAMStore(s.fs); err != nil {
 		return fail(err)
 	}
 	s.cluster.openLog = s.openPartitionLog
@@ -388,7 +445,11 @@ func (s *Server) Serve(ln net.Listener) error { return s.ServeListener(ln, defau
 // name and security protocol, and on SSL and SASL_SSL listeners start
 // with a TLS handshake (l.TLS).
 func (s *Server) ServeListener(ln net.Listener, l *Listener) error {
-	if err := checkListener(l); err != nil {
+	err := checkListener(l)
+	if err == nil {
+		err = s.checkSASLListener(l)
+	}
+	if err != nil {
 		ln.Close()
 		return err
 	}
