@@ -44,14 +44,19 @@ func (c *conn) handshake(tc *tls.Conn) bool {
 		return true
 	}
 	c.cancelRead()
+	stopped := c.isStopped()
+	if !stopped {
+		// Counted before the close, so a client that sees the close
+		// also sees the count (logRefusal no longer counts).
+		c.s.refusals[refusedTLSHandshake].Add(1)
+	}
 	c.nc.Close()
-	if c.isStopped() {
+	if stopped {
 		return false
 	}
 	if errors.Is(err, io.EOF) {
 		// Closed before a byte of the handshake: a port probe (health
 		// checks, a load balancer's TCP check), not worth a WARN line.
-		c.s.refusals[refusedTLSHandshake].Add(1)
 		c.log.Debug("connection closed before its TLS handshake")
 		return false
 	}
