@@ -20,6 +20,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -84,7 +85,7 @@ func (p *Pusher) register(ctx context.Context, parts []tp) error {
 			case ans.err == nil:
 				failed = Usage("%s/%d: the destination assigned no writer epoch to the registration (it lacks %s version %d)", t.topic, t.partition, mirrorFeature, assignedFeatureVers)
 			case errors.Is(ans.err, kerr.ProducerFenced):
-				failed = &Error{Code: ExitRefused, Err: fencedError("PRODUCER_FENCED: another `verbatim mirror push` registered on " + t.topic + " while this one did; this pusher stops")}
+				failed = &Error{Code: ExitRefused, Err: fencedError(fmt.Sprintf("%s/%d: PRODUCER_FENCED: another `verbatim mirror push` took over this partition on the destination (it registered while this one did); this pusher stops", t.topic, t.partition))}
 			case errors.As(ans.err, &ke) && !transient(ans.err):
 				failed = writerRefusal(t.topic, t.partition, ans.err)
 			}
