@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"os"
@@ -228,5 +230,48 @@ func TestFromProps(t *testing.T) {
 		if err != nil && !strings.Contains(err.Error(), "client.properties") {
 			t.Errorf("%s: %v does not name the file", name, err)
 		}
+	}
+}
+
+// TestMutualTLS: ssl.keystore.* in the client properties is the client
+// certificate a broker requiring one (ssl.client.auth=required) accepts;
+// without it the connection fails.
+func TestMutualTLS(t *testing.T) {
+	ca := testcerts.NewCA(t)
+	srv := ca.Server(t, "broker")
+	cert, err := tls.X509KeyPair(srv.CertPEM, srv.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"), kfake.TLS(&tls.Config{
+		Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	addr := c.ListenAddrs()[0]
+	me := ca.Client(t, "mirror", pkix.Name{CommonName: "mirror"})
+	o, err := config(t, "security.protocol=SSL", "ssl.truststore.type=PEM", "ssl.truststore.location="+ca.File,
+		"ssl.keystore.type=PEM", "ssl.keystore.location="+me.KeystoreFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cn, err := Dial(ctxT(t), addr, o)
+	if err != nil {
+		t.Fatalf("with a client certificate: %v", err)
+	}
+	if _, err := cn.Request(ctxT(t), kmsg.NewPtrMetadataRequest(), -1); err != nil {
+		t.Fatalf("metadata over mTLS: %v", err)
+	}
+	cn.Close()
+	o, err = config(t, "security.protocol=SSL", "ssl.truststore.type=PEM", "ssl.truststore.location="+ca.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cn, err := Dial(ctxT(t), addr, o); err == nil {
+		cn.Close()
+		t.Fatal("a broker requiring a client certificate accepted none")
 	}
 }
