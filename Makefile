@@ -60,14 +60,15 @@ bench-ingest: build
 	mkdir -p benchmarks/tmp
 	./bin/bench-ingest -verbatim $(BIN) -work-dir benchmarks/tmp -out benchmarks/tmp/ingest.jsonl $(BENCH_INGEST_ARGS)
 
-# The TLS rows: plaintext and SSL (Verbatim on an SSL listener, the sink
-# speaking TLS too) for 256 KiB and 1 MiB batches, flush never, in one run so
-# the TLS/plaintext ratio compares like with like; BENCH_INGEST_ARGS adds flags.
+# The TLS rows: plaintext, SSL and SASL_SSL (Verbatim on an SSL or SASL_SSL
+# listener, SASL PLAIN per connection; the sink speaking TLS too) for 256 KiB
+# and 1 MiB batches, flush never, in one run so the TLS/plaintext ratio
+# compares like with like; BENCH_INGEST_ARGS adds flags.
 bench-ingest-tls: build
 	$(GO) build -o bin/bench-ingest ./benchmarks/cmd/bench-ingest
 	mkdir -p benchmarks/tmp
 	./bin/bench-ingest -verbatim $(BIN) -work-dir benchmarks/tmp -out benchmarks/tmp/ingest-tls.jsonl \
-		-security plaintext,ssl -batches 262144,1048576 -flush never -codecs none $(BENCH_INGEST_ARGS)
+		-security plaintext,ssl,sasl_ssl -batches 262144,1048576 -flush never -codecs none $(BENCH_INGEST_ARGS)
 
 fuzz:
 	./scripts/fuzz.sh $(FUZZTIME)

@@ -12,6 +12,7 @@ import (
 	"runtime/metrics"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -180,7 +181,7 @@ func RunIngest(ctx context.Context, o IngestOptions, emit func(IngestResult) err
 	for _, sec := range securities {
 		switch sec {
 		case SecurityPlaintext:
-		case SecuritySSL:
+		case SecuritySSL, SecuritySASLSSL:
 			if o.tls == nil {
 				if o.tls, err = NewTLSMaterial(o.WorkDir); err != nil {
 					return err
@@ -188,7 +189,7 @@ func RunIngest(ctx context.Context, o IngestOptions, emit func(IngestResult) err
 				defer o.tls.Close()
 			}
 		default:
-			return fmt.Errorf("unknown security protocol %q (plaintext, ssl)", sec)
+			return fmt.Errorf("unknown security protocol %q (plaintext, ssl, sasl_ssl)", sec)
 		}
 	}
 	for _, sec := range securities {
@@ -239,8 +240,8 @@ func (o *IngestOptions) scenario(ctx context.Context, mode string, batch int, fl
 		name += "-" + o.codec.String()
 	}
 	suffix := ""
-	if o.security == SecuritySSL {
-		suffix = "-ssl"
+	if o.security != SecurityPlaintext && o.security != "" {
+		suffix = "-" + strings.ReplaceAll(o.security, "_", "-")
 	}
 	r := IngestResult{
 		Scenario: fmt.Sprintf("ingest-%s-%s-%s%s", name, sizeName(batch), flush, suffix),
@@ -363,7 +364,7 @@ func (o *IngestOptions) scenario(ctx context.Context, mode string, batch int, fl
 		r.MeetsP99 = &ok
 	}
 	r.MeetsRSS = r.PeakRSSMB <= float64(o.InFlightLimitMB+128)
-	if o.AllocBytes > 0 && o.security != SecuritySSL {
+	if o.AllocBytes > 0 && o.securityTLS() == nil {
 		a, err := o.countAllocs(ctx, mode, batch, flush)
 		if err != nil {
 			return r, fmt.Errorf("allocation run: %w", err)
@@ -406,11 +407,11 @@ func (o *IngestOptions) runVerbatim(ctx context.Context, bin, mode string, batch
 		return runResult{}, err
 	}
 	defer srv.Stop()
-	if err := CreateTopic(ctx, srv.Addr, "ingest", int32(o.Conns), topicConfigs(mode, batch, policiesOff), o.securityTLS()); err != nil {
+	if err := CreateTopic(ctx, srv.Addr, "ingest", int32(o.Conns), topicConfigs(mode, batch, policiesOff), o.verbatimAdminOpts()...); err != nil {
 		return runResult{}, fmt.Errorf("create topic: %w", err)
 	}
 	var before ProcStats
-	res, err := o.warmAndRun(ctx, srv, true, mode, batch, total, &before)
+	res, err := o.warmAndRun(ctx, srv, true, mode, batch, total, &before, o.verbatimSASL())
 	if err != nil {
 		return runResult{}, fmt.Errorf("verbatim: %w\n%s", err, tailString(srv.Log.String(), 2000))
 	}
@@ -436,7 +437,7 @@ func (o *IngestOptions) runSink(ctx context.Context, mode string, batch int, flu
 	}
 	defer srv.Stop()
 	var before ProcStats
-	res, err := o.warmAndRun(ctx, srv, false, mode, batch, total, &before)
+	res, err := o.warmAndRun(ctx, srv, false, mode, batch, total, &before, nil)
 	if err != nil {
 		return runResult{}, fmt.Errorf("reference sink: %w\n%s", err, tailString(srv.Log.String(), 2000))
 	}
@@ -483,17 +484,17 @@ func (o *IngestOptions) seedDataDir(dir string) error {
 // default WASM policies in the background after start, about 1.5 CPU
 // seconds with a cold cache), then measures total bytes continuing from the
 // warm-up's log ends. verbatim: the server is a Verbatim, whose mirror
-// writers register (Load.Register).
-func (o *IngestOptions) warmAndRun(ctx context.Context, srv *Server, verbatim bool, mode string, batch int, total int64, cpuBefore *ProcStats) (LoadResult, error) {
+// writers register (Load.Register, logged in as the load is).
+func (o *IngestOptions) warmAndRun(ctx context.Context, srv *Server, verbatim bool, mode string, batch int, total int64, cpuBefore *ProcStats, auth func(net.Conn) error) (LoadResult, error) {
 	warm := o.load(srv.Addr, mode, batch, int64(o.Conns)*int64(o.InFlight)*int64(batch))
-	warm.Register = verbatim
+	warm.Authenticate, warm.Register, warm.RegisterSASL = auth, verbatim, o.verbatimSASLMechanism()
 	wres, err := RunLoad(ctx, warm)
 	if err != nil {
 		return LoadResult{}, fmt.Errorf("warm-up: %w", err)
 	}
 	WaitIdle(srv.Cmd.Process.Pid, 60*time.Second)
 	l := o.load(srv.Addr, mode, batch, total)
-	l.Register = verbatim
+	l.Authenticate, l.Register, l.RegisterSASL = auth, verbatim, o.verbatimSASLMechanism()
 	l.StartOffsets = wres.EndOffsets
 	l.OnStart = func() { *cpuBefore, _ = srv.Stats() }
 	return RunLoad(ctx, l)

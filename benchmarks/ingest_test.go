@@ -384,9 +384,10 @@ func TestParsers(t *testing.T) {
 	}
 }
 
-// TestIngestHarnessSSL: the ssl rows run Verbatim on an SSL listener
-// (serve --config with a PEM keystore made at run time) against the sink
-// speaking TLS; checked for well-formedness only.
+// TestIngestHarnessSSL: the ssl and sasl_ssl rows run Verbatim on an SSL
+// or SASL_SSL listener (serve --config with a PEM keystore made at run
+// time, SASL PLAIN per connection) against the sink speaking TLS; checked
+// for well-formedness only.
 func TestIngestHarnessSSL(t *testing.T) {
 	bin := interop.BuildVerbatim(t)
 	self, err := os.Executable()
@@ -396,22 +397,24 @@ func TestIngestHarnessSSL(t *testing.T) {
 	t.Setenv("BENCH_SINK_CHILD", "1")
 	o := IngestOptions{Verbatim: bin, SinkArgv: []string{self}, WorkDir: t.TempDir(),
 		Modes: []string{"verbatim", "normal"}, Codecs: []string{"none"}, Batches: []int{256 << 10}, Flushes: []string{"never"},
-		Rounds: 1, Conns: 2, InFlight: 2, RoundBytes: 2 << 20, Security: []string{"ssl"}}
+		Rounds: 1, Conns: 2, InFlight: 2, RoundBytes: 2 << 20, Security: []string{"ssl", "sasl_ssl"}}
 	var lines bytes.Buffer
 	if err := RunIngest(context.Background(), o, func(r IngestResult) error { return WriteJSONLine(&lines, r) }); err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Split(strings.TrimSpace(lines.String()), "\n")
-	if len(got) != 2 {
+	if len(got) != 4 {
 		t.Fatalf("%d lines:\n%s", len(got), lines.String())
 	}
-	for _, l := range got {
+	for i, l := range got {
 		var r IngestResult
 		if err := json.Unmarshal([]byte(l), &r); err != nil {
 			t.Fatal(err)
 		}
-		if r.Security != "ssl" || !strings.HasSuffix(r.Scenario, "-256KiB-never-ssl") || r.MBps <= 0 || r.RefMBps <= 0 || r.AllocsSource != "not measured" {
-			t.Fatalf("ssl row: %s", l)
+		sec := []string{"ssl", "ssl", "sasl_ssl", "sasl_ssl"}[i]
+		suffix := "-256KiB-never-" + strings.ReplaceAll(sec, "_", "-")
+		if r.Security != sec || !strings.HasSuffix(r.Scenario, suffix) || r.MBps <= 0 || r.RefMBps <= 0 || r.AllocsSource != "not measured" {
+			t.Fatalf("%s row: %s", sec, l)
 		}
 	}
 }

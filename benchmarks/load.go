@@ -18,7 +18,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
 
+	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/wireext"
 )
@@ -53,9 +55,12 @@ type Load struct {
 	// checks no writer) registers WriterID as the partitions' mirror
 	// writer first (docs/protocol.md "Writer epoch"); every mirror
 	// produce then carries the epoch assigned (writerEpoch).
-	Register    bool
-	WriterID    [16]byte
-	writerEpoch int32
+	Register bool
+	// RegisterSASL logs the registration's connection in where
+	// Authenticate logs the load's connections in.
+	RegisterSASL sasl.Mechanism
+	WriterID     [16]byte
+	writerEpoch  int32
 	// RecordBytes is the value size of each record (default 1000).
 	RecordBytes int
 	// Codec compresses each batch (BuildCompressedBatch); CodecNone sends
@@ -69,6 +74,9 @@ type Load struct {
 	// TLS, when set, makes every connection a TLS client (handshake done
 	// before OnStart).
 	TLS *tls.Config
+	// Authenticate, when set, runs on every connection after its TLS
+	// handshake, before OnStart (SASL).
+	Authenticate func(net.Conn) error
 }
 
 // LoadResult is what one generator run measured.
@@ -398,7 +406,7 @@ func RunLoad(ctx context.Context, l Load) (LoadResult, error) {
 			parts[i] = l.FirstPartition + int32(i)
 		}
 		var err error
-		if l.writerEpoch, err = RegisterMirrorWriter(ctx, l.Addr, l.TLS, l.Topic, l.WriterID, parts); err != nil {
+		if l.writerEpoch, err = RegisterMirrorWriter(ctx, l.Addr, client.Options{TLS: l.TLS, SASL: l.RegisterSASL}, l.Topic, l.WriterID, parts); err != nil {
 			return LoadResult{}, err
 		}
 	}
@@ -429,6 +437,12 @@ func RunLoad(ctx context.Context, l Load) (LoadResult, error) {
 				return LoadResult{}, fmt.Errorf("TLS handshake: %w", err)
 			}
 			c = tc
+		}
+		if l.Authenticate != nil {
+			if err := l.Authenticate(c); err != nil {
+				c.Close()
+				return LoadResult{}, fmt.Errorf("authentication: %w", err)
+			}
 		}
 		conns[i] = c
 	}

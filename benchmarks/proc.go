@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -157,13 +156,9 @@ func tailString(s string, n int) string {
 }
 
 // CreateTopic creates topic on a Kafka-protocol server.
-// A non-nil tlsCfg (at most one) dials it over TLS.
-func CreateTopic(ctx context.Context, addr, topic string, parts int32, configs map[string]string, tlsCfg ...*tls.Config) error {
-	opts := []kgo.Opt{kgo.SeedBrokers(addr)}
-	if len(tlsCfg) > 0 && tlsCfg[0] != nil {
-		opts = append(opts, kgo.DialTLSConfig(tlsCfg[0]))
-	}
-	cl, err := kgo.NewClient(opts...)
+// Extra kgo options (TLS, SASL) come after the seed.
+func CreateTopic(ctx context.Context, addr, topic string, parts int32, configs map[string]string, opts ...kgo.Opt) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
 	if err != nil {
 		return err
 	}

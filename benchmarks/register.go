@@ -2,7 +2,6 @@ package benchmarks
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -17,11 +16,15 @@ import (
 // parts of topic on the Verbatim at addr (a mirror DeleteRecords with
 // writer epoch -1, docs/protocol.md "Writer epoch") and returns the
 // writer epoch assigned, which every mirror produce must then carry.
-// A non-nil tlsCfg dials it over TLS.
-func RegisterMirrorWriter(ctx context.Context, addr string, tlsCfg *tls.Config, topic string, id [16]byte, parts []int32) (int32, error) {
+// co secures and authenticates the connection (a zero ClientID is
+// "verbatim-bench").
+func RegisterMirrorWriter(ctx context.Context, addr string, co client.Options, topic string, id [16]byte, parts []int32) (int32, error) {
 	// Not kgo: it splits DeleteRecords by leader into new requests,
 	// without the request's tags.
-	cn, err := client.Dial(ctx, addr, client.Options{ClientID: "verbatim-bench", TLS: tlsCfg})
+	if co.ClientID == "" {
+		co.ClientID = "verbatim-bench"
+	}
+	cn, err := client.Dial(ctx, addr, co)
 	if err != nil {
 		return -1, err
 	}

@@ -57,6 +57,8 @@ func (s *Server) brokerConfigs() []brokerConfigEntry {
 		static("broker.id", strconv.Itoa(int(s.cfg.NodeID)), kmsg.ConfigTypeInt, "Same as node.id."),
 		static("log.dirs", s.cfg.DataDir, kmsg.ConfigTypeString, "The data dir (--data-dir)."),
 		static("advertised.listeners", s.advertisedListeners(), kmsg.ConfigTypeString, "What clients are told to connect to, per listener (advertised.listeners, --advertised-listener)."),
+		static("listeners", s.boundListeners(), kmsg.ConfigTypeString, "The listeners served, NAME://bound address (listeners, --listen)."),
+		static("listener.security.protocol.map", s.protocolMap(), kmsg.ConfigTypeString, "Each listener's security protocol (listener.security.protocol.map)."),
 		static("auto.create.topics.enable", strconv.FormatBool(s.cfg.AutoCreateTopics), kmsg.ConfigTypeBoolean, "Create unknown topics on Metadata requests (--auto-create-topics)."),
 		static("num.partitions", strconv.Itoa(int(s.cfg.DefaultPartitions)), kmsg.ConfigTypeInt, "Partitions of auto-created topics (--num-partitions)."),
 		static("default.replication.factor", "1", kmsg.ConfigTypeInt, "Single node: always 1."),

@@ -25,12 +25,12 @@
 // It owns connections (with the limits on them: connections and frame
 // bytes per peer address, the refused connections logged,
 // conn_limits.go; the TLS handshake of SSL listeners and the address each
-// listener advertises, tls_conn.go; the broker's defaults of topic
-// configs, topic_defaults.go; the SASL gate of SASL listeners,
+// listener advertises, tls_conn.go; the SASL gate of SASL listeners,
 // sasl_conn.go, whose mechanisms and SCRAM store are package authn's, the
-// store persisted here, sasl_config.go) and cluster/topic metadata.
-// Certificates and keystores are tlsconf's, property names brokerconf's:
-// the broker takes a ready *tls.Config per Listener. It must not parse or patch
+// store persisted here, sasl_config.go; the broker's defaults of topic
+// configs, topic_defaults.go) and cluster/topic metadata. Certificates and
+// keystores are tlsconf's, property names brokerconf's: the broker takes a
+// ready *tls.Config per Listener. It must not parse or patch
 // record batch bytes itself (hotpath does that) nor touch files directly
 // (storage does that, through its FS interface). Its lock order is in
 // docs/DESIGN.md ("Locks").

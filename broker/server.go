@@ -445,11 +445,11 @@ func (s *Server) Serve(ln net.Listener) error { return s.ServeListener(ln, defau
 // name and security protocol, and on SSL and SASL_SSL listeners start
 // with a TLS handshake (l.TLS).
 func (s *Server) ServeListener(ln net.Listener, l *Listener) error {
-	err := checkListener(l)
-	if err == nil {
-		err = s.checkSASLListener(l)
+	if err := checkListener(l); err != nil {
+		ln.Close()
+		return err
 	}
-	if err != nil {
+	if err := s.checkSASLListener(l); err != nil {
 		ln.Close()
 		return err
 	}

@@ -12,7 +12,6 @@ package broker
 // listener the request came in on, as Kafka does.
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // handshake runs the TLS handshake of a new connection and sets its
@@ -28,9 +28,18 @@ import (
 // the connection is closed and the reason logged (rate-limited, as the
 // other refusals).
 func (c *conn) handshake(tc *tls.Conn) bool {
-	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.RequestTimeout)
-	defer cancel()
-	err := tc.HandshakeContext(ctx)
+	// Deadlines rather than a context: an expired deadline leaves the
+	// connection open until the refusal is counted, and stopReading
+	// (shutdown) ends the handshake by moving the read deadline.
+	deadline := time.Now().Add(c.s.cfg.RequestTimeout)
+	_ = c.nc.SetWriteDeadline(deadline)
+	var err error
+	if c.armAt(deadline) {
+		err = tc.Handshake()
+	} else {
+		err = net.ErrClosed
+	}
+	_ = c.nc.SetWriteDeadline(time.Time{})
 	if err == nil && c.listener.Principal != nil {
 		p, ok, perr := c.listener.Principal(tc.ConnectionState())
 		switch {
@@ -43,28 +52,24 @@ func (c *conn) handshake(tc *tls.Conn) bool {
 	if err == nil {
 		return true
 	}
+	// Counted and logged before the close, so whoever sees the close
+	// sees the count.
 	c.cancelRead()
-	stopped := c.isStopped()
-	if !stopped {
-		// Counted before the close, so a client that sees the close
-		// also sees the count (logRefusal no longer counts).
-		c.s.refusals[refusedTLSHandshake].Add(1)
-	}
-	c.nc.Close()
-	if stopped {
-		return false
-	}
-	if errors.Is(err, io.EOF) {
+	switch {
+	case c.isStopped():
+	case errors.Is(err, io.EOF):
 		// Closed before a byte of the handshake: a port probe (health
 		// checks, a load balancer's TCP check), not worth a WARN line.
 		c.log.Debug("connection closed before its TLS handshake")
-		return false
+	default:
+		msg := "TLS handshake failed: " + err.Error()
+		if isTimeout(err) {
+			msg = fmt.Sprintf("TLS handshake not finished within the request timeout (%s)", c.s.cfg.RequestTimeout)
+		}
+		c.s.refusals[refusedTLSHandshake].Add(1)
+		c.logRefusal(&connRefusal{reason: refusedTLSHandshake, msg: msg})
 	}
-	msg := "TLS handshake failed: " + err.Error()
-	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
-		msg = fmt.Sprintf("TLS handshake not finished within the request timeout (%s)", c.s.cfg.RequestTimeout)
-	}
-	c.logRefusal(&connRefusal{reason: refusedTLSHandshake, msg: msg})
+	c.nc.Close()
 	return false
 }
 
@@ -131,12 +136,15 @@ func checkListener(l *Listener) error {
 func (s *Server) advertised(l *Listener) (string, int32) {
 	if l != nil && l.Advertised != "" {
 		if h, p, err := net.SplitHostPort(l.Advertised); err == nil {
+			// An empty host or port 0: the bound one.
+			bh, bp := s.boundAdvertised(l, "", 0)
+			if h == "" {
+				h = bh
+			}
 			if n, err := strconv.ParseUint(p, 10, 16); err == nil && n > 0 {
 				return h, int32(n)
 			}
-			// Port 0 or none: the bound port.
-			_, port := s.boundAdvertised(l, "", 0)
-			return h, port
+			return h, bp
 		}
 	}
 	return s.boundAdvertised(l, s.cfg.AdvertisedHost, s.cfg.AdvertisedPort)
@@ -175,6 +183,28 @@ func (s *Server) advertisedListeners() string {
 	for _, l := range ls {
 		h, p := s.advertised(l)
 		parts = append(parts, l.Name+"://"+hostPort(h, p))
+	}
+	return strings.Join(parts, ",")
+}
+
+// boundListeners is Kafka's listeners of the listeners being served:
+// NAME://bound address.
+func (s *Server) boundListeners() string {
+	var parts []string
+	for _, l := range s.listeners.all() {
+		if a, ok := s.listeners.boundAddr(l); ok && a != nil {
+			parts = append(parts, l.Name+"://"+a.String())
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// protocolMap is Kafka's listener.security.protocol.map of the listeners
+// being served.
+func (s *Server) protocolMap() string {
+	var parts []string
+	for _, l := range s.listeners.all() {
+		parts = append(parts, l.Name+":"+string(l.Protocol))
 	}
 	return strings.Join(parts, ",")
 }

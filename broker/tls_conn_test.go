@@ -10,7 +10,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -171,9 +173,22 @@ func TestAdvertisedPerListener(t *testing.T) {
 	if got := metadataBroker(t, cl); got != "localhost:"+port {
 		t.Fatalf("Metadata names %s, want the advertised host with the bound port", got)
 	}
-	want := "PLAINTEXT://" + b.addr + ",EXTERNAL://localhost:" + port
-	if got := b.srv.advertisedListeners(); got != want {
+	emptyHost := serveListener(t, b, &Listener{Name: "OTHER", Protocol: ProtocolSSL, TLS: f.srv.Config(), Advertised: ":0"})
+	cl2 := b.client(kgo.SeedBrokers(emptyHost), kgo.DialTLSConfig(f.client(t)))
+	if got := metadataBroker(t, cl2); got != emptyHost {
+		t.Fatalf("advertised :0 names %s, want the bound %s", got, emptyHost)
+	}
+	want := "PLAINTEXT://" + b.addr + ",EXTERNAL://localhost:" + port + ",OTHER://" + emptyHost
+	// In the order the listeners started serving (here concurrently).
+	sorted := func(s string) string { l := strings.Split(s, ","); slices.Sort(l); return strings.Join(l, ",") }
+	if got := b.srv.advertisedListeners(); sorted(got) != sorted(want) {
 		t.Fatalf("advertised.listeners %q, want %q", got, want)
+	}
+	if got, want := b.srv.protocolMap(), "EXTERNAL:SSL,OTHER:SSL,PLAINTEXT:PLAINTEXT"; sorted(got) != want {
+		t.Fatalf("listener.security.protocol.map %q, want %q", got, want)
+	}
+	if got, want := b.srv.boundListeners(), "PLAINTEXT://"+b.addr+",EXTERNAL://"+sslAddr+",OTHER://"+emptyHost; sorted(got) != sorted(want) {
+		t.Fatalf("listeners %q, want %q", got, want)
 	}
 }
 
@@ -374,5 +389,59 @@ func TestTLSCertificateRotatedUnderLoad(t *testing.T) {
 	}
 	if _, ok := serials.Load(old.String()); !ok {
 		t.Fatal("no handshake saw the first certificate")
+	}
+}
+
+// TestTLSShutdownDuringHandshake: a connection stuck in its handshake does
+// not hold up shutdown (the request timeout is far away).
+func TestTLSShutdownDuringHandshake(t *testing.T) {
+	f := newTLSFixture(t)
+	b := startBroker(t, t.TempDir(), func(c *Config) { c.RequestTimeout = time.Hour })
+	sslAddr := serveListener(t, b, &Listener{Name: "SSL", Protocol: ProtocolSSL, TLS: f.srv.Config()})
+	stalled, err := net.Dial("tcp", sslAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	if _, err := stalled.Write([]byte{0x16, 0x03, 0x01}); err != nil {
+		t.Fatal(err)
+	}
+	// The handshake has started once the broker counts the connection.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		b.srv.mu.Lock()
+		n := len(b.srv.mu.conns)
+		b.srv.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the connection was never accepted")
+		}
+	}
+	b.stop() // fails the test if shutdown passes its 10 s deadline
+}
+
+// TestSASLSSLListener: on a SASL_SSL listener the TLS handshake comes
+// first, then SASL; franz-go authenticates with PLAIN over TLS and
+// produces, a wrong password is refused, and Metadata names the SASL_SSL
+// listener's address.
+func TestSASLSSLListener(t *testing.T) {
+	f := newTLSFixture(t)
+	b := startBroker(t, t.TempDir(), func(c *Config) {
+		c.SASL = map[string]*SASLListenerConfig{"SASL_SSL": {Mechanisms: []string{"PLAIN"}, PlainUsers: map[string]string{"alice": "alice-secret"}}}
+		c.AutoCreateTopics = true
+	})
+	addr := serveListener(t, b, &Listener{Name: "SASL_SSL", Protocol: ProtocolSASLSSL, TLS: f.srv.Config()})
+	cl := b.client(kgo.SeedBrokers(addr), kgo.DialTLSConfig(f.client(t)), kgo.SASL(plainMech("alice", "alice-secret")),
+		kgo.DefaultProduceTopic("sasl-ssl"), kgo.AllowAutoTopicCreation())
+	if got := metadataBroker(t, cl); got != addr {
+		t.Fatalf("Metadata on SASL_SSL names %s, want %s", got, addr)
+	}
+	if err := cl.ProduceSync(ctxT(t), &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatalf("produce over SASL_SSL: %v", err)
+	}
+	wrong := b.client(kgo.SeedBrokers(addr), kgo.DialTLSConfig(f.client(t)), kgo.SASL(plainMech("alice", "nope")))
+	if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctxT(t), wrong); err == nil {
+		t.Fatal("a wrong password was served over SASL_SSL")
 	}
 }

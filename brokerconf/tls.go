@@ -88,7 +88,11 @@ func buildListenerTLS(cfg *broker.Config, st *State) error {
 		if err != nil {
 			return fmt.Errorf("listener %s (%s): %w", l.Name, l.Protocol, err)
 		}
-		l.TLS, l.Principal = srv.Config(), srv.Principal
+		l.TLS = srv.Config()
+		if l.Protocol == broker.ProtocolSSL {
+			// On SASL_SSL the principal is SASL's, as in Kafka.
+			l.Principal = srv.Principal
+		}
 	}
 	return nil
 }

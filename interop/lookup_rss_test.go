@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/benchmarks"
+	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/wireext"
 )
@@ -66,7 +67,7 @@ func TestTimestampLookupsStayUnderMemoryLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("each batch: %d records, %d bytes inflating to %d (ratio %.0f)", payload.count, len(body)+kbatch.HeaderSize, len(payload.records), float64(len(payload.records))/float64(len(body)))
-	epoch, err := benchmarks.RegisterMirrorWriter(ctx, v.Addr, nil, "lookups", [16]byte{1}, []int32{0})
+	epoch, err := benchmarks.RegisterMirrorWriter(ctx, v.Addr, client.Options{}, "lookups", [16]byte{1}, []int32{0})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"regexp/syntax"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -18,7 +20,9 @@ import (
 // when its pattern matches the whole name; the result is the name with
 // every match of the pattern replaced by the replacement ($n and ${name}
 // are groups, a backslash quotes the next character; a group number
-// beyond the pattern's groups is literal, as Kafka escapes it). In the
+// beyond the pattern's groups is literal, as Kafka escapes it; a
+// replacement Java cannot apply fails the authentication when the rule
+// applies, as in Kafka). In the
 // pattern and the replacement a backslash also quotes a slash or a comma.
 // Patterns are Go regular expressions (RE2), which agree with Java's for
 // the character classes, groups and quantifiers rules use; Java-only
@@ -33,9 +37,19 @@ type principalRule struct {
 	isDefault bool
 	whole     *regexp.Regexp // ^(?:pattern)$: does the rule apply
 	re        *regexp.Regexp // pattern: what is replaced
-	repl      []replPart
-	lower     bool
-	upper     bool
+	// atStart is ^(?:pattern): whether the pattern matches empty at a
+	// position (Java's replaceAll finds an empty match right after a
+	// non-empty one, which Go's FindAll skips); anchored patterns (^, \A)
+	// never match there.
+	atStart  *regexp.Regexp
+	anchored bool
+	repl     []replPart
+	// replErr is the error Java raises applying the replacement (a group
+	// the pattern does not have, a bad $ or \): the rule loads, as in
+	// Kafka, and fails the authentication when it applies.
+	replErr error
+	lower   bool
+	upper   bool
 }
 
 // replPart is a literal (group < 0) or a group reference.
@@ -143,9 +157,11 @@ func parseRule(s string) (principalRule, string, error) {
 	if r.whole, err = regexp.Compile(`^(?:` + pat + `)$`); err != nil {
 		return r, "", fmt.Errorf("rule %q: pattern: %v", firstRule(s), err)
 	}
-	if r.repl, err = parseReplacement(repl, r.re); err != nil {
-		return r, "", fmt.Errorf("rule %q: replacement: %v", firstRule(s), err)
+	if r.atStart, err = regexp.Compile(`^(?:` + pat + `)`); err != nil {
+		return r, "", fmt.Errorf("rule %q: pattern: %v", firstRule(s), err)
 	}
+	r.anchored = hasBeginAnchor(pat)
+	r.repl, r.replErr = parseReplacement(kafkaEscape(repl, r.re.NumSubexp()), r.re)
 	return r, rest, nil
 }
 
@@ -169,10 +185,74 @@ func unquoteSlashes(p string) string {
 	return b.String()
 }
 
-// parseReplacement reads Java's replacement syntax as Kafka's rules use
-// it: \c is c, $n a group (further digits join while the number stays a
-// group, a first digit beyond the groups is literal), ${name} a named
-// group.
+// hasBeginAnchor reports whether the pattern can only match at the start
+// of the text (^ or \A outside multi-line mode, as DNs have no newlines).
+func hasBeginAnchor(pat string) bool {
+	re, err := syntax.Parse(pat, syntax.Perl)
+	if err != nil {
+		return false
+	}
+	var walk func(*syntax.Regexp) bool
+	walk = func(r *syntax.Regexp) bool {
+		switch r.Op {
+		case syntax.OpBeginText, syntax.OpBeginLine:
+			return true
+		case syntax.OpConcat:
+			return len(r.Sub) > 0 && walk(r.Sub[0])
+		case syntax.OpCapture:
+			return walk(r.Sub[0])
+		case syntax.OpAlternate:
+			for _, sub := range r.Sub {
+				if !walk(sub) {
+					return false
+				}
+			}
+			return true
+		}
+		return false
+	}
+	return walk(re)
+}
+
+var backRefRE = regexp.MustCompile(`\$(\d+)`)
+
+// kafkaEscape is Kafka's escapeLiteralBackReferences: a $n whose number
+// (shortened digit by digit while above 9) still exceeds the groups gets
+// a backslash, making it literal. As Kafka's, the positions are those of
+// the original text, inserted into the text already changed.
+func kafkaEscape(s string, groups int) string {
+	if groups == 0 {
+		return s
+	}
+	value := s
+	for _, m := range backRefRE.FindAllStringSubmatchIndex(s, -1) {
+		digits := s[m[2]:m[3]]
+		if strings.HasPrefix(digits, "0") {
+			continue
+		}
+		idx, err := strconv.Atoi(digits)
+		if err != nil || len(digits) > 9 {
+			// Java's Integer.parseInt fails: the apply fails (below, the
+			// replacement names a group that does not exist).
+			continue
+		}
+		for idx > groups && idx >= 10 {
+			idx /= 10
+		}
+		if idx > groups {
+			at := m[2] - 1
+			if at > len(value) {
+				at = len(value)
+			}
+			value = value[:at] + "\\" + value[at:]
+		}
+	}
+	return value
+}
+
+// parseReplacement reads Java's replacement syntax (Matcher.replaceAll):
+// \c is c, $n a group (further digits join while the number stays a
+// group), ${name} a named group. The error is what Java throws.
 func parseReplacement(s string, re *regexp.Regexp) ([]replPart, error) {
 	groups := re.NumSubexp()
 	var parts []replPart
@@ -188,42 +268,41 @@ func parseReplacement(s string, re *regexp.Regexp) ([]replPart, error) {
 		switch {
 		case c == '\\':
 			if i+1 >= len(s) {
-				return nil, errors.New("a backslash ends the replacement")
+				return nil, errors.New("character to be escaped is missing")
 			}
 			i++
 			lit.WriteByte(s[i])
-		case c == '$' && i+1 < len(s) && s[i+1] == '{':
+		case c == '$' && i+1 >= len(s):
+			return nil, errors.New("illegal group reference: group index is missing")
+		case c == '$' && s[i+1] == '{':
 			end := strings.IndexByte(s[i+2:], '}')
 			if end < 0 {
-				return nil, errors.New("${ without }")
+				return nil, errors.New("named capturing group is missing trailing '}'")
 			}
 			name := s[i+2 : i+2+end]
 			g := re.SubexpIndex(name)
-			if g < 0 {
-				return nil, fmt.Errorf("no group named %q", name)
+			if name == "" || g < 0 {
+				return nil, fmt.Errorf("no group with name {%s}", name)
 			}
 			flush()
 			parts = append(parts, replPart{group: g})
 			i += 2 + end
-		case c == '$' && i+1 < len(s) && s[i+1] >= '0' && s[i+1] <= '9':
-			ref := int(s[i+1] - '0')
-			if ref > groups {
-				if groups == 0 {
-					return nil, fmt.Errorf("group %d referenced but the pattern has no group", ref)
-				}
-				lit.WriteByte('$') // Kafka escapes a reference beyond the groups
-				continue
+		case c == '$':
+			if s[i+1] < '0' || s[i+1] > '9' {
+				return nil, errors.New("illegal group reference")
 			}
+			ref := int(s[i+1] - '0')
 			j := i + 2
 			for j < len(s) && s[j] >= '0' && s[j] <= '9' && ref*10+int(s[j]-'0') <= groups {
 				ref = ref*10 + int(s[j]-'0')
 				j++
 			}
+			if ref > groups {
+				return nil, fmt.Errorf("no group %d", ref)
+			}
 			flush()
 			parts = append(parts, replPart{group: ref})
 			i = j - 1
-		case c == '$':
-			return nil, errors.New("$ must be followed by a group number or {name} (quote it as \\$)")
 		default:
 			lit.WriteByte(c)
 		}
@@ -249,18 +328,34 @@ func (m *PrincipalMapper) Name(dn string) (string, error) {
 		if !r.whole.MatchString(dn) {
 			continue
 		}
+		if r.replErr != nil {
+			return "", fmt.Errorf("ssl.principal.mapping.rules: applying %s: %w", r.re, r.replErr)
+		}
 		var b strings.Builder
 		last := 0
-		for _, loc := range r.re.FindAllStringSubmatchIndex(dn, -1) {
-			b.WriteString(dn[last:loc[0]])
+		emit := func(loc []int, off int) {
+			b.WriteString(dn[last : loc[0]+off])
 			for _, p := range r.repl {
 				if p.group < 0 {
 					b.WriteString(p.lit)
 				} else if s, e := loc[2*p.group], loc[2*p.group+1]; s >= 0 {
-					b.WriteString(dn[s:e])
+					b.WriteString(dn[s+off : e+off])
 				}
 			}
-			last = loc[1]
+			last = loc[1] + off
+		}
+		for _, loc := range r.re.FindAllStringSubmatchIndex(dn, -1) {
+			if loc[0] < last {
+				continue
+			}
+			emit(loc, 0)
+			// Java's replaceAll also takes an empty match right after a
+			// non-empty one (Go's skips it).
+			if loc[1] > loc[0] && !r.anchored {
+				if e := r.atStart.FindStringSubmatchIndex(dn[loc[1]:]); e != nil && e[1] == 0 {
+					emit(e, loc[1])
+				}
+			}
 		}
 		b.WriteString(dn[last:])
 		out := b.String()
@@ -293,7 +388,8 @@ var rfc2253Keywords = map[string]string{
 // DistinguishedName is the certificate's subject in RFC 2253 form, as
 // Java's X500Principal.getName() writes it and Kafka maps it: the RDNs
 // from the last to the first, keywords for the RFC 2253 attribute types,
-// special characters escaped with a backslash.
+// the characters Java escapes (, = + < > # ; " \ anywhere, a space at
+// either end) escaped with a backslash.
 func DistinguishedName(c *x509.Certificate) string {
 	var seq []rawRDNSET
 	if rest, err := asn1.Unmarshal(c.RawSubject, &seq); err != nil || len(rest) > 0 {
@@ -345,8 +441,7 @@ func escapeRFC2253(s string) string {
 	var b strings.Builder
 	for i, r := range s {
 		switch {
-		case strings.ContainsRune(",+\"\\<>;", r),
-			r == '#' && i == 0,
+		case strings.ContainsRune(",=+\"\\<>;#", r),
 			r == ' ' && (i == 0 || i == len(s)-1):
 			b.WriteByte('\\')
 			b.WriteRune(r)

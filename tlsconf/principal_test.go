@@ -37,7 +37,6 @@ func TestPrincipalRulesParse(t *testing.T) {
 		"RULE:CN=(.*?),OU=ServiceUsers.*/U",
 		"RULE:CN=(.*?),OU=ServiceUsers.*/LU",
 		"RULE:(?<=x)a/b/", // lookbehind: Java's, not RE2's
-		"RULE:a/$1/",      // a group the pattern does not have
 		"RULE:a/x\\/",
 		"garbage",
 	} {
@@ -56,7 +55,9 @@ func TestPrincipalRulesApply(t *testing.T) {
 		{"RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/U", dn, "KAFKA1"},
 		{"RULE:^CN=(.*?),OU=(.*?),O=(.*?),L=(.*?),ST=(.*?),C=(.*?)$/$1@$2/L", dn, "kafka1@serviceusers"},
 		{"RULE:^CN=(.*?),OU=Admins.*$/admin-$1/,DEFAULT", dn, dn},
-		{"RULE:^CN=(.*?),.*$/$1\\/x\\$2/", dn, "Kafka1/x$2"},
+		{"RULE:^CN=(.*?),.*$/$1\\/x\\$y/L", dn, "kafka1/x$y"},
+		{"RULE:(.*)/user-$1/", "CN=a", "user-CN=auser-"}, // Java's replaceAll: the empty match at the end too
+		{"RULE:^(.*)$/user-$1/", "CN=a", "user-CN=a"},
 		{"RULE:^CN=(.*?),.*$/$15/", dn, "Kafka15"},
 		{"RULE:^CN=(.*?),(OU=.*)$/$2:$1/", dn, "OU=ServiceUsers,O=Unknown,L=Unknown,ST=Unknown,C=Unknown:Kafka1"},
 		{"RULE:^CN=(?<name>[^,]*),.*$/${name}/", dn, "Kafka1"},
@@ -75,6 +76,19 @@ func TestPrincipalRulesApply(t *testing.T) {
 	if _, err := m.Name(dn); err == nil {
 		t.Fatal("no rule applies, yet a name came out")
 	}
+	// Rules Kafka loads but cannot apply fail when they apply, as there.
+	for _, r := range []string{"RULE:^CN=.*$/$1/", "RULE:^CN=(.*?),.*$/$1\\/x\\$2/", "RULE:^CN=(.*)$/${nope}/", "RULE:^CN=(.*)$/$/"} {
+		m, err := ParsePrincipalRules(r + ",DEFAULT")
+		if err != nil {
+			t.Fatalf("%q refused: %v", r, err)
+		}
+		if got, err := m.Name(dn); err == nil {
+			t.Errorf("%q applied as %q, want Java's error", r, got)
+		}
+		if got, err := m.Name("OU=x"); err != nil || got != "OU=x" {
+			t.Errorf("%q on a name it does not match: %q, %v; want the DEFAULT", r, got, err)
+		}
+	}
 }
 
 func TestDistinguishedName(t *testing.T) {
@@ -87,7 +101,7 @@ func TestDistinguishedName(t *testing.T) {
 	}{
 		{pkix.Name{CommonName: "kafka1", OrganizationalUnit: []string{"Eng"}, Organization: []string{"Apache"}, Country: []string{"US"}},
 			"CN=kafka1,OU=Eng,O=Apache,C=US"},
-		{pkix.Name{CommonName: `a,b+c"d\e<f>g;h`}, `CN=a\,b\+c\"d\\e\<f\>g\;h`},
+		{pkix.Name{CommonName: `a,b+c"d\e<f>g;h=i#j`}, `CN=a\,b\+c\"d\\e\<f\>g\;h\=i\#j`},
 		{pkix.Name{CommonName: "#lead and trail "}, `CN=\#lead and trail\ `},
 		{pkix.Name{CommonName: "u", Locality: []string{"Town"}, Province: []string{"State"}, StreetAddress: []string{"Main 1"},
 			ExtraNames: []pkix.AttributeTypeAndValue{{Type: uid, Value: "jdoe"}}},

@@ -439,3 +439,30 @@ func TestInlinePEMAsKafkaWritesIt(t *testing.T) {
 		t.Fatalf("legacy encrypted key: %v", err)
 	}
 }
+
+// TestClientKeystoreForMTLS: a client's ssl.keystore.* is its certificate
+// for a broker that requires one (PEM file and JKS).
+func TestClientKeystoreForMTLS(t *testing.T) {
+	ca := testcerts.NewCA(t)
+	leaf := ca.Server(t, "broker1")
+	app := ca.Client(t, "app", pkix.Name{CommonName: "app", OrganizationalUnit: []string{"clients"}})
+	dir := t.TempDir()
+	s, err := NewServer(propsOf("ssl.keystore.type", "PEM", "ssl.keystore.location", leaf.KeystoreFile,
+		"ssl.truststore.type", "PEM", "ssl.truststore.location", ca.File, "ssl.client.auth", "required"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, kv := range map[string][]string{
+		"PEM": {"ssl.keystore.type", "PEM", "ssl.keystore.location", app.KeystoreFile},
+		"JKS": {"ssl.keystore.type", "JKS", "ssl.keystore.password", "pw",
+			"ssl.keystore.location", testcerts.Write(t, dir, "app.jks", jksKeystoreBytes(t, app, ca, "pw", "pw"))},
+	} {
+		ss, _, err := handshake(t, s.Config(), clientFor(t, ca, kv...))
+		if err != nil {
+			t.Fatalf("%s client keystore: %v", name, err)
+		}
+		if p, ok, err := s.Principal(ss); err != nil || !ok || p != "User:CN=app,OU=clients" {
+			t.Fatalf("%s client keystore: principal %q %v %v", name, p, ok, err)
+		}
+	}
+}

@@ -73,7 +73,7 @@ func benchMain(args []string) int {
 	leadIn := fs.Bool("lead-in", true, "start every round with a discarded run of its first system (the first run of a round is slower whatever it runs)")
 	quiet := fs.Bool("q", false, "no progress on stderr")
 	outPath := fs.String("out", "", "also write the JSON lines to this file")
-	security := fs.String("security", "plaintext", "security protocols to run every scenario over: plaintext, ssl (Verbatim on an SSL listener, the sink speaking TLS too)")
+	security := fs.String("security", "plaintext", "security protocols to run every scenario over: plaintext, ssl (Verbatim on an SSL listener, the sink speaking TLS too), sasl_ssl (Verbatim on a SASL_SSL listener with SASL PLAIN per connection, the sink speaking TLS)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
