@@ -411,7 +411,7 @@ func (o *IngestOptions) runVerbatim(ctx context.Context, bin, mode string, batch
 		return runResult{}, fmt.Errorf("create topic: %w", err)
 	}
 	var before ProcStats
-	res, err := o.warmAndRun(ctx, srv, mode, batch, total, &before, o.verbatimSASL())
+	res, err := o.warmAndRun(ctx, srv, true, mode, batch, total, &before, o.verbatimSASL())
 	if err != nil {
 		return runResult{}, fmt.Errorf("verbatim: %w\n%s", err, tailString(srv.Log.String(), 2000))
 	}
@@ -437,7 +437,7 @@ func (o *IngestOptions) runSink(ctx context.Context, mode string, batch int, flu
 	}
 	defer srv.Stop()
 	var before ProcStats
-	res, err := o.warmAndRun(ctx, srv, mode, batch, total, &before, nil)
+	res, err := o.warmAndRun(ctx, srv, false, mode, batch, total, &before, nil)
 	if err != nil {
 		return runResult{}, fmt.Errorf("reference sink: %w\n%s", err, tailString(srv.Log.String(), 2000))
 	}
@@ -483,17 +483,18 @@ func (o *IngestOptions) seedDataDir(dir string) error {
 // waits until the server is idle (a fresh verbatim serve compiles its
 // default WASM policies in the background after start, about 1.5 CPU
 // seconds with a cold cache), then measures total bytes continuing from the
-// warm-up's log ends.
-func (o *IngestOptions) warmAndRun(ctx context.Context, srv *Server, mode string, batch int, total int64, cpuBefore *ProcStats, auth func(net.Conn) error) (LoadResult, error) {
+// warm-up's log ends. verbatim: the server is a Verbatim, whose mirror
+// writers register (Load.Register, logged in as the load is).
+func (o *IngestOptions) warmAndRun(ctx context.Context, srv *Server, verbatim bool, mode string, batch int, total int64, cpuBefore *ProcStats, auth func(net.Conn) error) (LoadResult, error) {
 	warm := o.load(srv.Addr, mode, batch, int64(o.Conns)*int64(o.InFlight)*int64(batch))
-	warm.Authenticate = auth
+	warm.Authenticate, warm.Register, warm.RegisterSASL = auth, verbatim, o.verbatimSASLMechanism()
 	wres, err := RunLoad(ctx, warm)
 	if err != nil {
 		return LoadResult{}, fmt.Errorf("warm-up: %w", err)
 	}
 	WaitIdle(srv.Cmd.Process.Pid, 60*time.Second)
 	l := o.load(srv.Addr, mode, batch, total)
-	l.Authenticate = auth
+	l.Authenticate, l.Register, l.RegisterSASL = auth, verbatim, o.verbatimSASLMechanism()
 	l.StartOffsets = wres.EndOffsets
 	l.OnStart = func() { *cpuBefore, _ = srv.Stats() }
 	return RunLoad(ctx, l)
@@ -574,7 +575,7 @@ func (o *IngestOptions) countAllocs(ctx context.Context, mode string, batch int,
 		return 0, err
 	}
 	warm := o.load(addr, mode, batch, min(o.AllocBytes/4, 16<<20))
-	warm.Topic = topic
+	warm.Topic, warm.Register = topic, true
 	wres, err := RunLoad(ctx, warm)
 	if err != nil {
 		return 0, err
@@ -593,7 +594,7 @@ func (o *IngestOptions) countAllocs(ctx context.Context, mode string, batch int,
 	// over the 64 requests of 64 MiB of 1 MiB batches read as 3-6 per
 	// request, and as 1.5-1.9 over 512.
 	l := o.load(addr, mode, batch, max(o.AllocBytes, 512*int64(batch)))
-	l.Topic = topic
+	l.Topic, l.Register = topic, true
 	l.StartOffsets = wres.EndOffsets
 	var before uint64
 	l.OnStart = func() { before = heapAllocs() } // request encoding is not counted

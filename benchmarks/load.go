@@ -18,7 +18,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
 
+	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/wireext"
 )
@@ -49,6 +51,16 @@ type Load struct {
 	// StartOffsets, in mirror mode, are the log end offsets of the
 	// partitions before the run (nil: all 0).
 	StartOffsets []int64
+	// Register (mirror mode, a Verbatim destination; the reference sink
+	// checks no writer) registers WriterID as the partitions' mirror
+	// writer first (docs/protocol.md "Writer epoch"); every mirror
+	// produce then carries the epoch assigned (writerEpoch).
+	Register bool
+	// RegisterSASL logs the registration's connection in where
+	// Authenticate logs the load's connections in.
+	RegisterSASL sasl.Mechanism
+	WriterID     [16]byte
+	writerEpoch  int32
 	// RecordBytes is the value size of each record (default 1000).
 	RecordBytes int
 	// Codec compresses each batch (BuildCompressedBatch); CodecNone sends
@@ -334,7 +346,7 @@ func buildTemplate(l Load, partition int32, seed uint64) (*template, error) {
 	req.Acks = -1
 	req.TimeoutMillis = 30000
 	if l.Mirror {
-		req.UnknownTags.Set(wireext.MirrorTag, new(wireext.MirrorProduce).AppendTo(nil))
+		req.UnknownTags.Set(wireext.MirrorTag, (&wireext.MirrorProduce{WriterEpoch: l.writerEpoch, WriterID: l.WriterID}).AppendTo(nil))
 	}
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = l.Topic
@@ -388,6 +400,16 @@ func RunLoad(ctx context.Context, l Load) (LoadResult, error) {
 	defer cancel()
 	perConn := int((l.TotalBytes/int64(l.Conns) + int64(l.BatchBytes) - 1) / int64(l.BatchBytes))
 	perConn = max(perConn, 2*l.InFlight)
+	if l.Mirror && l.Register {
+		parts := make([]int32, l.Conns)
+		for i := range parts {
+			parts[i] = l.FirstPartition + int32(i)
+		}
+		var err error
+		if l.writerEpoch, err = RegisterMirrorWriter(ctx, l.Addr, client.Options{TLS: l.TLS, SASL: l.RegisterSASL}, l.Topic, l.WriterID, parts); err != nil {
+			return LoadResult{}, err
+		}
+	}
 	tmpls := make([]*template, l.Conns)
 	conns := make([]net.Conn, l.Conns)
 	defer func() {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 )
 
@@ -174,6 +175,15 @@ func (o *IngestOptions) verbatimSASL() func(net.Conn) error {
 		return nil
 	}
 	return func(c net.Conn) error { return SASLPlain(c, benchSASLUser, benchSASLPassword) }
+}
+
+// verbatimSASLMechanism is the SASL login of the thin client's
+// connections (the mirror writer's registration) under SecuritySASLSSL.
+func (o *IngestOptions) verbatimSASLMechanism() sasl.Mechanism {
+	if o.security != SecuritySASLSSL {
+		return nil
+	}
+	return plain.Auth{User: benchSASLUser, Pass: benchSASLPassword}.AsMechanism()
 }
 
 // verbatimAdminOpts are the kgo options of the admin client creating the

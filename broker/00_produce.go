@@ -35,9 +35,11 @@ package broker
 //     log end (else OFFSET_OUT_OF_RANGE, unless the set is an identical
 //     retry of stored batches: success with the original offsets).
 //     CurrentLeaderEpoch (partition tag) fences stale senders
-//     (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH); a writer (WriterEpoch,
-//     then WriterID as tie-breaker, mirror_writer.go) below the highest
-//     the partition has seen is PRODUCER_FENCED, and once a
+//     (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH); only the partition's
+//     registered writer (the WriterEpoch the broker assigned and the
+//     registrant's WriterID, mirror_writer.go) writes: an older or other
+//     writer is PRODUCER_FENCED, an epoch never assigned
+//     INVALID_PRODUCER_EPOCH, and once a
 //     mirror stop began mirror produces get POLICY_VIOLATION. After an append the
 //     partition's leader epoch is kept ahead of every stored batch epoch
 //     (KIP-1279: raised to the batch epoch + 10 when one comes within 3).

@@ -82,7 +82,7 @@ func mirrorForward(t *testing.T, b *testBroker, from, topic string, offset int64
 	t.Helper()
 	req := kmsg.NewPtrDeleteRecordsRequest()
 	req.Version, req.TimeoutMillis = 2, 10000
-	req.UnknownTags.Set(wireext.MirrorTag, writerTag(1))
+	req.UnknownTags.Set(wireext.MirrorTag, writerTagID(testWriterEpoch, writerID{}))
 	rt := kmsg.NewDeleteRecordsRequestTopic()
 	rt.Topic = topic
 	rp := kmsg.NewDeleteRecordsRequestTopicPartition()

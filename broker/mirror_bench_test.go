@@ -145,5 +145,13 @@ func openProduceServer(tb testing.TB, flush, topic string, mirror bool, mods ...
 		_ = s.Shutdown(context.Background())
 		tb.Fatal(err)
 	}
-	return s, s.cluster.topic(topic).Partition(0).Log.(*logHandle).log
+	p := s.cluster.topic(topic).Partition(0)
+	if mirror {
+		// The writer of mirrorProduce (registerTestWriter).
+		if e, errs := s.registerMirrorWriters([]*Partition{p}, writerID{}); errs[0] != nil || e != testWriterEpoch {
+			_ = s.Shutdown(context.Background())
+			tb.Fatalf("registering: epoch %d, %v", e, errs[0])
+		}
+	}
+	return s, p.Log.(*logHandle).log
 }

@@ -23,6 +23,9 @@ func createTopic(t *testing.T, b *testBroker, name string, parts int32, configs 
 	if err != nil || resp.Err != nil {
 		t.Fatalf("create topic %s: %v %v", name, err, resp.Err)
 	}
+	if m := configs["mirror.mode"]; m != nil && *m == "push" {
+		registerTestWriter(t, b, name, parts)
+	}
 	return resp
 }
 

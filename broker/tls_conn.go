@@ -60,7 +60,6 @@ func (c *conn) handshake(tc *tls.Conn) bool {
 	case errors.Is(err, io.EOF):
 		// Closed before a byte of the handshake: a port probe (health
 		// checks, a load balancer's TCP check), not worth a WARN line.
-		c.s.refusals[refusedTLSHandshake].Add(1)
 		c.log.Debug("connection closed before its TLS handshake")
 	default:
 		msg := "TLS handshake failed: " + err.Error()
