@@ -307,4 +307,3 @@ c.commit(asynchronous=False)
 c.close()
 print("\n".join(got))
 `
-
