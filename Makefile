@@ -4,7 +4,7 @@ BIN       := bin/verbatim
 PKGS_UNIT := $(shell $(GO) list ./... | grep -v /interop)
 FUZZTIME  ?= 20s
 
-.PHONY: build run test vet unit alloc interop peers bench bench-quick bench-hotpath bench-ingest bench-cleaner fuzz clean
+.PHONY: build run test vet unit alloc interop peers bench bench-quick bench-hotpath bench-ingest bench-ingest-tls bench-cleaner fuzz clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/verbatim
@@ -59,6 +59,16 @@ bench-ingest: build
 	$(GO) build -o bin/bench-ingest ./benchmarks/cmd/bench-ingest
 	mkdir -p benchmarks/tmp
 	./bin/bench-ingest -verbatim $(BIN) -work-dir benchmarks/tmp -out benchmarks/tmp/ingest.jsonl $(BENCH_INGEST_ARGS)
+
+# The TLS rows: plaintext, SSL and SASL_SSL (Verbatim on an SSL or SASL_SSL
+# listener, SASL PLAIN per connection; the sink speaking TLS too) for 256 KiB
+# and 1 MiB batches, flush never, in one run so the TLS/plaintext ratio
+# compares like with like; BENCH_INGEST_ARGS adds flags.
+bench-ingest-tls: build
+	$(GO) build -o bin/bench-ingest ./benchmarks/cmd/bench-ingest
+	mkdir -p benchmarks/tmp
+	./bin/bench-ingest -verbatim $(BIN) -work-dir benchmarks/tmp -out benchmarks/tmp/ingest-tls.jsonl \
+		-security plaintext,ssl,sasl_ssl -batches 262144,1048576 -flush never -codecs none $(BENCH_INGEST_ARGS)
 
 # The log cleaner (benchmarks/README.md): 600k offset commits with and
 # without the cleaner, cleaner MB/s against a sequential read+write, the

@@ -12,6 +12,7 @@ import (
 	"runtime/metrics"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -65,12 +66,18 @@ type IngestOptions struct {
 	// InFlightLimitMB is the server's --max-inflight-bytes in MiB; the RSS
 	// target is this plus 128 MiB.
 	InFlightLimitMB int
-	Log             io.Writer
+	// Security lists the security protocols to run every scenario over:
+	// plaintext (default) and ssl (Verbatim on an SSL listener, the sink
+	// speaking TLS too; scenario names end in -ssl).
+	Security []string
+	Log      io.Writer
 
 	brokers  map[string]*inprocBroker
 	topicSeq int
 	template string       // see seedDataDir
 	codec    kbatch.Codec // the running scenario's
+	security string       // the running scenario's
+	tls      *TLSMaterial // for ssl scenarios
 }
 
 // IngestResult is one scenario's line of output.
@@ -78,6 +85,7 @@ type IngestResult struct {
 	Scenario      string  `json:"scenario"`
 	Mode          string  `json:"mode"`
 	Codec         string  `json:"codec"`
+	Security      string  `json:"security"`
 	BatchBytes    int     `json:"batch_bytes"`
 	Flush         string  `json:"flush"`
 	MBps          float64 `json:"mb_per_s"`
@@ -166,6 +174,34 @@ func RunIngest(ctx context.Context, o IngestOptions, emit func(IngestResult) err
 	if err != nil {
 		return err
 	}
+	securities := o.Security
+	if len(securities) == 0 {
+		securities = []string{SecurityPlaintext}
+	}
+	for _, sec := range securities {
+		switch sec {
+		case SecurityPlaintext:
+		case SecuritySSL, SecuritySASLSSL:
+			if o.tls == nil {
+				if o.tls, err = NewTLSMaterial(o.WorkDir); err != nil {
+					return err
+				}
+				defer o.tls.Close()
+			}
+		default:
+			return fmt.Errorf("unknown security protocol %q (plaintext, ssl, sasl_ssl)", sec)
+		}
+	}
+	for _, sec := range securities {
+		o.security = sec
+		if err := o.runAll(ctx, codecs, emit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *IngestOptions) runAll(ctx context.Context, codecs []kbatch.Codec, emit func(IngestResult) error) error {
 	for _, flush := range o.Flushes {
 		for _, mode := range o.Modes {
 			for _, codec := range codecs {
@@ -179,7 +215,7 @@ func RunIngest(ctx context.Context, o IngestOptions, emit func(IngestResult) err
 					}
 					res, err := o.scenario(ctx, mode, batch, flush)
 					if err != nil {
-						return fmt.Errorf("%s/%s/%d/%s: %w", mode, codec, batch, flush, err)
+						return fmt.Errorf("%s/%s/%d/%s/%s: %w", mode, codec, batch, flush, o.security, err)
 					}
 					if err := emit(res); err != nil {
 						return err
@@ -203,9 +239,13 @@ func (o *IngestOptions) scenario(ctx context.Context, mode string, batch int, fl
 	if o.codec != kbatch.CodecNone {
 		name += "-" + o.codec.String()
 	}
+	suffix := ""
+	if o.security != SecurityPlaintext && o.security != "" {
+		suffix = "-" + strings.ReplaceAll(o.security, "_", "-")
+	}
 	r := IngestResult{
-		Scenario: fmt.Sprintf("ingest-%s-%s-%s", name, sizeName(batch), flush),
-		Mode:     mode, Codec: o.codec.String(), BatchBytes: batch, Flush: flush, Rounds: o.Rounds,
+		Scenario: fmt.Sprintf("ingest-%s-%s-%s%s", name, sizeName(batch), flush, suffix),
+		Mode:     mode, Codec: o.codec.String(), Security: o.security, BatchBytes: batch, Flush: flush, Rounds: o.Rounds,
 		BytesPerRound: total, Conns: o.Conns, InFlight: o.InFlight,
 	}
 	r.Policies = "none"
@@ -324,7 +364,7 @@ func (o *IngestOptions) scenario(ctx context.Context, mode string, batch int, fl
 		r.MeetsP99 = &ok
 	}
 	r.MeetsRSS = r.PeakRSSMB <= float64(o.InFlightLimitMB+128)
-	if o.AllocBytes > 0 {
+	if o.AllocBytes > 0 && o.securityTLS() == nil {
 		a, err := o.countAllocs(ctx, mode, batch, flush)
 		if err != nil {
 			return r, fmt.Errorf("allocation run: %w", err)
@@ -339,7 +379,7 @@ func (o *IngestOptions) scenario(ctx context.Context, mode string, batch int, fl
 
 func (o *IngestOptions) load(addr, mode string, batch int, total int64) Load {
 	return Load{Addr: addr, Topic: "ingest", Mirror: mode == "verbatim", BatchBytes: batch, Codec: o.codec,
-		Conns: o.Conns, InFlight: o.InFlight, TotalBytes: total, Timeout: 10 * time.Minute}
+		Conns: o.Conns, InFlight: o.InFlight, TotalBytes: total, Timeout: 10 * time.Minute, TLS: o.securityTLS()}
 }
 
 func topicConfigs(mode string, batch int, policiesOff bool) map[string]string {
@@ -362,16 +402,16 @@ func (o *IngestOptions) runVerbatim(ctx context.Context, bin, mode string, batch
 	if err := o.seedDataDir(dir); err != nil {
 		return runResult{}, err
 	}
-	srv, err := StartServer(o.serveArgv(bin, dir, flush), nil)
+	srv, err := StartServer(o.verbatimSecurityArgs(o.serveArgv(bin, dir, flush)), nil)
 	if err != nil {
 		return runResult{}, err
 	}
 	defer srv.Stop()
-	if err := CreateTopic(ctx, srv.Addr, "ingest", int32(o.Conns), topicConfigs(mode, batch, policiesOff)); err != nil {
+	if err := CreateTopic(ctx, srv.Addr, "ingest", int32(o.Conns), topicConfigs(mode, batch, policiesOff), o.verbatimAdminOpts()...); err != nil {
 		return runResult{}, fmt.Errorf("create topic: %w", err)
 	}
 	var before ProcStats
-	res, err := o.warmAndRun(ctx, srv, mode, batch, total, &before)
+	res, err := o.warmAndRun(ctx, srv, true, mode, batch, total, &before, o.verbatimSASL())
 	if err != nil {
 		return runResult{}, fmt.Errorf("verbatim: %w\n%s", err, tailString(srv.Log.String(), 2000))
 	}
@@ -390,13 +430,14 @@ func (o *IngestOptions) runSink(ctx context.Context, mode string, batch int, flu
 	}
 	defer os.RemoveAll(dir)
 	argv := append(slices.Clone(o.SinkArgv), "--listen", "{addr}", "--dir", dir, "--durable="+strconv.FormatBool(flush == "always"))
+	argv = append(argv, o.sinkSecurityArgs()...)
 	srv, err := StartServer(argv, nil)
 	if err != nil {
 		return runResult{}, err
 	}
 	defer srv.Stop()
 	var before ProcStats
-	res, err := o.warmAndRun(ctx, srv, mode, batch, total, &before)
+	res, err := o.warmAndRun(ctx, srv, false, mode, batch, total, &before, nil)
 	if err != nil {
 		return runResult{}, fmt.Errorf("reference sink: %w\n%s", err, tailString(srv.Log.String(), 2000))
 	}
@@ -442,15 +483,18 @@ func (o *IngestOptions) seedDataDir(dir string) error {
 // waits until the server is idle (a fresh verbatim serve compiles its
 // default WASM policies in the background after start, about 1.5 CPU
 // seconds with a cold cache), then measures total bytes continuing from the
-// warm-up's log ends.
-func (o *IngestOptions) warmAndRun(ctx context.Context, srv *Server, mode string, batch int, total int64, cpuBefore *ProcStats) (LoadResult, error) {
+// warm-up's log ends. verbatim: the server is a Verbatim, whose mirror
+// writers register (Load.Register, logged in as the load is).
+func (o *IngestOptions) warmAndRun(ctx context.Context, srv *Server, verbatim bool, mode string, batch int, total int64, cpuBefore *ProcStats, auth func(net.Conn) error) (LoadResult, error) {
 	warm := o.load(srv.Addr, mode, batch, int64(o.Conns)*int64(o.InFlight)*int64(batch))
+	warm.Authenticate, warm.Register, warm.RegisterSASL = auth, verbatim, o.verbatimSASLMechanism()
 	wres, err := RunLoad(ctx, warm)
 	if err != nil {
 		return LoadResult{}, fmt.Errorf("warm-up: %w", err)
 	}
 	WaitIdle(srv.Cmd.Process.Pid, 60*time.Second)
 	l := o.load(srv.Addr, mode, batch, total)
+	l.Authenticate, l.Register, l.RegisterSASL = auth, verbatim, o.verbatimSASLMechanism()
 	l.StartOffsets = wres.EndOffsets
 	l.OnStart = func() { *cpuBefore, _ = srv.Stats() }
 	return RunLoad(ctx, l)
@@ -531,7 +575,7 @@ func (o *IngestOptions) countAllocs(ctx context.Context, mode string, batch int,
 		return 0, err
 	}
 	warm := o.load(addr, mode, batch, min(o.AllocBytes/4, 16<<20))
-	warm.Topic = topic
+	warm.Topic, warm.Register = topic, true
 	wres, err := RunLoad(ctx, warm)
 	if err != nil {
 		return 0, err
@@ -550,7 +594,7 @@ func (o *IngestOptions) countAllocs(ctx context.Context, mode string, batch int,
 	// over the 64 requests of 64 MiB of 1 MiB batches read as 3-6 per
 	// request, and as 1.5-1.9 over 512.
 	l := o.load(addr, mode, batch, max(o.AllocBytes, 512*int64(batch)))
-	l.Topic = topic
+	l.Topic, l.Register = topic, true
 	l.StartOffsets = wres.EndOffsets
 	var before uint64
 	l.OnStart = func() { before = heapAllocs() } // request encoding is not counted

@@ -28,7 +28,7 @@ import (
 func TestMain(m *testing.M) {
 	if os.Getenv("BENCH_SINK_CHILD") == "1" {
 		args := os.Args[1:]
-		var listen, dir string
+		var listen, dir, cert, key string
 		durable := false
 		for i := 0; i < len(args); i++ {
 			switch {
@@ -38,11 +38,20 @@ func TestMain(m *testing.M) {
 				dir, i = args[i+1], i+1
 			case strings.HasPrefix(args[i], "--durable="):
 				durable = args[i] == "--durable=true"
+			case args[i] == "--tls-cert" && i+1 < len(args):
+				cert, i = args[i+1], i+1
+			case args[i] == "--tls-key" && i+1 < len(args):
+				key, i = args[i+1], i+1
 			}
 		}
 		ln, err := net.Listen("tcp", listen)
 		if err != nil {
 			os.Exit(1)
+		}
+		if cert != "" {
+			if ln, err = SinkListener(ln, cert, key); err != nil {
+				os.Exit(1)
+			}
 		}
 		_ = (&Sink{Dir: dir, Durable: durable}).Serve(ln)
 		os.Exit(0)
@@ -372,5 +381,40 @@ func TestParsers(t *testing.T) {
 	m, err = parseE2E(e2e)
 	if err != nil || m["avg_ms"] != 3.25 || m["p99_ms"] != 9 {
 		t.Fatalf("%v %v", m, err)
+	}
+}
+
+// TestIngestHarnessSSL: the ssl and sasl_ssl rows run Verbatim on an SSL
+// or SASL_SSL listener (serve --config with a PEM keystore made at run
+// time, SASL PLAIN per connection) against the sink speaking TLS; checked
+// for well-formedness only.
+func TestIngestHarnessSSL(t *testing.T) {
+	bin := interop.BuildVerbatim(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("BENCH_SINK_CHILD", "1")
+	o := IngestOptions{Verbatim: bin, SinkArgv: []string{self}, WorkDir: t.TempDir(),
+		Modes: []string{"verbatim", "normal"}, Codecs: []string{"none"}, Batches: []int{256 << 10}, Flushes: []string{"never"},
+		Rounds: 1, Conns: 2, InFlight: 2, RoundBytes: 2 << 20, Security: []string{"ssl", "sasl_ssl"}}
+	var lines bytes.Buffer
+	if err := RunIngest(context.Background(), o, func(r IngestResult) error { return WriteJSONLine(&lines, r) }); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(strings.TrimSpace(lines.String()), "\n")
+	if len(got) != 4 {
+		t.Fatalf("%d lines:\n%s", len(got), lines.String())
+	}
+	for i, l := range got {
+		var r IngestResult
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatal(err)
+		}
+		sec := []string{"ssl", "ssl", "sasl_ssl", "sasl_ssl"}[i]
+		suffix := "-256KiB-never-" + strings.ReplaceAll(sec, "_", "-")
+		if r.Security != sec || !strings.HasSuffix(r.Scenario, suffix) || r.MBps <= 0 || r.RefMBps <= 0 || r.AllocsSource != "not measured" {
+			t.Fatalf("%s row: %s", sec, l)
+		}
 	}
 }

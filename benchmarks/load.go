@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -17,7 +18,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
 
+	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/wireext"
 )
@@ -48,6 +51,16 @@ type Load struct {
 	// StartOffsets, in mirror mode, are the log end offsets of the
 	// partitions before the run (nil: all 0).
 	StartOffsets []int64
+	// Register (mirror mode, a Verbatim destination; the reference sink
+	// checks no writer) registers WriterID as the partitions' mirror
+	// writer first (docs/protocol.md "Writer epoch"); every mirror
+	// produce then carries the epoch assigned (writerEpoch).
+	Register bool
+	// RegisterSASL logs the registration's connection in where
+	// Authenticate logs the load's connections in.
+	RegisterSASL sasl.Mechanism
+	WriterID     [16]byte
+	writerEpoch  int32
 	// RecordBytes is the value size of each record (default 1000).
 	RecordBytes int
 	// Codec compresses each batch (BuildCompressedBatch); CodecNone sends
@@ -58,6 +71,12 @@ type Load struct {
 	// OnStart, if set, is called once the requests are encoded and the
 	// connections open, just before the first request is sent.
 	OnStart func()
+	// TLS, when set, makes every connection a TLS client (handshake done
+	// before OnStart).
+	TLS *tls.Config
+	// Authenticate, when set, runs on every connection after its TLS
+	// handshake, before OnStart (SASL).
+	Authenticate func(net.Conn) error
 }
 
 // LoadResult is what one generator run measured.
@@ -327,7 +346,7 @@ func buildTemplate(l Load, partition int32, seed uint64) (*template, error) {
 	req.Acks = -1
 	req.TimeoutMillis = 30000
 	if l.Mirror {
-		req.UnknownTags.Set(wireext.MirrorTag, new(wireext.MirrorProduce).AppendTo(nil))
+		req.UnknownTags.Set(wireext.MirrorTag, (&wireext.MirrorProduce{WriterEpoch: l.writerEpoch, WriterID: l.WriterID}).AppendTo(nil))
 	}
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = l.Topic
@@ -381,6 +400,16 @@ func RunLoad(ctx context.Context, l Load) (LoadResult, error) {
 	defer cancel()
 	perConn := int((l.TotalBytes/int64(l.Conns) + int64(l.BatchBytes) - 1) / int64(l.BatchBytes))
 	perConn = max(perConn, 2*l.InFlight)
+	if l.Mirror && l.Register {
+		parts := make([]int32, l.Conns)
+		for i := range parts {
+			parts[i] = l.FirstPartition + int32(i)
+		}
+		var err error
+		if l.writerEpoch, err = RegisterMirrorWriter(ctx, l.Addr, client.Options{TLS: l.TLS, SASL: l.RegisterSASL}, l.Topic, l.WriterID, parts); err != nil {
+			return LoadResult{}, err
+		}
+	}
 	tmpls := make([]*template, l.Conns)
 	conns := make([]net.Conn, l.Conns)
 	defer func() {
@@ -400,6 +429,20 @@ func RunLoad(ctx context.Context, l Load) (LoadResult, error) {
 		c, err := d.DialContext(ctx, "tcp", l.Addr)
 		if err != nil {
 			return LoadResult{}, err
+		}
+		if l.TLS != nil {
+			tc := tls.Client(c, l.TLS)
+			if err := tc.HandshakeContext(ctx); err != nil {
+				c.Close()
+				return LoadResult{}, fmt.Errorf("TLS handshake: %w", err)
+			}
+			c = tc
+		}
+		if l.Authenticate != nil {
+			if err := l.Authenticate(c); err != nil {
+				c.Close()
+				return LoadResult{}, fmt.Errorf("authentication: %w", err)
+			}
 		}
 		conns[i] = c
 	}

@@ -156,8 +156,9 @@ func tailString(s string, n int) string {
 }
 
 // CreateTopic creates topic on a Kafka-protocol server.
-func CreateTopic(ctx context.Context, addr, topic string, parts int32, configs map[string]string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+// Extra kgo options (TLS, SASL) come after the seed.
+func CreateTopic(ctx context.Context, addr, topic string, parts int32, configs map[string]string, opts ...kgo.Opt) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
 	if err != nil {
 		return err
 	}

@@ -35,9 +35,11 @@ package broker
 //     log end (else OFFSET_OUT_OF_RANGE, unless the set is an identical
 //     retry of stored batches: success with the original offsets).
 //     CurrentLeaderEpoch (partition tag) fences stale senders
-//     (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH); a writer (WriterEpoch,
-//     then WriterID as tie-breaker, mirror_writer.go) below the highest
-//     the partition has seen is PRODUCER_FENCED, and once a
+//     (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH); only the partition's
+//     registered writer (the WriterEpoch the broker assigned and the
+//     registrant's WriterID, mirror_writer.go) writes: an older or other
+//     writer is PRODUCER_FENCED, an epoch never assigned
+//     INVALID_PRODUCER_EPOCH, and once a
 //     mirror stop began mirror produces get POLICY_VIOLATION. After an append the
 //     partition's leader epoch is kept ahead of every stored batch epoch
 //     (KIP-1279: raised to the batch epoch + 10 when one comes within 3).
@@ -71,6 +73,10 @@ package broker
 //     (--max-decode-bytes); max.decompressed.message.bytes (per record,
 //     INVALID_RECORD) and max.decompressed.batch.bytes (per batch,
 //     MESSAGE_TOO_LARGE) bound what they may inflate to.
+//
+// Authorization (with the authorizer on, authorize.go): WRITE on each
+// topic; transactional batches WRITE on the transactional id; mirror
+// produces the mirror permission too (produce_authz.go).
 //
 // Deviations from Apache Kafka:
 //   - A compressed payload that is not valid for its codec gets
@@ -136,6 +142,10 @@ func handleProduce(ctx context.Context, s *Server, r *Request) (Reply, error) {
 	acksOK := req.Acks == 0 || req.Acks == 1 || req.Acks == -1
 	durable := req.Acks == -1 && s.flushPolicy() == storage.FlushAlways
 	now := time.Now().UnixMilli()
+	var refusal error // request-wide (authorization: produce_authz.go)
+	if s.acl != nil {
+		refusal = s.produceRequestRefusal(r, req)
+	}
 	for ti := range req.Topics {
 		rt := &req.Topics[ti]
 		out := &op.resp.Topics[ti]
@@ -150,6 +160,17 @@ func handleProduce(ctx context.Context, s *Server, r *Request) (Reply, error) {
 		} else if t = s.cluster.topic(string(rt.Name)); t == nil {
 			topicErr = kerr.UnknownTopicOrPartition
 		}
+		if s.acl != nil && (t != nil || topicErr == kerr.UnknownTopicOrPartition) {
+			var name string
+			if t != nil {
+				name = t.Name
+			} else {
+				name = string(rt.Name)
+			}
+			if !s.produceTopicAuthorized(r, name) {
+				topicErr = kerr.TopicAuthorizationFailed
+			}
+		}
 		for i := range rt.Partitions {
 			rp := &rt.Partitions[i]
 			var mp *wireext.MirrorPartition
@@ -161,6 +182,10 @@ func handleProduce(ctx context.Context, s *Server, r *Request) (Reply, error) {
 			switch {
 			case !acksOK:
 				pr.ErrorCode = kerr.InvalidRequiredAcks.Code // logged once below
+				continue
+			case refusal != nil:
+				setProduceError(pr, refusal, nil)
+				op.noteFailure(string(rt.Name), rp.Index, pr.ErrorCode, refusal, nil)
 				continue
 			case topicErr != nil:
 				pr.ErrorCode = topicErr.Code

@@ -29,6 +29,10 @@ package broker
 //   - Replica fetches (ReplicaID/ReplicaState >= 0) are served as consumer
 //     fetches: this single node has no followers.
 //
+// Authorization (with the authorizer on, authorize.go): READ on the topic;
+// follower fetches CLUSTER_ACTION on CLUSTER; refused partitions
+// TOPIC_AUTHORIZATION_FAILED.
+//
 // Deviations from Apache Kafka: a partially fitting trailing batch is left
 // out rather than sent cut (clients drop it anyway); no quotas
 // (ThrottleMillis 0); no preferred read replica (-1). Records are read into
@@ -80,12 +84,14 @@ type fetchOp struct {
 	parts   []*fetchPart
 	started time.Time
 	client  clientInfo // for the failure lines
+	// r is the request, for the authorizer (fetchAuthorized).
+	r *Request
 }
 
 func handleFetch(ctx context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.FetchRequest)
 	now := time.Now()
-	op := &fetchOp{s: s, req: req, started: now, client: clientOf(r)}
+	op := &fetchOp{s: s, req: req, started: now, client: clientOf(r), r: r}
 	op.plan = s.fetchSessions.begin(req, now)
 	if op.plan.errCode != 0 {
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
@@ -140,7 +146,14 @@ func (op *fetchOp) bind(s *Server, fp *fetchPart) {
 			return
 		}
 		fp.name = t.Name
-	} else if t = s.cluster.topic(fp.name); t == nil {
+	} else {
+		t = s.cluster.topic(fp.name)
+	}
+	if s.acl != nil && !op.fetchAuthorized(fp.name) {
+		fp.errCode = kerr.TopicAuthorizationFailed.Code
+		return
+	}
+	if t == nil {
 		fp.errCode = kerr.UnknownTopicOrPartition.Code
 		return
 	}

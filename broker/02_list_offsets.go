@@ -29,6 +29,9 @@ package broker
 //     UNKNOWN_TOPIC_OR_PARTITION. A special timestamp newer than the
 //     request version allows: UNSUPPORTED_VERSION.
 //
+// Authorization (with the authorizer on, authorize.go): DESCRIBE on the
+// topic (TOPIC_AUTHORIZATION_FAILED).
+//
 // Deviations from Apache Kafka: TimeoutMillis (v10) is not needed (answers
 // are immediate); other negative timestamps answer -1/-1. Kafka answers
 // an undecodable compressed stream with UNKNOWN_SERVER_ERROR (INVALID_RECORD
@@ -43,6 +46,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/authz"
 	"github.com/verbatim-kafka/verbatim/storage"
 )
 
@@ -64,6 +68,7 @@ func handleListOffsets(ctx context.Context, s *Server, r *Request) (Reply, error
 		ot := kmsg.NewListOffsetsResponseTopic()
 		ot.Topic = rt.Topic
 		t := s.cluster.topic(rt.Topic)
+		denied := !s.authorized(r, authz.OpDescribe, authz.ResourceTopic, rt.Topic)
 		for _, rp := range rt.Partitions {
 			op := kmsg.NewListOffsetsResponseTopicPartition()
 			op.Partition = rp.Partition
@@ -71,7 +76,9 @@ func handleListOffsets(ctx context.Context, s *Server, r *Request) (Reply, error
 			if t != nil {
 				p = t.Partition(rp.Partition)
 			}
-			if p == nil {
+			if denied {
+				op.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			} else if p == nil {
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			} else if err := listOffset(ctx, p, req.Version, req.IsolationLevel, &rp, &op); err != nil {
 				if ctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {

@@ -15,8 +15,14 @@ package broker
 //     AllowAutoTopicCreation, always true before v4, is honoured) and
 //     creates the topic with --num-partitions partitions and default
 //     configs; the topic is returned ready, with no error.
-//   - Authorized operations (v8+) are reported when asked for: there are
-//     no ACLs, so every operation of the resource type is allowed.
+//   - Authorization (with the authorizer on, authorize.go), as Kafka's:
+//     DESCRIBE on each topic; a named topic the principal may not
+//     describe is TOPIC_AUTHORIZATION_FAILED (by id: without its name),
+//     and left out of an all-topics answer; auto-creation needs CREATE on
+//     CLUSTER or on the topic (else TOPIC_AUTHORIZATION_FAILED).
+//   - Authorized operations (v8+) are reported when asked for: the
+//     principal's, as the authorizer computes them (without an authorizer
+//     every operation of the resource type).
 //
 // Deviations from Apache Kafka: Kafka answers a freshly auto-created topic
 // with LEADER_NOT_AVAILABLE until its leader is elected; here it is ready at
@@ -28,6 +34,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/verbatim-kafka/verbatim/authz"
 )
 
 func init() { register(kmsg.Metadata.Int16(), 0, 13, handleMetadata) }
@@ -47,7 +54,7 @@ const (
 func handleMetadata(_ context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	host, port := s.advertised()
+	host, port := s.advertised(r.Listener)
 	b := kmsg.NewMetadataResponseBroker()
 	b.NodeID, b.Host, b.Port = s.cfg.NodeID, host, port
 	resp.Brokers = []kmsg.MetadataResponseBroker{b}
@@ -55,13 +62,16 @@ func handleMetadata(_ context.Context, s *Server, r *Request) (Reply, error) {
 	resp.ClusterID = &cid
 	resp.ControllerID = s.cfg.NodeID
 	if req.IncludeClusterAuthorizedOperations {
-		resp.AuthorizedOperations = clusterAllOps
+		resp.AuthorizedOperations = s.authorizedOps(r, authz.ResourceCluster, authz.ClusterName, clusterAllOps)
 	}
 
 	all := req.Topics == nil || req.Version == 0 && len(req.Topics) == 0
 	if all {
 		for _, t := range s.cluster.topics() {
-			resp.Topics = append(resp.Topics, s.metadataTopic(t, req.IncludeTopicAuthorizedOperations))
+			// Topics the principal may not describe are left out.
+			if s.authorized(r, authz.OpDescribe, authz.ResourceTopic, t.Name) {
+				resp.Topics = append(resp.Topics, s.metadataTopic(r, t, req.IncludeTopicAuthorizedOperations))
+			}
 		}
 		return resp, nil
 	}
@@ -71,13 +81,21 @@ func handleMetadata(_ context.Context, s *Server, r *Request) (Reply, error) {
 		switch {
 		case rt.Topic != nil:
 			name := *rt.Topic
+			if !s.authorized(r, authz.OpDescribe, authz.ResourceTopic, name) {
+				resp.Topics = append(resp.Topics, metadataTopicError(name, rt.TopicID, kerr.TopicAuthorizationFailed.Code))
+				continue
+			}
 			if err := validateTopicName(name); err != nil {
 				resp.Topics = append(resp.Topics, metadataTopicError(name, rt.TopicID, kerr.InvalidTopicException.Code))
 				continue
 			}
 			t = s.cluster.topic(name)
+			if t == nil && autoCreate && !s.authorizedCluster(r, authz.OpCreate) && !s.authorized(r, authz.OpCreate, authz.ResourceTopic, name) {
+				resp.Topics = append(resp.Topics, metadataTopicError(name, rt.TopicID, kerr.TopicAuthorizationFailed.Code))
+				continue
+			}
 			if t == nil && autoCreate {
-				cfg, _ := newTopicConfig(nil)
+				cfg, _ := s.topicConfig(nil)
 				created, err := s.cluster.createTopic(name, s.cfg.DefaultPartitions, cfg, false)
 				if err != nil {
 					// A concurrent create wins the race; anything else is reported.
@@ -104,8 +122,16 @@ func handleMetadata(_ context.Context, s *Server, r *Request) (Reply, error) {
 				resp.Topics = append(resp.Topics, mt)
 				continue
 			}
+			if !s.authorized(r, authz.OpDescribe, authz.ResourceTopic, t.Name) {
+				// The name is not revealed.
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.TopicID = rt.TopicID
+				mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
 		}
-		resp.Topics = append(resp.Topics, s.metadataTopic(t, req.IncludeTopicAuthorizedOperations))
+		resp.Topics = append(resp.Topics, s.metadataTopic(r, t, req.IncludeTopicAuthorizedOperations))
 	}
 	return resp, nil
 }
@@ -119,14 +145,14 @@ func metadataTopicError(name string, id [16]byte, code int16) kmsg.MetadataRespo
 	return mt
 }
 
-func (s *Server) metadataTopic(t *Topic, withOps bool) kmsg.MetadataResponseTopic {
+func (s *Server) metadataTopic(r *Request, t *Topic, withOps bool) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic = &name
 	mt.TopicID = t.ID
 	mt.IsInternal = isInternalTopic(name)
 	if withOps {
-		mt.AuthorizedOperations = topicAllOps
+		mt.AuthorizedOperations = s.authorizedOps(r, authz.ResourceTopic, t.Name, topicAllOps)
 	}
 	node := s.cfg.NodeID
 	for _, p := range t.Partitions() {

@@ -20,6 +20,10 @@ package broker
 //     coordinator runtime answers KAFKA_STORAGE_ERROR, logged once at ERROR
 //     with the group's partition and the client.
 //
+// Authorization (with the authorizer on, authorize.go): READ on the group
+// (GROUP_AUTHORIZATION_FAILED for every partition), READ on each topic
+// (TOPIC_AUTHORIZATION_FAILED, not committed).
+//
 // Deviations from Apache Kafka: RetentionTimeMillis (v2-4) is ignored (the
 // broker-wide offsets retention of 7 days applies, as Kafka does since
 // 2.1 for v5+).
@@ -30,6 +34,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/authz"
 	"github.com/verbatim-kafka/verbatim/coordlog"
 	"github.com/verbatim-kafka/verbatim/groupcoord"
 )
@@ -39,14 +44,28 @@ func init() { register(kmsg.OffsetCommit.Int16(), 2, 9, handleOffsetCommit) }
 func handleOffsetCommit(_ context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.OffsetCommitRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	groupDenied := !s.authorized(r, authz.OpRead, authz.ResourceGroup, req.Group)
+	// codes are the partitions' answers in request order; -1 marks the
+	// ones committed (their code is the commit's).
+	var codes []int16
 	var commits []groupcoord.OffsetCommit
 	for _, t := range req.Topics {
 		topic := s.cluster.topic(t.Topic)
+		topicDenied := !groupDenied && !s.authorized(r, authz.OpRead, authz.ResourceTopic, t.Topic)
 		for _, p := range t.Partitions {
+			switch {
+			case groupDenied:
+				codes = append(codes, kerr.GroupAuthorizationFailed.Code)
+				continue
+			case topicDenied:
+				codes = append(codes, kerr.TopicAuthorizationFailed.Code)
+				continue
+			}
 			epoch := int32(-1)
 			if req.Version >= 6 {
 				epoch = p.LeaderEpoch
 			}
+			codes = append(codes, -1)
 			commits = append(commits, newOffsetCommit(topic, t.Topic, p.Partition, p.Offset, epoch, p.Metadata))
 		}
 	}
@@ -54,15 +73,21 @@ func handleOffsetCommit(_ context.Context, s *Server, r *Request) (Reply, error)
 	if req.Version < 7 {
 		inst = nil
 	}
-	s.groups.CommitOffsets(req.Group, req.MemberID, inst, req.Generation, commits)
-	s.logCommitFailure("offset commit", req.Group, commits, clientOf(r))
-	i := 0
+	if len(commits) > 0 || !groupDenied && len(codes) == 0 {
+		s.groups.CommitOffsets(req.Group, req.MemberID, inst, req.Generation, commits)
+		s.logCommitFailure("offset commit", req.Group, commits, clientOf(r))
+	}
+	i, j := 0, 0
 	for _, t := range req.Topics {
 		rt := kmsg.NewOffsetCommitResponseTopic()
 		rt.Topic = t.Topic
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetCommitResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p.Partition, commits[i].Code
+			rp.Partition, rp.ErrorCode = p.Partition, codes[i]
+			if codes[i] == -1 {
+				rp.ErrorCode = commits[j].Code
+				j++
+			}
 			i++
 			rt.Partitions = append(rt.Partitions, rp)
 		}

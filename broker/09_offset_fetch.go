@@ -12,14 +12,21 @@ package broker
 // KIP-848 protocol, which is not served; they are ignored for classic
 // groups.
 //
+// Authorization (with the authorizer on, authorize.go): DESCRIBE on the
+// group and on each topic; topics without DESCRIBE are left out of all-
+// partitions answers.
+//
 // Deviations from Apache Kafka: none known.
 
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/authz"
 	"github.com/verbatim-kafka/verbatim/coordlog"
+	"github.com/verbatim-kafka/verbatim/groupcoord"
 )
 
 func init() { register(kmsg.OffsetFetch.Int16(), 1, 9, handleOffsetFetch) }
@@ -38,7 +45,7 @@ func handleOffsetFetch(_ context.Context, s *Server, r *Request) (Reply, error) 
 					}
 				}
 			}
-			code, offs := s.groups.FetchOffsets(g.Group, tps, req.RequireStable)
+			code, offs := s.fetchOffsetsAuthorized(r, g.Group, tps, req.RequireStable)
 			rg := kmsg.NewOffsetFetchResponseGroup()
 			rg.Group, rg.ErrorCode = g.Group, code
 			for _, f := range offs {
@@ -67,7 +74,7 @@ func handleOffsetFetch(_ context.Context, s *Server, r *Request) (Reply, error) 
 			}
 		}
 	}
-	code, offs := s.groups.FetchOffsets(req.Group, tps, req.Version >= 7 && req.RequireStable)
+	code, offs := s.fetchOffsetsAuthorized(r, req.Group, tps, req.Version >= 7 && req.RequireStable)
 	resp.ErrorCode = code
 	for _, f := range offs {
 		if len(resp.Topics) == 0 || resp.Topics[len(resp.Topics)-1].Topic != f.TP.Topic {
@@ -86,4 +93,40 @@ func handleOffsetFetch(_ context.Context, s *Server, r *Request) (Reply, error) 
 		rt.Partitions = append(rt.Partitions, rp)
 	}
 	return resp, nil
+}
+
+// fetchOffsetsAuthorized is FetchOffsets behind Kafka's checks: DESCRIBE
+// on the group (else GROUP_AUTHORIZATION_FAILED, with each requested
+// partition so answered), DESCRIBE on each topic: a requested partition of
+// a topic the principal may not describe is TOPIC_AUTHORIZATION_FAILED,
+// and such topics are left out of an all-partitions answer.
+func (s *Server) fetchOffsetsAuthorized(r *Request, group string, tps []coordlog.TopicPartition, requireStable bool) (int16, []groupcoord.FetchedOffset) {
+	if !s.authorized(r, authz.OpDescribe, authz.ResourceGroup, group) {
+		offs := make([]groupcoord.FetchedOffset, len(tps))
+		for i, tp := range tps {
+			offs[i] = groupcoord.FetchedOffset{TP: tp, Offset: -1, Epoch: -1, Code: kerr.GroupAuthorizationFailed.Code}
+		}
+		return kerr.GroupAuthorizationFailed.Code, offs
+	}
+	code, offs := s.groups.FetchOffsets(group, tps, requireStable)
+	if s.acl == nil {
+		return code, offs
+	}
+	denied := map[string]bool{}
+	out := offs[:0]
+	for _, f := range offs {
+		d, ok := denied[f.TP.Topic]
+		if !ok {
+			d = !s.authorized(r, authz.OpDescribe, authz.ResourceTopic, f.TP.Topic)
+			denied[f.TP.Topic] = d
+		}
+		switch {
+		case d && tps == nil:
+			continue
+		case d:
+			f = groupcoord.FetchedOffset{TP: f.TP, Offset: -1, Epoch: -1, Code: kerr.TopicAuthorizationFailed.Code}
+		}
+		out = append(out, f)
+	}
+	return code, out
 }

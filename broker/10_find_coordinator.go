@@ -11,6 +11,9 @@ package broker
 // INVALID_REQUEST (share groups are not served); COORDINATOR_NOT_AVAILABLE
 // if the internal topic cannot be created.
 //
+// Authorization (with the authorizer on, authorize.go): DESCRIBE on the
+// group or the transactional id.
+//
 // Deviations from Apache Kafka: none known for groups and transactions.
 
 import (
@@ -18,12 +21,13 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/verbatim-kafka/verbatim/authz"
 )
 
 func init() { register(kmsg.FindCoordinator.Int16(), 0, 6, handleFindCoordinator) }
 
 // findCoordinator answers one key.
-func (s *Server) findCoordinator(key string, typ int8) (int32, string, int32, int16, *string) {
+func (s *Server) findCoordinator(l *Listener, key string, typ int8) (int32, string, int32, int16, *string) {
 	var topic string
 	switch typ {
 	case 0:
@@ -42,7 +46,7 @@ func (s *Server) findCoordinator(key string, typ int8) (int32, string, int32, in
 		msg := err.Error()
 		return -1, "", -1, kerr.CoordinatorNotAvailable.Code, &msg
 	}
-	host, port := s.advertised()
+	host, port := s.advertised(l)
 	return s.cfg.NodeID, host, port, 0, nil
 }
 
@@ -50,14 +54,27 @@ func handleFindCoordinator(_ context.Context, s *Server, r *Request) (Reply, err
 	req := r.Msg.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	if req.Version < 4 {
-		resp.NodeID, resp.Host, resp.Port, resp.ErrorCode, resp.ErrorMessage = s.findCoordinator(req.CoordinatorKey, req.CoordinatorType)
+		resp.NodeID, resp.Host, resp.Port, resp.ErrorCode, resp.ErrorMessage = s.findCoordinatorAuthorized(r, req.CoordinatorKey, req.CoordinatorType)
 		return resp, nil
 	}
 	for _, key := range req.CoordinatorKeys {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = key
-		c.NodeID, c.Host, c.Port, c.ErrorCode, c.ErrorMessage = s.findCoordinator(key, req.CoordinatorType)
+		c.NodeID, c.Host, c.Port, c.ErrorCode, c.ErrorMessage = s.findCoordinatorAuthorized(r, key, req.CoordinatorType)
 		resp.Coordinators = append(resp.Coordinators, c)
 	}
 	return resp, nil
+}
+
+// findCoordinatorAuthorized is findCoordinator behind Kafka's checks:
+// DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED) or on the
+// transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+func (s *Server) findCoordinatorAuthorized(r *Request, key string, typ int8) (int32, string, int32, int16, *string) {
+	switch {
+	case typ == 0 && !s.authorized(r, authz.OpDescribe, authz.ResourceGroup, key):
+		return -1, "", -1, kerr.GroupAuthorizationFailed.Code, nil
+	case typ == 1 && !s.authorized(r, authz.OpDescribe, authz.ResourceTransactionalID, key):
+		return -1, "", -1, kerr.TransactionalIDAuthorizationFailed.Code, nil
+	}
+	return s.findCoordinator(r.Listener, key, typ)
 }

@@ -17,6 +17,9 @@ package broker
 // answer waits (deferred, the connection keeps reading) until the join
 // phase ends.
 //
+// Authorization (with the authorizer on, authorize.go): READ on the group
+// (GROUP_AUTHORIZATION_FAILED).
+//
 // Deviations from Apache Kafka: a join cannot wait longer than the
 // broker's --request-timeout (default 30 s); one second before it, the
 // waiting join is answered REBALANCE_IN_PROGRESS and the client rejoins
@@ -31,6 +34,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/authz"
 	"github.com/verbatim-kafka/verbatim/groupcoord"
 )
 
@@ -49,6 +53,9 @@ func clientHost(r *Request) string {
 
 func handleJoinGroup(_ context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.JoinGroupRequest)
+	if !s.authorized(r, authz.OpRead, authz.ResourceGroup, req.Group) {
+		return joinResponse(req, groupcoord.JoinResult{Code: kerr.GroupAuthorizationFailed.Code, Generation: -1}), nil
+	}
 	jr := groupcoord.JoinRequest{
 		Group: req.Group, MemberID: req.MemberID, InstanceID: req.InstanceID,
 		ProtocolType: req.ProtocolType, Protocols: req.Protocols,

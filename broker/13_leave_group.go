@@ -9,13 +9,18 @@ package broker
 // instance is held by another member id). A member id handed out by
 // KIP-394 but not yet joined is forgotten. v5 reasons are logged.
 //
+// Authorization (with the authorizer on, authorize.go): READ on the group
+// (GROUP_AUTHORIZATION_FAILED).
+//
 // Deviations from Apache Kafka: none known.
 
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/authz"
 	"github.com/verbatim-kafka/verbatim/groupcoord"
 )
 
@@ -24,6 +29,10 @@ func init() { register(kmsg.LeaveGroup.Int16(), 0, 5, handleLeaveGroup) }
 func handleLeaveGroup(_ context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.LeaveGroupRequest)
 	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+	if !s.authorized(r, authz.OpRead, authz.ResourceGroup, req.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil
+	}
 	if req.Version < 3 {
 		code, ms := s.groups.Leave(req.Group, []groupcoord.LeaveMember{{MemberID: req.MemberID}})
 		resp.ErrorCode = code

@@ -12,6 +12,9 @@ package broker
 // that do not sync within the rebalance timeout are removed and the group
 // rebalances.
 //
+// Authorization (with the authorizer on, authorize.go): READ on the group
+// (GROUP_AUTHORIZATION_FAILED).
+//
 // Deviations from Apache Kafka: none known.
 
 import (
@@ -20,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/authz"
 	"github.com/verbatim-kafka/verbatim/groupcoord"
 )
 
@@ -27,6 +31,9 @@ func init() { register(kmsg.SyncGroup.Int16(), 0, 5, handleSyncGroup) }
 
 func handleSyncGroup(_ context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.SyncGroupRequest)
+	if !s.authorized(r, authz.OpRead, authz.ResourceGroup, req.Group) {
+		return syncResponse(req, groupcoord.SyncResult{Code: kerr.GroupAuthorizationFailed.Code}), nil
+	}
 	sr := groupcoord.SyncRequest{Group: req.Group, MemberID: req.MemberID, InstanceID: req.InstanceID, Generation: req.Generation,
 		Assignments: make(map[string][]byte, len(req.GroupAssignment))}
 	if req.Version >= 5 {

@@ -10,8 +10,13 @@ package broker
 // v3+ authorized operations: -2147483648 (not computed) unless asked, then
 // every group operation.
 //
-// Deviations from Apache Kafka: no ACLs, so authorized operations are all
-// of them.
+// Authorization (with the authorizer on, authorize.go): DESCRIBE on the
+// group (GROUP_AUTHORIZATION_FAILED); the authorized operations are the
+// principal's.
+//
+// Deviations from Apache Kafka: without the authorizer the authorized
+// operations are READ, DELETE and DESCRIBE (Kafka answers every operation
+// it supports on groups, DESCRIBE_CONFIGS and ALTER_CONFIGS included).
 
 import (
 	"context"
@@ -19,6 +24,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/verbatim-kafka/verbatim/authz"
 )
 
 func init() { register(kmsg.DescribeGroups.Int16(), 0, 6, handleDescribeGroups) }
@@ -34,8 +40,13 @@ func handleDescribeGroups(_ context.Context, s *Server, r *Request) (Reply, erro
 		dg := kmsg.NewDescribeGroupsResponseGroup()
 		dg.Group = id
 		dg.AuthorizedOperations = math.MinInt32
+		if !s.authorized(r, authz.OpDescribe, authz.ResourceGroup, id) {
+			dg.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, dg)
+			continue
+		}
 		if req.IncludeAuthorizedOperations {
-			dg.AuthorizedOperations = groupOperations
+			dg.AuthorizedOperations = s.authorizedOps(r, authz.ResourceGroup, id, groupOperations)
 		}
 		found := s.groups.Describe(id, &dg)
 		if !found && req.Version >= 6 {

@@ -7,6 +7,10 @@ package broker
 // Kafka); v5+ its type ("classic": only the classic protocol is served)
 // and the TypesFilter (a filter without "classic" lists nothing).
 //
+// Authorization (with the authorizer on, authorize.go): DESCRIBE on
+// CLUSTER lists every group, else only the groups the principal may
+// describe.
+//
 // Deviations from Apache Kafka: none known.
 
 import (
@@ -14,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/verbatim-kafka/verbatim/authz"
 )
 
 func init() { register(kmsg.ListGroups.Int16(), 0, 5, handleListGroups) }
@@ -32,7 +37,13 @@ func handleListGroups(_ context.Context, s *Server, r *Request) (Reply, error) {
 			return resp, nil
 		}
 	}
+	// Without DESCRIBE on CLUSTER only the groups the principal may
+	// describe are listed.
+	all := s.authorizedCluster(r, authz.OpDescribe)
 	for _, g := range s.groups.List() {
+		if !all && !s.authorized(r, authz.OpDescribe, authz.ResourceGroup, g.ID) {
+			continue
+		}
 		if req.Version >= 4 && len(req.StatesFilter) > 0 {
 			ok := false
 			for _, st := range req.StatesFilter {

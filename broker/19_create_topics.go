@@ -24,6 +24,10 @@ package broker
 //     every occurrence, as in Kafka.
 //   - Each topic is answered on its own: one bad topic never fails the rest.
 //
+// Authorization (with the authorizer on, authorize.go): CREATE on CLUSTER
+// or the topic; configs withheld without DESCRIBE_CONFIGS; mirror topics
+// the mirror permission too.
+//
 // Deviations from Apache Kafka: topic creation policies
 // (create.topic.policy.class.name) do not exist; a topic is durable in the
 // data dir's metadata when the response is sent (TimeoutMillis is not
@@ -35,6 +39,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/verbatim-kafka/verbatim/authz"
 )
 
 func init() { register(kmsg.CreateTopics.Int16(), 0, 7, handleCreateTopics) }
@@ -46,6 +51,7 @@ func handleCreateTopics(_ context.Context, s *Server, r *Request) (Reply, error)
 	for _, rt := range req.Topics {
 		seen[rt.Topic]++
 	}
+	clusterCreate := s.authorizedCluster(r, authz.OpCreate)
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
@@ -62,6 +68,11 @@ func handleCreateTopics(_ context.Context, s *Server, r *Request) (Reply, error)
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
+		if err := s.createTopicRefusal(r, &rt, clusterCreate); err != nil {
+			fail(err)
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		t, err := s.createTopicFromRequest(&rt, req.ValidateOnly)
 		if err != nil {
 			fail(err)
@@ -71,6 +82,12 @@ func handleCreateTopics(_ context.Context, s *Server, r *Request) (Reply, error)
 		if !req.ValidateOnly {
 			s.log.Info("created topic", "topic", t.Name, "partitions", len(t.Partitions()), "configs", t.Config().Overrides())
 			st.TopicID = t.ID
+		}
+		if !s.authorized(r, authz.OpDescribeConfigs, authz.ResourceTopic, t.Name) {
+			// Created, but its configs are not the principal's to see.
+			st.ConfigErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, st)
+			continue
 		}
 		st.NumPartitions = int32(len(t.Partitions()))
 		st.ReplicationFactor = 1
@@ -129,7 +146,7 @@ func (s *Server) createTopicFromRequest(rt *kmsg.CreateTopicsRequestTopic, valid
 		}
 		overrides[c.Name] = *c.Value
 	}
-	cfg, err := newTopicConfig(overrides)
+	cfg, err := s.topicConfig(overrides)
 	if err != nil {
 		return nil, err
 	}
@@ -144,4 +161,19 @@ func (s *Server) createTopicFromRequest(rt *kmsg.CreateTopicsRequestTopic, valid
 		return s.createMirrorTopicWithID(rt.Topic, partitions, cfg, validateOnly, id)
 	}
 	return s.cluster.createTopic(rt.Topic, partitions, cfg, validateOnly)
+}
+
+// createTopicRefusal is CreateTopics' authorization: CREATE on CLUSTER or
+// on the topic (TOPIC_AUTHORIZATION_FAILED), and for a mirror topic
+// (mirror.mode among its configs) the mirror permission too.
+func (s *Server) createTopicRefusal(r *Request, rt *kmsg.CreateTopicsRequestTopic, clusterCreate bool) error {
+	if !clusterCreate && !s.authorized(r, authz.OpCreate, authz.ResourceTopic, rt.Topic) {
+		return kafkaErr(kerr.TopicAuthorizationFailed, kerr.TopicAuthorizationFailed.Message)
+	}
+	for _, c := range rt.Configs {
+		if c.Name == "mirror.mode" && !s.mirrorPermitted(r) {
+			return errMirrorPermission(r, "creating mirror topic "+rt.Topic)
+		}
+	}
+	return nil
 }

@@ -13,6 +13,10 @@ package broker
 //     start recognises and removes).
 //   - Each topic is answered on its own.
 //
+// Authorization (with the authorizer on, authorize.go): DELETE on the
+// topic (by id, DESCRIBE too, else the name is withheld); mirror topics
+// the mirror lifecycle permission too.
+//
 // Deviations from Apache Kafka: deletion is synchronous (Kafka deletes
 // files after file.delete.delay.ms); delete.topic.enable does not exist;
 // the internal topics (__consumer_offsets, __transaction_state) cannot be
@@ -20,10 +24,12 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/verbatim-kafka/verbatim/authz"
 )
 
 func init() { register(kmsg.DeleteTopics.Int16(), 0, 6, handleDeleteTopics) }
@@ -42,7 +48,10 @@ func handleDeleteTopics(_ context.Context, s *Server, r *Request) (Reply, error)
 	for _, e := range entries {
 		st := kmsg.NewDeleteTopicsResponseTopic()
 		st.Topic, st.TopicID = e.Topic, e.TopicID
-		err := s.deleteTopicEntry(e)
+		err := s.deleteTopicEntry(r, e)
+		if errors.Is(err, errHiddenTopic) {
+			st.Topic = nil // looked up by id, and not the principal's to describe
+		}
 		st.ErrorCode, st.ErrorMessage = errorToKafka(err)
 		if req.Version < 5 {
 			st.ErrorMessage = nil
@@ -52,10 +61,13 @@ func handleDeleteTopics(_ context.Context, s *Server, r *Request) (Reply, error)
 	return resp, nil
 }
 
-func (s *Server) deleteTopicEntry(e kmsg.DeleteTopicsRequestTopic) error {
+func (s *Server) deleteTopicEntry(r *Request, e kmsg.DeleteTopicsRequestTopic) error {
 	var t *Topic
 	switch {
 	case e.Topic != nil:
+		if !s.authorized(r, authz.OpDelete, authz.ResourceTopic, *e.Topic) {
+			return kafkaErr(kerr.TopicAuthorizationFailed, kerr.TopicAuthorizationFailed.Message)
+		}
 		if err := validateTopicName(*e.Topic); err != nil {
 			return err
 		}
@@ -71,11 +83,20 @@ func (s *Server) deleteTopicEntry(e kmsg.DeleteTopicsRequestTopic) error {
 		if t == nil {
 			return kafkaErr(kerr.UnknownTopicID, "This server does not host this topic ID.")
 		}
+		if !s.authorized(r, authz.OpDescribe, authz.ResourceTopic, t.Name) {
+			return fmt.Errorf("%w: %w", errHiddenTopic, kafkaErr(kerr.TopicAuthorizationFailed, kerr.TopicAuthorizationFailed.Message))
+		}
+		if !s.authorized(r, authz.OpDelete, authz.ResourceTopic, t.Name) {
+			return kafkaErr(kerr.TopicAuthorizationFailed, kerr.TopicAuthorizationFailed.Message)
+		}
 	default:
 		return kafkaErr(kerr.InvalidRequest, "Neither topic name nor id were specified.")
 	}
 	if isInternalTopic(t.Name) {
 		return kafkaErr(kerr.InvalidRequest, fmt.Sprintf("Internal topic %s cannot be deleted: the coordinators keep their state in it.", t.Name))
+	}
+	if t.Config().MirrorPush && !s.mirrorAdminPermitted(r) {
+		return errMirrorAdminPermission(r, "deleting mirror topic "+t.Name)
 	}
 	if err := s.cluster.deleteTopic(t); err != nil {
 		return err
@@ -83,3 +104,6 @@ func (s *Server) deleteTopicEntry(e kmsg.DeleteTopicsRequestTopic) error {
 	s.log.Info("deleted topic", "topic", t.Name)
 	return nil
 }
+
+// errHiddenTopic marks a refusal whose answer must not name the topic.
+var errHiddenTopic = errors.New("topic hidden from the principal")

@@ -11,6 +11,10 @@ package broker
 // (as Kafka refuses it on compacted topics); unknown partitions are
 // UNKNOWN_TOPIC_OR_PARTITION.
 //
+// Authorization (with the authorizer on, authorize.go): DELETE on the
+// topic; the mirror log-start forward and the writer registration WRITE
+// and the mirror permission instead (a refused topic registers nothing).
+//
 // Deviations from Apache Kafka: mirror topics (mirror.mode=push) refuse
 // DeleteRecords from clients with POLICY_VIOLATION: their log start is the
 // source's to move. A pusher forwards it with a v2 request carrying the
@@ -18,9 +22,15 @@ package broker
 // docs/mirroring.md), accepted on mirror topics
 // only and whatever their cleanup.policy (the log start follows the
 // source's); the same tag on an ordinary topic is POLICY_VIOLATION. Its
-// WriterEpoch is fenced like a mirror produce's (PRODUCER_FENCED below the
-// partition's highest; POLICY_VIOLATION once a mirror stop began). After
-// the stop the topic is ordinary and clients' DeleteRecords are accepted.
+// writer is admitted like a mirror produce's (mirror_writer.go:
+// PRODUCER_FENCED for an older or other writer, INVALID_PRODUCER_EPOCH for
+// an epoch never assigned; POLICY_VIOLATION once a mirror stop began).
+// With WriterEpoch -1 it is a writer registration: the broker assigns the
+// request's mirror partitions one new writer epoch, persists it, and
+// answers it in each partition's tag wireext.MirrorTag
+// (wireext.MirrorWriterEpoch); the offset is then applied as that writer's
+// (0, the pusher's, moves nothing). After the stop the topic is ordinary
+// and clients' DeleteRecords are accepted.
 
 import (
 	"context"
@@ -29,6 +39,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/authz"
 	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
@@ -48,10 +59,31 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 	if tagErr != nil {
 		return nil, tagErr
 	}
+	// A log-start forward and a writer registration need the mirror
+	// permission (CLUSTER_ACTION on CLUSTER) and WRITE on the topic; a
+	// client's DeleteRecords DELETE on the topic, as Kafka checks it.
+	var refusal error
+	if mirror && !s.mirrorPermitted(r) {
+		refusal = errMirrorPermission(r, "a mirror log-start forward or writer registration (DeleteRecords with tag 22082)")
+	}
+	topicOp := authz.OpDelete
+	if mirror {
+		topicOp = authz.OpWrite
+	}
+	writer := writerOf(&mreq)
+	var regErrs map[*Partition]error
+	if mirror && mreq.WriterEpoch == wireext.RegisterWriterEpoch {
+		// A refused topic takes no part in the registration.
+		allowed := func(topic string) bool {
+			return refusal == nil && s.authorized(r, topicOp, authz.ResourceTopic, topic)
+		}
+		writer.Epoch, regErrs = s.registerDeleteRecords(req, writer.ID, allowed)
+	}
 	for _, rt := range req.Topics {
 		ot := kmsg.NewDeleteRecordsResponseTopic()
 		ot.Topic = rt.Topic
 		t := s.cluster.topic(rt.Topic)
+		denied := refusal == nil && !s.authorized(r, topicOp, authz.ResourceTopic, rt.Topic)
 		for _, rp := range rt.Partitions {
 			op := kmsg.NewDeleteRecordsResponseTopicPartition()
 			op.Partition, op.LowWatermark = rp.Partition, -1
@@ -59,22 +91,69 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 			if t != nil {
 				p = t.Partition(rp.Partition)
 			}
-			if p == nil {
+			switch {
+			case refusal != nil:
+				op.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+				s.logDataFailure("delete records", rt.Topic, rp.Partition, op.ErrorCode, refusal, clientOf(r), "offset", rp.Offset)
+			case denied:
+				op.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			case p == nil:
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			} else if err := s.checkMirrorDelete(p, mirror, writerOf(&mreq)); err != nil {
-				op.ErrorCode, _ = dataErrorToKafka(err)
-				s.logDataFailure("delete records", p.Topic.Name, p.Index, op.ErrorCode, err, clientOf(r), "offset", rp.Offset)
-			} else if low, err := deleteRecords(p, rp.Offset, mirror); err != nil {
+			}
+			if op.ErrorCode != 0 {
+				ot.Partitions = append(ot.Partitions, op)
+				continue
+			}
+			err := regErrs[p]
+			if err == nil {
+				err = s.checkMirrorDelete(p, mirror, writer)
+			}
+			var low int64
+			if err == nil {
+				low, err = deleteRecords(p, rp.Offset, mirror)
+			}
+			if err != nil {
 				op.ErrorCode, _ = dataErrorToKafka(err)
 				s.logDataFailure("delete records", p.Topic.Name, p.Index, op.ErrorCode, err, clientOf(r), "offset", rp.Offset)
 			} else {
 				op.LowWatermark = low
+				if regErrs != nil {
+					op.UnknownTags.Set(wireext.MirrorTag, (&wireext.MirrorWriterEpoch{WriterEpoch: writer.Epoch}).AppendTo(nil))
+				}
 			}
 			ot.Partitions = append(ot.Partitions, op)
 		}
 		resp.Topics = append(resp.Topics, ot)
 	}
 	return resp, nil
+}
+
+// registerDeleteRecords registers the writer of a registration (a mirror
+// DeleteRecords with writer epoch -1) on the request's partitions of
+// mirror topics the principal may write (allowed), in one assignment
+// (mirror_writer.go): the epoch, and the refusal of each partition that
+// could not take part (a non-nil map).
+func (s *Server) registerDeleteRecords(req *kmsg.DeleteRecordsRequest, id writerID, allowed func(topic string) bool) (int32, map[*Partition]error) {
+	var ps []*Partition
+	for _, rt := range req.Topics {
+		t := s.cluster.topic(rt.Topic)
+		if t == nil || !t.Config().MirrorPush || !allowed(rt.Topic) {
+			continue
+		}
+		for _, rp := range rt.Partitions {
+			if p := t.Partition(rp.Partition); p != nil {
+				ps = append(ps, p)
+			}
+		}
+	}
+	epoch, errs := s.registerMirrorWriters(ps, id)
+	out := make(map[*Partition]error, len(ps))
+	for i, p := range ps {
+		if errs[i] != nil {
+			out[p] = errs[i]
+		}
+	}
+	return epoch, out
 }
 
 func deleteRecords(p *Partition, offset int64, mirror bool) (int64, error) {

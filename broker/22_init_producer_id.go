@@ -21,13 +21,19 @@ package broker
 //     transaction.max.timeout.ms), CONCURRENT_TRANSACTIONS (markers being
 //     written).
 //
+// Authorization (with the authorizer on, authorize.go): WRITE on the
+// transactional id; idempotent producers IDEMPOTENT_WRITE on CLUSTER or
+// WRITE on some topic.
+//
 // Deviations from Apache Kafka: v6 (KIP-939 two-phase commit) is not
 // served.
 
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/verbatim-kafka/verbatim/authz"
 )
 
 func init() { register(kmsg.InitProducerID.Int16(), 0, 5, handleInitProducerID) }
@@ -36,6 +42,16 @@ func handleInitProducerID(_ context.Context, s *Server, r *Request) (Reply, erro
 	req := r.Msg.(*kmsg.InitProducerIDRequest)
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	// Kafka's checks: WRITE on the transactional id; an idempotent
+	// producer IDEMPOTENT_WRITE on CLUSTER or WRITE on some topic.
+	switch {
+	case req.TransactionalID != nil && !s.authorized(r, authz.OpWrite, authz.ResourceTransactionalID, *req.TransactionalID):
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp, nil
+	case req.TransactionalID == nil && !s.authorizedCluster(r, authz.OpIdempotentWrite) && !s.authorizedByType(r, authz.OpWrite, authz.ResourceTopic):
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil
+	}
 	if req.TransactionalID != nil {
 		reqPid, reqEpoch := int64(-1), int16(-1)
 		if req.Version >= 3 {

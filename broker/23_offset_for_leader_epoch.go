@@ -17,6 +17,9 @@ package broker
 // answer equals the source's for every epoch that has batches (invariant
 // I3, docs/mirroring.md).
 //
+// Authorization (with the authorizer on, authorize.go): DESCRIBE on the
+// topic; replicas CLUSTER_ACTION on CLUSTER.
+//
 // Deviations from Apache Kafka: none known.
 
 import (
@@ -25,6 +28,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/authz"
 	"github.com/verbatim-kafka/verbatim/storage"
 )
 
@@ -33,10 +37,15 @@ func init() { register(kmsg.OffsetForLeaderEpoch.Int16(), 2, 4, handleOffsetForL
 func handleOffsetForLeaderEpoch(_ context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	// Kafka's checks: a replica (ReplicaID >= 0, v3+) needs CLUSTER_ACTION
+	// on CLUSTER (every partition CLUSTER_AUTHORIZATION_FAILED), a
+	// consumer DESCRIBE on each topic.
+	replicaDenied := req.Version >= 3 && req.ReplicaID >= 0 && !s.authorizedCluster(r, authz.OpClusterAction)
 	for _, rt := range req.Topics {
 		ot := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		ot.Topic = rt.Topic
 		t := s.cluster.topic(rt.Topic)
+		denied := !replicaDenied && !s.authorized(r, authz.OpDescribe, authz.ResourceTopic, rt.Topic)
 		for _, rp := range rt.Partitions {
 			op := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			op.Partition = rp.Partition
@@ -45,7 +54,11 @@ func handleOffsetForLeaderEpoch(_ context.Context, s *Server, r *Request) (Reply
 			if t != nil {
 				p = t.Partition(rp.Partition)
 			}
-			if p == nil {
+			if replicaDenied {
+				op.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+			} else if denied {
+				op.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			} else if p == nil {
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			} else if err := endOffsetForEpoch(p, rp.CurrentLeaderEpoch, rp.LeaderEpoch, &op); err != nil {
 				op.ErrorCode, _ = dataErrorToKafka(err)

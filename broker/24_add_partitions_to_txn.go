@@ -15,6 +15,9 @@ package broker
 // partition NONE when it is in the ongoing transaction of that producer
 // and epoch, INVALID_TXN_STATE otherwise, and changes nothing.
 //
+// Authorization (with the authorizer on, authorize.go): WRITE on the
+// transactional id and each topic; v4+ CLUSTER_ACTION on CLUSTER.
+//
 // Deviations from Apache Kafka: v5 (transaction version 2 clients) is not
 // advertised: transaction.version 2 is not offered (docs/compat.md).
 
@@ -24,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/authz"
 	"github.com/verbatim-kafka/verbatim/coordlog"
 )
 
@@ -42,13 +46,20 @@ func handleAddPartitionsToTxn(_ context.Context, s *Server, r *Request) (Reply, 
 	req := r.Msg.(*kmsg.AddPartitionsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 	if req.Version < 4 {
-		var tps []coordlog.TopicPartition
-		for _, t := range req.Topics {
-			for _, p := range t.Partitions {
-				tps = append(tps, coordlog.TopicPartition{Topic: t.Topic, Partition: p})
-			}
+		var codes []int16
+		denied := false
+		if s.acl != nil {
+			codes, denied = s.addPartitionsRefusal(r, req.TransactionalID, req.Topics)
 		}
-		codes := s.txns.AddPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, tps, false)
+		if !denied {
+			var tps []coordlog.TopicPartition
+			for _, t := range req.Topics {
+				for _, p := range t.Partitions {
+					tps = append(tps, coordlog.TopicPartition{Topic: t.Topic, Partition: p})
+				}
+			}
+			codes = s.txns.AddPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, tps, false)
+		}
 		i := 0
 		for _, t := range req.Topics {
 			rt := kmsg.NewAddPartitionsToTxnResponseTopic()
@@ -63,6 +74,12 @@ func handleAddPartitionsToTxn(_ context.Context, s *Server, r *Request) (Reply, 
 		}
 		return resp, nil
 	}
+	// v4+ comes from brokers verifying transactional produces: Kafka
+	// asks CLUSTER_ACTION on CLUSTER of it.
+	if !s.authorizedCluster(r, authz.OpClusterAction) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil
+	}
 	for _, tx := range req.Transactions {
 		var tps []coordlog.TopicPartition
 		for _, t := range tx.Topics {
@@ -70,7 +87,18 @@ func handleAddPartitionsToTxn(_ context.Context, s *Server, r *Request) (Reply, 
 				tps = append(tps, coordlog.TopicPartition{Topic: t.Topic, Partition: p})
 			}
 		}
-		codes := s.txns.AddPartitions(tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tps, tx.VerifyOnly)
+		var codes []int16
+		denied := false
+		if s.acl != nil {
+			topics := make([]kmsg.AddPartitionsToTxnRequestTopic, len(tx.Topics))
+			for i, t := range tx.Topics {
+				topics[i] = kmsg.AddPartitionsToTxnRequestTopic{Topic: t.Topic, Partitions: t.Partitions}
+			}
+			codes, denied = s.addPartitionsRefusal(r, tx.TransactionalID, topics)
+		}
+		if !denied {
+			codes = s.txns.AddPartitions(tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tps, tx.VerifyOnly)
+		}
 		rtx := kmsg.NewAddPartitionsToTxnResponseTransaction()
 		rtx.TransactionalID = tx.TransactionalID
 		i := 0
@@ -88,4 +116,39 @@ func handleAddPartitionsToTxn(_ context.Context, s *Server, r *Request) (Reply, 
 		resp.Transactions = append(resp.Transactions, rtx)
 	}
 	return resp, nil
+}
+
+// addPartitionsRefusal is Kafka's check of one transaction's partitions:
+// WRITE on the transactional id (else every partition
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED), WRITE on each topic (else its
+// partitions TOPIC_AUTHORIZATION_FAILED, the others of the request
+// OPERATION_NOT_ATTEMPTED, and nothing is added). codes are in request
+// order; denied reports whether any check failed.
+func (s *Server) addPartitionsRefusal(r *Request, txnID string, topics []kmsg.AddPartitionsToTxnRequestTopic) (codes []int16, denied bool) {
+	txnDenied := !s.authorized(r, authz.OpWrite, authz.ResourceTransactionalID, txnID)
+	topicDenied := make([]bool, len(topics))
+	for i, t := range topics {
+		if !txnDenied && !s.authorized(r, authz.OpWrite, authz.ResourceTopic, t.Topic) {
+			topicDenied[i], denied = true, true
+		}
+	}
+	denied = denied || txnDenied
+	if !denied {
+		return nil, false
+	}
+	for i, t := range topics {
+		code := kerr.OperationNotAttempted.Code
+		switch {
+		case txnDenied:
+			code = kerr.TransactionalIDAuthorizationFailed.Code
+		case topicDenied[i]:
+			code = kerr.TopicAuthorizationFailed.Code
+		case s.cluster.topic(t.Topic) == nil:
+			code = kerr.UnknownTopicOrPartition.Code
+		}
+		for range t.Partitions {
+			codes = append(codes, code)
+		}
+	}
+	return codes, true
 }

@@ -7,6 +7,9 @@ package broker
 // TxnOffsetCommit writes), with AddPartitionsToTxn's checks and errors.
 // An empty group id gets INVALID_GROUP_ID.
 //
+// Authorization (with the authorizer on, authorize.go): WRITE on the
+// transactional id, READ on the group.
+//
 // Deviations from Apache Kafka: v4 (transaction version 2) is not
 // advertised (docs/compat.md).
 
@@ -16,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/authz"
 	"github.com/verbatim-kafka/verbatim/coordlog"
 )
 
@@ -24,6 +28,14 @@ func init() { register(kmsg.AddOffsetsToTxn.Int16(), 0, 3, handleAddOffsetsToTxn
 func handleAddOffsetsToTxn(_ context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.AddOffsetsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+	switch {
+	case !s.authorized(r, authz.OpWrite, authz.ResourceTransactionalID, req.TransactionalID):
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp, nil
+	case !s.authorized(r, authz.OpRead, authz.ResourceGroup, req.Group):
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil
+	}
 	if req.Group == "" {
 		resp.ErrorCode = kerr.InvalidGroupID.Code
 		return resp, nil

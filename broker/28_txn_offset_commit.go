@@ -14,6 +14,9 @@ package broker
 // ILLEGAL_GENERATION, FENCED_INSTANCE_ID); UNKNOWN_TOPIC_OR_PARTITION and
 // OFFSET_METADATA_TOO_LARGE per partition.
 //
+// Authorization (with the authorizer on, authorize.go): WRITE on the
+// transactional id, READ on the group and each topic.
+//
 // Deviations from Apache Kafka: v5+ (transaction version 2) is not
 // advertised (docs/compat.md).
 
@@ -23,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/authz"
 	"github.com/verbatim-kafka/verbatim/coordlog"
 	"github.com/verbatim-kafka/verbatim/groupcoord"
 )
@@ -32,10 +36,31 @@ func init() { register(kmsg.TxnOffsetCommit.Int16(), 0, 4, handleTxnOffsetCommit
 func handleTxnOffsetCommit(_ context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.TxnOffsetCommitRequest)
 	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	// Kafka's checks: WRITE on the transactional id, READ on the group
+	// (each failing answers every partition), READ on each topic (its
+	// partitions TOPIC_AUTHORIZATION_FAILED, not committed).
+	var all int16
+	switch {
+	case !s.authorized(r, authz.OpWrite, authz.ResourceTransactionalID, req.TransactionalID):
+		all = kerr.TransactionalIDAuthorizationFailed.Code
+	case !s.authorized(r, authz.OpRead, authz.ResourceGroup, req.Group):
+		all = kerr.GroupAuthorizationFailed.Code
+	}
+	var codes []int16 // -1: committed, its code is the commit's
 	var commits []groupcoord.OffsetCommit
 	for _, t := range req.Topics {
 		topic := s.cluster.topic(t.Topic)
+		denied := all == 0 && !s.authorized(r, authz.OpRead, authz.ResourceTopic, t.Topic)
 		for _, p := range t.Partitions {
+			switch {
+			case all != 0:
+				codes = append(codes, all)
+				continue
+			case denied:
+				codes = append(codes, kerr.TopicAuthorizationFailed.Code)
+				continue
+			}
+			codes = append(codes, -1)
 			epoch := int32(-1)
 			if req.Version >= 2 {
 				epoch = p.LeaderEpoch
@@ -43,11 +68,11 @@ func handleTxnOffsetCommit(_ context.Context, s *Server, r *Request) (Reply, err
 			commits = append(commits, newOffsetCommit(topic, t.Topic, p.Partition, p.Offset, epoch, p.Metadata))
 		}
 	}
-	if req.Group == "" {
+	if all == 0 && req.Group == "" {
 		for i := range commits {
 			commits[i].Code = kerr.InvalidGroupID.Code
 		}
-	} else {
+	} else if all == 0 {
 		memberID, inst, gen := "", (*string)(nil), int32(-1)
 		if req.Version >= 3 {
 			memberID, inst, gen = req.MemberID, req.InstanceID, req.Generation
@@ -55,13 +80,17 @@ func handleTxnOffsetCommit(_ context.Context, s *Server, r *Request) (Reply, err
 		s.txnCommitOffsets(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group, memberID, inst, gen, commits)
 		s.logCommitFailure("txn offset commit", req.Group, commits, clientOf(r))
 	}
-	i := 0
+	i, j := 0, 0
 	for _, t := range req.Topics {
 		rt := kmsg.NewTxnOffsetCommitResponseTopic()
 		rt.Topic = t.Topic
 		for _, p := range t.Partitions {
 			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p.Partition, fencedCode(commits[i].Code, req.Version, 2)
+			rp.Partition, rp.ErrorCode = p.Partition, codes[i]
+			if codes[i] == -1 {
+				rp.ErrorCode = fencedCode(commits[j].Code, req.Version, 2)
+				j++
+			}
 			i++
 			rt.Partitions = append(rt.Partitions, rp)
 		}

@@ -17,6 +17,9 @@ package broker
 //     other resource types INVALID_REQUEST. Each resource is answered on
 //     its own.
 //
+// Authorization (with the authorizer on, authorize.go): DESCRIBE_CONFIGS
+// on the topic, CLUSTER (broker resources) or group.
+//
 // Deviations from Apache Kafka: the DEFAULT_CONFIG synonym of a config
 // whose Kafka default comes from a coarser broker setting (retention.ms
 // from log.retention.hours) is reported under the millisecond name with the
@@ -36,7 +39,11 @@ func handleDescribeConfigs(_ context.Context, s *Server, r *Request) (Reply, err
 	for _, rr := range req.Resources {
 		sr := kmsg.NewDescribeConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		t, err := s.configResource(rr.ResourceType, rr.ResourceName)
+		err := s.configsRefusal(r, rr.ResourceType, rr.ResourceName, false)
+		var t *Topic
+		if err == nil {
+			t, err = s.configResource(rr.ResourceType, rr.ResourceName)
+		}
 		if err != nil {
 			sr.ErrorCode, sr.ErrorMessage = errorToKafka(err)
 			resp.Resources = append(resp.Resources, sr)

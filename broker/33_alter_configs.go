@@ -18,6 +18,9 @@ package broker
 //   - ValidateOnly runs every check and changes nothing. Each resource is
 //     answered on its own.
 //
+// Authorization (with the authorizer on, authorize.go): ALTER_CONFIGS on
+// the topic or CLUSTER; mirror topics the mirror lifecycle permission too.
+//
 // Deviations from Apache Kafka: no dynamic broker configs; no
 // alter.config.policy.class.name.
 
@@ -43,7 +46,7 @@ func handleAlterConfigs(_ context.Context, s *Server, r *Request) (Reply, error)
 		var err error
 		if dups[resourceKey(rr.ResourceType, rr.ResourceName)] > 1 {
 			err = kafkaErr(kerr.InvalidRequest, "Error due to duplicate config resources")
-		} else {
+		} else if err = s.configsRefusal(r, rr.ResourceType, rr.ResourceName, true); err == nil {
 			err = s.alterConfigs(&rr, req.ValidateOnly)
 		}
 		sr.ErrorCode, sr.ErrorMessage = errorToKafka(err)

@@ -9,6 +9,9 @@ package broker
 // out, as Kafka leaves them out; a partition whose log is offline is left
 // out too and the dir's error is KAFKA_STORAGE_ERROR.
 //
+// Authorization (with the authorizer on, authorize.go): DESCRIBE on
+// CLUSTER (CLUSTER_AUTHORIZATION_FAILED, no directories).
+//
 // Deviations from Apache Kafka: none known (a single log dir).
 
 import (
@@ -18,6 +21,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/verbatim-kafka/verbatim/authz"
 )
 
 func init() { register(kmsg.DescribeLogDirs.Int16(), 1, 4, handleDescribeLogDirs) }
@@ -25,6 +29,11 @@ func init() { register(kmsg.DescribeLogDirs.Int16(), 1, 4, handleDescribeLogDirs
 func handleDescribeLogDirs(_ context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.DescribeLogDirsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+	if !s.authorizedCluster(r, authz.OpDescribe) {
+		// Kafka: no directories, and (v3+) CLUSTER_AUTHORIZATION_FAILED.
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil
+	}
 	dir := kmsg.NewDescribeLogDirsResponseDir()
 	if abs, err := filepath.Abs(s.cfg.DataDir); err == nil {
 		dir.Dir = abs

@@ -12,6 +12,9 @@ package broker
 //   - A topic repeated in one request is INVALID_REQUEST for every
 //     occurrence; unknown topics UNKNOWN_TOPIC_OR_PARTITION.
 //
+// Authorization (with the authorizer on, authorize.go): ALTER on the
+// topic; mirror topics the mirror lifecycle permission too.
+//
 // Deviations from Apache Kafka: the internal topics (__consumer_offsets,
 // __transaction_state) keep their partition count (INVALID_REQUEST): the
 // coordinators map keys to partitions by that count.
@@ -22,6 +25,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/verbatim-kafka/verbatim/authz"
 )
 
 func init() { register(kmsg.CreatePartitions.Int16(), 0, 3, handleCreatePartitions) }
@@ -39,7 +43,7 @@ func handleCreatePartitions(_ context.Context, s *Server, r *Request) (Reply, er
 		var err error
 		if seen[rt.Topic] > 1 {
 			err = kafkaErr(kerr.InvalidRequest, "Duplicate topic in request.")
-		} else {
+		} else if err = s.alterTopicRefusal(r, rt.Topic, authz.OpAlter, "adding partitions to mirror topic "); err == nil {
 			err = s.createPartitions(&rt, req.ValidateOnly)
 		}
 		st.ErrorCode, st.ErrorMessage = errorToKafka(err)

@@ -19,6 +19,10 @@ package broker
 //   - ValidateOnly runs every check and changes nothing. Each resource is
 //     answered on its own, and a resource is applied all-or-nothing.
 //
+// Authorization (with the authorizer on, authorize.go): ALTER_CONFIGS on
+// the topic or CLUSTER; mirror topics (the mirror stop included) the
+// mirror lifecycle permission too.
+//
 // Deviations from Apache Kafka: no dynamic broker or broker-logger configs.
 
 import (
@@ -44,7 +48,7 @@ func handleIncrementalAlterConfigs(_ context.Context, s *Server, r *Request) (Re
 		var err error
 		if dups[resourceKey(rr.ResourceType, rr.ResourceName)] > 1 {
 			err = kafkaErr(kerr.InvalidRequest, "Error due to duplicate config resources")
-		} else {
+		} else if err = s.configsRefusal(r, rr.ResourceType, rr.ResourceName, true); err == nil {
 			err = s.incrementalAlter(&rr, req.ValidateOnly)
 		}
 		sr.ErrorCode, sr.ErrorMessage = errorToKafka(err)

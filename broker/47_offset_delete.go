@@ -8,13 +8,18 @@ package broker
 // subscribed topics answer GROUP_SUBSCRIBED_TO_TOPIC and are kept; a
 // non-consumer group with members answers NON_EMPTY_GROUP.
 //
+// Authorization (with the authorizer on, authorize.go): DELETE on the
+// group, READ on each topic.
+//
 // Deviations from Apache Kafka: none known.
 
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/authz"
 	"github.com/verbatim-kafka/verbatim/coordlog"
 	"github.com/verbatim-kafka/verbatim/groupcoord"
 )
@@ -24,8 +29,18 @@ func init() { register(kmsg.OffsetDelete.Int16(), 0, 0, handleOffsetDelete) }
 func handleOffsetDelete(_ context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.OffsetDeleteRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	if !s.authorized(r, authz.OpDelete, authz.ResourceGroup, req.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil
+	}
+	// Partitions of topics the principal may not READ are answered
+	// TOPIC_AUTHORIZATION_FAILED and not deleted.
+	denied := make([]bool, len(req.Topics))
 	var tps []groupcoord.OffsetCommit
-	for _, t := range req.Topics {
+	for ti, t := range req.Topics {
+		if denied[ti] = !s.authorized(r, authz.OpRead, authz.ResourceTopic, t.Topic); denied[ti] {
+			continue
+		}
 		for _, p := range t.Partitions {
 			tps = append(tps, groupcoord.OffsetCommit{TP: coordlog.TopicPartition{Topic: t.Topic, Partition: p.Partition}})
 		}
@@ -35,11 +50,16 @@ func handleOffsetDelete(_ context.Context, s *Server, r *Request) (Reply, error)
 		return resp, nil
 	}
 	i := 0
-	for _, t := range req.Topics {
+	for ti, t := range req.Topics {
 		rt := kmsg.NewOffsetDeleteResponseTopic()
 		rt.Topic = t.Topic
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+			if denied[ti] {
+				rp.Partition, rp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
 			rp.Partition, rp.ErrorCode = p.Partition, tps[i].Code
 			i++
 			rt.Partitions = append(rt.Partitions, rp)

@@ -7,7 +7,11 @@ package broker
 // controller = this node, one broker with the advertised address, never
 // fenced. EndpointType 1 (brokers) is served; 2 (controllers) is
 // UNSUPPORTED_ENDPOINT_TYPE, as a Kafka broker answers it. Cluster
-// authorized operations are all cluster operations when asked (no ACLs).
+// authorized operations are all cluster operations when asked (without
+// the authorizer).
+//
+// Authorization (with the authorizer on, authorize.go): nothing; the
+// cluster's authorized operations are the principal's.
 //
 // Deviations from Apache Kafka: none beyond the single node.
 
@@ -16,6 +20,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/verbatim-kafka/verbatim/authz"
 )
 
 func init() { register(kmsg.DescribeCluster.Int16(), 0, 2, handleDescribeCluster) }
@@ -32,12 +37,12 @@ func handleDescribeCluster(_ context.Context, s *Server, r *Request) (Reply, err
 	}
 	resp.ClusterID = s.clusterID
 	resp.ControllerID = s.cfg.NodeID
-	host, port := s.advertised()
+	host, port := s.advertised(r.Listener)
 	b := kmsg.NewDescribeClusterResponseBroker()
 	b.NodeID, b.Host, b.Port = s.cfg.NodeID, host, port
 	resp.Brokers = []kmsg.DescribeClusterResponseBroker{b}
 	if req.IncludeClusterAuthorizedOperations {
-		resp.ClusterAuthorizedOperations = clusterAllOps
+		resp.ClusterAuthorizedOperations = s.authorizedOps(r, authz.ResourceCluster, authz.ClusterName, clusterAllOps)
 	}
 	return resp, nil
 }

@@ -9,6 +9,9 @@ package broker
 // verbatim. UNKNOWN_TOPIC_OR_PARTITION for missing partitions,
 // KAFKA_STORAGE_ERROR for offline logs.
 //
+// Authorization (with the authorizer on, authorize.go): READ on the topic
+// (TOPIC_AUTHORIZATION_FAILED).
+//
 // Deviations from Apache Kafka: none known.
 
 import (
@@ -16,6 +19,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/verbatim-kafka/verbatim/authz"
 )
 
 func init() { register(kmsg.DescribeProducers.Int16(), 0, 0, handleDescribeProducers) }
@@ -27,9 +31,15 @@ func handleDescribeProducers(_ context.Context, s *Server, r *Request) (Reply, e
 		rt := kmsg.NewDescribeProducersResponseTopic()
 		rt.Topic = t.Topic
 		topic := s.cluster.topic(t.Topic)
+		denied := !s.authorized(r, authz.OpRead, authz.ResourceTopic, t.Topic)
 		for _, pi := range t.Partitions {
 			rp := kmsg.NewDescribeProducersResponseTopicPartition()
 			rp.Partition = pi
+			if denied {
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
 			var p *Partition
 			if topic != nil {
 				p = topic.Partition(pi)

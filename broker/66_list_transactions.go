@@ -9,6 +9,9 @@ package broker
 // v2+ a regular expression on the id (Java regex syntax is close to Go's
 // RE2 for ordinary patterns; an invalid pattern answers INVALID_REQUEST).
 //
+// Authorization (with the authorizer on, authorize.go): transactional ids
+// without DESCRIBE are left out.
+//
 // Deviations from Apache Kafka: patterns are RE2, not java.util.regex.
 
 import (
@@ -18,6 +21,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/verbatim-kafka/verbatim/authz"
 )
 
 func init() { register(kmsg.ListTransactions.Int16(), 0, 2, handleListTransactions) }
@@ -40,6 +44,9 @@ func handleListTransactions(_ context.Context, s *Server, r *Request) (Reply, er
 	list, unknown := s.txns.List(req.StateFilters, req.ProducerIDFilters, minDur, re)
 	resp.UnknownStateFilters = unknown
 	for _, t := range list {
+		if !s.authorized(r, authz.OpDescribe, authz.ResourceTransactionalID, t.ID) {
+			continue // hidden, as Kafka filters them
+		}
 		ts := kmsg.NewListTransactionsResponseTransactionState()
 		ts.TransactionalID, ts.ProducerID, ts.TransactionState = t.ID, t.PID, t.State
 		resp.TransactionStates = append(resp.TransactionStates, ts)

@@ -15,6 +15,9 @@ package broker
 //     NextCursor names where to continue. A Cursor starts the listing at
 //     that topic and partition.
 //
+// Authorization (with the authorizer on, authorize.go): DESCRIBE on each
+// topic, as Metadata; the authorized operations are the principal's.
+//
 // Deviations from Apache Kafka: none known.
 
 import (
@@ -23,6 +26,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/verbatim-kafka/verbatim/authz"
 )
 
 func init() { register(kmsg.DescribeTopicPartitions.Int16(), 0, 0, handleDescribeTopicPartitions) }
@@ -44,7 +48,10 @@ func handleDescribeTopicPartitions(_ context.Context, s *Server, r *Request) (Re
 	var entries []entry
 	if len(req.Topics) == 0 {
 		for _, t := range s.cluster.topics() {
-			entries = append(entries, entry{name: t.Name, t: t})
+			// Topics the principal may not describe are left out.
+			if s.authorized(r, authz.OpDescribe, authz.ResourceTopic, t.Name) {
+				entries = append(entries, entry{name: t.Name, t: t})
+			}
 		}
 	} else {
 		names := make([]string, 0, len(req.Topics))
@@ -56,7 +63,9 @@ func handleDescribeTopicPartitions(_ context.Context, s *Server, r *Request) (Re
 		sort.Strings(names)
 		for _, n := range names {
 			e := entry{name: n}
-			if err := validateTopicName(n); err != nil {
+			if !s.authorized(r, authz.OpDescribe, authz.ResourceTopic, n) {
+				e.code = kerr.TopicAuthorizationFailed.Code
+			} else if err := validateTopicName(n); err != nil {
 				e.code = kerr.InvalidTopicException.Code
 			} else if e.t = s.cluster.topic(n); e.t == nil {
 				e.code = kerr.UnknownTopicOrPartition.Code
@@ -84,7 +93,7 @@ func handleDescribeTopicPartitions(_ context.Context, s *Server, r *Request) (Re
 		}
 		st.TopicID = e.t.ID
 		st.IsInternal = isInternalTopic(e.t.Name)
-		st.AuthorizedOperations = topicAllOps
+		st.AuthorizedOperations = s.authorizedOps(r, authz.ResourceTopic, e.t.Name, topicAllOps)
 		first := int32(0)
 		if i == 0 {
 			first = startPartition

@@ -49,7 +49,6 @@ type brokerConfigEntry struct {
 // Kafka also has (source STATIC_BROKER_CONFIG, read-only) and the broker
 // defaults of every topic config (source DEFAULT_CONFIG).
 func (s *Server) brokerConfigs() []brokerConfigEntry {
-	host, port := s.advertised()
 	static := func(name, v string, typ kmsg.ConfigType, doc string) brokerConfigEntry {
 		return brokerConfigEntry{name: name, value: v, typ: typ, source: kmsg.ConfigSourceStaticBrokerConfig, doc: doc}
 	}
@@ -57,7 +56,9 @@ func (s *Server) brokerConfigs() []brokerConfigEntry {
 		static("node.id", strconv.Itoa(int(s.cfg.NodeID)), kmsg.ConfigTypeInt, "This broker's node id (--node-id)."),
 		static("broker.id", strconv.Itoa(int(s.cfg.NodeID)), kmsg.ConfigTypeInt, "Same as node.id."),
 		static("log.dirs", s.cfg.DataDir, kmsg.ConfigTypeString, "The data dir (--data-dir)."),
-		static("advertised.listeners", "PLAINTEXT://"+hostPort(host, port), kmsg.ConfigTypeString, "What clients are told to connect to (--advertised-listener)."),
+		static("advertised.listeners", s.advertisedListeners(), kmsg.ConfigTypeString, "What clients are told to connect to, per listener (advertised.listeners, --advertised-listener)."),
+		static("listeners", s.boundListeners(), kmsg.ConfigTypeString, "The listeners served, NAME://bound address (listeners, --listen)."),
+		static("listener.security.protocol.map", s.protocolMap(), kmsg.ConfigTypeString, "Each listener's security protocol (listener.security.protocol.map)."),
 		static("auto.create.topics.enable", strconv.FormatBool(s.cfg.AutoCreateTopics), kmsg.ConfigTypeBoolean, "Create unknown topics on Metadata requests (--auto-create-topics)."),
 		static("num.partitions", strconv.Itoa(int(s.cfg.DefaultPartitions)), kmsg.ConfigTypeInt, "Partitions of auto-created topics (--num-partitions)."),
 		static("default.replication.factor", "1", kmsg.ConfigTypeInt, "Single node: always 1."),
@@ -77,7 +78,11 @@ func (s *Server) brokerConfigs() []brokerConfigEntry {
 			continue
 		}
 		have[def.brokerSynonym] = true
-		out = append(out, brokerConfigEntry{name: def.brokerSynonym, value: def.def, typ: def.typ, source: kmsg.ConfigSourceDefaultConfig, doc: def.doc})
+		e := brokerConfigEntry{name: def.brokerSynonym, value: def.def, typ: def.typ, source: kmsg.ConfigSourceDefaultConfig, doc: def.doc}
+		if v, ok := s.cfg.TopicDefaults[def.name]; ok {
+			e.value, e.source = v, kmsg.ConfigSourceStaticBrokerConfig
+		}
+		out = append(out, e)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out
@@ -128,7 +133,7 @@ func (s *Server) alterTopicConfig(t *Topic, next map[string]string, validateOnly
 	if stop {
 		delete(next, cfgMirrorSourceClusterID)
 	}
-	cfg, err := newTopicConfig(next)
+	cfg, err := s.topicConfig(next)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -56,6 +57,9 @@ type Request struct {
 
 	frame *hotpath.Frame
 	kept  bool
+	// sasl is the connection's SASL state on a SASL listener (nil
+	// otherwise), for the SASL handlers.
+	sasl *saslConn
 }
 
 // KeepFrame hands the frame buffer behind Body to the caller: the
@@ -142,6 +146,9 @@ type conn struct {
 	listener  *Listener
 	principal string
 	host      string
+	// sasl is the SASL gate on a SASL_PLAINTEXT or SASL_SSL listener
+	// (sasl_conn.go), nil otherwise.
+	sasl *saslConn
 }
 
 // handoffBytes is the frame size from which the reader hands a frame to
@@ -167,7 +174,7 @@ func newConn(s *Server, nc net.Conn, p *peer, l *Listener) (*conn, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(s.baseCtx)
-	return &conn{
+	c := &conn{
 		s:           s,
 		nc:          nc,
 		id:          id,
@@ -181,9 +188,14 @@ func newConn(s *Server, nc net.Conn, p *peer, l *Listener) (*conn, error) {
 		cancelRead:  cancel,
 		wait:        newWaiter(s.baseCtx),
 		listener:    l,
-		principal:   AnonymousPrincipal,
+		principal:   principalOf(s.cfg, nc.RemoteAddr()),
 		host:        hostOf(nc.RemoteAddr()),
-	}, nil
+	}
+	if l.Protocol.UsesSASL() {
+		c.sasl = s.newSASLConn(c, l)
+		fr.SetMaxFrame(int(s.cfg.SASLMaxReceiveSize))
+	}
+	return c, nil
 }
 
 // stopReading makes the reader stop at the next frame boundary (or abort
@@ -219,6 +231,9 @@ func (c *conn) isStopped() bool {
 
 func (c *conn) serve() {
 	defer c.s.removeConn(c)
+	if tc, ok := c.nc.(*tls.Conn); ok && !c.handshake(tc) {
+		return
+	}
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
@@ -238,11 +253,19 @@ func (c *conn) serve() {
 	close(c.queue)
 	<-writerDone
 	c.cancelRead()
-	c.nc.Close()
 	var refused *connRefusal
+	if errors.As(err, &refused) {
+		// Counted before the close, so a client that sees the close
+		// also sees the count.
+		c.s.refusals[refused.reason].Add(1)
+	}
+	c.nc.Close()
+	var saslRefused *saslRefusal
 	switch {
 	case errors.As(err, &refused):
 		c.logRefusal(refused)
+	case errors.As(err, &saslRefused):
+		c.logSASLRefusal(saslRefused)
 	case c.handlerErr != nil:
 		c.log.Info("connection closed", "reason", err.Error())
 	case err == nil, errors.Is(err, io.EOF), c.isStopped():
@@ -271,6 +294,7 @@ func (c *conn) readLoop() error {
 		if !c.armRead(c.s.cfg.IdleTimeout) {
 			return nil
 		}
+		c.applySASLFrameLimit()
 		fr.n = 0
 		frame, err := c.frames.ReadFrame(c.ctx, fr)
 		if err != nil {
@@ -281,6 +305,9 @@ func (c *conn) readLoop() error {
 			var ne net.Error
 			switch {
 			case errors.As(err, &fe):
+				if r := c.saslFrameRefusal(fe); r != nil {
+					return r
+				}
 				return c.frameRefusal(fe)
 			case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF) && fr.n > 0:
 				return &connRefusal{reason: refusedTruncated, msg: fmt.Sprintf("truncated frame: connection ended inside a frame size (%d of 4 bytes)", fr.n)}
@@ -289,7 +316,7 @@ func (c *conn) readLoop() error {
 			}
 			return err
 		}
-		if len(frame.Buf) >= handoffBytes || c.handing.Load() > 0 {
+		if len(frame.Buf) >= handoffBytes && c.mayHandOff() || c.handing.Load() > 0 {
 			c.handing.Add(1)
 			select {
 			case c.handoff <- frame:
@@ -300,10 +327,13 @@ func (c *conn) readLoop() error {
 			}
 		}
 		p, err := c.handleFrame(frame)
+		if p != nil {
+			c.queue <- p
+		}
 		if err != nil {
+			c.waitFailedAuthDelay(err, c.ctx.Done())
 			return err
 		}
-		c.queue <- p
 	}
 }
 
@@ -318,14 +348,17 @@ func (c *conn) handleLoop() {
 			continue
 		}
 		p, err := c.handleFrame(frame)
+		if p != nil {
+			c.queue <- p
+		}
 		if err != nil {
 			failed = true
+			c.waitFailedAuthDelay(err, c.s.baseCtx.Done())
 			c.handlerErr = err
 			close(c.handlerDone)
 			c.stopReading()
 			continue
 		}
-		c.queue <- p
 		c.handing.Add(-1)
 	}
 }
@@ -358,8 +391,16 @@ func (f *frameDeadlines) SetReadDeadline(t time.Time) error {
 
 // handleFrame parses and decodes a frame and runs its handler. It owns
 // the frame: on success the pending entry holds it until the response is
-// written; on error (which closes the connection) it is released here.
+// written; on error (which closes the connection) it is released here,
+// except for a SASL refusal that is answered first: then the pending
+// entry comes back with the error.
 func (c *conn) handleFrame(frame hotpath.Frame) (*pending, error) {
+	if c.sasl != nil {
+		if err := c.sasl.admit(frame.Buf); err != nil {
+			frame.Release()
+			return nil, err
+		}
+	}
 	p, e, req, err := decodeFrameCached(frame.Buf, &c.clientID)
 	if err != nil {
 		frame.Release()
@@ -373,6 +414,7 @@ func (c *conn) handleFrame(frame hotpath.Frame) (*pending, error) {
 	}
 	req.ConnID, req.Remote = c.id, c.nc.RemoteAddr()
 	req.Listener, req.Principal, req.Host = c.listener, c.principal, c.host
+	req.sasl = c.sasl
 	req.frame = &p.frame
 	reply, err := callHandler(&p.ctx, c.s, e, req)
 	req.frame = nil
@@ -386,7 +428,7 @@ func (c *conn) handleFrame(frame hotpath.Frame) (*pending, error) {
 		return nil, closeErr("%s v%d (correlation id %d): %v", kmsg.NameForKey(req.Key), req.Version, req.CorrelationID, err)
 	}
 	p.reply = reply
-	return p, nil
+	return p, c.sasl.takeClosing()
 }
 
 // decodeFrame parses the header, checks the API and version and decodes
@@ -552,6 +594,19 @@ func (c *conn) writeResponse(bw *bufio.Writer, buf []byte, p *pending, reply Rep
 			n += len(b)
 		}
 		binary.BigEndian.PutUint32(buf, uint32(n))
+		if _, isTLS := c.nc.(*tls.Conn); isTLS {
+			// No writev through TLS: each buffer would be a record and a
+			// write of its own; the buffered writer packs small ones.
+			if _, err := bw.Write(buf); err != nil {
+				return buf, err
+			}
+			for _, b := range bufs {
+				if _, err := bw.Write(b); err != nil {
+					return buf, err
+				}
+			}
+			return buf, nil
+		}
 		if err := bw.Flush(); err != nil {
 			return buf, err
 		}

@@ -36,6 +36,9 @@ const (
 	refusedTimeout
 	refusedTooLarge
 	refusedTruncated
+	// refusedTLSHandshake: the TLS handshake failed, timed out, or the
+	// client certificate maps to no principal (tls_conn.go).
+	refusedTLSHandshake
 	numRefusals
 )
 
@@ -43,6 +46,7 @@ const (
 // address: the number of keys stays fixed).
 var refusalKeys = [numRefusals]string{
 	"conn-too-many-per-ip", "conn-frame-too-slow", "conn-frame-timeout", "conn-frame-too-large", "conn-frame-truncated",
+	"conn-tls-handshake",
 }
 
 // connRefusal is the reader's error for a connection closed by a limit.
@@ -222,8 +226,10 @@ func (s *Server) admitConn(nc net.Conn) (*peer, bool) {
 	if ok {
 		return p, true
 	}
-	nc.Close()
+	// Counted before the close, so whoever sees the connection closed
+	// also sees it counted.
 	s.refusals[refusedTooManyConns].Add(1)
+	nc.Close()
 	s.faults.Log(s.log, slog.LevelWarn, refusalKeys[refusedTooManyConns], "connection refused",
 		"remote", nc.RemoteAddr().String(),
 		"reason", fmt.Sprintf("address already has the configured maximum of %d connections (max.connections.per.ip)", limit))
@@ -254,8 +260,8 @@ func (c *conn) frameRefusal(fe *hotpath.FrameError) error {
 // naming the client as far as it is known: the header of the frame being
 // read when it had arrived, else the connection's last client id. Called
 // once the connection's handler goroutine has exited.
+// The refusal is counted by the caller, before the connection closes.
 func (c *conn) logRefusal(r *connRefusal) {
-	c.s.refusals[r.reason].Add(1)
 	args := []any{"reason", r.msg}
 	clientID := c.clientID
 	if h, err := parseRequestHeader(r.head, nil); err == nil {

@@ -318,6 +318,11 @@ func TestPerIPFrameBudget(t *testing.T) {
 	b := startBroker(t, t.TempDir(), func(c *Config) {
 		c.MaxFrameBytes = 60000                                 // class 64 KiB, footprint 96 KiB
 		c.MaxInFlightBytesPerIP = 2*64<<10 + hotpath.FirstChunk // two promoted frames and a first chunk
+		// The stalled frames must outlive the test: under -race on a
+		// loaded machine it can take longer than the 5 s grace, after
+		// which the rate deadline would close them and no frame waits.
+		c.FrameGrace = 5 * time.Minute
+		c.RequestTimeout = 5 * time.Minute
 	})
 	s := b.srv
 	part := append(binary.BigEndian.AppendUint32(nil, 60000), make([]byte, 40000)...)

@@ -13,13 +13,24 @@
 // (internal/lograte); storage and the hot path return errors and never
 // log them.
 //
+// With the authorizer on (authorize.go, package authz) every handler
+// checks what Kafka's KafkaApis checks for its API, and the mirror paths
+// the mirror permission (CLUSTER_ACTION on CLUSTER); the ACL APIs
+// (29-31) manage the persisted ACL set.
+//
 // It runs the background work over the logs: retention (partition_log.go)
 // and the log cleaner threads, which choose the compacted log to clean and
 // have storage clean it (log_cleaner.go).
 //
 // It owns connections (with the limits on them: connections and frame
 // bytes per peer address, the refused connections logged,
-// conn_limits.go) and cluster/topic metadata. It must not parse or patch
+// conn_limits.go; the TLS handshake of SSL listeners and the address each
+// listener advertises, tls_conn.go; the SASL gate of SASL listeners,
+// sasl_conn.go, whose mechanisms and SCRAM store are package authn's, the
+// store persisted here, sasl_config.go; the broker's defaults of topic
+// configs, topic_defaults.go) and cluster/topic metadata. Certificates and
+// keystores are tlsconf's, property names brokerconf's: the broker takes a
+// ready *tls.Config per Listener. It must not parse or patch
 // record batch bytes itself (hotpath does that) nor touch files directly
 // (storage does that, through its FS interface). Its lock order is in
 // docs/DESIGN.md ("Locks").

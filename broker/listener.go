@@ -61,6 +61,19 @@ type Listener struct {
 	// listeners (nil otherwise). Its GetConfigForClient/GetCertificate
 	// may reload certificates.
 	TLS *tls.Config
+
+	// TLS and listeners.
+	//
+	// Bind is the address to listen on (host:port, port 0 for any free
+	// port) for whoever binds the listeners of Config.Listeners; Serve
+	// and ServeListener take a bound net.Listener and ignore it.
+	Bind string
+	// Principal maps the state of a finished TLS handshake to the
+	// connection's principal (tlsconf.Server.Principal: the mapped subject
+	// of a verified client certificate): ok false leaves it anonymous, an
+	// error fails the connection's authentication and closes it. Nil: TLS
+	// connections stay anonymous.
+	Principal func(tls.ConnectionState) (principal string, ok bool, err error)
 }
 
 // defaultListener is the listener Serve uses: plaintext, named as

@@ -36,8 +36,8 @@ func BenchmarkProduceInFlight(b *testing.B) {
 
 // benchProduceConn sends b.N produces of one batch on one connection,
 // window at a time.
-func benchProduceConn(b *testing.B, mirror bool, window int) {
-	s, l := openProduceServer(b, "", "bench", mirror)
+func benchProduceConn(b *testing.B, mirror bool, window int, mods ...func(*Config)) {
+	s, l := openProduceServer(b, "", "bench", mirror, mods...)
 	defer func() { _ = s.Shutdown(context.Background()) }()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -122,10 +122,13 @@ func benchProduceConn(b *testing.B, mirror bool, window int) {
 // openProduceServer opens a broker (not serving) with flush policy flush
 // and a one-partition topic, a mirror topic when mirror; it returns the
 // topic's log too.
-func openProduceServer(tb testing.TB, flush, topic string, mirror bool) (*Server, *storage.Log) {
+func openProduceServer(tb testing.TB, flush, topic string, mirror bool, mods ...func(*Config)) (*Server, *storage.Log) {
 	tb.Helper()
 	cfg := quietConfig(tb.TempDir())
 	cfg.Flush = flush
+	for _, m := range mods {
+		m(&cfg)
+	}
 	s, err := Open(cfg)
 	if err != nil {
 		tb.Fatal(err)
@@ -142,5 +145,13 @@ func openProduceServer(tb testing.TB, flush, topic string, mirror bool) (*Server
 		_ = s.Shutdown(context.Background())
 		tb.Fatal(err)
 	}
-	return s, s.cluster.topic(topic).Partition(0).Log.(*logHandle).log
+	p := s.cluster.topic(topic).Partition(0)
+	if mirror {
+		// The writer of mirrorProduce (registerTestWriter).
+		if e, errs := s.registerMirrorWriters([]*Partition{p}, writerID{}); errs[0] != nil || e != testWriterEpoch {
+			_ = s.Shutdown(context.Background())
+			tb.Fatalf("registering: epoch %d, %v", e, errs[0])
+		}
+	}
+	return s, p.Log.(*logHandle).log
 }

@@ -67,10 +67,11 @@ func data(base int64, epoch int32, n int) srcBatch {
 }
 
 // mirrorProduce builds a mirror produce (docs/protocol.md) of one
-// partition.
+// partition by the test writer (registerTestWriter: createTopic registers
+// it on mirror topics).
 func mirrorProduce(version int16, topic string, part int32, set []byte, expected int64, currentEpoch int32) *kmsg.ProduceRequest {
 	req := produceRequest(version, topic, part, set)
-	req.UnknownTags.Set(wireext.MirrorTag, (&wireext.MirrorProduce{WriterEpoch: 1}).AppendTo(nil))
+	req.UnknownTags.Set(wireext.MirrorTag, (&wireext.MirrorProduce{WriterEpoch: testWriterEpoch}).AppendTo(nil))
 	pv := wireext.MirrorPartition{ExpectedLogEndOffset: expected, CurrentLeaderEpoch: currentEpoch}
 	req.Topics[0].Partitions[0].UnknownTags.Set(wireext.MirrorTag, pv.AppendTo(nil))
 	return req
@@ -272,7 +273,7 @@ func TestApiVersionsAdvertisesMirrorProduce(t *testing.T) {
 		resp := rawApiVersions(t, b, v)
 		found := false
 		for _, f := range resp.SupportedFeatures {
-			found = found || f.Name == "verbatim.mirror.produce" && f.MinVersion == 0 && f.MaxVersion == 1
+			found = found || f.Name == "verbatim.mirror.produce" && f.MinVersion == 2 && f.MaxVersion == 2
 		}
 		if found != (v >= 3) {
 			t.Fatalf("v%d: verbatim.mirror.produce listed = %v", v, found)

@@ -1,6 +1,10 @@
 package broker
 
 import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -12,83 +16,183 @@ import (
 	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
-// writerTag is the request-level MirrorProduce value with writer epoch we.
-func writerTag(we int32) []byte {
-	return (&wireext.MirrorProduce{WriterEpoch: we}).AppendTo(nil)
-}
-
-// mirrorAs sends set as writer epoch we; it returns the partition answer.
+// mirrorAs sends set as writer epoch we with the zero id; it returns the
+// partition answer.
 func mirrorAs(t *testing.T, b *testBroker, we int32, set []byte, expected int64) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
-	req := mirrorProduce(11, "m", 0, set, expected, -1)
-	req.UnknownTags.Set(wireext.MirrorTag, writerTag(we))
-	return rawRequest[*kmsg.ProduceResponse](t, b, req).Topics[0].Partitions[0]
+	return mirrorAsID(t, b, we, writerID{}, set, expected)
 }
 
-// mirrorDeleteAs forwards a log start as writer epoch we.
-func mirrorDeleteAs(t *testing.T, b *testBroker, we int32, offset int64) kmsg.DeleteRecordsResponseTopicPartition {
-	t.Helper()
-	req := kmsg.NewPtrDeleteRecordsRequest()
-	req.Version = 2
-	req.TimeoutMillis = 10000
-	req.UnknownTags.Set(wireext.MirrorTag, writerTag(we))
-	rt := kmsg.NewDeleteRecordsRequestTopic()
-	rt.Topic = "m"
-	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
-	rp.Partition, rp.Offset = 0, offset
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	return rawRequest[*kmsg.DeleteRecordsResponse](t, b, req).Topics[0].Partitions[0]
-}
-
-// TestMirrorWriterEpochFencing: a partition remembers the highest mirror
-// writer epoch that wrote to it, across restarts; an older writer's
-// produces (identical retries included) and log-start forwards are
-// PRODUCER_FENCED and change nothing; equal and newer epochs go on.
+// TestMirrorWriterEpochFencing: registration assigns writer epochs; only
+// the writer registered last on a partition writes it, across restarts.
+// An earlier registrant's produces (identical retries included) and
+// log-start forwards are PRODUCER_FENCED and change nothing, and so is the
+// current epoch sent with another id; an epoch never assigned is
+// INVALID_PRODUCER_EPOCH.
 func TestMirrorWriterEpochFencing(t *testing.T) {
 	dir := t.TempDir()
 	b := startBroker(t, dir, nil)
 	createTopic(t, b, "m", 1, map[string]*string{"mirror.mode": sp("push")})
+	l, _ := partitionLog(b.srv.cluster.topic("m").Partition(0))
 	b0 := stopBatch(t, 0, 1, -1, -1, 2, false)
 	b1 := stopBatch(t, 2, 1, -1, -1, 2, false)
 	b2 := stopBatch(t, 4, 1, -1, -1, 2, false)
-	if pr := mirrorAs(t, b, 5, b0, 0); pr.ErrorCode != 0 {
-		t.Fatalf("writer 5: %v", kerr.ErrorForCode(pr.ErrorCode))
+	ida, idb := writerID{0xa}, writerID{0xb}
+	ea := registerAs(t, b, "m", ida, 0)
+	if ea != testWriterEpoch+1 {
+		t.Fatalf("second registration: epoch %d", ea)
 	}
-	pr := mirrorAs(t, b, 3, b1, 2)
-	if pr.ErrorCode != kerr.ProducerFenced.Code || !strings.Contains(strPtr(pr.ErrorMessage), "mirror writer epoch 3 is older than 5, the newest that wrote to m-0") {
-		t.Fatalf("writer 3 after 5: %v %q", kerr.ErrorForCode(pr.ErrorCode), strPtr(pr.ErrorMessage))
+	if pr := mirrorAsID(t, b, testWriterEpoch, writerID{}, b0, 0); pr.ErrorCode != kerr.ProducerFenced.Code {
+		t.Fatalf("the first registrant after a second one: %v", kerr.ErrorForCode(pr.ErrorCode))
 	}
-	l, _ := partitionLog(b.srv.cluster.topic("m").Partition(0))
+	if pr := mirrorAsID(t, b, ea, ida, b0, 0); pr.ErrorCode != 0 {
+		t.Fatalf("writer a: %v", kerr.ErrorForCode(pr.ErrorCode))
+	}
+	eb := registerAs(t, b, "m", idb, 0)
+	pr := mirrorAsID(t, b, ea, ida, b1, 2)
+	want := fmt.Sprintf("mirror writer epoch %d is older than %d, the writer registered last on m-0", ea, eb)
+	if pr.ErrorCode != kerr.ProducerFenced.Code || !strings.Contains(strPtr(pr.ErrorMessage), want) {
+		t.Fatalf("writer a after b registered: %v %q", kerr.ErrorForCode(pr.ErrorCode), strPtr(pr.ErrorMessage))
+	}
+	if pr := mirrorAsID(t, b, ea, ida, b0, 0); pr.ErrorCode != kerr.ProducerFenced.Code {
+		t.Fatalf("writer a's identical retry after b registered: %v", kerr.ErrorForCode(pr.ErrorCode))
+	}
+	if pr := mirrorAsID(t, b, eb, ida, b1, 2); pr.ErrorCode != kerr.ProducerFenced.Code || !strings.Contains(strPtr(pr.ErrorMessage), "is not the registrant of epoch") {
+		t.Fatalf("b's epoch with a's id: %v %q", kerr.ErrorForCode(pr.ErrorCode), strPtr(pr.ErrorMessage))
+	}
+	if pr := mirrorAsID(t, b, eb+1, idb, b1, 2); pr.ErrorCode != kerr.InvalidProducerEpoch.Code || !strings.Contains(strPtr(pr.ErrorMessage), "was never assigned") {
+		t.Fatalf("an epoch above the assigned: %v %q", kerr.ErrorForCode(pr.ErrorCode), strPtr(pr.ErrorMessage))
+	}
 	if l.LogEndOffset() != 2 {
-		t.Fatalf("a fenced produce appended: log end %d", l.LogEndOffset())
+		t.Fatalf("a refused produce appended: log end %d", l.LogEndOffset())
 	}
-	if pr := mirrorAs(t, b, 5, b1, 2); pr.ErrorCode != 0 {
-		t.Fatalf("writer 5 again: %v", kerr.ErrorForCode(pr.ErrorCode))
+	if pr := mirrorAsID(t, b, eb, idb, b1, 2); pr.ErrorCode != 0 {
+		t.Fatalf("writer b: %v", kerr.ErrorForCode(pr.ErrorCode))
 	}
-	if pr := mirrorAs(t, b, 9, b2, 4); pr.ErrorCode != 0 {
-		t.Fatalf("writer 9 takes over: %v", kerr.ErrorForCode(pr.ErrorCode))
-	}
-	// The writer that was taken over from is fenced, even for an
-	// identical retry of what it wrote.
-	if pr := mirrorAs(t, b, 5, b1, 2); pr.ErrorCode != kerr.ProducerFenced.Code {
-		t.Fatalf("writer 5 retry after 9: %v", kerr.ErrorForCode(pr.ErrorCode))
-	}
-	if dr := mirrorDeleteAs(t, b, 5, 2); dr.ErrorCode != kerr.ProducerFenced.Code || l.LogStartOffset() != 0 {
-		t.Fatalf("log-start forward by writer 5: %v, log start %d", kerr.ErrorForCode(dr.ErrorCode), l.LogStartOffset())
+	if dr := mirrorDeleteAsID(t, b, ea, ida, 2); dr.ErrorCode != kerr.ProducerFenced.Code || l.LogStartOffset() != 0 {
+		t.Fatalf("log-start forward by writer a: %v, log start %d", kerr.ErrorForCode(dr.ErrorCode), l.LogStartOffset())
 	}
 
 	b.stop()
 	b = startBroker(t, dir, nil)
 	l, _ = partitionLog(b.srv.cluster.topic("m").Partition(0))
-	if pr := mirrorAs(t, b, 8, stopBatch(t, 6, 1, -1, -1, 1, false), 6); pr.ErrorCode != kerr.ProducerFenced.Code {
-		t.Fatalf("writer 8 after a restart (9 seen): %v", kerr.ErrorForCode(pr.ErrorCode))
+	if pr := mirrorAsID(t, b, ea, ida, b2, 4); pr.ErrorCode != kerr.ProducerFenced.Code {
+		t.Fatalf("writer a after a restart: %v", kerr.ErrorForCode(pr.ErrorCode))
 	}
-	if dr := mirrorDeleteAs(t, b, 9, 2); dr.ErrorCode != 0 || dr.LowWatermark != 2 {
-		t.Fatalf("log-start forward by writer 9: %v low %d", kerr.ErrorForCode(dr.ErrorCode), dr.LowWatermark)
+	if dr := mirrorDeleteAsID(t, b, eb, idb, 2); dr.ErrorCode != 0 || dr.LowWatermark != 2 {
+		t.Fatalf("log-start forward by writer b: %v low %d", kerr.ErrorForCode(dr.ErrorCode), dr.LowWatermark)
 	}
-	if pr := mirrorAs(t, b, 10, stopBatch(t, 6, 1, -1, -1, 1, false), 6); pr.ErrorCode != 0 || l.LogEndOffset() != 7 {
-		t.Fatalf("writer 10: %v, log end %d", kerr.ErrorForCode(pr.ErrorCode), l.LogEndOffset())
+	if pr := mirrorAsID(t, b, eb, idb, b2, 4); pr.ErrorCode != 0 || l.LogEndOffset() != 6 {
+		t.Fatalf("writer b after a restart: %v, log end %d", kerr.ErrorForCode(pr.ErrorCode), l.LogEndOffset())
+	}
+	if e := registerAs(t, b, "m", ida, 0); e != eb+1 {
+		t.Fatalf("registration after a restart: epoch %d, want %d", e, eb+1)
+	}
+}
+
+// TestMirrorForgedWriterEpoch: a mirror produce or log-start forward with
+// a client-chosen epoch (2147483647, the attack on clock-based epochs) is
+// INVALID_PRODUCER_EPOCH, on a partition with a writer and on one without,
+// and locks nobody out: the registered writer goes on, the next
+// registration gets the next epoch.
+func TestMirrorForgedWriterEpoch(t *testing.T) {
+	b := startBroker(t, t.TempDir(), nil)
+	createTopic(t, b, "m", 2, map[string]*string{"mirror.mode": sp("push")})
+	ida := writerID{0xa}
+	ea := registerAs(t, b, "m", ida, 0)
+	for _, part := range []int32{0, 1} {
+		req := mirrorProduce(11, "m", part, stopBatch(t, 0, 1, -1, -1, 1, false), 0, -1)
+		req.UnknownTags.Set(wireext.MirrorTag, writerTagID(math.MaxInt32, writerID{0xff}))
+		if pr := rawRequest[*kmsg.ProduceResponse](t, b, req).Topics[0].Partitions[0]; pr.ErrorCode != kerr.InvalidProducerEpoch.Code {
+			t.Fatalf("partition %d: a forged epoch: %v", part, kerr.ErrorForCode(pr.ErrorCode))
+		}
+	}
+	if dr := mirrorDeleteAsID(t, b, math.MaxInt32, writerID{}, 0); dr.ErrorCode != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("a forged forward: %v", kerr.ErrorForCode(dr.ErrorCode))
+	}
+	if pr := mirrorAsID(t, b, ea, ida, stopBatch(t, 0, 1, -1, -1, 1, false), 0); pr.ErrorCode != 0 {
+		t.Fatalf("the registered writer after the forgeries: %v", kerr.ErrorForCode(pr.ErrorCode))
+	}
+	if e := registerAs(t, b, "m", writerID{0xc}, 0, 1); e != ea+1 {
+		t.Fatalf("the next registration: epoch %d, want %d", e, ea+1)
+	}
+	st, _ := b.srv.mirrorStateOf(b.srv.cluster.topic("m"))
+	if st.Partitions[0].WriterEpoch != ea+1 || st.Partitions[1].WriterEpoch != ea+1 {
+		t.Fatalf("state %+v", st.Partitions)
+	}
+}
+
+// TestMirrorRegistrationOneEpoch: a registration gives all its partitions
+// one epoch, above the highest any had, answered in every partition's tag
+// and persisted; partitions of an ordinary topic are refused without one,
+// and so are those of a stopped mirror.
+func TestMirrorRegistrationOneEpoch(t *testing.T) {
+	b := startBroker(t, t.TempDir(), nil)
+	createTopic(t, b, "m", 2, map[string]*string{"mirror.mode": sp("push")})
+	createTopic(t, b, "plain", 1, nil)
+	for i := 0; i < 3; i++ {
+		registerAs(t, b, "m", writerID{1}, 0)
+	}
+	if e := registerAs(t, b, "m", writerID{2}, 0, 1); e != testWriterEpoch+4 {
+		t.Fatalf("registration of partitions at epochs 3 and 0: %d, want 4", e)
+	}
+	st, _ := b.srv.mirrorStateOf(b.srv.cluster.topic("m"))
+	for _, ps := range st.Partitions {
+		if ps.WriterEpoch != 4 || ps.WriterID != (writerID{2}) {
+			t.Fatalf("persisted %+v", st.Partitions)
+		}
+	}
+	resp := rawRequest[*kmsg.DeleteRecordsResponse](t, b, registration("plain", writerID{3}, 0))
+	if p := resp.Topics[0].Partitions[0]; p.ErrorCode != kerr.PolicyViolation.Code || assignedEpoch(t, p) != -1 {
+		t.Fatalf("registration on an ordinary topic: %v epoch %d", kerr.ErrorForCode(p.ErrorCode), assignedEpoch(t, p))
+	}
+	if err, msg := incrementalAlter(t, b, "m", false, iacDelete("mirror.mode")); err != nil {
+		t.Fatalf("stop: %v %q", err, msg)
+	}
+	resp = rawRequest[*kmsg.DeleteRecordsResponse](t, b, registration("m", writerID{3}, 0))
+	if p := resp.Topics[0].Partitions[0]; p.ErrorCode != kerr.PolicyViolation.Code || assignedEpoch(t, p) != -1 {
+		t.Fatalf("registration after the stop: %v epoch %d", kerr.ErrorForCode(p.ErrorCode), assignedEpoch(t, p))
+	}
+}
+
+// TestMirrorWriterMigration: a data dir from before broker-assigned epochs
+// (state version 1) holding a poisoned writer record (2147483647) and a
+// clock-based one: at the first start both are reset, clock epochs are
+// refused (INVALID_PRODUCER_EPOCH), the next registration gets epoch 0 and
+// writes; the migrated state is persisted (version 2).
+func TestMirrorWriterMigration(t *testing.T) {
+	dir := t.TempDir()
+	b := startBroker(t, dir, nil)
+	createTopic(t, b, "m", 2, map[string]*string{"mirror.mode": sp("push")})
+	tp := b.srv.cluster.topic("m")
+	name := filepath.Join(dir, filepath.FromSlash(mirrorStateDir), mirrorStateName(tp.ID))
+	b.stop()
+	old := fmt.Sprintf(`{"version":1,"topic":"m","topic_id":"%x","state":"mirroring","partitions":[`+
+		`{"writer_epoch":2147483647,"writer_id":"00000000000000000000000000000000","last_mirrored_offset":-1,"last_mirrored_epoch":-1,"stop_from":-1,"new_epoch":-1},`+
+		`{"writer_epoch":1700000000,"writer_id":"17f0000000000000a1a2a3a4a5a6a7a8","last_mirrored_offset":-1,"last_mirrored_epoch":-1,"stop_from":-1,"new_epoch":-1}]}`, tp.ID[:])
+	if err := os.WriteFile(name, []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b = startBroker(t, dir, nil)
+	data, err := os.ReadFile(name)
+	if err != nil || !strings.Contains(string(data), `"version": 2`) || strings.Contains(string(data), "2147483647") {
+		t.Fatalf("state file after the first start (%v):\n%s", err, data)
+	}
+	set := stopBatch(t, 0, 1, -1, -1, 1, false)
+	if pr := mirrorAsID(t, b, math.MaxInt32, writerID{}, set, 0); pr.ErrorCode != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("the poisoned epoch after the migration: %v", kerr.ErrorForCode(pr.ErrorCode))
+	}
+	req := mirrorProduce(11, "m", 1, set, 0, -1)
+	req.UnknownTags.Set(wireext.MirrorTag, writerTagID(1_700_000_000, writerID{0x17, 0xf0, 8: 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8}))
+	if pr := rawRequest[*kmsg.ProduceResponse](t, b, req).Topics[0].Partitions[0]; pr.ErrorCode != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("a clock-based pusher after the migration: %v", kerr.ErrorForCode(pr.ErrorCode))
+	}
+	id := writerID{9}
+	if e := registerAs(t, b, "m", id, 0, 1); e != 0 {
+		t.Fatalf("the first registration after the migration: epoch %d", e)
+	}
+	if pr := mirrorAsID(t, b, 0, id, set, 0); pr.ErrorCode != 0 {
+		t.Fatalf("the registered writer: %v", kerr.ErrorForCode(pr.ErrorCode))
 	}
 }
 
@@ -175,130 +279,99 @@ func mirrorAsID(t *testing.T, b *testBroker, we int32, id writerID, set []byte, 
 	return rawRequest[*kmsg.ProduceResponse](t, b, req).Topics[0].Partitions[0]
 }
 
-// claimAsID is a pusher's start: a mirror DeleteRecords to offset 0 (a
-// no-op on the log) that only registers the writer on partition part.
-func claimAsID(b *testBroker, part int32, we int32, id writerID) (int16, error) {
-	req := kmsg.NewPtrDeleteRecordsRequest()
-	req.Version = 2
-	req.TimeoutMillis = 10000
+// mirrorDeleteAsID forwards a log start as writer (we, id).
+func mirrorDeleteAsID(t *testing.T, b *testBroker, we int32, id writerID, offset int64) kmsg.DeleteRecordsResponseTopicPartition {
+	t.Helper()
+	req := registration("m", id, 0)
 	req.UnknownTags.Set(wireext.MirrorTag, writerTagID(we, id))
-	rt := kmsg.NewDeleteRecordsRequestTopic()
-	rt.Topic = "m"
-	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
-	rp.Partition, rp.Offset = part, 0
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := rawRoundTrip(b.addr, req)
-	if err != nil {
-		return 0, err
-	}
-	return resp.(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0].ErrorCode, nil
+	req.Topics[0].Partitions[0].Offset = offset
+	return rawRequest[*kmsg.DeleteRecordsResponse](t, b, req).Topics[0].Partitions[0]
 }
 
-// TestMirrorWriterIDTieBreak: writers with the same epoch are ordered by
-// WriterID; the one that lost the tie is PRODUCER_FENCED with a message
-// saying so, a writer without an id (a pusher from before WriterID) loses
-// every tie, the order survives a restart, and a higher epoch still wins
-// whatever the ids.
-func TestMirrorWriterIDTieBreak(t *testing.T) {
-	dir := t.TempDir()
-	b := startBroker(t, dir, nil)
+// TestMirrorMalformedWriterID: a WriterID that is not 16 bytes makes the
+// request malformed: the connection is closed, nothing is written.
+func TestMirrorMalformedWriterID(t *testing.T) {
+	b := startBroker(t, t.TempDir(), nil)
 	createTopic(t, b, "m", 1, map[string]*string{"mirror.mode": sp("push")})
-	lo, hi := writerID{0x10, 15: 9}, writerID{0x20}
-	set := func(base int64) []byte { return stopBatch(t, base, 1, -1, -1, 1, false) }
-	if pr := mirrorAsID(t, b, 7, lo, set(0), 0); pr.ErrorCode != 0 {
-		t.Fatalf("writer lo: %v", kerr.ErrorForCode(pr.ErrorCode))
-	}
-	if pr := mirrorAs(t, b, 7, set(1), 1); pr.ErrorCode != kerr.ProducerFenced.Code {
-		t.Fatalf("a writer without id, same epoch, after lo: %v", kerr.ErrorForCode(pr.ErrorCode))
-	}
-	if pr := mirrorAsID(t, b, 7, hi, set(1), 1); pr.ErrorCode != 0 {
-		t.Fatalf("writer hi takes over: %v", kerr.ErrorForCode(pr.ErrorCode))
-	}
-	pr := mirrorAsID(t, b, 7, lo, set(2), 2)
-	want := "mirror writer epoch 7 (writer id 10000000000000000000000000000009) lost the tie with writer epoch 7 (writer id 20000000000000000000000000000000), the newest that wrote to m-0"
-	if pr.ErrorCode != kerr.ProducerFenced.Code || !strings.Contains(strPtr(pr.ErrorMessage), want) {
-		t.Fatalf("writer lo after hi: %v %q", kerr.ErrorForCode(pr.ErrorCode), strPtr(pr.ErrorMessage))
-	}
-	if dr := mirrorDeleteAs(t, b, 7, 1); dr.ErrorCode != kerr.ProducerFenced.Code {
-		t.Fatalf("log-start forward without id after hi: %v", kerr.ErrorForCode(dr.ErrorCode))
-	}
-	b.stop()
-	b = startBroker(t, dir, nil)
-	if pr := mirrorAsID(t, b, 7, lo, set(2), 2); pr.ErrorCode != kerr.ProducerFenced.Code {
-		t.Fatalf("writer lo after a restart: %v", kerr.ErrorForCode(pr.ErrorCode))
-	}
-	if pr := mirrorAsID(t, b, 7, hi, set(2), 2); pr.ErrorCode != 0 {
-		t.Fatalf("writer hi after a restart: %v", kerr.ErrorForCode(pr.ErrorCode))
-	}
-	if pr := mirrorAs(t, b, 8, set(3), 3); pr.ErrorCode != 0 {
-		t.Fatalf("epoch 8 without id after 7/hi: %v", kerr.ErrorForCode(pr.ErrorCode))
-	}
-	if pr := mirrorAsID(t, b, 7, hi, set(4), 4); pr.ErrorCode != kerr.ProducerFenced.Code {
-		t.Fatalf("7/hi after epoch 8: %v", kerr.ErrorForCode(pr.ErrorCode))
-	}
-	st, _ := b.srv.mirrorStateOf(b.srv.cluster.topic("m"))
-	if st.Partitions[0].WriterEpoch != 8 || st.Partitions[0].WriterID != (writerID{}) {
-		t.Fatalf("state %+v", st.Partitions[0])
-	}
-	// A WriterID that is not 16 bytes makes the request malformed: the
-	// connection is closed, nothing is written.
-	req := mirrorProduce(11, "m", 0, set(4), 4, -1)
-	bad := writerTagID(9, hi)
+	req := mirrorProduce(11, "m", 0, stopBatch(t, 0, 1, -1, -1, 1, false), 0, -1)
+	bad := writerTagID(testWriterEpoch, writerID{0x20})
 	bad[8] = 15
 	req.UnknownTags.Set(wireext.MirrorTag, bad[:len(bad)-1])
 	rc := dialRaw(t, b.addr)
 	rc.write(appendRequestFrame(nil, req, 1, "t"))
 	rc.expectClosed()
-	if st, _ := b.srv.mirrorStateOf(b.srv.cluster.topic("m")); st.Partitions[0].WriterEpoch != 8 {
-		t.Fatalf("a malformed request moved the writer epoch: %+v", st.Partitions[0])
+	if l, _ := partitionLog(b.srv.cluster.topic("m").Partition(0)); l.LogEndOffset() != 0 {
+		t.Fatalf("a malformed request appended: log end %d", l.LogEndOffset())
 	}
 }
 
-// TestMirrorWriterSameEpochRace: pushers that start at the same instant
-// (same writer epoch, distinct ids) register on both partitions
-// concurrently; whatever the interleaving, afterwards exactly one of them,
-// the highest id, may write and every other is PRODUCER_FENCED on every
-// partition.
-func TestMirrorWriterSameEpochRace(t *testing.T) {
+// TestMirrorWriterRegistrationRace: pushers that start at the same
+// instant register on both partitions concurrently, each in one request;
+// whatever the interleaving, each gets a distinct epoch, and afterwards
+// exactly one of them, the highest epoch, may write and every other is
+// PRODUCER_FENCED on every partition.
+func TestMirrorWriterRegistrationRace(t *testing.T) {
 	b := startBroker(t, t.TempDir(), nil)
 	createTopic(t, b, "m", 2, map[string]*string{"mirror.mode": sp("push")})
 	const n = 8
-	ids := make([]writerID, n)
-	for i := range ids {
-		ids[i] = writerID{byte(n - i), 15: byte(i)} // ids[0] is the highest
-	}
+	epochs := make([]int32, n)
 	var wg sync.WaitGroup
-	errs := make(chan error, 2*n)
-	for i := range ids {
-		for part := int32(0); part < 2; part++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				// A claim that lost may already be fenced; both answers
-				// are fine here, what counts is the state afterwards.
-				code, err := claimAsID(b, part, 42, ids[i])
-				if err == nil && code != 0 && code != kerr.ProducerFenced.Code {
-					err = kerr.ErrorForCode(code)
+	errs := make(chan error, n)
+	for i := range epochs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := rawRoundTrip(b.addr, registration("m", writerID{byte(i)}, 0, 1))
+			if err != nil {
+				errs <- err
+				return
+			}
+			ps := resp.(*kmsg.DeleteRecordsResponse).Topics[0].Partitions
+			// A registrant overtaken between its assignment and its
+			// (no-op) delete is already fenced; the epoch is answered
+			// only with success.
+			epochs[i] = -1
+			for _, p := range ps {
+				if p.ErrorCode == 0 {
+					epochs[i] = assignedEpoch(t, p)
+				} else if p.ErrorCode != kerr.ProducerFenced.Code {
+					errs <- kerr.ErrorForCode(p.ErrorCode)
 				}
-				if err != nil {
-					errs <- err
-				}
-			}()
-		}
+			}
+		}()
 	}
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
 	}
-	for part := int32(0); part < 2; part++ {
-		for i := n - 1; i >= 0; i-- {
+	st, _ := b.srv.mirrorStateOf(b.srv.cluster.topic("m"))
+	top := st.Partitions[0].WriterEpoch
+	if top != testWriterEpoch+n || st.Partitions[1].WriterEpoch != top || st.Partitions[0].WriterID != st.Partitions[1].WriterID {
+		t.Fatalf("after %d registrations: %+v", n, st.Partitions)
+	}
+	winner := int(st.Partitions[0].WriterID[0])
+	if epochs[winner] != top {
+		t.Fatalf("the winner %d was answered epoch %d, the state has %d", winner, epochs[winner], top)
+	}
+	seen := map[int32]bool{}
+	for i, e := range epochs {
+		if e >= 0 && seen[e] {
+			t.Fatalf("epoch %d answered twice (%v)", e, epochs)
+		}
+		seen[e] = true
+		for part := int32(0); part < 2; part++ {
 			req := mirrorProduce(11, "m", part, stopBatch(t, 0, 1, -1, -1, 1, false), 0, -1)
-			req.UnknownTags.Set(wireext.MirrorTag, writerTagID(42, ids[i]))
+			req.UnknownTags.Set(wireext.MirrorTag, writerTagID(e, writerID{byte(i)}))
 			pr := rawRequest[*kmsg.ProduceResponse](t, b, req).Topics[0].Partitions[0]
-			if want := map[bool]int16{true: 0, false: kerr.ProducerFenced.Code}[i == 0]; pr.ErrorCode != want {
-				t.Fatalf("partition %d, pusher %d: %v, want %v", part, i, kerr.ErrorForCode(pr.ErrorCode), kerr.ErrorForCode(want))
+			want := kerr.ProducerFenced.Code
+			if i == winner {
+				want = 0
+			} else if e < 0 {
+				want = kerr.InvalidProducerEpoch.Code
+			}
+			if pr.ErrorCode != want {
+				t.Fatalf("partition %d, pusher %d (epoch %d): %v, want %v", part, i, e, kerr.ErrorForCode(pr.ErrorCode), kerr.ErrorForCode(want))
 			}
 		}
 	}

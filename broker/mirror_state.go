@@ -10,12 +10,16 @@ package broker
 //     "stopping" (mirror stop began: mirror produces are refused, and the
 //     stop sequence is completed at the next start if the broker crashed
 //     in the middle of it) or "stopped".
-//   - Per partition: the newest mirror writer seen, its epoch and writer
-//     id (mirror_writer.go; a mirror produce or mirror DeleteRecords from
-//     an older writer is fenced), and,
+//   - Per partition: the registered mirror writer, the epoch the broker
+//     assigned it and its writer id (mirror_writer.go; a mirror produce
+//     or mirror DeleteRecords from any other writer is refused), and,
 //     once a stop began, the last mirrored offset and epoch, the new
 //     leader epoch the stop chose and the log end at which the stop's own
 //     batches start.
+//
+// Version 2: version-1 files (the pushers' clocks as writer epochs) have
+// their writer records reset when first read (migrateWriterEpochsLocked),
+// which recoverMirrorStops does for every file at start-up.
 //
 // Keyed by topic id, so a topic deleted and re-created under the same name
 // never inherits its predecessor's state. The file is read lazily, the
@@ -42,6 +46,10 @@ const (
 	mirrorStateStopped   = "stopped"
 )
 
+// mirrorStateVersion is the state files' version: 2 since writer epochs
+// are assigned by the broker (version 1 held the pushers' clocks).
+const mirrorStateVersion = 2
+
 // mirrorTopicState is the persisted state of one mirror topic.
 type mirrorTopicState struct {
 	Version int    `json:"version"`
@@ -59,9 +67,9 @@ type mirrorTopicState struct {
 
 // mirrorPartitionState is one partition's part of it.
 type mirrorPartitionState struct {
-	// WriterEpoch is the highest mirror writer epoch seen (-1: none),
-	// WriterID the id of the newest writer with that epoch (zero: none
-	// sent; absent in files written before writer ids).
+	// WriterEpoch is the epoch assigned to the partition's registered
+	// writer, the highest assigned there (-1: none registered), WriterID
+	// that registrant's id (mirror_writer.go).
 	WriterEpoch int32    `json:"writer_epoch"`
 	WriterID    writerID `json:"writer_id"`
 	// Set when a stop begins (Stopping true): the last mirrored offset
@@ -95,7 +103,7 @@ func (s *Server) loadMirrorStateLocked(t *Topic) (*mirrorTopicState, error) {
 	r := &s.mirror
 	st := r.topics[t.ID]
 	if st == nil {
-		st = &mirrorTopicState{Version: 1, Topic: t.Name, TopicID: hex.EncodeToString(t.ID[:]), State: mirrorStateMirroring}
+		st = &mirrorTopicState{Version: mirrorStateVersion, Topic: t.Name, TopicID: hex.EncodeToString(t.ID[:]), State: mirrorStateMirroring}
 		data, err := readFile(s.fs, mirrorStateDir+"/"+mirrorStateName(t.ID))
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -113,6 +121,11 @@ func (s *Server) loadMirrorStateLocked(t *Topic) (*mirrorTopicState, error) {
 			default:
 				return nil, fmt.Errorf("%w: the mirror state file %s/%s has state %q", errStorage, mirrorStateDir, mirrorStateName(t.ID), st.State)
 			}
+			if st.Version < mirrorStateVersion {
+				if err := s.migrateWriterEpochsLocked(t, st); err != nil {
+					return nil, err
+				}
+			}
 		}
 		if r.topics == nil {
 			r.topics = make(map[[16]byte]*mirrorTopicState)
@@ -123,6 +136,28 @@ func (s *Server) loadMirrorStateLocked(t *Topic) (*mirrorTopicState, error) {
 		st.Partitions = append(st.Partitions, newMirrorPartitionState())
 	}
 	return st, nil
+}
+
+// migrateWriterEpochsLocked resets the writer records of a version-1
+// state, whose epochs were the pushers' clocks (a forged one at
+// 2147483647 would fence every pusher until 2038): no writer is
+// registered afterwards, so the next registration wins and a pusher still
+// sending its clock is refused (INVALID_PRODUCER_EPOCH). Persisted before
+// the state is used. REQUIRES: s.mirror.mu.
+func (s *Server) migrateWriterEpochsLocked(t *Topic, st *mirrorTopicState) error {
+	saved := cloneMirrorState(st)
+	high := int32(-1)
+	for i := range st.Partitions {
+		high = max(high, st.Partitions[i].WriterEpoch)
+		st.Partitions[i].WriterEpoch, st.Partitions[i].WriterID = -1, writerID{}
+	}
+	st.Version = mirrorStateVersion
+	if err := s.persistMirrorStateLocked(t.ID, st); err != nil {
+		*st = saved
+		return err
+	}
+	s.log.Info("mirror writer epochs are now assigned by the broker: the clock-based writer records were reset, the next pusher to register becomes the writer", "topic", t.Name, "highest_old_epoch", high)
+	return nil
 }
 
 // persistMirrorStateLocked writes st. On failure the caller restores the
@@ -189,12 +224,12 @@ func cloneMirrorState(st *mirrorTopicState) mirrorTopicState {
 
 // checkMirrorWriter admits a mirror write (produce or DeleteRecords) by
 // writer we to p: refused once a stop began (the topic is no longer a
-// mirror), fenced (PRODUCER_FENCED) when older than the newest writer the
-// partition has seen (epoch, then writer id); a newer writer is persisted
-// before the write goes on. Mirror produces call it from their append's
-// guard (produce_guard.go), under the partition's append lock and at the
-// moment of the write, so no mirror append slips in after a stop took that
-// lock, even one queued before the stop began.
+// mirror), and admitted only from the partition's registered writer
+// (admitWriter, mirror_writer.go). Mirror produces call it from their
+// append's guard (produce_guard.go), under the partition's append lock and
+// at the moment of the write, so no mirror append slips in after a stop
+// took that lock, even one queued before the stop began. It changes
+// nothing: only a registration makes a writer.
 func (s *Server) checkMirrorWriter(p *Partition, we mirrorWriter) error {
 	r := &s.mirror
 	r.mu.Lock()
@@ -207,21 +242,7 @@ func (s *Server) checkMirrorWriter(p *Partition, we mirrorWriter) error {
 		return kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is no longer a mirror (mirror stop: %s): mirror writes are refused", p.Topic.Name, st.State))
 	}
 	ps := &st.Partitions[p.Index]
-	cur := mirrorWriter{Epoch: ps.WriterEpoch, ID: ps.WriterID}
-	switch c := we.compare(cur); {
-	case c < 0 && we.Epoch < cur.Epoch:
-		return kafkaErr(kerr.ProducerFenced, fmt.Sprintf("mirror writer epoch %d is older than %d, the newest that wrote to %s: a newer pusher took over", we.Epoch, cur.Epoch, p.Dir()))
-	case c < 0:
-		return kafkaErr(kerr.ProducerFenced, fmt.Sprintf("mirror writer %s lost the tie with writer %s, the newest that wrote to %s: another pusher with the same writer epoch took over", we, cur, p.Dir()))
-	case c == 0:
-		return nil
-	}
-	ps.WriterEpoch, ps.WriterID = we.Epoch, we.ID
-	if err := s.persistMirrorStateLocked(p.Topic.ID, st); err != nil {
-		ps.WriterEpoch, ps.WriterID = cur.Epoch, cur.ID
-		return err
-	}
-	return nil
+	return admitWriter(mirrorWriter{Epoch: ps.WriterEpoch, ID: ps.WriterID}, we, p)
 }
 
 // checkMirrorDelete admits a mirror DeleteRecords (mirror: the request

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -12,8 +13,9 @@ import (
 
 // FuzzMirrorState feeds arbitrary bytes as a topic's persisted mirror
 // state (mirror_state.go): loading never panics, a file it accepts has a
-// known state and an entry per partition, and the writer-epoch check on
-// it either fences, refuses a stopped topic or persists the new epoch.
+// known state and an entry per partition (version-1 writer records
+// reset), the writer check on it refuses exactly what admitWriter
+// refuses, and a registration assigns and persists the next epoch.
 func FuzzMirrorState(f *testing.F) {
 	id := [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
 	valid := mirrorTopicState{Version: 1, Topic: "m", TopicID: "0102030405060708090a0b0c0d0e0f10", State: mirrorStateStopping,
@@ -30,6 +32,9 @@ func FuzzMirrorState(f *testing.F) {
 	f.Add([]byte(`{`))
 	f.Add([]byte(`{"state":"mirroring","topic_id":"0102030405060708090a0b0c0d0e0f10","partitions":[{"writer_epoch":-1},{"writer_epoch":100,"writer_id":"80000000000000000000000000000002"}]}`))
 	f.Add([]byte(`{"state":"mirroring","topic_id":"0102030405060708090a0b0c0d0e0f10","partitions":[{"writer_epoch":-1},{"writer_epoch":100,"writer_id":"8000"}]}`))
+	f.Add([]byte(`{"version":2,"state":"mirroring","topic_id":"0102030405060708090a0b0c0d0e0f10","partitions":[{"writer_epoch":-1},{"writer_epoch":100,"writer_id":"80000000000000000000000000000001"}]}`))
+	f.Add([]byte(`{"version":2,"state":"mirroring","topic_id":"0102030405060708090a0b0c0d0e0f10","partitions":[{"writer_epoch":-1},{"writer_epoch":2147483647}]}`))
+	f.Add([]byte(`{"version":1,"state":"mirroring","topic_id":"0102030405060708090a0b0c0d0e0f10","partitions":[{"writer_epoch":-1},{"writer_epoch":2147483647}]}`))
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s := &Server{fs: newDirFS(dir), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
@@ -52,7 +57,10 @@ func FuzzMirrorState(f *testing.F) {
 		if len(st.Partitions) < len(parts) {
 			t.Fatalf("%d partition states for %d partitions", len(st.Partitions), len(parts))
 		}
-		seen := mirrorWriter{Epoch: st.Partitions[1].WriterEpoch, ID: st.Partitions[1].WriterID}
+		if st.Version != mirrorStateVersion {
+			t.Fatalf("state version %d after loading", st.Version)
+		}
+		cur := mirrorWriter{Epoch: st.Partitions[1].WriterEpoch, ID: st.Partitions[1].WriterID}
 		w := mirrorWriter{Epoch: 100, ID: writerID{0: 0x80, 15: 1}}
 		err = s.checkMirrorWriter(parts[1], w)
 		switch {
@@ -60,18 +68,39 @@ func FuzzMirrorState(f *testing.F) {
 			if !errors.Is(err, kerr.PolicyViolation) {
 				t.Fatalf("state %s: %v", st.State, err)
 			}
-		case seen.compare(w) > 0:
+			return
+		case cur.Epoch < 0 || cur.Epoch < w.Epoch:
+			if !errors.Is(err, kerr.InvalidProducerEpoch) {
+				t.Fatalf("writer %v, registered %v: %v", w, cur, err)
+			}
+		case cur.Epoch > w.Epoch || cur.ID != w.ID:
 			if !errors.Is(err, kerr.ProducerFenced) {
-				t.Fatalf("writer %v after %v: %v", w, seen, err)
+				t.Fatalf("writer %v, registered %v: %v", w, cur, err)
 			}
 		case err != nil:
-			t.Fatalf("writer %v after %v: %v", w, seen, err)
-		default:
-			s2 := &Server{fs: s.fs, log: s.log}
-			st2, err := s2.mirrorStateOf(tp)
-			if err != nil || st2.Partitions[1].WriterEpoch != 100 || st2.Partitions[1].WriterID != w.ID {
-				t.Fatalf("persisted writer %d %x (%v)", st2.Partitions[1].WriterEpoch, st2.Partitions[1].WriterID, err)
+			t.Fatalf("writer %v, registered %v: %v", w, cur, err)
+		}
+		// A registration gets the next epoch, persisted; only that
+		// writer is admitted afterwards.
+		epoch, errs := s.registerMirrorWriters(parts[1:], w.ID)
+		if cur.Epoch == math.MaxInt32 {
+			if !errors.Is(errs[0], kerr.InvalidProducerEpoch) {
+				t.Fatalf("registration after epoch %d: %v", cur.Epoch, errs[0])
 			}
+			return
+		}
+		if errs[0] != nil || epoch != max(cur.Epoch, -1)+1 {
+			t.Fatalf("registration after %v: epoch %d, %v", cur, epoch, errs[0])
+		}
+		st2, err := (&Server{fs: s.fs, log: s.log}).mirrorStateOf(tp)
+		if err != nil || st2.Partitions[1].WriterEpoch != epoch || st2.Partitions[1].WriterID != w.ID {
+			t.Fatalf("persisted writer %d %x (%v)", st2.Partitions[1].WriterEpoch, st2.Partitions[1].WriterID, err)
+		}
+		if err := s.checkMirrorWriter(parts[1], mirrorWriter{Epoch: epoch, ID: w.ID}); err != nil {
+			t.Fatalf("the registered writer: %v", err)
+		}
+		if err := s.checkMirrorWriter(parts[1], mirrorWriter{Epoch: epoch}); !errors.Is(err, kerr.ProducerFenced) {
+			t.Fatalf("its epoch with another id: %v", err)
 		}
 	})
 }

@@ -103,7 +103,7 @@ func (s *Server) completeMirrorStop(t *Topic) error {
 			return fmt.Errorf("mirror stop of %s: %w", p.Dir(), err)
 		}
 	}
-	cfg, err := newTopicConfig(st.TargetConfigs)
+	cfg, err := s.topicConfig(st.TargetConfigs)
 	if err != nil {
 		return err
 	}

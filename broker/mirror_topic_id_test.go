@@ -80,6 +80,7 @@ func TestCreateTopicWithSourceID(t *testing.T) {
 		}
 	}
 	check("after create")
+	registerTestWriter(t, b, "m", 2)
 	mirrorTo(t, b, "m", 0, stopBatch(t, 0, 1, -1, -1, 2, false), 0)
 	b.stop()
 	b = startBroker(t, dir, nil)
@@ -162,7 +163,10 @@ func TestCreateTopicWithIDAfterDelete(t *testing.T) {
 	if st := createWithID(t, b, "m", mirrorCfg, topicIDTag(id), false); st.ErrorCode != 0 {
 		t.Fatalf("create: %v", kerr.ErrorForCode(st.ErrorCode))
 	}
-	if pr := mirrorAs(t, b, 50, stopBatch(t, 0, 1, -1, -1, 1, false), 0); pr.ErrorCode != 0 {
+	for i := 0; i < 3; i++ {
+		registerAs(t, b, "m", writerID{}, 0)
+	}
+	if pr := mirrorAs(t, b, 2, stopBatch(t, 0, 1, -1, -1, 1, false), 0); pr.ErrorCode != 0 {
 		t.Fatalf("mirror produce: %v", kerr.ErrorForCode(pr.ErrorCode))
 	}
 	if err, msg := incrementalAlter(t, b, "m", false, iacDelete("mirror.mode")); err != nil {
@@ -177,13 +181,16 @@ func TestCreateTopicWithIDAfterDelete(t *testing.T) {
 	if st := createWithID(t, b, "m", mirrorCfg, topicIDTag(id), false); st.ErrorCode != 0 || st.TopicID != id {
 		t.Fatalf("re-create: %v %q", kerr.ErrorForCode(st.ErrorCode), strPtr(st.ErrorMessage))
 	}
-	if pr := mirrorAs(t, b, 3, stopBatch(t, 0, 1, -1, -1, 1, false), 0); pr.ErrorCode != 0 {
-		t.Fatalf("mirror produce to the re-created topic (writer 3 < the old 50): %v %q", kerr.ErrorForCode(pr.ErrorCode), strPtr(pr.ErrorMessage))
+	if e := registerAs(t, b, "m", writerID{1}, 0); e != 0 {
+		t.Fatalf("the re-created topic assigned epoch %d, want 0 (fresh)", e)
+	}
+	if pr := mirrorAsID(t, b, 0, writerID{1}, stopBatch(t, 0, 1, -1, -1, 1, false), 0); pr.ErrorCode != 0 {
+		t.Fatalf("mirror produce to the re-created topic (writer 0 < the old 2): %v %q", kerr.ErrorForCode(pr.ErrorCode), strPtr(pr.ErrorMessage))
 	}
 	b.stop()
 	b = startBroker(t, dir, nil)
 	st, err := b.srv.mirrorStateOf(b.srv.cluster.topic("m"))
-	if err != nil || st.State != mirrorStateMirroring || st.Partitions[0].WriterEpoch != 3 {
+	if err != nil || st.State != mirrorStateMirroring || st.Partitions[0].WriterEpoch != 0 || st.Partitions[0].WriterID != (writerID{1}) {
 		t.Fatalf("after a restart: %+v %v", st, err)
 	}
 }

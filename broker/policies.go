@@ -130,7 +130,7 @@ func effectiveConfigs(cfg *TopicConfig) map[string]string {
 	out := make(map[string]string, len(topicConfigDefs))
 	for _, def := range topicConfigDefs {
 		if def.hasDefault {
-			out[def.name] = def.def
+			out[def.name] = cfg.defaultOf(&def)
 		}
 	}
 	for k, v := range cfg.overrides {

@@ -23,6 +23,9 @@ func createTopic(t *testing.T, b *testBroker, name string, parts int32, configs 
 	if err != nil || resp.Err != nil {
 		t.Fatalf("create topic %s: %v %v", name, err, resp.Err)
 	}
+	if m := configs["mirror.mode"]; m != nil && *m == "push" {
+		registerTestWriter(t, b, name, parts)
+	}
 	return resp
 }
 
@@ -80,7 +83,16 @@ func TestProduceConsumeEveryCodec(t *testing.T) {
 // rawRoundTrip sends req at its own version on a new raw connection and
 // decodes the response.
 func rawRoundTrip(addr string, req kmsg.Request) (kmsg.Response, error) {
-	nc, err := net.Dial("tcp", addr)
+	return rawRoundTripFrom(addr, "", req)
+}
+
+// rawRoundTripFrom is rawRoundTrip from the local IP from ("": any).
+func rawRoundTripFrom(addr, from string, req kmsg.Request) (kmsg.Response, error) {
+	d := net.Dialer{}
+	if from != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(from)}
+	}
+	nc, err := d.Dial("tcp", addr)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/verbatim-kafka/verbatim/authn"
+	"github.com/verbatim-kafka/verbatim/authz"
 	"github.com/verbatim-kafka/verbatim/budget"
 	"github.com/verbatim-kafka/verbatim/groupcoord"
 	"github.com/verbatim-kafka/verbatim/hotpath"
@@ -120,6 +123,26 @@ type Config struct {
 	// empty group waits for more members. Nil: Kafka's default, 3 s.
 	GroupInitialRebalanceDelay *time.Duration
 
+	// Authorization.
+	//
+	// Authorizer turns ACLs on (Kafka's authorizer.class.name set to its
+	// StandardAuthorizer): every API checks what Kafka's checks
+	// (authorize.go), the ACL APIs manage the persisted ACL set. Off:
+	// nothing is checked and the ACL APIs answer SECURITY_DISABLED.
+	Authorizer bool
+	// SuperUsers are Kafka's super.users principals ("User:admin"),
+	// allowed everything.
+	SuperUsers []string
+	// AllowEveryoneIfNoACLFound is Kafka's allow.everyone.if.no.acl.found:
+	// a resource no ACL matches is allowed to everyone (never the mirror
+	// permission).
+	AllowEveryoneIfNoACLFound bool
+	// testPrincipals maps a client IP to the principal its connections
+	// get (tests only, until connections authenticate).
+	testPrincipals map[string]string
+	// aclSeed are ACLs created at Open (tests only).
+	aclSeed []authz.Binding
+
 	// The log cleaner (Kafka's settings of the same names, log_cleaner.go):
 	// LogCleanerThreads goroutines clean compacted logs (0: Kafka's
 	// default, 1; negative: none); LogCleanerDedupeBufferSize is the
@@ -135,6 +158,42 @@ type Config struct {
 	// LogCleanerBackoff is log.cleaner.backoff.ms: how long an idle
 	// cleaner thread waits before it looks again (0: Kafka's 15 s).
 	LogCleanerBackoff time.Duration
+
+	// TLS and listeners.
+	//
+	// Listeners are the listeners to bind (Kafka's listeners, with
+	// listener.security.protocol.map and advertised.listeners; TLS set
+	// for SSL and SASL_SSL), each served with ServeListener by whoever
+	// binds them (the command). Empty: the caller's one PLAINTEXT
+	// listener (Serve). The broker itself only reads them in Open, to
+	// check them.
+	Listeners []*Listener
+	// TopicDefaults are the broker's defaults of topic configs, by topic
+	// config name ("retention.ms", "segment.bytes": server.properties'
+	// log.retention.*, log.segment.bytes), for every topic not overriding
+	// them; nil: Kafka's defaults.
+	TopicDefaults map[string]string
+
+	// SASL.
+	//
+	// SASL configures the SASL_PLAINTEXT and SASL_SSL listeners by
+	// listener name (sasl_config.go); the "" entry applies to every
+	// listener where its own entry leaves a field unset, as Kafka's plain
+	// names do under their listener.name.<l>. prefixes.
+	SASL map[string]*SASLListenerConfig
+	// SASLMaxReceiveSize is Kafka's sasl.server.max.receive.size: the
+	// largest frame a SASL connection may send before it has
+	// authenticated (default 512 KiB); a larger size prefix closes the
+	// connection before its body is read.
+	SASLMaxReceiveSize int32
+	// FailedAuthenticationDelay is Kafka's
+	// connection.failed.authentication.delay.ms: how long a connection
+	// whose authentication failed stays open after the failure was
+	// answered (nil: 100 ms; 0: closed at once).
+	FailedAuthenticationDelay *time.Duration
+	// saslClock drives session expiry and the failed-authentication
+	// delay; tests drive it. Nil: the wall clock.
+	saslClock saslClock
 
 	// FS is the filesystem under the data dir: metadata files and
 	// partition logs (default storage.OSFS{}; the data dir lock always
@@ -211,6 +270,14 @@ func (c Config) withDefaults() (Config, error) {
 	default:
 		return c, fmt.Errorf("broker: flush must be never, interval or always, got %q", c.Flush)
 	}
+	for _, l := range c.Listeners {
+		if err := checkListener(l); err != nil {
+			return c, err
+		}
+	}
+	if err := checkTopicDefaults(c.TopicDefaults); err != nil {
+		return c, err
+	}
 	if c.DefaultPartitions == 0 {
 		c.DefaultPartitions = 1
 	}
@@ -222,6 +289,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.DefaultPartitions < 1 {
 		return c, fmt.Errorf("broker: default partitions must be >= 1, got %d", c.DefaultPartitions)
+	}
+	if err := c.saslDefaults(); err != nil {
+		return c, err
 	}
 	return c, nil
 }
@@ -247,6 +317,11 @@ type Server struct {
 	// mirror holds the mirror topics' persisted state: writer epochs and
 	// stops (mirror_state.go, mirror_stop.go).
 	mirror mirrorRegistry
+	// acl is the authorizer, nil when authorization is off
+	// (authorize.go).
+	acl *authz.Authorizer
+	// scram holds the SCRAM credentials (sasl_config.go).
+	scram *authn.Store
 
 	// budget bounds request bytes in flight over all connections.
 	budget *budget.Budget
@@ -280,6 +355,10 @@ type Server struct {
 	connWG  sync.WaitGroup
 	connSeq atomic.Uint64
 	addr    atomic.Pointer[net.TCPAddr]
+
+	// TLS and listeners: the listeners served and their bound addresses
+	// (tls_conn.go).
+	listeners listenerSet
 }
 
 // Open takes the data dir (lock, format version, cluster id), recovers the
@@ -313,7 +392,16 @@ func Open(cfg Config) (*Server, error) {
 		return fail(err)
 	}
 	s.cluster.maxPartitions = cfg.MaxPartitions
+	if err := s.cluster.applyTopicDefaults(cfg.TopicDefaults); err != nil {
+		return fail(err)
+	}
+	if s.acl, err = s.openAuthorizer(); err != nil {
+		return fail(err)
+	}
 	if s.pids, err = openProducerIDs(s.fs); err != nil {
+		return fail(err)
+	}
+	if s.scram, err = openSCRAMStore(s.fs); err != nil {
 		return fail(err)
 	}
 	s.cluster.openLog = s.openPartitionLog
@@ -350,30 +438,22 @@ func (s *Server) ClusterID() string { return s.clusterID }
 // Addr is the address of the last listener Serve was given, or nil.
 func (s *Server) Addr() *net.TCPAddr { return s.addr.Load() }
 
-// advertised returns the host and port clients are told to connect to.
-func (s *Server) advertised() (string, int32) {
-	host, port := s.cfg.AdvertisedHost, s.cfg.AdvertisedPort
-	if a := s.addr.Load(); a != nil {
-		if host == "" {
-			host = a.IP.String()
-			if a.IP.IsUnspecified() {
-				host = "localhost"
-			}
-		}
-		if port == 0 {
-			port = int32(a.Port)
-		}
-	}
-	return host, port
-}
-
 // Serve accepts connections on ln until Shutdown as the default PLAINTEXT
 // listener; it returns nil after a shutdown and the accept error otherwise.
 func (s *Server) Serve(ln net.Listener) error { return s.ServeListener(ln, defaultListener()) }
 
 // ServeListener is Serve for the listener l: its connections carry l's
-// name and security protocol.
+// name and security protocol, and on SSL and SASL_SSL listeners start
+// with a TLS handshake (l.TLS).
 func (s *Server) ServeListener(ln net.Listener, l *Listener) error {
+	if err := checkListener(l); err != nil {
+		ln.Close()
+		return err
+	}
+	if err := s.checkSASLListener(l); err != nil {
+		ln.Close()
+		return err
+	}
 	s.mu.Lock()
 	if s.mu.closing {
 		s.mu.Unlock()
@@ -385,7 +465,9 @@ func (s *Server) ServeListener(ln net.Listener, l *Listener) error {
 	if a, ok := ln.Addr().(*net.TCPAddr); ok {
 		s.addr.Store(a)
 	}
-	s.log.Info("listening", "addr", ln.Addr().String())
+	s.listeners.add(l, ln.Addr())
+	host, port := s.advertised(l)
+	s.log.Info("listening", "listener", l.Name, "protocol", string(l.Protocol), "addr", ln.Addr().String(), "advertised", hostPort(host, port))
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -409,6 +491,10 @@ func (s *Server) ServeListener(ln net.Listener, l *Listener) error {
 		p, ok := s.admitConn(nc)
 		if !ok {
 			continue
+		}
+		if l.TLS != nil {
+			// The handshake runs on the connection's goroutine (serve).
+			nc = tls.Server(nc, l.TLS)
 		}
 		c, err := newConn(s, nc, p, l)
 		if err != nil {

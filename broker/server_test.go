@@ -23,6 +23,13 @@ type testBroker struct {
 
 func startBroker(t *testing.T, dir string, mod func(*Config)) *testBroker {
 	t.Helper()
+	return startBrokerOn(t, dir, mod, nil)
+}
+
+// startBrokerOn is startBroker serving the listener l (nil: the default
+// PLAINTEXT listener).
+func startBrokerOn(t *testing.T, dir string, mod func(*Config), l *Listener) *testBroker {
+	t.Helper()
 	cfg := Config{DataDir: dir, NodeID: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if testing.Verbose() {
 		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -39,7 +46,13 @@ func startBroker(t *testing.T, dir string, mod func(*Config)) *testBroker {
 		t.Fatal(err)
 	}
 	b := &testBroker{t: t, srv: srv, addr: ln.Addr().String(), dir: dir, done: make(chan error, 1)}
-	go func() { b.done <- srv.Serve(ln) }()
+	go func() {
+		if l == nil {
+			b.done <- srv.Serve(ln)
+		} else {
+			b.done <- srv.ServeListener(ln, l)
+		}
+	}()
 	t.Cleanup(func() { b.stop() })
 	return b
 }

@@ -240,6 +240,9 @@ func validateConfigValue(def *configDef, v string) (string, error) {
 // given plus the typed values data-plane handlers need.
 type TopicConfig struct {
 	overrides map[string]string
+	// defaults are the broker's defaults it was derived over (shared,
+	// read-only; nil: Kafka's).
+	defaults map[string]string
 
 	CleanupPolicyCompact bool
 	CleanupPolicyDelete  bool
@@ -279,9 +282,16 @@ type TopicConfig struct {
 }
 
 // newTopicConfig validates overrides (unknown names are refused as Kafka
-// refuses them) and derives the typed values.
+// refuses them) and derives the typed values, over Kafka's defaults.
 func newTopicConfig(overrides map[string]string) (*TopicConfig, error) {
-	c := &TopicConfig{overrides: make(map[string]string, len(overrides))}
+	return newTopicConfigWith(nil, overrides)
+}
+
+// newTopicConfigWith is newTopicConfig over the broker's defaults
+// (Config.TopicDefaults: server.properties' log.retention.ms, ...), which
+// win over Kafka's for every config the topic does not override.
+func newTopicConfigWith(defaults map[string]string, overrides map[string]string) (*TopicConfig, error) {
+	c := &TopicConfig{overrides: make(map[string]string, len(overrides)), defaults: defaults}
 	for k, v := range overrides {
 		def := topicConfigByName[k]
 		if def == nil {
@@ -297,7 +307,7 @@ func newTopicConfig(overrides map[string]string) (*TopicConfig, error) {
 		if v, ok := c.overrides[name]; ok {
 			return v
 		}
-		return topicConfigByName[name].def
+		return c.defaultOf(topicConfigByName[name])
 	}
 	i64 := func(name string) int64 { n, _ := strconv.ParseInt(get(name), 10, 64); return n }
 	i32 := func(name string) int32 { return int32(i64(name)) }
@@ -346,6 +356,15 @@ func newTopicConfig(overrides map[string]string) (*TopicConfig, error) {
 	return c, nil
 }
 
+// defaultOf is a config's value when the topic does not override it: the
+// broker's default if set, else Kafka's.
+func (c *TopicConfig) defaultOf(def *configDef) string {
+	if v, ok := c.defaults[def.name]; ok {
+		return v
+	}
+	return def.def
+}
+
 // Overrides returns a copy of the topic-level overrides.
 func (c *TopicConfig) Overrides() map[string]string {
 	out := make(map[string]string, len(c.overrides))
@@ -387,8 +406,16 @@ func (c *TopicConfig) describe() []configEntry {
 			syn.Name, syn.Value, syn.Source = n, &v, kmsg.ConfigSourceDynamicTopicConfig
 			e.synonyms = append(e.synonyms, syn)
 		} else {
-			v := def.def
+			v := c.defaultOf(def)
 			e.value = &v
+		}
+		if v, ok := c.defaults[n]; ok && def.brokerSynonym != "" {
+			if _, over := c.overrides[n]; !over {
+				e.source = kmsg.ConfigSourceStaticBrokerConfig
+			}
+			syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+			syn.Name, syn.Value, syn.Source = def.brokerSynonym, &v, kmsg.ConfigSourceStaticBrokerConfig
+			e.synonyms = append(e.synonyms, syn)
 		}
 		if def.hasDefault && def.brokerSynonym != "" {
 			v := def.def

@@ -7,9 +7,17 @@
 // `listener.name.<listener>.<mechanism>.` prefixes Kafka allows for
 // listener-scoped settings.
 //
+// Files: registry.go (Register), load.go (Load, LoadInto, the prefixes and
+// finishing steps), kafka.go and the generated kafka_names.go (Kafka's
+// names; scripts/kafka-broker-config-names.sh regenerates it), and one file
+// per concern registering its names: listeners.go, tls.go (building each
+// TLS listener's configuration with tlsconf), server.go (identity, data
+// dir, limits), topics.go (the broker defaults of topic configs), cleaner.go
+// (the log cleaner).
+//
 // It owns names and their translation, not behaviour: what a setting does
 // is the broker's. It must not open files other than those a property
-// names for the broker to read (none itself: PEM and JAAS values are
-// handed on), listen, or log secrets (a Secret property's value is never
+// names for the broker to read (tlsconf reads the keystores and
+// truststores named), listen, or log secrets (a Secret property's value is never
 // put into an error or a log line).
 package brokerconf

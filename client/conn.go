@@ -3,6 +3,7 @@ package client
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
 )
 
 // Conn is a thin Kafka protocol connection: requests are kmsg structs sent
@@ -40,10 +42,16 @@ type Conn struct {
 	// cost page faults and zeroing at every request.
 	wbuf    []byte
 	pending chan *call
-	closed  chan struct{}
-	once    sync.Once
-	errMu   sync.Mutex
-	err     error
+	// drained is signalled by the reader whenever it took the last
+	// pending call (a re-authentication waits for the pipeline to
+	// empty); reauthAt is when the SASL session must be renewed (zero:
+	// never), under wmu.
+	drained  chan struct{}
+	reauthAt time.Time
+	closed   chan struct{}
+	once     sync.Once
+	errMu    sync.Mutex
+	err      error
 }
 
 type call struct {
@@ -60,15 +68,32 @@ const maxKeptWriteBuffer = 16 << 20
 const maxResponseBytes = 512 << 20
 
 // Options configure how connections are made. The zero value dials plain
-// TCP with no client id. Transport security and authentication are meant
-// to be added here as fields, so that callers that do not set them keep
-// working unchanged.
+// TCP with no client id. FromProps builds them from Kafka client
+// properties.
 type Options struct {
 	// ClientID is the client id sent in every request header.
 	ClientID string
 	// SoftwareName and SoftwareVersion are sent in ApiVersions v3+
 	// (default "verbatim-mirror" and "1").
 	SoftwareName, SoftwareVersion string
+	// TLS, when set, wraps every connection in TLS (security.protocol
+	// SSL or SASL_SSL); an empty ServerName is the dialled host.
+	TLS *tls.Config
+	// SASL, when set, authenticates every connection after ApiVersions
+	// (SaslHandshake v1 and SaslAuthenticate, driven by the mechanism's
+	// session, as franz-go's kgo does), and again on the same
+	// connection before the session lifetime the broker answered runs
+	// out (KIP-368).
+	SASL sasl.Mechanism
+	// Now is the clock of SASL session lifetimes (default time.Now).
+	Now func() time.Time
+}
+
+func (o Options) now() time.Time {
+	if o.Now != nil {
+		return o.Now()
+	}
+	return time.Now()
 }
 
 func (o Options) software() (string, string) {
@@ -82,12 +107,18 @@ func (o Options) software() (string, string) {
 	return name, vers
 }
 
-// Dial connects to addr and negotiates API versions.
+// Dial connects to addr (in TLS when o.TLS is set), negotiates API
+// versions and authenticates when o.SASL is set.
 func Dial(ctx context.Context, addr string, o Options) (*Conn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", addr, err)
+	}
+	if o.TLS != nil {
+		if nc, err = handshakeTLS(ctx, nc, addr, o.TLS); err != nil {
+			return nil, err
+		}
 	}
 	c := &Conn{
 		addr:     addr,
@@ -95,12 +126,22 @@ func Dial(ctx context.Context, addr string, o Options) (*Conn, error) {
 		opts:     o,
 		formater: kmsg.NewRequestFormatter(kmsg.FormatterClientID(o.ClientID)),
 		pending:  make(chan *call, 256),
+		drained:  make(chan struct{}, 1),
 		closed:   make(chan struct{}),
 	}
 	go c.readLoop()
 	if err := c.negotiate(ctx); err != nil {
 		c.Close()
 		return nil, err
+	}
+	if o.SASL != nil {
+		c.wmu.Lock()
+		err := c.authenticateLocked(ctx)
+		c.wmu.Unlock()
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
 	}
 	return c, nil
 }
@@ -220,12 +261,23 @@ func (c *Conn) roundTrip(ctx context.Context, req kmsg.Request) (kmsg.Response, 
 }
 
 func (c *Conn) send(ctx context.Context, req kmsg.Request) (*call, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if !c.reauthAt.IsZero() && !c.opts.now().Before(c.reauthAt) {
+		if err := c.reauthenticateLocked(ctx); err != nil {
+			c.fail(err)
+			return nil, err
+		}
+	}
+	return c.sendLocked(ctx, req)
+}
+
+// sendLocked writes req. REQUIRES: c.wmu.
+func (c *Conn) sendLocked(ctx context.Context, req kmsg.Request) (*call, error) {
 	cl := &call{resp: req.ResponseKind(), done: make(chan error, 1)}
 	cl.resp.SetVersion(req.GetVersion())
-	c.wmu.Lock()
 	select {
 	case <-c.closed:
-		c.wmu.Unlock()
 		return nil, c.closeErr()
 	default:
 	}
@@ -241,14 +293,12 @@ func (c *Conn) send(ctx context.Context, req kmsg.Request) (*call, error) {
 	select {
 	case c.pending <- cl:
 	case <-c.closed:
-		c.wmu.Unlock()
 		return nil, c.closeErr()
 	}
 	_, err := c.nc.Write(buf)
 	if cap(c.wbuf) > maxKeptWriteBuffer {
 		c.wbuf = nil // one huge request does not pin its buffer
 	}
-	c.wmu.Unlock()
 	if err != nil {
 		c.fail(fmt.Errorf("writing to %s: %w", c.addr, err))
 	}
@@ -304,6 +354,12 @@ func (c *Conn) readLoop() {
 		default:
 			c.fail(fmt.Errorf("unsolicited response from %s", c.addr))
 			return
+		}
+		if len(c.pending) == 0 {
+			select {
+			case c.drained <- struct{}{}:
+			default:
+			}
 		}
 		corr := int32(binary.BigEndian.Uint32(body))
 		if corr != cl.corr {

@@ -13,6 +13,12 @@
 // decide exit codes, split record sets into batches, or know Verbatim's
 // wire extensions (the mirror produce and topic-id tags belong to the
 // callers). It never rewrites a request's acks, isolation level or record
-// bytes. Dial and NewCluster take an Options struct so that transport
-// security and authentication can be added without changing callers.
+// bytes. Dial and NewCluster take an Options struct: TLS, SASL through a
+// franz-go sasl.Mechanism (PLAIN, SCRAM) with KIP-368 re-authentication
+// on the connection before the session lifetime ends (auth.go), built
+// from Kafka client properties by FromProps / ReadConfig (props.go:
+// security.protocol, ssl.* through tlsconf, sasl.mechanism,
+// sasl.jaas.config; other Kafka client names accepted, unknown names
+// refused). Authentication failures are AuthError, never Transient, and
+// no error or log line carries a password.
 package client

@@ -134,6 +134,9 @@ type FrameReader struct {
 	// budgets are the connection's own, then the shared ones.
 	budgets  []*budget.Budget
 	maxFrame int
+	// limit is the MaxFrame the reader was made with, the most SetMaxFrame
+	// may allow (the budgets were checked against it).
+	limit int
 	// first, direct: FirstChunk and DirectMax (tests shrink them).
 	first, direct int
 	minRate       int64
@@ -200,6 +203,7 @@ func NewFrameReaderConfig(cfg FrameConfig) (*FrameReader, error) {
 	fr := &FrameReader{
 		budgets:  []*budget.Budget{budget.New(cfg.ConnBytes)},
 		maxFrame: cfg.MaxFrame,
+		limit:    cfg.MaxFrame,
 		first:    FirstChunk,
 		direct:   DirectMax,
 		minRate:  cfg.MinRate,
@@ -222,6 +226,12 @@ func NewFrameReaderConfig(cfg FrameConfig) (*FrameReader, error) {
 	}
 	return fr, nil
 }
+
+// SetMaxFrame changes the largest frame the next ReadFrame accepts, at
+// most the MaxFrame the reader was made with (a SASL connection reads
+// with Kafka's sasl.server.max.receive.size until it has authenticated).
+// Only the goroutine calling ReadFrame may call it.
+func (fr *FrameReader) SetMaxFrame(n int) { fr.maxFrame = max(min(n, fr.limit), 1) }
 
 // Frame is one request frame (without its size prefix) in a pooled buffer.
 // Release it once the response has been written and nothing aliases it.

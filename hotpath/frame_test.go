@@ -341,3 +341,30 @@ func TestFrameTruncated(t *testing.T) {
 		t.Fatal("leak")
 	}
 }
+
+// TestFrameSetMaxFrame lowers and restores the limit between frames: an
+// over-limit size is refused before any body byte is read, and the limit
+// never rises above the one the reader was made with.
+func TestFrameSetMaxFrame(t *testing.T) {
+	fr, err := NewFrameReader(256<<10, nil, 64<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr.SetMaxFrame(1000)
+	r := &scriptReader{data: append(sizePrefix(1001), make([]byte, 1001)...), stopAt: -1}
+	_, err = fr.ReadFrame(context.Background(), r)
+	var fe *FrameError
+	if !errors.As(err, &fe) || !errors.Is(err, ErrFrameTooLarge) || fe.Max != 1000 || r.pos != 4 {
+		t.Fatalf("over the lowered limit: %v, %d bytes read", err, r.pos)
+	}
+	fr.SetMaxFrame(1 << 30)
+	f, err := fr.ReadFrame(context.Background(), &scriptReader{data: append(sizePrefix(64<<10), make([]byte, 64<<10)...), stopAt: -1})
+	if err != nil || len(f.Buf) != 64<<10 {
+		t.Fatalf("at the original limit: %v", err)
+	}
+	f.Release()
+	_, err = fr.ReadFrame(context.Background(), &scriptReader{data: sizePrefix(64<<10 + 1), stopAt: -1})
+	if !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("above the original limit: %v", err)
+	}
+}

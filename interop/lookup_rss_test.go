@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/benchmarks"
+	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/wireext"
 )
@@ -65,10 +67,14 @@ func TestTimestampLookupsStayUnderMemoryLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("each batch: %d records, %d bytes inflating to %d (ratio %.0f)", payload.count, len(body)+kbatch.HeaderSize, len(payload.records), float64(len(payload.records))/float64(len(body)))
+	epoch, err := benchmarks.RegisterMirrorWriter(ctx, v.Addr, client.Options{}, "lookups", [16]byte{1}, []int32{0})
+	if err != nil {
+		t.Fatal(err)
+	}
 	next := int64(0)
 	for i := range batches {
 		b := rawBatch(next, ts0+int64(i)*1000, payload, body)
-		req := mirrorProduceReq("lookups", ct.ID, b, next)
+		req := mirrorProduceReq("lookups", ct.ID, epoch, b, next)
 		resp, err := req.RequestWith(ctx, cl)
 		if err != nil {
 			t.Fatal(err)
@@ -194,11 +200,12 @@ func rawBatch(base, ts int64, recs records, body []byte) []byte {
 
 // mirrorProduceReq is a mirror produce (docs/protocol.md) of set to
 // partition 0 of topic (named and by id: franz-go sends the highest
-// version both sides support), expecting the log to end at expected.
-func mirrorProduceReq(topic string, id [16]byte, set []byte, expected int64) *kmsg.ProduceRequest {
+// version both sides support) by the writer registered with epoch
+// (RegisterMirrorWriter, id {1}), expecting the log to end at expected.
+func mirrorProduceReq(topic string, id [16]byte, epoch int32, set []byte, expected int64) *kmsg.ProduceRequest {
 	req := kmsg.NewPtrProduceRequest()
 	req.Version, req.Acks, req.TimeoutMillis = 11, -1, 30000
-	req.UnknownTags.Set(wireext.MirrorTag, (&wireext.MirrorProduce{WriterEpoch: 1}).AppendTo(nil))
+	req.UnknownTags.Set(wireext.MirrorTag, (&wireext.MirrorProduce{WriterEpoch: epoch, WriterID: [16]byte{1}}).AppendTo(nil))
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic, rt.TopicID = topic, id
 	rp := kmsg.NewProduceRequestTopicPartition()

@@ -94,6 +94,26 @@ func produceSync(t *testing.T, cl *kgo.Client, rs ...*kgo.Record) {
 	}
 }
 
+// produceTxn writes one transaction of ten records over partitions 0
+// and 1 of topic with the transactional client tx (a manual
+// partitioner), committed or aborted.
+func produceTxn(t *testing.T, tx *kgo.Client, topic, tag string, commit bool) {
+	t.Helper()
+	if err := tx.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	rs := keyed(topic, 10, tag)
+	for j, r := range rs {
+		r.Partition = int32(j % 2)
+	}
+	produceSync(t, tx, rs...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := tx.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func keyed(topic string, n int, tag string) []*kgo.Record {
 	var rs []*kgo.Record
 	for i := 0; i < n; i++ {
@@ -202,20 +222,7 @@ func TestMirrorFromKafka(t *testing.T) {
 	k.CreateTopic(t, "txn", 2, 1, nil)
 	tx := k.Client(t, kgo.TransactionalID("mirror-txn"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	for i, commit := range []bool{true, false, true, false} {
-		if err := tx.BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
-		rs := keyed("txn", 10, fmt.Sprintf("txn%d", i))
-		for j, r := range rs {
-			r.Partition = int32(j % 2)
-		}
-		produceSync(t, tx, rs...)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := tx.EndTransaction(ctx, kgo.TransactionEndTry(commit))
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
+		produceTxn(t, tx, "txn", fmt.Sprintf("txn%d", i), commit)
 		produceSync(t, cl, &kgo.Record{Topic: "txn", Partition: int32(i % 2), Value: []byte("plain between transactions")})
 	}
 	k.CreateTopic(t, "deleted", 1, 1, nil)

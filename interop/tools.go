@@ -124,6 +124,7 @@ var toolAliases = map[string]string{
 	"kafka-storage":             "StorageTool",
 	"kafka-topics":              "TopicCommand",
 	"kafka-configs":             "ConfigCommand",
+	"kafka-acls":                "AclCommand",
 	"kafka-console-producer":    "ConsoleProducer",
 	"kafka-console-consumer":    "ConsoleConsumer",
 	"kafka-producer-perf-test":  "ProducerPerformance",

@@ -55,12 +55,11 @@ func (s *srcConn) Broken() bool { return s.cn.Broken() }
 func (s *srcConn) Close()       { s.cn.Close() }
 
 // ClusterDest is the Dest of one partition of a Verbatim destination,
-// writing as Writer over the cluster's shared connections.
+// over the cluster's shared connections.
 type ClusterDest struct {
 	Cluster   *client.Cluster
 	Topic     string
 	Partition int32
-	Writer    Writer
 }
 
 // Leader returns the cluster's connection to the partition's leader.
@@ -69,14 +68,13 @@ func (d ClusterDest) Leader(ctx context.Context) (DestConn, int32, error) {
 	if err != nil {
 		return nil, -1, err
 	}
-	return &destConn{cn: cn, topic: d.Topic, partition: d.Partition, writer: d.Writer}, epoch, nil
+	return &destConn{cn: cn, topic: d.Topic, partition: d.Partition}, epoch, nil
 }
 
 type destConn struct {
 	cn        *client.Conn
 	topic     string
 	partition int32
-	writer    Writer
 }
 
 func (d *destConn) ListOffset(ctx context.Context, ts int64) (client.OffsetAnswer, error) {
@@ -87,14 +85,14 @@ func (d *destConn) Fetch(ctx context.Context, a client.FetchArgs) (client.FetchR
 	return client.FetchPartition(ctx, d.cn, a)
 }
 
-func (d *destConn) DeleteRecords(ctx context.Context, offset int64) error {
-	return d.deleteRecords(ctx, offset)
+func (d *destConn) DeleteRecords(ctx context.Context, w Writer, offset int64) (int32, error) {
+	return d.deleteRecords(ctx, w, offset)
 }
 
 func (d *destConn) Broken() bool { return d.cn.Broken() }
 
-func (d *destConn) SendProduce(ctx context.Context, set []byte, expect int64, epoch int32) (ProduceWait, error) {
-	req := d.produceRequest(set, expect, epoch)
+func (d *destConn) SendProduce(ctx context.Context, w Writer, set []byte, expect int64, epoch int32) (ProduceWait, error) {
+	req := d.produceRequest(w, set, expect, epoch)
 	p, err := d.cn.Send(ctx, req, 12)
 	if err != nil {
 		return nil, err

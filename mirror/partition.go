@@ -21,6 +21,7 @@ import (
 
 	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
 // Clock is the time source of a partition copy: every deadline and every
@@ -58,14 +59,16 @@ type Dest interface {
 type DestConn interface {
 	ListOffset(ctx context.Context, ts int64) (client.OffsetAnswer, error)
 	Fetch(ctx context.Context, a client.FetchArgs) (client.FetchResult, error)
-	// SendProduce writes a mirror produce of set stating the log end it
-	// expects and the leader epoch, without waiting: the answers of
-	// produces sent on one connection come in the order sent. A
-	// partition error of the answer is a *ProduceError.
-	SendProduce(ctx context.Context, set []byte, expect int64, epoch int32) (ProduceWait, error)
-	// DeleteRecords sends a mirror DeleteRecords to offset (0 registers
-	// the writer and deletes nothing).
-	DeleteRecords(ctx context.Context, offset int64) error
+	// SendProduce writes a mirror produce of set as writer w stating the
+	// log end it expects and the leader epoch, without waiting: the
+	// answers of produces sent on one connection come in the order sent.
+	// A partition error of the answer is a *ProduceError.
+	SendProduce(ctx context.Context, w Writer, set []byte, expect int64, epoch int32) (ProduceWait, error)
+	// DeleteRecords sends a mirror DeleteRecords to offset as writer w
+	// (offset 0 deletes nothing). With w.Epoch RegisterEpoch it is a
+	// registration and returns the writer epoch the destination
+	// assigned.
+	DeleteRecords(ctx context.Context, w Writer, offset int64) (int32, error)
 	Broken() bool
 }
 
@@ -84,11 +87,17 @@ func (e *ProduceError) Error() string { return e.Err.Error() + ": " + e.Message 
 func (e *ProduceError) Unwrap() error { return e.Err }
 
 // Writer identifies a pusher to the destination (docs/protocol.md "Writer
-// epoch").
+// epoch"): the writer epoch the destination assigned it (RegisterEpoch
+// until it registered) and its own id, which the destination binds the
+// epoch to.
 type Writer struct {
 	Epoch int32
 	ID    [16]byte
 }
+
+// RegisterEpoch is the epoch of a writer that has not registered yet: a
+// mirror DeleteRecords with it is a registration.
+const RegisterEpoch = wireext.RegisterWriterEpoch
 
 // CopyConfig configures one partition's copy.
 type CopyConfig struct {
@@ -104,7 +113,12 @@ type CopyConfig struct {
 	FetchBytes int32
 	RetryFor   time.Duration
 	Follow     bool
-	Writer     Writer
+	// Writer is the pusher's identity; its Epoch is the one the
+	// destination assigned it on this partition (a pusher registers all
+	// its partitions at once), or RegisterEpoch: the copy then registers
+	// first thing. Either way the copy's claim checks it is still the
+	// partition's writer before reading anything.
+	Writer Writer
 	// ChunkDone, when set, is called after each chunk is acknowledged
 	// (before anything more is sent); Claimed once the writer
 	// registration was answered.
@@ -116,6 +130,9 @@ type CopyConfig struct {
 // while it runs.
 type PartitionCopy struct {
 	cfg CopyConfig
+	// writer is cfg.Writer with the epoch its claim settled (written by
+	// the claim, before anything that reads it starts).
+	writer Writer
 
 	start, target   atomic.Int64
 	end             atomic.Int64
@@ -133,7 +150,7 @@ func NewPartitionCopy(cfg CopyConfig) *PartitionCopy {
 	if cfg.RetryFor <= 0 {
 		cfg.RetryFor = 2 * time.Minute
 	}
-	return &PartitionCopy{cfg: cfg}
+	return &PartitionCopy{cfg: cfg, writer: cfg.Writer}
 }
 
 // Snapshot returns the copy's progress.
@@ -374,17 +391,28 @@ func (c *PartitionCopy) divergence(epoch int32, leo int64, ee client.EpochEnd) e
 }
 
 // claim registers this pusher as the partition's writer before it writes
-// anything: a mirror DeleteRecords to offset 0 (the log start never
-// moves back, so nothing is deleted).
+// anything, or, when its epoch was assigned already, checks that it still
+// is: a mirror DeleteRecords to offset 0 (the log start never moves back,
+// so nothing is deleted). A registration retried after a lost answer is
+// assigned a newer epoch, which fences only the lost one.
 func (c *PartitionCopy) claim(ctx context.Context) error {
+	register := c.writer.Epoch == RegisterEpoch
 	err := c.retry(ctx, "registering as the partition's writer", func() error {
-		err := c.deleteRecords(ctx, 0)
+		w := c.cfg.Writer
+		if register {
+			w.Epoch = RegisterEpoch
+		}
+		e, err := c.deleteRecords(ctx, w, 0)
 		var ke *kerr.Error
 		switch {
 		case errors.Is(err, kerr.ProducerFenced):
 			return c.fenced("")
 		case errors.As(err, &ke) && !transient(err):
-			return Refusal("%s: the destination refused this pusher as the partition's writer: %v (a mirror DeleteRecords is accepted only on a mirror.mode=push topic whose mirror was not stopped)", c.name(), err)
+			return writerRefusal(c.cfg.Topic, c.cfg.Partition, err)
+		case err == nil && register && e < 0:
+			return Usage("%s: the destination assigned no writer epoch to the registration (it lacks %s version %d)", c.name(), mirrorFeature, assignedFeatureVers)
+		case err == nil && register:
+			c.writer.Epoch = e
 		}
 		return err
 	})
@@ -394,13 +422,14 @@ func (c *PartitionCopy) claim(ctx context.Context) error {
 	return err
 }
 
-// deleteRecords sends a mirror DeleteRecords to the destination leader.
-func (c *PartitionCopy) deleteRecords(ctx context.Context, offset int64) error {
+// deleteRecords sends a mirror DeleteRecords as w to the destination
+// leader.
+func (c *PartitionCopy) deleteRecords(ctx context.Context, w Writer, offset int64) (int32, error) {
 	cn, _, err := c.cfg.Dest.Leader(ctx)
 	if err != nil {
-		return err
+		return -1, err
 	}
-	return cn.DeleteRecords(ctx, offset)
+	return cn.DeleteRecords(ctx, w, offset)
 }
 
 // fenced is the error that stops a pusher another one took over from.
@@ -409,7 +438,7 @@ func (c *PartitionCopy) fenced(msg string) error {
 		msg = " (" + msg + ")"
 	}
 	return &Error{Code: ExitRefused, Err: fencedError(fmt.Sprintf("%s: PRODUCER_FENCED: another `verbatim mirror push` took over this partition on the destination%s; this pusher (writer epoch %d, writer id %x) stops",
-		c.name(), msg, c.cfg.Writer.Epoch, c.cfg.Writer.ID[:]))}
+		c.name(), msg, c.writer.Epoch, c.writer.ID[:]))}
 }
 
 // fencedError reads as its own message and is kerr.ProducerFenced for

@@ -115,7 +115,7 @@ func (p *producer) launch(ctx context.Context, c chunk) {
 			return
 		}
 	}
-	f.w, f.sendErr = p.cn.SendProduce(ctx, c.set, f.expect, p.epoch)
+	f.w, f.sendErr = p.cn.SendProduce(ctx, p.c.writer, c.set, f.expect, p.epoch)
 	p.q = append(p.q, f)
 }
 
@@ -159,7 +159,7 @@ func (p *producer) done(ctx context.Context, c chunk) error {
 	p.c.batches.Add(int64(c.batches))
 	p.c.nbytes.Add(int64(len(c.set)))
 	if c.logStart > p.dstart && c.logStart <= p.expect {
-		if err := p.c.deleteRecords(ctx, c.logStart); errors.Is(err, kerr.ProducerFenced) {
+		if _, err := p.c.deleteRecords(ctx, p.c.writer, c.logStart); errors.Is(err, kerr.ProducerFenced) {
 			return p.c.fenced("")
 		} else if err != nil {
 			if !p.warnedLogStart {
@@ -187,7 +187,7 @@ func (p *producer) produceSync(ctx context.Context, c chunk, expect int64) error
 				return err
 			}
 		}
-		w, err := p.cn.SendProduce(ctx, c.set, expect, p.epoch)
+		w, err := p.cn.SendProduce(ctx, p.c.writer, c.set, expect, p.epoch)
 		if err == nil {
 			err = p.c.produceErr(w.Wait(ctx), expect)
 		}

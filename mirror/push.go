@@ -20,7 +20,11 @@ import (
 type Options struct {
 	Source string // HOST:PORT of any source broker
 	Dest   string // HOST:PORT of the Verbatim destination
-	Topics []string
+	// SourceClient and DestClient secure and authenticate the
+	// connections to each side (--source-config, --dest-config: TLS,
+	// SASL); a zero ClientID is "verbatim-mirror-push".
+	SourceClient, DestClient client.Options
+	Topics                   []string
 	// CreateTopics creates missing destination topics (and missing
 	// partitions) like the source's, as mirror topics.
 	CreateTopics bool
@@ -34,15 +38,12 @@ type Options struct {
 	// FetchBytes is the per-partition fetch size (default 4 MiB); a
 	// larger first batch is fetched whole by growing it.
 	FetchBytes int32
-	// WriterEpoch and WriterID identify this pusher to the destination
-	// (docs/protocol.md "Writer epoch"): the partition's newest writer,
-	// by epoch and then by id, fences every other. Zero values pick the
-	// start time: the epoch in Unix seconds, the id as the start time in
-	// Unix nanoseconds (8 bytes big-endian) followed by 8 random bytes,
-	// so a later pusher is newer even within the same second and two
-	// started at the same instant still differ (writer.go).
-	WriterEpoch int32
-	WriterID    [16]byte
+	// WriterID identifies this pusher to the destination, which binds
+	// the writer epochs it assigns at registration to it
+	// (docs/protocol.md "Writer epoch"). The zero value picks the start
+	// time in Unix nanoseconds (8 bytes big-endian) followed by 8 random
+	// bytes (writer.go).
+	WriterID [16]byte
 	// RetryFor bounds how long connection failures and retriable errors
 	// are retried before giving up (default 2 minutes).
 	RetryFor time.Duration
@@ -66,12 +67,8 @@ func (o *Options) defaults() error {
 	if o.FetchBytes <= 0 {
 		o.FetchBytes = 4 << 20
 	}
-	now := time.Now()
-	if o.WriterEpoch == 0 {
-		o.WriterEpoch = int32(now.Unix())
-	}
 	if o.WriterID == ([16]byte{}) {
-		o.WriterID = newWriterID(now)
+		o.WriterID = newWriterID(time.Now())
 	}
 	if o.RetryFor <= 0 {
 		o.RetryFor = 2 * time.Minute
@@ -113,6 +110,9 @@ type Pusher struct {
 	mu      sync.Mutex
 	workers map[tp]*PartitionCopy
 	topicID map[string][16]byte
+	// epochs holds the writer epochs the destination assigned to the
+	// partitions registered together at the start (register).
+	epochs map[tp]int32
 
 	// pinIDs: the destination honours the CreateTopics topic-id tag
 	// (feature verbatim.mirror.topic.id); idWarned: topics whose
@@ -125,8 +125,10 @@ type Pusher struct {
 	// before the loop sends anything more.
 	chunkDone func(PartitionStats)
 	// claimed, when set (tests), is called by each partition's worker
-	// once its writer registration (claim) was answered, with its error.
-	claimed func(topic string, partition int32, err error)
+	// once its writer registration (claim) was answered, with its error;
+	// registered once the start's registration of all partitions was.
+	claimed    func(topic string, partition int32, err error)
+	registered func(epochs map[tp]int32, err error)
 }
 
 type tp struct {
@@ -139,16 +141,20 @@ func NewPusher(o Options) (*Pusher, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	co := client.Options{ClientID: "verbatim-mirror-push"}
-	src, err := client.NewCluster(o.Source, co)
+	for _, co := range []*client.Options{&o.SourceClient, &o.DestClient} {
+		if co.ClientID == "" {
+			co.ClientID = "verbatim-mirror-push"
+		}
+	}
+	src, err := client.NewCluster(o.Source, o.SourceClient)
 	if err != nil {
 		return nil, Usage("--source: %v", err)
 	}
-	dst, err := client.NewCluster(o.Dest, co)
+	dst, err := client.NewCluster(o.Dest, o.DestClient)
 	if err != nil {
 		return nil, Usage("--dest: %v", err)
 	}
-	return &Pusher{o: o, src: src, dst: dst, log: o.Logger, clock: SystemClock{}, workers: map[tp]*PartitionCopy{}, topicID: map[string][16]byte{}, idWarned: map[string]bool{}}, nil
+	return &Pusher{o: o, src: src, dst: dst, log: o.Logger, clock: SystemClock{}, workers: map[tp]*PartitionCopy{}, topicID: map[string][16]byte{}, epochs: map[tp]int32{}, idWarned: map[string]bool{}}, nil
 }
 
 // Push copies every partition of the topics. Without Follow it returns
@@ -166,10 +172,15 @@ func Push(ctx context.Context, o Options) ([]PartitionStats, error) {
 
 // newCopy prepares the copy of one partition.
 func (p *Pusher) newCopy(t tp) *PartitionCopy {
-	w := Writer{Epoch: p.o.WriterEpoch, ID: p.o.WriterID}
+	w := Writer{Epoch: RegisterEpoch, ID: p.o.WriterID}
+	p.mu.Lock()
+	if e, ok := p.epochs[t]; ok {
+		w.Epoch = e
+	}
+	p.mu.Unlock()
 	cfg := CopyConfig{Topic: t.topic, Partition: t.partition,
 		Source: ClusterSource{Cluster: p.src, Topic: t.topic, Partition: t.partition},
-		Dest:   ClusterDest{Cluster: p.dst, Topic: t.topic, Partition: t.partition, Writer: w},
+		Dest:   ClusterDest{Cluster: p.dst, Topic: t.topic, Partition: t.partition},
 		Clock:  p.clock, Log: p.log, FetchBytes: p.o.FetchBytes, RetryFor: p.o.RetryFor, Follow: p.o.Follow, Writer: w,
 		ChunkDone: p.chunkDone}
 	if p.claimed != nil {
@@ -187,12 +198,17 @@ func (p *Pusher) Run(ctx context.Context) ([]PartitionStats, error) {
 	if !dc.HasFeature(mirrorFeature) || dc.MaxVersion(kmsg.Produce.Int16()) < 9 {
 		return nil, Usage("destination %s does not support mirror produce (ApiVersions lists no %q feature or no Produce v9+): it must be a Verbatim broker", p.o.Dest, mirrorFeature)
 	}
-	p.checkDestFeatures(dc)
+	if err := p.checkDestFeatures(dc); err != nil {
+		return nil, err
+	}
 	if _, err := p.src.Any(ctx); err != nil {
 		return nil, Usage("source: %v", err)
 	}
 	parts, err := p.prepareTopics(ctx)
 	if err != nil {
+		return nil, err
+	}
+	if err := p.register(ctx, parts); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancelCause(ctx)

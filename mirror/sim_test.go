@@ -18,10 +18,10 @@ import (
 // faults and events come from a seed: leader changes (stale epochs,
 // broken connections), connection failures and lost produce answers,
 // retention moving the source's log start past the copy position,
-// another pusher taking over (PRODUCER_FENCED), an unclean truncation of
+// another pusher registering (PRODUCER_FENCED), an unclean truncation of
 // the source, destination epoch bumps, source appends while copying. A
-// copy that stops is restarted, as an operator would (a fenced pusher's
-// successor is newer). After every run the destination must be an exact
+// copy that stops is restarted, as an operator would (a restarted pusher registers
+// again and is the newest). After every run the destination must be an exact
 // prefix of the source: the same batches, bytes and offsets, no duplicate
 // and no gap except what the source itself deleted. A run that completes
 // must never leave the destination holding data the source does not; a
@@ -59,7 +59,7 @@ func TestPartitionCopySimulationConcurrent(t *testing.T) {
 // good; concurrent selects the copy's goroutine schedule.
 func simulate(t *testing.T, seed int64, concurrent bool) map[string]int {
 	rng := rand.New(rand.NewSource(seed))
-	w := &simWorld{rng: rng, clock: &simClock{now: time.Unix(1_700_000_000, 0)}, seen: map[string]int{},
+	w := &simWorld{writer: Writer{Epoch: -1}, rng: rng, clock: &simClock{now: time.Unix(1_700_000_000, 0)}, seen: map[string]int{},
 		appends: 30 + rng.Intn(30), leaderChanges: 1 + rng.Intn(4), retentions: rng.Intn(3), rivals: int(seed % 3 / 2),
 		truncations: int(seed%4) / 3, faultPct: 2 + rng.Intn(6)}
 	w.cache = []epochStart{{0, 0}}
@@ -75,9 +75,9 @@ func simulate(t *testing.T, seed int64, concurrent bool) map[string]int {
 	// others copy up to the high watermark read at the start.
 	follow := seed%5 == 0
 	for run := 0; run < 40; run++ {
-		writer := Writer{Epoch: w.writer.Epoch + 1}
+		writer := Writer{Epoch: RegisterEpoch}
 		writer.ID[0] = byte(run)
-		c := NewPartitionCopy(CopyConfig{Topic: "t", Partition: 0, Source: simSource{w}, Dest: simDest{w, writer},
+		c := NewPartitionCopy(CopyConfig{Topic: "t", Partition: 0, Source: simSource{w}, Dest: simDest{w},
 			Clock: w.clock, FetchBytes: fetchBytes, Writer: writer, Follow: follow})
 		before := len(w.dlog)
 		rctx, rcancel := context.WithCancel(ctx)
@@ -142,8 +142,8 @@ func simulate(t *testing.T, seed int64, concurrent bool) map[string]int {
 	}
 	// Bounded: stop the events and run to the end once more.
 	w.appends, w.leaderChanges, w.retentions, w.truncations, w.rivals, w.faultPct = 0, 0, 0, 0, 0, 0
-	writer := Writer{Epoch: w.writer.Epoch + 1}
-	final := NewPartitionCopy(CopyConfig{Topic: "t", Partition: 0, Source: simSource{w}, Dest: simDest{w, writer}, Clock: w.clock, FetchBytes: fetchBytes, Writer: writer})
+	writer := Writer{Epoch: RegisterEpoch, ID: [16]byte{0: 0xfe}}
+	final := NewPartitionCopy(CopyConfig{Topic: "t", Partition: 0, Source: simSource{w}, Dest: simDest{w}, Clock: w.clock, FetchBytes: fetchBytes, Writer: writer})
 	w.tracing = true
 	err := final.run(ctx, concurrent)
 	if ctx.Err() != nil {

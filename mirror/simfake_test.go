@@ -83,7 +83,7 @@ type simWorld struct {
 	dlogStart int64
 	dnext     int64
 	depoch    int32
-	writer    Writer // the newest registered
+	writer    Writer // the registered writer (epoch -1: none yet)
 	dstGen    int
 
 	// budgets of events still to happen, and what happened.
@@ -138,7 +138,7 @@ func (w *simWorld) step() {
 		w.truncate()
 	case w.rivals > 0 && w.chance(1):
 		w.rivals--
-		w.writer.Epoch++ // another pusher registers; it never writes
+		w.writer = Writer{Epoch: w.writer.Epoch + 1, ID: [16]byte{0: 0xff}} // another pusher registers; it never writes
 		w.seen["rival"]++
 	}
 }
@@ -388,17 +388,15 @@ func (c *simSrcConn) OffsetForLeaderEpoch(ctx context.Context, e int32) (client.
 	return c.w.endForEpoch(e), nil
 }
 
-// The destination's Dest and DestConn, for one writer.
+// The destination's Dest and DestConn.
 type simDest struct {
-	w      *simWorld
-	writer Writer
+	w *simWorld
 }
 
 type simDstConn struct {
-	w      *simWorld
-	writer Writer
-	gen    int
-	lost   bool
+	w    *simWorld
+	gen  int
+	lost bool
 }
 
 func (d simDest) Leader(ctx context.Context) (DestConn, int32, error) {
@@ -407,7 +405,7 @@ func (d simDest) Leader(ctx context.Context) (DestConn, int32, error) {
 	if err := d.w.enter(ctx); err != nil {
 		return nil, -1, err
 	}
-	return &simDstConn{w: d.w, writer: d.writer, gen: d.w.dstGen}, d.w.depoch, nil
+	return &simDstConn{w: d.w, gen: d.w.dstGen}, d.w.depoch, nil
 }
 
 func (c *simDstConn) broken() bool { return c.lost || c.gen != c.w.dstGen }
@@ -429,8 +427,17 @@ func (c *simDstConn) call(ctx context.Context) error {
 	return err
 }
 
-func olderWriter(a, b Writer) bool {
-	return a.Epoch < b.Epoch || (a.Epoch == b.Epoch && bytes.Compare(a.ID[:], b.ID[:]) < 0)
+// admitWriter applies Verbatim's writer rule: only the registered writer
+// writes; an older epoch, or its epoch with another id, is fenced, an
+// epoch never assigned refused.
+func (w *simWorld) admitWriter(wr Writer) error {
+	switch {
+	case wr == w.writer && wr.Epoch >= 0:
+		return nil
+	case wr.Epoch < 0 || wr.Epoch > w.writer.Epoch:
+		return kerr.InvalidProducerEpoch
+	}
+	return kerr.ProducerFenced
 }
 
 func (c *simDstConn) ListOffset(ctx context.Context, ts int64) (client.OffsetAnswer, error) {
@@ -454,20 +461,24 @@ func (c *simDstConn) Fetch(ctx context.Context, a client.FetchArgs) (client.Fetc
 	return client.FetchResult{HighWatermark: c.w.dnext, LogStart: c.w.dlogStart, Records: out, DivergingEpoch: client.EpochEnd{LeaderEpoch: -1}}, nil
 }
 
-func (c *simDstConn) DeleteRecords(ctx context.Context, offset int64) error {
+func (c *simDstConn) DeleteRecords(ctx context.Context, wr Writer, offset int64) (int32, error) {
 	c.w.mu.Lock()
 	defer c.w.mu.Unlock()
 	if err := c.call(ctx); err != nil {
-		return err
+		return -1, err
 	}
 	w := c.w
-	if olderWriter(c.writer, w.writer) {
-		return kerr.ProducerFenced
+	assigned := int32(-1)
+	if wr.Epoch == RegisterEpoch {
+		w.writer = Writer{Epoch: w.writer.Epoch + 1, ID: wr.ID}
+		wr, assigned = w.writer, w.writer.Epoch
 	}
-	w.writer = c.writer
+	if err := w.admitWriter(wr); err != nil {
+		return -1, err
+	}
 	if offset > w.dlogStart {
 		if offset > w.dnext {
-			return kerr.OffsetOutOfRange
+			return -1, kerr.OffsetOutOfRange
 		}
 		w.dlogStart = offset
 		for len(w.dlog) > 0 && w.dlog[0].last < offset {
@@ -475,7 +486,7 @@ func (c *simDstConn) DeleteRecords(ctx context.Context, offset int64) error {
 		}
 		w.seen["log_start_forwarded"]++
 	}
-	return nil
+	return assigned, nil
 }
 
 type simWait struct {
@@ -490,13 +501,13 @@ func (s simWait) Wait(context.Context) error {
 	return s.err
 }
 
-func (c *simDstConn) SendProduce(ctx context.Context, set []byte, expect int64, epoch int32) (ProduceWait, error) {
+func (c *simDstConn) SendProduce(ctx context.Context, wr Writer, set []byte, expect int64, epoch int32) (ProduceWait, error) {
 	c.w.mu.Lock()
 	defer c.w.mu.Unlock()
 	if err := c.call(ctx); err != nil {
 		return nil, err
 	}
-	res := simWait{err: c.w.mirrorAppend(c.writer, set, expect, epoch)}
+	res := simWait{err: c.w.mirrorAppend(wr, set, expect, epoch)}
 	if c.w.chance(c.w.faultPct) {
 		// Applied, but the answer is lost with the connection.
 		c.lost, res.lost = true, true
@@ -507,10 +518,9 @@ func (c *simDstConn) SendProduce(ctx context.Context, set []byte, expect int64, 
 
 // mirrorAppend applies Verbatim's mirror produce rules.
 func (w *simWorld) mirrorAppend(writer Writer, set []byte, expect int64, epoch int32) error {
-	if olderWriter(writer, w.writer) {
-		return &ProduceError{Err: kerr.ProducerFenced, Message: "a newer pusher took over"}
+	if err := w.admitWriter(writer); err != nil {
+		return &ProduceError{Err: err, Message: "not the registered writer"}
 	}
-	w.writer = writer
 	switch {
 	case epoch >= 0 && epoch < w.depoch:
 		w.seen["dest_epoch_stale"]++

@@ -30,11 +30,17 @@ type StopResult struct {
 // destination: an IncrementalAlterConfigs DELETE of mirror.mode, which the
 // broker turns into the stop sequence (docs/mirroring.md), then reads back
 // what it wrote.
-func Stop(ctx context.Context, dest string, topics []string) ([]StopResult, error) {
+// co secures and authenticates the connections (--dest-config).
+func Stop(ctx context.Context, dest string, co client.Options, topics []string) ([]StopResult, error) {
 	if dest == "" || len(topics) == 0 {
 		return nil, Usage("--dest and --topics are required")
 	}
-	cl, err := client.NewCluster(dest, client.Options{ClientID: "verbatim-mirror-stop"})
+	if co.ClientID == "" {
+		co.ClientID = "verbatim-mirror-stop"
+	}
+	// authz: the broker checks ALTER_CONFIGS on each topic + CLUSTER_ACTION
+	// or ALTER on CLUSTER for the DELETE of mirror.mode.
+	cl, err := client.NewCluster(dest, co)
 	if err != nil {
 		return nil, Usage("--dest: %v", err)
 	}

@@ -2,9 +2,12 @@ package mirror
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -32,7 +35,7 @@ func TestStopFailover(t *testing.T) {
 	if _, err := Push(testkit.Ctx(t), Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := Stop(testkit.Ctx(t), dst.Addr, []string{"t"})
+	res, err := Stop(testkit.Ctx(t), dst.Addr, client.Options{}, []string{"t"})
 	if err != nil {
 		t.Fatalf("mirror stop: %v (exit %d)", err, ExitCode(err))
 	}
@@ -86,21 +89,48 @@ func TestPushForwardsLogStart(t *testing.T) {
 	}
 }
 
-// TestOlderPusherFenced: once a pusher with a newer writer epoch wrote to
-// a partition, one with an older epoch is refused (docs/protocol.md:
-// WriterEpoch; the broker answers PRODUCER_FENCED, a refusal: exit 1).
+// TestOlderPusherFenced: a following pusher is fenced by one that
+// registered after it (docs/protocol.md "Writer epoch": the destination
+// assigned the later one a newer epoch): its next write is PRODUCER_FENCED,
+// a refusal (exit 1), while the later pusher's copy is exact.
 func TestOlderPusherFenced(t *testing.T) {
 	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
 	sa := src.ListenAddrs()[0]
 	dst := testkit.StartDest(t, t.TempDir())
 	cl := testkit.Client(t, sa)
 	produceN(t, cl, "t", 10, false)
-	if _, err := Push(testkit.Ctx(t), Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, WriterEpoch: 200}); err != nil {
+	older, err := NewPusher(Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, Follow: true})
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(older.src.Close)
+	t.Cleanup(older.dst.Close)
+	caughtUp := make(chan struct{}, 16)
+	older.chunkDone = func(s PartitionStats) {
+		if s.End >= 10 {
+			caughtUp <- struct{}{}
+		}
+	}
+	done := make(chan error, 1)
+	go func() { _, err := older.Run(testkit.Ctx(t)); done <- err }()
+	<-caughtUp
+	var epochs []int32
+	later, err := NewPusher(Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(later.src.Close)
+	t.Cleanup(later.dst.Close)
+	later.registered = func(got map[tp]int32, err error) { epochs = append(epochs, got[tp{"t", 0}]) }
+	if _, err := later.Run(testkit.Ctx(t)); err != nil {
+		t.Fatalf("the later pusher: %v", err)
+	}
+	if older.epochs[tp{"t", 0}] >= epochs[0] {
+		t.Fatalf("epochs: older %d, later %v", older.epochs[tp{"t", 0}], epochs)
+	}
 	produceN(t, cl, "t", 10, false)
-	_, err := Push(testkit.Ctx(t), Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, WriterEpoch: 100})
-	if ExitCode(err) != ExitRefused {
-		t.Fatalf("a pusher with writer epoch 100 after one with 200: %v (exit %d), want fenced (exit 1)", err, ExitCode(err))
+	err = <-done
+	if ExitCode(err) != ExitRefused || !errors.Is(err, kerr.ProducerFenced) || !strings.Contains(err.Error(), "took over this partition") {
+		t.Fatalf("the older pusher after a later one registered: %v (exit %d), want fenced (exit 1)", err, ExitCode(err))
 	}
 }

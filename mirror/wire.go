@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
@@ -22,16 +23,18 @@ const (
 )
 
 // topicIDFeature is the destination feature for the CreateTopics topic-id
-// tag; mirrorFeature version 1 adds the WriterID.
+// tag; mirrorFeature version assignedFeatureVers (2) assigns writer
+// epochs, which this pusher needs.
 const (
 	topicIDFeature      = wireext.FeatureMirrorTopicID
-	writerIDFeatureVers = wireext.FeatureMirrorProduceWriterID
+	assignedFeatureVers = wireext.FeatureMirrorProduceAssigned
 )
 
 // writerTag is the request-level MirrorProduce value: version 0, the
-// writer epoch, and the WriterID in the struct's tagged field 0.
-func writerTag(epoch int32, id [16]byte) []byte {
-	return (&wireext.MirrorProduce{WriterEpoch: epoch, WriterID: id}).AppendTo(nil)
+// writer epoch (RegisterEpoch: a registration), and the WriterID in the
+// struct's tagged field 0.
+func writerTag(w Writer) []byte {
+	return (&wireext.MirrorProduce{WriterEpoch: w.Epoch, WriterID: w.ID}).AppendTo(nil)
 }
 
 // topicIDTag is the CreateTopics topic entry's MirrorTopicID value.
@@ -43,13 +46,11 @@ func partitionTag(expect int64, epoch int32) []byte {
 	return (&wireext.MirrorPartition{ExpectedLogEndOffset: expect, CurrentLeaderEpoch: epoch}).AppendTo(nil)
 }
 
-func (d *destConn) requestTag() []byte { return writerTag(d.writer.Epoch, d.writer.ID) }
-
-func (d *destConn) produceRequest(set []byte, expect int64, epoch int32) *kmsg.ProduceRequest {
+func (d *destConn) produceRequest(w Writer, set []byte, expect int64, epoch int32) *kmsg.ProduceRequest {
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks = -1
 	req.TimeoutMillis = 30000
-	req.UnknownTags.Set(mirrorTag, d.requestTag())
+	req.UnknownTags.Set(mirrorTag, writerTag(w))
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = d.topic
 	rp := kmsg.NewProduceRequestTopicPartition()
@@ -60,29 +61,88 @@ func (d *destConn) produceRequest(set []byte, expect int64, epoch int32) *kmsg.P
 	return req
 }
 
-// deleteRecords forwards the source's log start: a DeleteRecords carrying
-// the mirror tag (docs/mirroring.md), which Verbatim accepts on mirror
-// topics only from a pusher.
-func (d *destConn) deleteRecords(ctx context.Context, offset int64) error {
-	req := kmsg.NewPtrDeleteRecordsRequest()
-	req.TimeoutMillis = 30000
-	req.UnknownTags.Set(mirrorTag, d.requestTag())
-	rt := kmsg.NewDeleteRecordsRequestTopic()
-	rt.Topic = d.topic
-	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
-	rp.Partition, rp.Offset = d.partition, offset
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := d.cn.Request(ctx, req, 2)
+// deleteRecords forwards the source's log start, or registers (offset 0,
+// w.Epoch RegisterEpoch): a DeleteRecords carrying the mirror tag
+// (docs/mirroring.md), which Verbatim accepts on mirror topics only from
+// a pusher. It returns the epoch a registration was assigned (-1 when
+// the answer carries none).
+func (d *destConn) deleteRecords(ctx context.Context, w Writer, offset int64) (int32, error) {
+	got, err := mirrorDeleteRecords(ctx, d.cn, w, map[string][]int32{d.topic: {d.partition}}, offset)
 	if err != nil {
-		return err
+		return -1, err
+	}
+	a, ok := got[tp{d.topic, d.partition}]
+	if !ok {
+		return -1, fmt.Errorf("DeleteRecords %s/%d: malformed answer", d.topic, d.partition)
+	}
+	return a.epoch, a.err
+}
+
+// deleteAnswer is one partition's answer to a mirror DeleteRecords: its
+// error and the writer epoch assigned (-1: none in the answer).
+type deleteAnswer struct {
+	epoch int32
+	err   error
+}
+
+// mirrorDeleteRecords sends one mirror DeleteRecords as w for the
+// partitions parts, all to offset, and returns each partition's answer.
+func mirrorDeleteRecords(ctx context.Context, cn *client.Conn, w Writer, parts map[string][]int32, offset int64) (map[tp]deleteAnswer, error) {
+	req := DeleteRecordsRequest(w, parts, offset)
+	resp, err := cn.Request(ctx, req, 2)
+	if err != nil {
+		return nil, err
 	}
 	if req.Version < 2 {
-		return fmt.Errorf("destination negotiated DeleteRecords v%d, the mirror tag needs v2", req.Version)
+		return nil, fmt.Errorf("destination negotiated DeleteRecords v%d, the mirror tag needs v2", req.Version)
 	}
-	r := resp.(*kmsg.DeleteRecordsResponse)
-	if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
-		return fmt.Errorf("DeleteRecords %s/%d: malformed answer", d.topic, d.partition)
+	out := map[tp]deleteAnswer{}
+	for _, rt := range resp.(*kmsg.DeleteRecordsResponse).Topics {
+		for _, rp := range rt.Partitions {
+			e, err := AssignedEpoch(&rp)
+			if err != nil {
+				return nil, fmt.Errorf("DeleteRecords %s/%d: %w", rt.Topic, rp.Partition, err)
+			}
+			out[tp{rt.Topic, rp.Partition}] = deleteAnswer{epoch: e, err: kerr.ErrorForCode(rp.ErrorCode)}
+		}
 	}
-	return kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode)
+	return out, nil
+}
+
+// DeleteRecordsRequest is a mirror DeleteRecords (v2, the request-level
+// mirror tag) as writer w of the partitions parts, all to offset: with
+// w.Epoch RegisterEpoch and offset 0, a writer registration
+// (docs/protocol.md "Writer epoch").
+func DeleteRecordsRequest(w Writer, parts map[string][]int32, offset int64) *kmsg.DeleteRecordsRequest {
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	req.Version = 2
+	req.TimeoutMillis = 30000
+	req.UnknownTags.Set(mirrorTag, writerTag(w))
+	for topic, ps := range parts {
+		rt := kmsg.NewDeleteRecordsRequestTopic()
+		rt.Topic = topic
+		for _, p := range ps {
+			rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+			rp.Partition, rp.Offset = p, offset
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	return req
+}
+
+// AssignedEpoch is the writer epoch a DeleteRecords response partition
+// carries (wireext.MirrorWriterEpoch), -1 when it carries none.
+func AssignedEpoch(rp *kmsg.DeleteRecordsResponseTopicPartition) (int32, error) {
+	epoch := int32(-1)
+	var err error
+	rp.UnknownTags.Each(func(tag uint32, v []byte) {
+		if tag == mirrorTag {
+			var m wireext.MirrorWriterEpoch
+			if err = m.ReadFrom(v); err == nil {
+				epoch = m.WriterEpoch
+			}
+		}
+	})
+	return epoch, err
 }

@@ -1,7 +1,6 @@
 package mirror
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -128,11 +127,13 @@ func TestPushRefusesTopicIDInUse(t *testing.T) {
 	}
 }
 
-// TestPushersStartedAtTheSameInstant: two pushers with the same writer
-// epoch (as two started in the same second get) both register on every
-// partition before either writes (the test holds them there); then
-// exactly one copies and the other stops with PRODUCER_FENCED, exit 1:
-// the one with the higher writer id. The copy is exact.
+// TestPushersStartedAtTheSameInstant: two pushers both register on every
+// partition before either writes (the test holds them there). Each
+// registration covers all partitions and is assigned one epoch; the
+// earlier one is fenced, at once when the later was assigned before its
+// own answer, else at its first claim or write. Exactly one copies, the
+// later registrant, and the other stops with PRODUCER_FENCED, exit 1.
+// The copy is exact.
 func TestPushersStartedAtTheSameInstant(t *testing.T) {
 	for round := 0; round < 3; round++ {
 		src := testkit.StartSource(t, kfake.SeedTopics(2, "t"))
@@ -141,33 +142,35 @@ func TestPushersStartedAtTheSameInstant(t *testing.T) {
 		produceBatches(t, testkit.Client(t, sa, kgo.RecordPartitioner(kgo.RoundRobinPartitioner())), "t", 60, 2)
 		const pushers, parts = 2, 2
 		var mu sync.Mutex
-		claims := 0
-		allClaimed := make(chan struct{})
+		registered := 0
+		epochs := make([]int32, pushers)
+		regErrs := make([]error, pushers)
+		allRegistered := make(chan struct{})
 		ps := make([]*Pusher, pushers)
 		for i := range ps {
-			p, err := NewPusher(Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, WriterEpoch: 1000, FetchBytes: 512})
+			p, err := NewPusher(Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, FetchBytes: 512})
 			if err != nil {
 				t.Fatal(err)
 			}
-			p.claimed = func(string, int32, error) {
+			p.registered = func(got map[tp]int32, err error) {
 				mu.Lock()
-				claims++
-				if claims == pushers*parts {
-					close(allClaimed)
+				if err == nil && (len(got) != parts || got[tp{"t", 0}] != got[tp{"t", 1}]) {
+					t.Errorf("pusher %d registered %v: want one epoch for both partitions", i, got)
+				}
+				epochs[i], regErrs[i] = got[tp{"t", 0}], err
+				registered++
+				if registered == pushers {
+					close(allRegistered)
 				}
 				mu.Unlock()
 				select {
-				case <-allClaimed:
+				case <-allRegistered:
 				case <-time.After(30 * time.Second):
 				}
 			}
 			t.Cleanup(p.src.Close)
 			t.Cleanup(p.dst.Close)
 			ps[i] = p
-		}
-		winner := 0
-		if bytes.Compare(ps[1].o.WriterID[:], ps[0].o.WriterID[:]) > 0 {
-			winner = 1
 		}
 		errs := make([]error, pushers)
 		var wg sync.WaitGroup
@@ -179,17 +182,71 @@ func TestPushersStartedAtTheSameInstant(t *testing.T) {
 			}()
 		}
 		wg.Wait()
+		var winner int
+		switch {
+		case regErrs[0] != nil && regErrs[1] != nil:
+			t.Fatalf("round %d: both registrations refused: %v; %v", round, regErrs[0], regErrs[1])
+		case regErrs[0] != nil:
+			winner = 1
+		case regErrs[1] != nil:
+			winner = 0
+		case epochs[0] == epochs[1]:
+			t.Fatalf("round %d: both pushers were assigned epoch %d", round, epochs[0])
+		case epochs[1] > epochs[0]:
+			winner = 1
+		}
 		for i, err := range errs {
 			if i == winner {
 				if err != nil {
-					t.Fatalf("round %d: the newest pusher: %v (exit %d)", round, err, ExitCode(err))
+					t.Fatalf("round %d: the later registrant: %v (exit %d)", round, err, ExitCode(err))
 				}
 				continue
 			}
 			if ExitCode(err) != ExitRefused || !errors.Is(err, kerr.ProducerFenced) || !strings.Contains(err.Error(), "took over this partition") {
-				t.Fatalf("round %d: the older pusher: %v (exit %d), want PRODUCER_FENCED, exit 1", round, err, ExitCode(err))
+				t.Fatalf("round %d: the earlier registrant: %v (exit %d), want PRODUCER_FENCED, exit 1", round, err, ExitCode(err))
 			}
 		}
 		sameLogs(t, sa, dst.Addr, "t", parts)
 	}
+}
+
+// TestPushRefusesDestinationWithoutAssignedEpochs: a destination whose
+// verbatim.mirror.produce feature is below version 2 (it would take the
+// pusher's clock as the writer epoch) is refused with exit 2 and a message
+// saying what is missing, before anything is written.
+func TestPushRefusesDestinationWithoutAssignedEpochs(t *testing.T) {
+	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
+	sa := src.ListenAddrs()[0]
+	old := startFeatureFake(t, 1)
+	_, err := Push(testkit.Ctx(t), Options{Source: sa, Dest: old, Topics: []string{"t"}, CreateTopics: true})
+	if ExitCode(err) != ExitUsage || !strings.Contains(err.Error(), "offers verbatim.mirror.produce version 1, but this pusher needs version 2") {
+		t.Fatalf("push to a version-1 destination: %v (exit %d)", err, ExitCode(err))
+	}
+}
+
+// startFeatureFake starts a kfake cluster whose ApiVersions answer lists
+// verbatim.mirror.produce up to version vers (a Verbatim from before
+// broker-assigned writer epochs) and Produce v9+.
+func startFeatureFake(t *testing.T, vers int16) string {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	c.ControlKey(kmsg.ApiVersions.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
+		resp.Version = req.GetVersion()
+		for _, k := range []struct{ key, max int16 }{{0, 11}, {3, 12}, {18, 3}, {21, 2}} {
+			ak := kmsg.NewApiVersionsResponseApiKey()
+			ak.ApiKey, ak.MaxVersion = k.key, k.max
+			resp.ApiKeys = append(resp.ApiKeys, ak)
+		}
+		f := kmsg.NewApiVersionsResponseSupportedFeature()
+		f.Name, f.MaxVersion = mirrorFeature, vers
+		resp.SupportedFeatures = append(resp.SupportedFeatures, f)
+		return resp, nil, true
+	})
+	return c.ListenAddrs()[0]
 }

@@ -129,3 +129,11 @@ func escape(s string, key bool) string {
 	}
 	return b.String()
 }
+
+func TestList(t *testing.T) {
+	for in, want := range map[string]string{"": "", " a , b,,c ": "a|b|c", ",": "", "TLSv1.2": "TLSv1.2"} {
+		if got := strings.Join(List(in), "|"); got != want {
+			t.Errorf("List(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

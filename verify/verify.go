@@ -24,7 +24,11 @@ const (
 // Options configure a verification.
 type Options struct {
 	Source, Dest string
-	Topics       []string
+	// SourceClient and DestClient secure and authenticate the
+	// connections to each side (--source-config, --dest-config); a zero
+	// ClientID is "verbatim-verify".
+	SourceClient, DestClient client.Options
+	Topics                   []string
 	// Groups, when set, selects consumer groups whose committed offsets
 	// for the topics are compared.
 	Groups *regexp.Regexp
@@ -111,12 +115,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	src, err := client.NewCluster(o.Source, client.Options{ClientID: "verbatim-verify"})
+	for _, co := range []*client.Options{&o.SourceClient, &o.DestClient} {
+		if co.ClientID == "" {
+			co.ClientID = "verbatim-verify"
+		}
+	}
+	src, err := client.NewCluster(o.Source, o.SourceClient)
 	if err != nil {
 		return nil, fmt.Errorf("--source: %v", err)
 	}
 	defer src.Close()
-	dst, err := client.NewCluster(o.Dest, client.Options{ClientID: "verbatim-verify"})
+	dst, err := client.NewCluster(o.Dest, o.DestClient)
 	if err != nil {
 		return nil, fmt.Errorf("--dest: %v", err)
 	}

@@ -1,8 +1,10 @@
 // Package wireext owns the bytes of Verbatim's Kafka protocol extensions
 // (docs/protocol.md): the values of the tagged field MirrorTag in Produce
 // (request level: MirrorProduce; partition level: MirrorPartition),
-// DeleteRecords (request level: MirrorProduce, the log-start forward of a
-// pusher) and CreateTopics (topic entry: MirrorTopicID), the ApiVersions
+// DeleteRecords (request level: MirrorProduce, the log-start forward and
+// the writer registration of a pusher; response partition level:
+// MirrorWriterEpoch, the writer epoch a registration was assigned) and
+// CreateTopics (topic entry: MirrorTopicID), the ApiVersions
 // feature names and versions that advertise them, and the walker of a
 // flexible-version tagged-field section (Tags) that the broker's request
 // header, the hot path's Produce decoder and these values share.
@@ -15,7 +17,8 @@
 // value x, ReadFrom(AppendTo(x)) gives x back; bytes in canonical form
 // re-encode to themselves. ReadFrom skips unknown tags and, as Verbatim
 // has always done, ignores bytes after a Produce or DeleteRecords value's
-// tag section (a MirrorTopicID value must end with its tag section).
+// tag section (MirrorTopicID and MirrorWriterEpoch values must end with
+// their tag section).
 //
 // The errors name the field and MirrorTag; callers wrap them into their
 // protocol error (a malformed Produce or DeleteRecords value closes the

@@ -2,6 +2,7 @@ package wireext
 
 import (
 	"bytes"
+	"encoding/binary"
 	"testing"
 )
 
@@ -57,6 +58,22 @@ func FuzzMirrorTopicID(f *testing.F) {
 		fuzzValue[MirrorTopicID](t, b)
 		var m MirrorTopicID
 		if m.ReadFrom(b) == nil && (len(b) < 19 || m.Version < 0 || [16]byte(b[2:18]) != m.TopicID) {
+			t.Fatalf("accepted %x as %+v", b, m)
+		}
+	})
+}
+
+// FuzzMirrorWriterEpoch: also, exactly version >= 0 + int32 + a tag
+// section is accepted, and the epoch is the input's.
+func FuzzMirrorWriterEpoch(f *testing.F) {
+	f.Add((&MirrorWriterEpoch{WriterEpoch: 3}).AppendTo(nil))
+	f.Add([]byte{0, 1, 0x7f, 0xff, 0xff, 0xff, 1, 0, 2, 9, 9})
+	f.Add([]byte{0, 0, 0, 0, 0, 1, 0, 0})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fuzzValue[MirrorWriterEpoch](t, b)
+		var m MirrorWriterEpoch
+		if m.ReadFrom(b) == nil && (len(b) < 7 || m.Version < 0 || int32(binary.BigEndian.Uint32(b[2:])) != m.WriterEpoch) {
 			t.Fatalf("accepted %x as %+v", b, m)
 		}
 	})

@@ -8,7 +8,8 @@ import (
 // MirrorTag (0x5642, "VB") is the tag of every Verbatim extension field:
 // Produce request level (MirrorProduce) and partition level
 // (MirrorPartition), DeleteRecords request level (MirrorProduce) and
-// CreateTopics topic entries (MirrorTopicID).
+// response partition level (MirrorWriterEpoch), and CreateTopics topic
+// entries (MirrorTopicID).
 const MirrorTag = 22082
 
 // WriterIDTag is the tag of MirrorProduce.WriterID inside the MirrorProduce
@@ -18,10 +19,13 @@ const WriterIDTag = 0
 // ApiVersions supported features (v3+) advertising the extensions.
 const (
 	// FeatureMirrorProduce: MirrorProduce and MirrorPartition in Produce
-	// v9+, MirrorProduce in DeleteRecords v2. Version 1 adds WriterID.
+	// v9+, MirrorProduce in DeleteRecords v2. Version 1 added WriterID;
+	// version 2 (FeatureMirrorProduceAssigned) has the broker assign
+	// writer epochs (writer.go), and a broker of version 2 no longer
+	// admits client-chosen epochs, so its minimum is 2 as well.
 	FeatureMirrorProduce           = "verbatim.mirror.produce"
-	FeatureMirrorProduceMinVersion = 0
-	FeatureMirrorProduceMaxVersion = 1
+	FeatureMirrorProduceMinVersion = 2
+	FeatureMirrorProduceMaxVersion = 2
 	// FeatureMirrorProduceWriterID is the first feature version whose
 	// broker breaks writer-epoch ties by WriterID.
 	FeatureMirrorProduceWriterID = 1
@@ -43,10 +47,14 @@ var (
 // MirrorProduce is the request-level value of a mirror produce and of a
 // mirror DeleteRecords: the writer (pusher) the request comes from.
 type MirrorProduce struct {
-	Version     int16 // >= 0; 0 today
+	Version int16 // >= 0; 0 today
+	// WriterEpoch is the epoch the broker assigned to the writer
+	// (RegisterWriterEpoch in a registration, writer.go).
 	WriterEpoch int32
-	// WriterID breaks WriterEpoch ties (tagged field WriterIDTag, feature
-	// version 1). The zero id is the absent one and is not encoded.
+	// WriterID is the writer's identity (tagged field WriterIDTag,
+	// feature version 1): the broker binds an assigned epoch to the id
+	// that registered it. The zero id is the absent one and is not
+	// encoded.
 	WriterID [16]byte
 }
 

@@ -46,6 +46,35 @@ func TestRoundTrip(t *testing.T) {
 	for _, m := range []MirrorTopicID{{}, {TopicID: id}, {Version: 2, TopicID: [16]byte{15: 1}}} {
 		roundTrip(t, m)
 	}
+	for _, m := range []MirrorWriterEpoch{{}, {WriterEpoch: 7}, {Version: 1, WriterEpoch: 1<<31 - 1}, {WriterEpoch: -1}} {
+		roundTrip(t, m)
+	}
+	roundTrip(t, MirrorProduce{WriterEpoch: RegisterWriterEpoch, WriterID: id})
+}
+
+// TestWriterEpochLayout pins the registration's bytes: a MirrorProduce
+// asking for an epoch (-1) and the response partition's value.
+func TestWriterEpochLayout(t *testing.T) {
+	reg := MirrorProduce{WriterEpoch: RegisterWriterEpoch, WriterID: [16]byte{15: 2}}
+	want := append([]byte{0, 0, 0xff, 0xff, 0xff, 0xff, 1, WriterIDTag, 16}, reg.WriterID[:]...)
+	if got := reg.AppendTo(nil); !bytes.Equal(got, want) {
+		t.Fatalf("registration %x, want %x", got, want)
+	}
+	if got := (&MirrorWriterEpoch{WriterEpoch: 0x01020304}).AppendTo(nil); !bytes.Equal(got, []byte{0, 0, 1, 2, 3, 4, 0}) {
+		t.Fatalf("MirrorWriterEpoch %x", got)
+	}
+	if FeatureMirrorProduceMaxVersion < FeatureMirrorProduceAssigned || FeatureMirrorProduceMinVersion != FeatureMirrorProduceAssigned {
+		t.Fatalf("feature versions %d-%d do not announce assigned epochs (%d) only", FeatureMirrorProduceMinVersion, FeatureMirrorProduceMaxVersion, FeatureMirrorProduceAssigned)
+	}
+	var m MirrorWriterEpoch
+	if err := m.ReadFrom([]byte{0, 0, 0, 0, 0, 9, 1, 4, 1, 0}); err != nil || m.WriterEpoch != 9 {
+		t.Fatalf("unknown tag: %+v %v", m, err)
+	}
+	for _, b := range [][]byte{nil, {0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 9}, {0, 0, 0, 0, 0, 9, 0, 0}, {0x80, 0, 0, 0, 0, 9, 0}, {0, 0, 0, 0, 0, 9, 1, 4, 2, 0}} {
+		if err := m.ReadFrom(b); err != ErrMirrorWriterEpoch || m != (MirrorWriterEpoch{}) {
+			t.Fatalf("%x: %+v %v", b, m, err)
+		}
+	}
 }
 
 // TestWireLayout pins the bytes docs/protocol.md documents, so a change of

@@ -1,9 +1,12 @@
 // Command verbatim is the Verbatim broker and its tools, one binary with
-// subcommands: serve, mirror, verify, policy, version.
+// subcommands: serve, format, mirror, verify, policy, version.
 //
-// It owns the command line: flags, exit codes, output formats, signal
+// It owns the command line: flags (and their precedence over `serve
+// --config` and `--override`, which brokerconf translates), binding the
+// configured listeners, exit codes, output formats, signal
 // handling, and the policy tools' replay of a segment file as one mirror
-// partition (policy.go). Each subcommand wires a package (broker, mirror,
+// partition (policy.go). `format` (format.go) parses --add-scram with
+// package authn and formats through broker.Format. Each subcommand wires a package (broker, mirror,
 // verify, wasmpolicy); it must not hold broker, storage, mirroring or
 // verification logic itself.
 package main

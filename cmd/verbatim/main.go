@@ -12,6 +12,7 @@ const usage = `usage: verbatim <command> [flags]
 
 commands:
   serve     run a broker (verbatim serve --listen 127.0.0.1:9092 --data-dir DIR)
+  format    create a data dir with its first SCRAM users (verbatim format --data-dir DIR --add-scram ...)
   mirror    copy topics from a Kafka cluster at their offsets (mirror push|stop)
   verify    prove that a destination holds a source's topics exactly
   policy    inspect and test mirror policy modules
@@ -32,6 +33,8 @@ func run(args []string) int {
 	switch args[0] {
 	case "serve":
 		return serveCmd(args[1:])
+	case "format":
+		return formatCmd(args[1:])
 	case "version", "--version", "-version":
 		fmt.Println("verbatim", Version)
 		return 0

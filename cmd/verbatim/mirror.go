@@ -18,7 +18,12 @@ import (
 
 const mirrorUsage = `usage:
   verbatim mirror push --source HOST:PORT --dest HOST:PORT --topics a,b [--create-topics] [--follow] [--groups REGEX]
-  verbatim mirror stop --dest HOST:PORT --topics a,b
+                       [--source-config FILE] [--dest-config FILE]
+  verbatim mirror stop --dest HOST:PORT --topics a,b [--dest-config FILE]
+
+--source-config and --dest-config name Kafka client properties files
+(security.protocol, ssl.*, sasl.mechanism, sasl.jaas.config) for the
+connections to the source and the destination.
 `
 
 // mirrorCmd runs `verbatim mirror push|stop`. Exit codes: 0 done, 1
@@ -98,6 +103,7 @@ func mirrorPush(args []string, stderr io.Writer) int {
 	logFormat := fs.String("log-format", "", "log format: text or json (default: text on a terminal, json otherwise)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	progress := fs.Bool("progress", false, "print per-partition progress lines (default: on when stderr is a terminal)")
+	srcCfg, dstCfg := clientConfigFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -126,6 +132,10 @@ func mirrorPush(args []string, stderr io.Writer) int {
 	}
 	o := mirror.Options{Source: *source, Dest: *dest, Topics: splitList(*topics), CreateTopics: *create, Follow: *follow,
 		FetchBytes: int32(*fetchBytes), RetryFor: *retryFor, Logger: log}
+	if o.SourceClient, o.DestClient, err = readClientConfigs(*srcCfg, *dstCfg); err != nil {
+		fmt.Fprintf(stderr, "verbatim mirror push: %v\n", err)
+		return 2
+	}
 	if *groups != "" {
 		re, err := mirror.CompileGroups(*groups)
 		if err != nil {
@@ -159,6 +169,7 @@ func mirrorStop(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	dest := fs.String("dest", "", "the Verbatim destination (host:port)")
 	topics := fs.String("topics", "", "comma-separated mirror topics to stop (fail over)")
+	dstCfg := fs.String("dest-config", "", "Kafka client properties FILE for the destination (security.protocol, ssl.*, sasl.*)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -169,9 +180,14 @@ func mirrorStop(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "verbatim mirror stop: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
+	_, co, err := readClientConfigs("", *dstCfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "verbatim mirror stop: %v\n", err)
+		return 2
+	}
 	ctx, cancel := signalContext()
 	defer cancel()
-	res, err := mirror.Stop(ctx, *dest, splitList(*topics))
+	res, err := mirror.Stop(ctx, *dest, co, splitList(*topics))
 	for _, r := range res {
 		fmt.Fprintln(stdout, r.String())
 	}

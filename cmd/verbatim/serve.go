@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/verbatim-kafka/verbatim/broker"
+	"github.com/verbatim-kafka/verbatim/brokerconf"
+	"github.com/verbatim-kafka/verbatim/props"
 )
 
 // serveCmd runs `verbatim serve`. Exit codes: 0 after a clean shutdown,
@@ -66,6 +68,11 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 	cleanerIO := fs.Float64("log-cleaner-io-max-bytes-per-second", 0, "cleaner I/O rate, read and written (Kafka's log.cleaner.io.max.bytes.per.second; 0: unlimited)")
 	offsetsSegBytes := fs.Int("offsets-topic-segment-bytes", 100<<20, "segment size __consumer_offsets is created with (Kafka's offsets.topic.segment.bytes, at least 1 MiB)")
 	policyDir := fs.String("policy-dir", "", "directory of mirror policy modules NAME.wasm for mirror.policies (docs/policies.md); reloaded when a file changes")
+	// Configuration files and listeners.
+	configFile := fs.String("config", "", "a Kafka server.properties (Kafka's broker property names; listeners, TLS, ...): flags given on the command line win over it, --override over the file")
+	var overrides overrideFlags
+	fs.Var(&overrides, "override", "name=value: a broker property winning over --config's (repeatable)")
+	helpConfig := fs.Bool("help-config", false, "list the Kafka broker properties Verbatim implements (for --config and --override) and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -75,6 +82,10 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "verbatim serve: unexpected arguments %q\n", fs.Args())
 		return 2
+	}
+	if *helpConfig {
+		printConfigHelp(stderr)
+		return 0
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -154,6 +165,8 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 	cfg.LogCleanerDedupeBufferSize, cfg.LogCleanerIOMaxBytesPerSecond = *cleanerDedupe, *cleanerIO
 	cfg.LogCleanerBackoff = time.Duration(*cleanerBackoff) * time.Millisecond
 	cfg.OffsetsTopicSegmentBytes = int32(*offsetsSegBytes)
+	var advHost string
+	var advPort int32
 	if *advertised != "" {
 		host, port, err := net.SplitHostPort(*advertised)
 		p, perr := strconv.ParseUint(port, 10, 16)
@@ -161,7 +174,54 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 			fmt.Fprintf(stderr, "verbatim serve: --advertised-listener must be host:port, got %q\n", *advertised)
 			return 2
 		}
-		cfg.AdvertisedHost, cfg.AdvertisedPort = host, int32(p)
+		advHost, advPort = host, int32(p)
+		cfg.AdvertisedHost, cfg.AdvertisedPort = advHost, advPort
+	}
+	if *configFile != "" || len(overrides) > 0 {
+		// The file and the overrides apply over the flags' defaults; the
+		// flags given on the command line are then applied again.
+		explicit := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+		if code := loadConfig(&cfg, *configFile, overrides, stderr); code != 0 {
+			return code
+		}
+		reapply := map[string]func(){
+			"node-id":                          func() { cfg.NodeID = int32(*nodeID) },
+			"data-dir":                         func() { cfg.DataDir = *dataDir },
+			"max-frame-bytes":                  func() { cfg.MaxFrameBytes = int32(*maxFrame) },
+			"max-inflight-bytes":               func() { cfg.MaxInFlightBytes = *inflightBytes },
+			"fetch-max-bytes":                  func() { cfg.FetchMaxBytes = int32(min(*fetchMax, 1<<31-1)) },
+			"idle-timeout":                     func() { cfg.IdleTimeout = *idleTimeout },
+			"auto-create-topics":               func() { cfg.AutoCreateTopics = *autoCreate },
+			"num-partitions":                   func() { cfg.DefaultPartitions = int32(*numPartitions) },
+			"group-initial-rebalance-delay":    func() { cfg.GroupInitialRebalanceDelay = rebalanceDelay },
+			"max-connections-per-ip":           func() { cfg.MaxConnectionsPerIP = maxConnsPerIP },
+			"max-connections-per-ip-overrides": func() { cfg.MaxConnectionsPerIPOverrides = *maxConnsOverrides },
+			"advertised-listener":              func() { cfg.AdvertisedHost, cfg.AdvertisedPort = advHost, advPort },
+			"log-cleaner-threads": func() {
+				cfg.LogCleanerThreads = *cleanerThreads
+				if *cleanerThreads == 0 {
+					cfg.LogCleanerThreads = -1
+				}
+			},
+			"log-cleaner-dedupe-buffer-size":      func() { cfg.LogCleanerDedupeBufferSize = *cleanerDedupe },
+			"log-cleaner-io-max-bytes-per-second": func() { cfg.LogCleanerIOMaxBytesPerSecond = *cleanerIO },
+			"offsets-topic-segment-bytes":         func() { cfg.OffsetsTopicSegmentBytes = int32(*offsetsSegBytes) },
+		}
+		for name := range explicit {
+			if f := reapply[name]; f != nil {
+				f()
+			}
+		}
+		if len(cfg.Listeners) > 0 && explicit["listen"] {
+			fmt.Fprintf(stderr, "verbatim serve: --listen and the listeners property are both given; use one\n")
+			return 2
+		}
+		if len(cfg.Listeners) > 0 && explicit["advertised-listener"] {
+			// The flag is the first listener's advertised address.
+			cfg.Listeners[0].Advertised = *advertised
+			cfg.AdvertisedHost, cfg.AdvertisedPort = "", 0
+		}
 	}
 	switch *flush {
 	case "never", "interval", "always":
@@ -170,7 +230,7 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 		return 2
 	}
 
-	if limit, source := memoryLimit(*memLimit, *inflightBytes+*decodeBytes); limit > 0 {
+	if limit, source := memoryLimit(*memLimit, cfg.MaxInFlightBytes+*decodeBytes); limit > 0 {
 		debug.SetMemoryLimit(limit)
 		log.Info("memory limit set", "bytes", limit, "from", source)
 	}
@@ -180,23 +240,36 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 		log.Error("refusing to start", "err", err)
 		return 1
 	}
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		log.Error("cannot listen", "addr", *listen, "err", err)
-		_ = srv.Shutdown(context.Background())
-		if strings.Contains(err.Error(), "address already in use") {
-			return 1
+	listeners := cfg.Listeners
+	if len(listeners) == 0 {
+		listeners = []*broker.Listener{{Name: string(broker.ProtocolPlaintext), Protocol: broker.ProtocolPlaintext, Bind: *listen}}
+	}
+	lns := make([]net.Listener, 0, len(listeners))
+	for _, l := range listeners {
+		ln, err := net.Listen("tcp", l.Bind)
+		if err != nil {
+			log.Error("cannot listen", "listener", l.Name, "addr", l.Bind, "err", err)
+			for _, ln := range lns {
+				ln.Close()
+			}
+			_ = srv.Shutdown(context.Background())
+			if strings.Contains(err.Error(), "address already in use") {
+				return 1
+			}
+			return 2
 		}
-		return 2
+		lns = append(lns, ln)
 	}
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	served := make(chan error, len(lns))
+	for i, ln := range lns {
+		go func() { served <- srv.ServeListener(ln, listeners[i]) }()
+	}
 	if ready != nil {
-		ready(ln.Addr())
+		ready(lns[0].Addr())
 	}
 	select {
 	case sig := <-sigs:
@@ -213,7 +286,49 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Warn("shutdown", "err", err)
 	}
-	<-served
+	for range lns {
+		<-served
+	}
+	return 0
+}
+
+// overrideFlags collects the repeatable --override name=value.
+type overrideFlags []string
+
+func (o *overrideFlags) String() string { return strings.Join(*o, " ") }
+
+func (o *overrideFlags) Set(v string) error {
+	if k, _, ok := strings.Cut(v, "="); !ok || strings.TrimSpace(k) == "" {
+		return errors.New("must be name=value")
+	}
+	*o = append(*o, v)
+	return nil
+}
+
+// loadConfig applies --config and --override to cfg and logs the
+// warning line of the Kafka properties Verbatim ignores. It returns 0 or
+// the exit code of a refusal (2: a usage error).
+func loadConfig(cfg *broker.Config, file string, overrides []string, stderr io.Writer) int {
+	var p *props.Props
+	if file != "" {
+		var err error
+		if p, err = props.ReadFile(file); err != nil {
+			fmt.Fprintf(stderr, "verbatim serve: --config: %v\n", err)
+			return 2
+		}
+	}
+	warnings, err := brokerconf.LoadInto(cfg, p, overrides)
+	if err != nil {
+		where := "--override"
+		if file != "" {
+			where = "--config " + file
+		}
+		fmt.Fprintf(stderr, "verbatim serve: %s: %v\n", where, err)
+		return 2
+	}
+	for _, w := range warnings {
+		cfg.Logger.Warn(w)
+	}
 	return 0
 }
 
@@ -233,5 +348,22 @@ func memoryLimit(flagValue, budgetBytes int64) (int64, string) {
 		return 0, "GOMEMLIMIT"
 	default:
 		return budgetBytes + 96<<20, "--max-inflight-bytes + --max-decode-bytes + 96 MiB"
+	}
+}
+
+// printConfigHelp lists the implemented broker properties with their
+// scope and one line each.
+func printConfigHelp(w io.Writer) {
+	fmt.Fprintf(w, "Kafka broker properties implemented (others of Kafka %s are accepted with a warning):\n", brokerconf.KafkaVersion)
+	for _, n := range brokerconf.Names() {
+		p, _ := brokerconf.Lookup(n)
+		scope := ""
+		switch p.Scope {
+		case brokerconf.ScopeListener:
+			scope = " (also listener.name.<listener>." + n + ")"
+		case brokerconf.ScopeMechanism:
+			scope = " (also listener.name.<listener>.<mechanism>." + n + ")"
+		}
+		fmt.Fprintf(w, "  %s%s\n      %s\n", n, scope, p.Doc)
 	}
 }

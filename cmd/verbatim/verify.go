@@ -25,6 +25,7 @@ func verifyMain(args []string, stdout, stderr io.Writer) int {
 	topics := fs.String("topics", "", "comma-separated topics to verify")
 	groups := fs.String("groups", "", "REGEX (whole name) of consumer groups whose committed offsets to compare")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	srcCfg, dstCfg := clientConfigFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -36,6 +37,11 @@ func verifyMain(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o := verify.Options{Source: *source, Dest: *dest, Topics: splitList(*topics)}
+	var err error
+	if o.SourceClient, o.DestClient, err = readClientConfigs(*srcCfg, *dstCfg); err != nil {
+		fmt.Fprintf(stderr, "verbatim verify: %v\n", err)
+		return 2
+	}
 	if *groups != "" {
 		re, err := client.CompileGroups(*groups)
 		if err != nil {

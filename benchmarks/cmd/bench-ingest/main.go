@@ -27,14 +27,22 @@ func sinkMain(args []string) int {
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
 	dir := fs.String("dir", "", "directory for the partition files")
 	durable := fs.Bool("durable", false, "group-commit fdatasync before acknowledging")
-	if err := fs.Parse(args); err != nil || *dir == "" {
-		fmt.Fprintln(os.Stderr, "usage: bench-ingest sink --listen ADDR --dir DIR [--durable]")
+	tlsCert := fs.String("tls-cert", "", "PEM certificate: speak TLS (with --tls-key)")
+	tlsKey := fs.String("tls-key", "", "PEM private key of --tls-cert")
+	if err := fs.Parse(args); err != nil || *dir == "" || (*tlsCert == "") != (*tlsKey == "") {
+		fmt.Fprintln(os.Stderr, "usage: bench-ingest sink --listen ADDR --dir DIR [--durable] [--tls-cert FILE --tls-key FILE]")
 		return 2
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sink:", err)
 		return 1
+	}
+	if *tlsCert != "" {
+		if ln, err = benchmarks.SinkListener(ln, *tlsCert, *tlsKey); err != nil {
+			fmt.Fprintln(os.Stderr, "sink:", err)
+			return 1
+		}
 	}
 	s := &benchmarks.Sink{Dir: *dir, Durable: *durable}
 	sigs := make(chan os.Signal, 1)
@@ -65,6 +73,7 @@ func benchMain(args []string) int {
 	leadIn := fs.Bool("lead-in", true, "start every round with a discarded run of its first system (the first run of a round is slower whatever it runs)")
 	quiet := fs.Bool("q", false, "no progress on stderr")
 	outPath := fs.String("out", "", "also write the JSON lines to this file")
+	security := fs.String("security", "plaintext", "security protocols to run every scenario over: plaintext, ssl (Verbatim on an SSL listener, the sink speaking TLS too), sasl_ssl (Verbatim on a SASL_SSL listener with SASL PLAIN per connection, the sink speaking TLS)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -93,6 +102,7 @@ func benchMain(args []string) int {
 		Baseline:          *baseline,
 		LeadIn:            *leadIn,
 		AllocBytes:        int64(*allocMB) << 20, InFlightLimitMB: *limitMB,
+		Security: split(*security),
 	}
 	if !*quiet {
 		o.Log = os.Stderr

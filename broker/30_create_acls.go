@@ -1,0 +1,61 @@
+package broker
+
+// CreateAcls (key 30), versions 1-3 (v0 removed in Kafka 4.0, KIP-896).
+//
+// Behaviour: needs ALTER on CLUSTER (else every result
+// CLUSTER_AUTHORIZATION_FAILED); with no authorizer configured every
+// result is SECURITY_DISABLED. Each creation is validated as Kafka's
+// controller does (authz.Binding.Validate: no UNKNOWN or ANY code, a
+// LITERAL or PREFIXED pattern, a non-empty name, "kafka-cluster" for
+// CLUSTER, a "Type:name" principal): INVALID_REQUEST with the reason,
+// the others are still created. An ACL that already exists is a success.
+// The ACL set is persisted (verbatim-meta/acls.json) before the answer;
+// a failed write answers every creation with the storage error and
+// changes nothing.
+//
+// Deviations from Apache Kafka: none known.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/authz"
+)
+
+func init() { register(kmsg.CreateACLs.Int16(), 1, 3, handleCreateAcls) }
+
+func handleCreateAcls(_ context.Context, s *Server, r *Request) (Reply, error) {
+	req := r.Msg.(*kmsg.CreateACLsRequest)
+	resp := req.ResponseKind().(*kmsg.CreateACLsResponse)
+	resp.Results = make([]kmsg.CreateACLsResponseResult, len(req.Creations))
+	fill := func(code int16, msg string) {
+		for i := range resp.Results {
+			resp.Results[i] = kmsg.NewCreateACLsResponseResult()
+			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = code, aclStr(msg)
+		}
+	}
+	if code, msg, refused := s.aclAdminRefusal(r); refused {
+		fill(code, msg)
+		return resp, nil
+	}
+	bs := make([]authz.Binding, len(req.Creations))
+	for i := range req.Creations {
+		bs[i] = bindingOfCreation(&req.Creations[i])
+	}
+	errs, err := s.acl.Create(bs)
+	if err != nil {
+		fill(kerr.KafkaStorageError.Code, s.aclPersistFailed(r, err))
+		return resp, nil
+	}
+	for i := range resp.Results {
+		resp.Results[i] = kmsg.NewCreateACLsResponseResult()
+		if errs[i] != nil {
+			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = kerr.InvalidRequest.Code, aclStr(errs[i].Error())
+		} else {
+			s.log.Info("ACL created", "acl", bs[i].String(), "principal", r.Principal)
+		}
+	}
+	return resp, nil
+}

@@ -1,0 +1,64 @@
+package broker
+
+// DeleteAcls (key 31), versions 1-3 (v0 removed in Kafka 4.0, KIP-896).
+//
+// Behaviour: needs ALTER on CLUSTER (else every filter's result
+// CLUSTER_AUTHORIZATION_FAILED); with no authorizer configured every
+// result is SECURITY_DISABLED. Each filter deletes every ACL it matches
+// (as DescribeAcls matches them) and lists them as its matching ACLs; a
+// filter with an UNKNOWN code is INVALID_REQUEST and deletes nothing. The
+// ACL set is persisted before the answer; a failed write answers every
+// filter with the storage error and deletes nothing.
+//
+// Deviations from Apache Kafka: none known.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/authz"
+)
+
+func init() { register(kmsg.DeleteACLs.Int16(), 1, 3, handleDeleteAcls) }
+
+func handleDeleteAcls(_ context.Context, s *Server, r *Request) (Reply, error) {
+	req := r.Msg.(*kmsg.DeleteACLsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteACLsResponse)
+	resp.Results = make([]kmsg.DeleteACLsResponseResult, len(req.Filters))
+	for i := range resp.Results {
+		resp.Results[i] = kmsg.NewDeleteACLsResponseResult()
+	}
+	fill := func(code int16, msg string) {
+		for i := range resp.Results {
+			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = code, aclStr(msg)
+		}
+	}
+	if code, msg, refused := s.aclAdminRefusal(r); refused {
+		fill(code, msg)
+		return resp, nil
+	}
+	fs := make([]authz.Filter, len(req.Filters))
+	for i := range req.Filters {
+		f := &req.Filters[i]
+		fs[i] = filterOf(f.ResourceType, f.ResourceName, f.ResourcePatternType, f.Principal, f.Host, f.Operation, f.PermissionType)
+	}
+	matched, err := s.acl.Delete(fs)
+	if err != nil {
+		fill(kerr.KafkaStorageError.Code, s.aclPersistFailed(r, err))
+		return resp, nil
+	}
+	for i := range resp.Results {
+		if fs[i].Unknown() {
+			resp.Results[i].ErrorCode = kerr.InvalidRequest.Code
+			resp.Results[i].ErrorMessage = aclStr("The filter contains UNKNOWN elements")
+			continue
+		}
+		for _, b := range matched[i] {
+			resp.Results[i].MatchingACLs = append(resp.Results[i].MatchingACLs, matchingACL(b))
+			s.log.Info("ACL deleted", "acl", b.String(), "principal", r.Principal)
+		}
+	}
+	return resp, nil
+}
