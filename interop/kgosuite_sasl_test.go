@@ -1,8 +1,6 @@
 package interop
 
 import (
-	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,13 +19,10 @@ func TestKgoSuiteSASL(t *testing.T) {
 	bin := BuildVerbatim(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
-	if res, err := RunTool(t, Cmd{}, bin, "format", "--data-dir", data,
-		"--add-scram", "SCRAM-SHA-512=[name=kgo,password=kgo-secret]"); err != nil {
-		t.Fatalf("verbatim format: %v\n%s", err, res.describe())
-	}
+	FormatSCRAM(t, bin, data, map[string]string{"kgo": "kgo-secret"})
 	ports := FreePorts(t, 3)
 	plain, scram, oauth := Addr(ports[0]), Addr(ports[1]), Addr(ports[2])
-	conf := strings.Join([]string{
+	ServeConfig(t, bin, dir, []string{
 		"log.dirs=" + data,
 		"listeners=PLAINTEXT://" + plain + ",SCRAM://" + scram + ",OAUTH://" + oauth,
 		"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SCRAM:SASL_PLAINTEXT,OAUTH:SASL_PLAINTEXT",
@@ -35,24 +30,7 @@ func TestKgoSuiteSASL(t *testing.T) {
 		"listener.name.oauth.sasl.enabled.mechanisms=OAUTHBEARER",
 		"auto.create.topics.enable=true",
 		"group.initial.rebalance.delay.ms=0",
-		"",
-	}, "\n")
-	cfgPath := filepath.Join(dir, "server.properties")
-	if err := os.WriteFile(cfgPath, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var p *Proc
-	keepLogsOnFailure(t, func() []*Proc { return []*Proc{p} })
-	p = StartProc(t, "verbatim", filepath.Join(dir, "verbatim.log"), dir, nil, bin, "serve", "--config", cfgPath)
-	t.Cleanup(func() { p.Stop(10 * time.Second) })
-	for _, a := range []string{plain, scram, oauth} {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := WaitForPort(ctx, a, p.Alive)
-		cancel()
-		if err != nil {
-			t.Fatalf("%s not listening: %v\n%s", a, err, p.LogTail(40))
-		}
-	}
+	}, []string{plain, scram, oauth})
 	root, err := RepoRoot()
 	if err != nil {
 		t.Fatal(err)

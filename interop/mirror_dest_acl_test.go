@@ -31,19 +31,13 @@ func startSecureDest(t *testing.T, bin string, users map[string]string) *secureD
 	t.Helper()
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
-	args := []string{bin, "format", "--data-dir", data}
-	for u, p := range users {
-		args = append(args, "--add-scram", fmt.Sprintf("SCRAM-SHA-512=[name=%s,password=%s]", u, p))
-	}
-	if r, _ := RunTool(t, Cmd{Timeout: time.Minute}, args...); r.ExitCode != 0 {
-		t.Fatalf("verbatim format: exit %d\n%s", r.ExitCode, r.Stderr)
-	}
+	FormatSCRAM(t, bin, data, users)
 	ca := testcerts.NewCA(t)
 	leaf := ca.Server(t, "verbatim-dest")
 	ks := testcerts.Write(t, dir, "keystore.pem", leaf.KeystorePEM())
 	ports := FreePorts(t, 2)
 	d := &secureDest{plain: Addr(ports[0]), secure: Addr(ports[1]), caFile: ca.File}
-	props := strings.Join([]string{
+	props := []string{
 		"listeners=PLAINTEXT://" + d.plain + ",SASL_SSL://" + d.secure,
 		"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL",
 		"listener.name.sasl_ssl.ssl.keystore.type=PEM",
@@ -51,20 +45,8 @@ func startSecureDest(t *testing.T, bin string, users map[string]string) *secureD
 		"sasl.enabled.mechanisms=SCRAM-SHA-512",
 		"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
 		"super.users=User:ANONYMOUS",
-	}, "\n") + "\n"
-	cfg := testcerts.Write(t, dir, "server.properties", []byte(props))
-	logPath := filepath.Join(dir, "verbatim.log")
-	p := StartProc(t, "verbatim-secure", logPath, dir, nil, bin, "serve", "--config", cfg, "--data-dir", data)
-	keepLogsOnFailure(t, func() []*Proc { return []*Proc{p} })
-	t.Cleanup(func() { p.Stop(10 * time.Second) })
-	for _, a := range []string{d.plain, d.secure} {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := WaitForPort(ctx, a, p.Alive)
-		cancel()
-		if err != nil {
-			t.Fatalf("verbatim serve --config: %v\n%s", err, p.LogTail(30))
-		}
 	}
+	ServeConfig(t, bin, dir, props, []string{d.plain, d.secure}, "--data-dir", data)
 	return d
 }
 

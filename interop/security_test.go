@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,16 +39,10 @@ func startSecuredVerbatim(t *testing.T, bin string) *securedVerbatim {
 	data := filepath.Join(dir, "data")
 	ca := testcerts.NewCA(t)
 	srv := ca.Server(t, "broker")
-	args := []string{"format", "--data-dir", data}
-	for _, u := range []string{"admin", "alice", "bob"} {
-		args = append(args, "--add-scram", fmt.Sprintf("SCRAM-SHA-512=[name=%s,password=%s]", u, scramUsers[u]))
-	}
-	if res, err := RunTool(t, Cmd{}, append([]string{bin}, args...)...); err != nil {
-		t.Fatalf("verbatim format: %v\n%s", err, res.describe())
-	}
+	FormatSCRAM(t, bin, data, scramUsers)
 	ports := FreePorts(t, 2)
 	s := &securedVerbatim{Plain: Addr(ports[0]), SASLSSL: Addr(ports[1]), CA: ca, dir: dir}
-	conf := strings.Join([]string{
+	props := []string{
 		"node.id=1",
 		"log.dirs=" + data,
 		"listeners=PLAINTEXT://" + s.Plain + ",SASL_SSL://" + s.SASLSSL,
@@ -62,25 +55,9 @@ func startSecuredVerbatim(t *testing.T, bin string) *securedVerbatim {
 		"allow.everyone.if.no.acl.found=false",
 		"num.partitions=1",
 		"group.initial.rebalance.delay.ms=0",
-		"",
-	}, "\n")
-	cfgPath := filepath.Join(dir, "server.properties")
-	if err := os.WriteFile(cfgPath, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
 	}
-	logPath := filepath.Join(dir, "verbatim.log")
 	v := &Verbatim{Addr: s.Plain, DataDir: data, Bin: bin}
-	keepLogsOnFailure(t, func() []*Proc { return []*Proc{v.Proc} })
-	v.Proc = StartProc(t, "verbatim", logPath, dir, nil, bin, "serve", "--config", cfgPath)
-	t.Cleanup(func() { v.Proc.Stop(10 * time.Second) })
-	for _, a := range []string{s.Plain, s.SASLSSL} {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := WaitForPort(ctx, a, v.Proc.Alive)
-		cancel()
-		if err != nil {
-			t.Fatalf("verbatim serve --config: %s not listening: %v\n%s", a, err, v.Proc.LogTail(40))
-		}
-	}
+	v.Proc = ServeConfig(t, bin, dir, props, []string{s.Plain, s.SASLSSL})
 	s.Verbatim = v
 	return s
 }

@@ -1,7 +1,6 @@
 package interop
 
 import (
-	"context"
 	"crypto/x509/pkix"
 	"fmt"
 	"path/filepath"
@@ -21,20 +20,11 @@ func startVerbatimConfig(t *testing.T, bin, extra string) (plain, ssl string) {
 	dir := t.TempDir()
 	ports := FreePorts(t, 2)
 	plain, ssl = Addr(ports[0]), Addr(ports[1])
-	cfg := testcerts.Write(t, dir, "server.properties", []byte(fmt.Sprintf(
-		"listeners=PLAINTEXT://%s,SSL://%s\nlog.dirs=%s\n%s", plain, ssl, filepath.Join(dir, "data"), extra)))
-	logPath := filepath.Join(dir, "verbatim.log")
-	p := StartProc(t, "verbatim", logPath, dir, nil, bin, "serve", "--config", cfg)
-	keepLogsOnFailure(t, func() []*Proc { return []*Proc{p} })
-	t.Cleanup(func() { p.Stop(10 * time.Second) })
-	for _, a := range []string{plain, ssl} {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := WaitForPort(ctx, a, p.Alive)
-		cancel()
-		if err != nil {
-			t.Fatalf("verbatim did not listen on %s: %v\n%s", a, err, p.LogTail(40))
-		}
-	}
+	ServeConfig(t, bin, dir, []string{
+		"listeners=PLAINTEXT://" + plain + ",SSL://" + ssl,
+		"log.dirs=" + filepath.Join(dir, "data"),
+		extra,
+	}, []string{plain, ssl})
 	return plain, ssl
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -90,5 +91,49 @@ func StartVerbatim(t testing.TB, bin string, opts VerbatimOptions) *Verbatim {
 			continue
 		}
 		t.Fatalf("interop: verbatim serve did not start listening: %v\n--- log tail ---\n%s", err, logTail)
+	}
+}
+
+// ServeConfig runs `verbatim serve --config FILE` with the binary bin, the
+// file holding props (server.properties lines) in dir, plus args; it
+// waits until every address in addrs accepts connections and stops the
+// process on cleanup (keeping its log on failure).
+func ServeConfig(t testing.TB, bin, dir string, props []string, addrs []string, args ...string) *Proc {
+	t.Helper()
+	cfg := filepath.Join(dir, "server.properties")
+	if err := os.WriteFile(cfg, []byte(strings.Join(props, "\n")+"\n"), 0o600); err != nil {
+		t.Fatalf("interop: %v", err)
+	}
+	var p *Proc
+	keepLogsOnFailure(t, func() []*Proc { return []*Proc{p} })
+	p = StartProc(t, "verbatim", filepath.Join(dir, "verbatim.log"), dir, nil,
+		append([]string{bin, "serve", "--config", cfg}, args...)...)
+	t.Cleanup(func() { p.Stop(10 * time.Second) })
+	for _, a := range addrs {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := WaitForPort(ctx, a, p.Alive)
+		cancel()
+		if err != nil {
+			t.Fatalf("interop: verbatim serve --config: %s not listening: %v\n%s", a, err, p.LogTail(40))
+		}
+	}
+	return p
+}
+
+// FormatSCRAM runs `verbatim format --data-dir data` adding a
+// SCRAM-SHA-512 credential for every user (name -> password).
+func FormatSCRAM(t testing.TB, bin, data string, users map[string]string) {
+	t.Helper()
+	args := []string{bin, "format", "--data-dir", data}
+	names := make([]string, 0, len(users))
+	for u := range users {
+		names = append(names, u)
+	}
+	sort.Strings(names)
+	for _, u := range names {
+		args = append(args, "--add-scram", "SCRAM-SHA-512=[name="+u+",password="+users[u]+"]")
+	}
+	if res, err := RunTool(t, Cmd{Timeout: time.Minute}, args...); err != nil {
+		t.Fatalf("interop: verbatim format: %v\n%s", err, res.describe())
 	}
 }

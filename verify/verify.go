@@ -174,10 +174,26 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				pr.Status = Mismatch
 				pr.FirstMismatch = &FirstMismatch{Offset: -1, Field: "partition", Detail: fmt.Sprintf("the destination has %d partitions", len(dt.Partitions))}
 			default:
-				v := &partitionCheck{src: src, dst: dst, topic: name, part: int32(i), compacted: compacted,
-					bothCompacted: destCompacted, rep: &pr, log: o.Logger}
-				if err := v.run(ctx); err != nil {
-					return nil, fmt.Errorf("%s/%d: %v", name, i, err)
+				// When both sides are compacted, either cleaner may
+				// change its log between verify's reads (the batches
+				// compared, then the offsets looked up), so a mismatch
+				// there is confirmed only when it repeats: cleaning
+				// only moves forward, and an altered record stays
+				// altered.
+				for attempt := 1; ; attempt++ {
+					pr = PartitionReport{Topic: name, Partition: int32(i), Status: Identical, Checks: []string{}}
+					v := &partitionCheck{src: src, dst: dst, topic: name, part: int32(i), compacted: compacted,
+						bothCompacted: destCompacted, rep: &pr, log: o.Logger}
+					if err := v.run(ctx); err != nil {
+						return nil, fmt.Errorf("%s/%d: %v", name, i, err)
+					}
+					if pr.Status != Mismatch || !destCompacted || attempt == compactedAttempts {
+						break
+					}
+					if o.Logger != nil && pr.FirstMismatch != nil {
+						o.Logger.Debug("mismatch on a partition both sides compact; checking again", "topic", name, "partition", i,
+							"field", pr.FirstMismatch.Field, "attempt", attempt)
+					}
 				}
 			}
 			if pr.Status == Mismatch {
@@ -205,6 +221,10 @@ func topicErr(t *client.TopicMeta) error {
 	}
 	return t.Err
 }
+
+// compactedAttempts is how many times a partition both sides compact is
+// checked before a mismatch is reported.
+const compactedAttempts = 3
 
 // isCompacted reports whether the source topic's cleanup.policy includes
 // compact.
