@@ -35,15 +35,8 @@ func formatMain(args []string, stdout, stderr io.Writer) int {
 	var scrams scramFlags
 	fs.Var(&scrams, "add-scram", "a SCRAM credential, as kafka-storage.sh: 'SCRAM-SHA-512=[name=admin,password=secret]' or "+
 		"'SCRAM-SHA-256=[name=u,salt=<base64>,saltedpassword=<base64>,iterations=8192]' (no clear password in the arguments); repeatable")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "verbatim format: unexpected arguments %q\n", fs.Args())
-		return 2
+	if code, ok := parseArgs(fs, args, stderr, "verbatim format"); !ok {
+		return code
 	}
 	if *dataDir == "" {
 		fmt.Fprintln(stderr, "verbatim format: --data-dir is required")

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 )
 
@@ -50,4 +53,21 @@ func run(args []string) int {
 	}
 	fmt.Fprintf(os.Stderr, "verbatim: unknown command %q\n\n%s", args[0], usage)
 	return 2
+}
+
+// parseArgs parses a subcommand's flags and refuses positional arguments.
+// ok is false when the command must exit with code: 0 after -h, 2 for a
+// usage error (the flag package has printed it) or unexpected arguments.
+func parseArgs(fs *flag.FlagSet, args []string, stderr io.Writer, cmd string) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected arguments %q\n", cmd, fs.Args())
+		return 2, false
+	}
+	return 0, true
 }

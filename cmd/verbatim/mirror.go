@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -104,15 +103,8 @@ func mirrorPush(args []string, stderr io.Writer) int {
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	progress := fs.Bool("progress", false, "print per-partition progress lines (default: on when stderr is a terminal)")
 	srcCfg, dstCfg := clientConfigFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "verbatim mirror push: unexpected arguments %q\n", fs.Args())
-		return 2
+	if code, ok := parseArgs(fs, args, stderr, "verbatim mirror push"); !ok {
+		return code
 	}
 	if *fetchBytes < 1024 || *fetchBytes > 1<<30 {
 		fmt.Fprintf(stderr, "verbatim mirror push: --fetch-bytes must be between 1024 and 1 GiB, got %d\n", *fetchBytes)
@@ -170,15 +162,8 @@ func mirrorStop(args []string, stdout, stderr io.Writer) int {
 	dest := fs.String("dest", "", "the Verbatim destination (host:port)")
 	topics := fs.String("topics", "", "comma-separated mirror topics to stop (fail over)")
 	dstCfg := fs.String("dest-config", "", "Kafka client properties FILE for the destination (security.protocol, ssl.*, sasl.*)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "verbatim mirror stop: unexpected arguments %q\n", fs.Args())
-		return 2
+	if code, ok := parseArgs(fs, args, stderr, "verbatim mirror stop"); !ok {
+		return code
 	}
 	_, co, err := readClientConfigs("", *dstCfg)
 	if err != nil {

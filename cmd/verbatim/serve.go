@@ -73,15 +73,8 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 	var overrides overrideFlags
 	fs.Var(&overrides, "override", "name=value: a broker property winning over --config's (repeatable)")
 	helpConfig := fs.Bool("help-config", false, "list the Kafka broker properties Verbatim implements (for --config and --override) and exit")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "verbatim serve: unexpected arguments %q\n", fs.Args())
-		return 2
+	if code, ok := parseArgs(fs, args, stderr, "verbatim serve"); !ok {
+		return code
 	}
 	if *helpConfig {
 		printConfigHelp(stderr)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,15 +25,8 @@ func verifyMain(args []string, stdout, stderr io.Writer) int {
 	groups := fs.String("groups", "", "REGEX (whole name) of consumer groups whose committed offsets to compare")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	srcCfg, dstCfg := clientConfigFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "verbatim verify: unexpected arguments %q\n", fs.Args())
-		return 2
+	if code, ok := parseArgs(fs, args, stderr, "verbatim verify"); !ok {
+		return code
 	}
 	o := verify.Options{Source: *source, Dest: *dest, Topics: splitList(*topics)}
 	var err error
