@@ -325,6 +325,7 @@ func (r produceReply) IsFlexible() bool           { return r.op.resp.Version >= 
 // group and guard are reused with the pooled op.
 type pendingAppend struct {
 	a          hotpath.Append
+	records    int64 // the set's record count, for the metrics
 	g          hotpath.Group
 	guard      produceGuard
 	p          *Partition
@@ -345,9 +346,18 @@ func (op *produceOp) Await(ctx context.Context) (Reply, error) {
 		op.waited = i + 1
 		if err := pa.settle(); err != nil {
 			op.noteFailure(pa.p.Topic.Name, pa.p.Index, pa.pr.ErrorCode, err, pa.a.Set)
+		} else if ar := &pa.a.Result; !ar.Duplicate && !ar.AlreadyPresent {
+			m := op.s.topicMetrics(pa.p.Topic)
+			m.BytesIn.Add(float64(len(pa.a.Set)))
+			m.MessagesIn.Add(float64(pa.records))
 		}
 	}
 	op.settled = true
+	for ti := range op.resp.Topics {
+		for _, pr := range op.resp.Topics[ti].Partitions {
+			op.s.apiError(produceKey, pr.ErrorCode)
+		}
+	}
 	if op.acks == 0 {
 		return nil, nil
 	}
@@ -439,7 +449,7 @@ func (s *Server) produceOne(ctx context.Context, op *produceOp, p *Partition, pr
 		}
 	}
 	pa := op.add()
-	pa.p, pa.log, pa.pr, pa.appendTime = p, h.log, pr, vr.LogAppendTimeMs
+	pa.p, pa.log, pa.pr, pa.appendTime, pa.records = p, h.log, pr, vr.LogAppendTimeMs, vr.Records
 	pa.a = hotpath.Append{Set: set, Verbatim: mirror, LeaderEpoch: p.LeaderEpoch(), NowMs: now, Durable: durable}
 	switch {
 	case mirror:

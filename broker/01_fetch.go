@@ -382,6 +382,10 @@ func (op *fetchOp) response() *fetchReply {
 		if sess != nil {
 			op.remember(fp)
 		}
+		op.s.apiError(fetchKey, fp.resp.ErrorCode)
+		if n := len(fp.resp.RecordBatches); n > 0 && fp.p != nil {
+			op.s.topicMetrics(fp.p.Topic).BytesOut.Add(float64(n))
+		}
 		if cur == nil || cur.Topic != fp.name || cur.TopicID != fp.id {
 			resp.Topics = append(resp.Topics, kmsg.NewFetchResponseTopic())
 			cur = &resp.Topics[len(resp.Topics)-1]

@@ -101,6 +101,7 @@ func (s *Server) deleteTopicEntry(r *Request, e kmsg.DeleteTopicsRequestTopic) e
 	if err := s.cluster.deleteTopic(t); err != nil {
 		return err
 	}
+	s.metrics.DropTopic(t.Name)
 	s.log.Info("deleted topic", "topic", t.Name)
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/verbatim-kafka/verbatim/metrics"
 	"github.com/verbatim-kafka/verbatim/storage"
 )
 
@@ -27,6 +28,9 @@ type Topic struct {
 	cfg     atomic.Pointer[TopicConfig]
 	parts   atomic.Pointer[[]*Partition]
 	deleted atomic.Bool
+	// metrics are the topic's counters, resolved on first use
+	// (metrics.go).
+	metrics atomic.Pointer[metrics.Topic]
 }
 
 // Config is the topic's current effective configuration.

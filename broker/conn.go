@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/verbatim-kafka/verbatim/budget"
+	"github.com/verbatim-kafka/verbatim/metrics"
 	"github.com/verbatim-kafka/verbatim/hotpath"
 	"github.com/verbatim-kafka/verbatim/wireext"
 )
@@ -93,6 +94,8 @@ type pending struct {
 	frame hotpath.Frame
 	// req is the decoded request, allocated with its pending entry.
 	req Request
+	// start is when the frame was decoded, for the request metrics.
+	start time.Time
 }
 
 // conn serves one client connection with three goroutines: the reader
@@ -149,6 +152,8 @@ type conn struct {
 	// sasl is the SASL gate on a SASL_PLAINTEXT or SASL_SSL listener
 	// (sasl_conn.go), nil otherwise.
 	sasl *saslConn
+	// lm is the listener's connection and authentication metrics.
+	lm *metrics.Listener
 }
 
 // handoffBytes is the frame size from which the reader hands a frame to
@@ -190,6 +195,7 @@ func newConn(s *Server, nc net.Conn, p *peer, l *Listener) (*conn, error) {
 		listener:    l,
 		principal:   principalOf(s.cfg, nc.RemoteAddr()),
 		host:        hostOf(nc.RemoteAddr()),
+		lm:          s.metrics.Listener(l.Name, string(l.Protocol)),
 	}
 	if l.Protocol.UsesSASL() {
 		c.sasl = s.newSASLConn(c, l)
@@ -407,7 +413,8 @@ func (c *conn) handleFrame(frame hotpath.Frame) (*pending, error) {
 		return nil, err
 	}
 	p.frame = frame
-	p.ctx.init(c.s.baseCtx, time.Now().Add(c.s.cfg.RequestTimeout))
+	p.start = time.Now()
+	p.ctx.init(c.s.baseCtx, p.start.Add(c.s.cfg.RequestTimeout))
 	p.ctx.w = c.wait
 	if p.reply != nil {
 		return p, nil
@@ -574,6 +581,7 @@ func (c *conn) finish(p *pending, reply Reply) {
 			r.Release()
 		}
 	}
+	c.s.requestDone(p.key, p.start)
 	p.ctx.release()
 	p.frame.Release()
 }

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -49,6 +50,9 @@ type policyState struct {
 	// bound holds the binding of each topic for the config it was made
 	// with; a config change (a new *TopicConfig) rebinds.
 	bound map[*Topic]*topicPolicies
+	// defaultsReady is set once the default mirror policies compiled
+	// (readiness, metrics.go).
+	defaultsReady atomic.Bool
 }
 
 type topicPolicies struct {
@@ -86,6 +90,7 @@ func openPolicies(ctx context.Context, cfg Config, log *slog.Logger) (*policySta
 			}
 			return
 		}
+		ps.defaultsReady.Store(true)
 		log.Info("default mirror policies ready", "policies", policies.DefaultMirror, "took", time.Since(start), "cache", cache)
 	}()
 	go ps.maintain(ctx, cfg.PolicyDir != "")

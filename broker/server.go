@@ -12,12 +12,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/verbatim-kafka/verbatim/authn"
 	"github.com/verbatim-kafka/verbatim/authz"
 	"github.com/verbatim-kafka/verbatim/budget"
 	"github.com/verbatim-kafka/verbatim/groupcoord"
 	"github.com/verbatim-kafka/verbatim/hotpath"
 	"github.com/verbatim-kafka/verbatim/internal/lograte"
+	"github.com/verbatim-kafka/verbatim/metrics"
 	"github.com/verbatim-kafka/verbatim/storage"
 	"github.com/verbatim-kafka/verbatim/txncoord"
 )
@@ -359,6 +361,10 @@ type Server struct {
 	// TLS and listeners: the listeners served and their bound addresses
 	// (tls_conn.go).
 	listeners listenerSet
+
+	// Metrics (metrics.go): the registry and the per-API handles.
+	metrics    *metrics.Registry
+	apiMetrics [kmsg.MaxKey + 1]*metrics.API
 }
 
 // Open takes the data dir (lock, format version, cluster id), recovers the
@@ -407,6 +413,7 @@ func Open(cfg Config) (*Server, error) {
 	s.cluster.openLog = s.openPartitionLog
 	s.budget = budget.New(cfg.MaxInFlightBytes)
 	s.decode = budget.New(cfg.MaxDecodeBytes) // before the logs: their lookups charge it
+	s.openMetrics()
 	s.openAllLogs()
 	s.recoverMirrorStops()
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
@@ -515,6 +522,8 @@ func (s *Server) ServeListener(ln net.Listener, l *Listener) error {
 		s.mu.conns[c] = struct{}{}
 		s.connWG.Add(1)
 		s.mu.Unlock()
+		c.lm.Connections.Inc()
+		c.lm.ConnectionsCreated.Inc()
 		go c.serve()
 	}
 }
@@ -574,6 +583,7 @@ func (s *Server) removeConn(c *conn) {
 	s.mu.Lock()
 	delete(s.mu.conns, c)
 	s.mu.Unlock()
+	c.lm.Connections.Dec()
 	s.peers.leave(c.peer)
 	s.connWG.Done()
 }

@@ -1,0 +1,94 @@
+package broker
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/verbatim-kafka/verbatim/metrics"
+)
+
+// Metrics: the broker's Prometheus registry (package metrics) and the
+// handles it resolves once, so that the hot path counts with atomic adds
+// and no allocation: per API in s.apiMetrics (indexed by key), per topic
+// on the Topic, per listener on the connection.
+
+// openMetrics creates the registry and the per-API handles.
+func (s *Server) openMetrics() {
+	s.metrics = metrics.New()
+	for key, e := range registry {
+		if e != nil {
+			s.apiMetrics[key] = s.metrics.API(requestMetricName(int16(key)))
+		}
+	}
+	s.metrics.GaugeFunc("verbatim_inflight_bytes", "Request bytes held in memory by all connections (--max-inflight-bytes budget in use).",
+		func() float64 { return float64(s.budget.InUse()) })
+	s.metrics.GaugeFunc("verbatim_inflight_bytes_limit", "The in-flight request bytes budget (--max-inflight-bytes).",
+		func() float64 { return float64(s.budget.Limit()) })
+	s.metrics.GaugeFunc("verbatim_decode_bytes", "Working memory for looking inside batches in use (--max-decode-bytes budget).",
+		func() float64 { return float64(s.decode.InUse()) })
+	s.metrics.GaugeFunc("verbatim_decode_bytes_limit", "The decode working-memory budget (--max-decode-bytes).",
+		func() float64 { return float64(s.decode.Limit()) })
+	s.metrics.GaugeFunc("verbatim_inflight_budget_waiters", "Readers waiting for the in-flight bytes budget.",
+		func() float64 { return float64(s.budget.Waiting()) })
+}
+
+// requestMetricName is the request label Kafka's RequestMetrics uses: the
+// API name, with Fetch as FetchConsumer (this node has no followers).
+func requestMetricName(key int16) string {
+	if key == kmsg.Fetch.Int16() {
+		return "FetchConsumer"
+	}
+	return kmsg.NameForKey(key)
+}
+
+// topicMetrics returns t's counters, resolved on first use.
+func (s *Server) topicMetrics(t *Topic) *metrics.Topic {
+	if m := t.metrics.Load(); m != nil {
+		return m
+	}
+	m := s.metrics.Topic(t.Name)
+	t.metrics.CompareAndSwap(nil, m)
+	return t.metrics.Load()
+}
+
+// requestDone records a request answered (or dropped) at now.
+func (s *Server) requestDone(key int16, start time.Time) {
+	if key < 0 || int(key) >= len(s.apiMetrics) || start.IsZero() {
+		return
+	}
+	if m := s.apiMetrics[key]; m != nil {
+		m.Done(time.Since(start))
+	}
+}
+
+var (
+	produceKey = kmsg.Produce.Int16()
+	fetchKey   = kmsg.Fetch.Int16()
+)
+
+// apiError counts one error code of an API's response.
+func (s *Server) apiError(key int16, code int16) { s.apiMetrics[key].Error(code) }
+
+// MetricsHandler serves /metrics, /healthz and /readyz (package
+// metrics). They are read-only and not authorized.
+func (s *Server) MetricsHandler() http.Handler { return metrics.Handler(s.metrics, s.Ready) }
+
+// Ready reports nil once the broker serves: the data dir is open (Open
+// returned), a listener accepts, and the default mirror policies are
+// compiled; during shutdown it reports an error.
+func (s *Server) Ready() error {
+	s.mu.Lock()
+	closing, listening := s.mu.closing, len(s.mu.listeners)
+	s.mu.Unlock()
+	switch {
+	case closing:
+		return errors.New("shutting down")
+	case listening == 0:
+		return errors.New("no listener accepting yet")
+	case !s.policy.defaultsReady.Load():
+		return errors.New("default mirror policies not compiled yet")
+	}
+	return nil
+}

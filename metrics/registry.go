@@ -1,0 +1,189 @@
+package metrics
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Registry is one broker's metrics.
+type Registry struct {
+	reg *prometheus.Registry
+
+	bytesIn, bytesOut, messagesIn *prometheus.CounterVec
+	totalProduce, failedProduce   *prometheus.CounterVec
+	totalFetch, failedFetch       *prometheus.CounterVec
+	requests, requestErrors       *prometheus.CounterVec
+	totalTime                     *prometheus.SummaryVec
+	latency                       *prometheus.HistogramVec
+	connections                   *prometheus.GaugeVec
+	connectionsCreated            *prometheus.CounterVec
+	authSuccess, authFailure      *prometheus.CounterVec
+
+	mu     sync.Mutex
+	topics map[string]*Topic
+}
+
+// Quantiles are the request-time summary's objectives: Kafka's
+// RequestMetrics histograms expose the 50th, 75th, 95th, 98th, 99th and
+// 999th percentiles, which the JMX exporter maps to quantile labels.
+var Quantiles = map[float64]float64{0.5: 0.05, 0.75: 0.02, 0.95: 0.005, 0.98: 0.002, 0.99: 0.001, 0.999: 0.0001}
+
+// New returns a registry with the Go runtime and process collectors.
+func New() *Registry {
+	r := &Registry{reg: prometheus.NewRegistry(), topics: map[string]*Topic{}}
+	topicCounter := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka_server_brokertopicmetrics_" + name + "_total", Help: help}, []string{"topic"})
+	}
+	r.bytesIn = topicCounter("bytesin", "Record bytes appended by produce requests (Kafka BrokerTopicMetrics BytesInPerSec).")
+	r.bytesOut = topicCounter("bytesout", "Record bytes returned by fetch responses (Kafka BrokerTopicMetrics BytesOutPerSec).")
+	r.messagesIn = topicCounter("messagesin", "Records appended by produce requests (Kafka BrokerTopicMetrics MessagesInPerSec).")
+	r.totalProduce = topicCounter("totalproducerequests", "Produce partition requests (Kafka BrokerTopicMetrics TotalProduceRequestsPerSec).")
+	r.failedProduce = topicCounter("failedproducerequests", "Produce partition requests answered with an error (Kafka BrokerTopicMetrics FailedProduceRequestsPerSec).")
+	r.totalFetch = topicCounter("totalfetchrequests", "Fetch partition requests (Kafka BrokerTopicMetrics TotalFetchRequestsPerSec).")
+	r.failedFetch = topicCounter("failedfetchrequests", "Fetch partition requests answered with an error (Kafka BrokerTopicMetrics FailedFetchRequestsPerSec).")
+	r.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka_network_requestmetrics_requests_total",
+		Help: "Requests answered, by API (Kafka RequestMetrics RequestsPerSec)."}, []string{"request"})
+	r.requestErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka_network_requestmetrics_errors_total",
+		Help: "Error codes in responses, per partition, by API and error name, NONE included (Kafka RequestMetrics ErrorsPerSec)."}, []string{"request", "error"})
+	r.totalTime = prometheus.NewSummaryVec(prometheus.SummaryOpts{Name: "kafka_network_requestmetrics_totaltimems",
+		Help:       "Milliseconds from a request's frame read to its response written (Kafka RequestMetrics TotalTimeMs).",
+		Objectives: Quantiles, MaxAge: 10 * time.Minute, AgeBuckets: 5}, []string{"request"})
+	r.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "verbatim_request_total_time_seconds",
+		Help:                            "Seconds from a request's frame read to its response written, as a native histogram.",
+		NativeHistogramBucketFactor:     1.1,
+		NativeHistogramMaxBucketNumber:  160,
+		NativeHistogramMinResetDuration: time.Hour}, []string{"request"})
+	r.connections = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kafka_server_socket_server_metrics_connection_count",
+		Help: "Open client connections, by listener and security protocol (Kafka socket-server-metrics connection-count)."}, []string{"listener", "security_protocol"})
+	r.connectionsCreated = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka_server_socket_server_metrics_connection_creation_total",
+		Help: "Client connections accepted, by listener and security protocol (Kafka socket-server-metrics connection-creation-total)."}, []string{"listener", "security_protocol"})
+	r.authSuccess = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka_server_socket_server_metrics_successful_authentication_total",
+		Help: "Successful SASL authentications, by listener (Kafka socket-server-metrics successful-authentication-total)."}, []string{"listener"})
+	r.authFailure = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka_server_socket_server_metrics_failed_authentication_total",
+		Help: "Failed SASL authentications, by listener (Kafka socket-server-metrics failed-authentication-total)."}, []string{"listener"})
+	r.reg.MustRegister(r.bytesIn, r.bytesOut, r.messagesIn, r.totalProduce, r.failedProduce, r.totalFetch, r.failedFetch,
+		r.requests, r.requestErrors, r.totalTime, r.latency, r.connections, r.connectionsCreated, r.authSuccess, r.authFailure,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return r
+}
+
+// Gatherer is what the endpoint serves.
+func (r *Registry) Gatherer() prometheus.Gatherer { return r.reg }
+
+// GaugeFunc registers a gauge read when scraped (name must be new).
+func (r *Registry) GaugeFunc(name, help string, f func() float64) {
+	r.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
+}
+
+// Topic is one topic's pre-resolved counters.
+type Topic struct {
+	BytesIn, BytesOut, MessagesIn prometheus.Counter
+	TotalProduce, FailedProduce   prometheus.Counter
+	TotalFetch, FailedFetch       prometheus.Counter
+}
+
+// Topic returns the handles of topic name, resolving them the first time.
+func (r *Registry) Topic(name string) *Topic {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t := r.topics[name]; t != nil {
+		return t
+	}
+	t := &Topic{
+		BytesIn: r.bytesIn.WithLabelValues(name), BytesOut: r.bytesOut.WithLabelValues(name),
+		MessagesIn:   r.messagesIn.WithLabelValues(name),
+		TotalProduce: r.totalProduce.WithLabelValues(name), FailedProduce: r.failedProduce.WithLabelValues(name),
+		TotalFetch: r.totalFetch.WithLabelValues(name), FailedFetch: r.failedFetch.WithLabelValues(name),
+	}
+	r.topics[name] = t
+	return t
+}
+
+// DropTopic removes a deleted topic's series (handles still held keep
+// counting into nothing).
+func (r *Registry) DropTopic(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.topics, name)
+	for _, v := range []*prometheus.CounterVec{r.bytesIn, r.bytesOut, r.messagesIn, r.totalProduce, r.failedProduce, r.totalFetch, r.failedFetch} {
+		v.DeleteLabelValues(name)
+	}
+}
+
+// errSlots covers Kafka's error codes -1 (UNKNOWN_SERVER_ERROR) to 158;
+// codes outside share the last slot.
+const errSlots = 160
+
+// API is one API's pre-resolved request metrics.
+type API struct {
+	r         *Registry
+	name      string
+	requests  prometheus.Counter
+	totalTime prometheus.Observer
+	latency   prometheus.Observer
+	errs      [errSlots]atomic.Pointer[prometheus.Counter]
+}
+
+// API returns the handles of the API Kafka names request (RequestMetrics'
+// request label: Produce, FetchConsumer, Metadata, ...).
+func (r *Registry) API(request string) *API {
+	return &API{r: r, name: request, requests: r.requests.WithLabelValues(request),
+		totalTime: r.totalTime.WithLabelValues(request), latency: r.latency.WithLabelValues(request)}
+}
+
+// Done records one answered request that took d.
+func (a *API) Done(d time.Duration) {
+	a.requests.Inc()
+	a.totalTime.Observe(float64(d) / float64(time.Millisecond))
+	a.latency.Observe(d.Seconds())
+}
+
+// Error counts one error code in a response (0 counts as NONE, as
+// Kafka's ErrorsPerSec does). The first of each code resolves its series.
+func (a *API) Error(code int16) {
+	i := int(code) + 1
+	if i < 0 || i >= errSlots {
+		i = errSlots - 1
+	}
+	if c := a.errs[i].Load(); c != nil {
+		(*c).Inc()
+		return
+	}
+	c := a.r.requestErrors.WithLabelValues(a.name, errorName(code))
+	a.errs[i].CompareAndSwap(nil, &c)
+	c.Inc()
+}
+
+func errorName(code int16) string {
+	if code == 0 {
+		return "NONE"
+	}
+	if e, ok := kerr.ErrorForCode(code).(*kerr.Error); ok && e.Code == code {
+		return e.Message
+	}
+	return "UNKNOWN_" + strconv.Itoa(int(code))
+}
+
+// Listener is one listener's pre-resolved connection metrics.
+type Listener struct {
+	Connections        prometheus.Gauge
+	ConnectionsCreated prometheus.Counter
+	AuthSuccess        prometheus.Counter
+	AuthFailure        prometheus.Counter
+}
+
+// Listener returns the handles of a listener.
+func (r *Registry) Listener(name, protocol string) *Listener {
+	return &Listener{
+		Connections:        r.connections.WithLabelValues(name, protocol),
+		ConnectionsCreated: r.connectionsCreated.WithLabelValues(name, protocol),
+		AuthSuccess:        r.authSuccess.WithLabelValues(name),
+		AuthFailure:        r.authFailure.WithLabelValues(name),
+	}
+}
