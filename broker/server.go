@@ -197,6 +197,13 @@ type Config struct {
 	// delay; tests drive it. Nil: the wall clock.
 	saslClock saslClock
 
+	// Metrics.
+	//
+	// MetricsListen is the HOST:PORT the serve command binds for
+	// /metrics, /healthz and /readyz (MetricsHandler); "": none. The
+	// broker itself does not bind it.
+	MetricsListen string
+
 	// FS is the filesystem under the data dir: metadata files and
 	// partition logs (default storage.OSFS{}; the data dir lock always
 	// uses the OS). Tests wrap it to inject I/O errors.

@@ -72,6 +72,8 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 	configFile := fs.String("config", "", "a Kafka server.properties (Kafka's broker property names; listeners, TLS, ...): flags given on the command line win over it, --override over the file")
 	var overrides overrideFlags
 	fs.Var(&overrides, "override", "name=value: a broker property winning over --config's (repeatable)")
+	// Metrics and health probes.
+	metricsListen := fs.String("metrics-listen", "", "host:port serving Prometheus /metrics, /healthz and /readyz (docs/operations.md); default: none")
 	helpConfig := fs.Bool("help-config", false, "list the Kafka broker properties Verbatim implements (for --config and --override) and exit")
 	if code, ok := parseArgs(fs, args, stderr, "verbatim serve"); !ok {
 		return code
@@ -130,6 +132,7 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 		DefaultPartitions:       int32(*numPartitions),
 		MaxPartitions:           *maxPartitions,
 		PolicyDir:               *policyDir,
+		MetricsListen:           *metricsListen,
 	}
 	if *maxConnsPerIP < 0 || *frameMinRate < 0 || *frameGrace <= 0 {
 		fmt.Fprintf(stderr, "verbatim serve: bad --max-connections-per-ip %d, --frame-min-rate %d or --frame-grace %s\n", *maxConnsPerIP, *frameMinRate, *frameGrace)
@@ -200,6 +203,7 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 			"log-cleaner-dedupe-buffer-size":      func() { cfg.LogCleanerDedupeBufferSize = *cleanerDedupe },
 			"log-cleaner-io-max-bytes-per-second": func() { cfg.LogCleanerIOMaxBytesPerSecond = *cleanerIO },
 			"offsets-topic-segment-bytes":         func() { cfg.OffsetsTopicSegmentBytes = int32(*offsetsSegBytes) },
+			"metrics-listen":                      func() { cfg.MetricsListen = *metricsListen },
 		}
 		for name := range explicit {
 			if f := reapply[name]; f != nil {
@@ -232,6 +236,18 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 	if err != nil {
 		log.Error("refusing to start", "err", err)
 		return 1
+	}
+	var ms *metricsServer
+	if cfg.MetricsListen != "" {
+		if ms, err = startMetrics(srv, cfg.MetricsListen, log); err != nil {
+			log.Error("cannot listen", "listener", "metrics", "addr", cfg.MetricsListen, "err", err)
+			_ = srv.Shutdown(context.Background())
+			if strings.Contains(err.Error(), "address already in use") {
+				return 1
+			}
+			return 2
+		}
+		defer ms.stop() // after the broker's shutdown: /healthz answers during it
 	}
 	listeners := cfg.Listeners
 	if len(listeners) == 0 {

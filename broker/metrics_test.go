@@ -1,0 +1,219 @@
+package broker
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// get returns the status and body of GET url.
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// scrape parses /metrics with the Prometheus text parser.
+func scrape(t *testing.T, base string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v", err)
+	}
+	return mfs
+}
+
+// series finds the metric of family name whose labels include want.
+func series(mfs map[string]*dto.MetricFamily, name string, want map[string]string) *dto.Metric {
+	mf := mfs[name]
+	if mf == nil {
+		return nil
+	}
+next:
+	for _, m := range mf.GetMetric() {
+		have := map[string]string{}
+		for _, lp := range m.GetLabel() {
+			have[lp.GetName()] = lp.GetValue()
+		}
+		for k, v := range want {
+			if have[k] != v {
+				continue next
+			}
+		}
+		return m
+	}
+	return nil
+}
+
+func counter(mfs map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
+	m := series(mfs, name, labels)
+	if m == nil {
+		return -1
+	}
+	return m.GetCounter().GetValue()
+}
+
+// TestMetricsEndpoint runs a broker behind its metrics handler: /readyz
+// is not ready before a listener accepts, then ready; produce and fetch
+// move the topic counters, the request counters, the error counts and the
+// latency summary; during shutdown /healthz still answers and /readyz
+// does not.
+func TestMetricsEndpoint(t *testing.T) {
+	cfg := Config{DataDir: t.TempDir(), NodeID: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxInFlightBytes: 300 << 20}
+	srv, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.MetricsHandler())
+	defer hs.Close()
+	if code, body := get(t, hs.URL+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "listener") {
+		t.Fatalf("/readyz before any listener: %d %q, want 503 naming the listener", code, body)
+	}
+	if code, _ := get(t, hs.URL+"/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz: %d, want 200", code)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	deadline := time.Now().Add(2 * time.Minute) // the default policies compile (cached) in the background
+	for {
+		code, body := get(t, hs.URL+"/readyz")
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz never became ready: %d %q", code, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	b := &testBroker{t: t, srv: srv, addr: ln.Addr().String()}
+	ctx := ctxT(t)
+	if _, err := b.admin().CreateTopic(ctx, 1, 1, nil, "m"); err != nil {
+		t.Fatal(err)
+	}
+	before := scrape(t, hs.URL)
+	if v := counter(before, "kafka_server_brokertopicmetrics_bytesin_total", map[string]string{"topic": "m"}); v > 0 {
+		t.Fatalf("bytesin before any produce: %v", v)
+	}
+	cl := b.client(kgo.DefaultProduceTopic("m"), kgo.ConsumeTopics("m"))
+	for _, v := range []string{"a", "bb", "ccc"} {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := 0
+	for got < 3 {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatal(err)
+		}
+		got += fs.NumRecords()
+	}
+	cl.Close()
+
+	mfs := scrape(t, hs.URL)
+	topic := map[string]string{"topic": "m"}
+	if v := counter(mfs, "kafka_server_brokertopicmetrics_messagesin_total", topic); v != 3 {
+		t.Errorf("messagesin{topic=m} = %v, want 3", v)
+	}
+	if v := counter(mfs, "kafka_server_brokertopicmetrics_bytesin_total", topic); v < 3*61 {
+		// A one-record batch is at least 61 bytes (header and record).
+		t.Errorf("bytesin{topic=m} = %v, want at least three batches' bytes", v)
+	}
+	if v := counter(mfs, "kafka_server_brokertopicmetrics_bytesout_total", topic); v < 61 {
+		t.Errorf("bytesout{topic=m} = %v, want the fetched batches' bytes", v)
+	}
+	if v := counter(mfs, "kafka_network_requestmetrics_requests_total", map[string]string{"request": "Produce"}); v < 3 {
+		t.Errorf("requests{Produce} = %v, want at least 3", v)
+	}
+	if v := counter(mfs, "kafka_network_requestmetrics_requests_total", map[string]string{"request": "FetchConsumer"}); v < 1 {
+		t.Errorf("requests{FetchConsumer} = %v, want at least 1", v)
+	}
+	if v := counter(mfs, "kafka_network_requestmetrics_errors_total", map[string]string{"request": "Produce", "error": "NONE"}); v < 3 {
+		t.Errorf("errors{Produce,NONE} = %v, want at least 3", v)
+	}
+	m := series(mfs, "kafka_network_requestmetrics_totaltimems", map[string]string{"request": "Produce"})
+	if m == nil || m.GetSummary().GetSampleCount() < 3 {
+		t.Fatalf("totaltimems{Produce}: %v, want a summary with 3 observations", m)
+	}
+	var q99 bool
+	for _, q := range m.GetSummary().GetQuantile() {
+		q99 = q99 || q.GetQuantile() == 0.99
+	}
+	if !q99 {
+		t.Errorf("totaltimems{Produce} has no quantile 0.99: %v", m.GetSummary().GetQuantile())
+	}
+	if h := series(mfs, "verbatim_request_total_time_seconds", map[string]string{"request": "Produce"}); h == nil || h.GetHistogram().GetSampleCount() < 3 {
+		t.Errorf("verbatim_request_total_time_seconds{Produce}: %v, want 3 observations", h)
+	}
+	if v := series(mfs, "verbatim_inflight_bytes_limit", nil); v == nil || v.GetGauge().GetValue() != 300<<20 {
+		t.Errorf("verbatim_inflight_bytes_limit: %v, want %d", v, 300<<20)
+	}
+	if series(mfs, "go_goroutines", nil) == nil {
+		t.Error("no Go runtime metrics")
+	}
+	if v := counter(mfs, "kafka_server_socket_server_metrics_connection_creation_total", map[string]string{"listener": "PLAINTEXT", "security_protocol": "PLAINTEXT"}); v < 1 {
+		t.Errorf("connection_creation{PLAINTEXT} = %v, want at least 1", v)
+	}
+	// The native histogram has sparse buckets (the protobuf exposition a
+	// native-histogram scraper negotiates carries them).
+	gathered, err := srv.metrics.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	native := false
+	for _, mf := range gathered {
+		if mf.GetName() == "verbatim_request_total_time_seconds" {
+			for _, m := range mf.GetMetric() {
+				native = native || len(m.GetHistogram().GetPositiveSpan()) > 0
+			}
+		}
+	}
+	if !native {
+		t.Error("verbatim_request_total_time_seconds has no native buckets")
+	}
+
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := get(t, hs.URL+"/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz after shutdown: %d, want 503", code)
+	}
+	if code, _ := get(t, hs.URL+"/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz until its listener closes: %d, want 200", code)
+	}
+}
