@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"net/http"
 	"time"
@@ -32,6 +34,7 @@ func (s *Server) openMetrics() {
 		func() float64 { return float64(s.decode.Limit()) })
 	s.metrics.GaugeFunc("verbatim_inflight_budget_waiters", "Readers waiting for the in-flight bytes budget.",
 		func() float64 { return float64(s.budget.Waiting()) })
+	s.metrics.RegisterTotals(s.totals)
 }
 
 // requestMetricName is the request label Kafka's RequestMetrics uses: the
@@ -91,4 +94,72 @@ func (s *Server) Ready() error {
 		return errors.New("default mirror policies not compiled yet")
 	}
 	return nil
+}
+
+// totals is the scrape-time state (metrics.Totals): counts over the
+// topic snapshot and the listeners' certificates.
+func (s *Server) totals() metrics.Totals {
+	var t metrics.Totals
+	for _, tp := range s.cluster.topics() {
+		t.Topics++
+		for _, p := range tp.Partitions() {
+			t.Partitions++
+			h, ok := p.Log.(*logHandle)
+			if !ok || h == nil || h.log == nil {
+				t.OfflinePartitions++
+				continue
+			}
+			t.Segments += h.log.NumSegments()
+			t.LogBytes += h.log.Size()
+		}
+	}
+	for _, l := range s.listeners.all() {
+		if l.TLS == nil {
+			continue
+		}
+		if na, ok := certNotAfter(l.TLS); ok {
+			t.CertExpiry = append(t.CertExpiry, metrics.ListenerCert{Listener: l.Name, NotAfter: na})
+		}
+	}
+	return t
+}
+
+// certNotAfter is the expiry of the certificate c serves (through
+// GetConfigForClient or GetCertificate when set, as tlsconf's reloading
+// configs do, so a reloaded store is seen).
+func certNotAfter(c *tls.Config) (time.Time, bool) {
+	if c.GetConfigForClient != nil {
+		inner, err := c.GetConfigForClient(&tls.ClientHelloInfo{})
+		if err != nil || inner == nil {
+			return time.Time{}, false
+		}
+		if inner != c {
+			c = inner.Clone()
+			c.GetConfigForClient = nil
+		}
+	}
+	var cert *tls.Certificate
+	switch {
+	case c.GetCertificate != nil:
+		got, err := c.GetCertificate(&tls.ClientHelloInfo{})
+		if err != nil || got == nil {
+			return time.Time{}, false
+		}
+		cert = got
+	case len(c.Certificates) > 0:
+		cert = &c.Certificates[0]
+	default:
+		return time.Time{}, false
+	}
+	leaf := cert.Leaf
+	if leaf == nil {
+		if len(cert.Certificate) == 0 {
+			return time.Time{}, false
+		}
+		var err error
+		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return time.Time{}, false
+		}
+	}
+	return leaf.NotAfter, true
 }

@@ -2,11 +2,14 @@ package broker
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -215,5 +218,61 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	if code, _ := get(t, hs.URL+"/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz until its listener closes: %d, want 200", code)
+	}
+}
+
+// TestMetricsTotals checks the scrape-time gauges: partition, topic and
+// segment counts, log bytes, and the expiry of a TLS listener's
+// certificate (the keystore's NotAfter).
+func TestMetricsTotals(t *testing.T) {
+	f := newTLSFixture(t)
+	b := startBroker(t, t.TempDir(), nil)
+	serveListener(t, b, &Listener{Name: "SSL", Protocol: ProtocolSSL, TLS: f.srv.Config(), Principal: f.srv.Principal})
+	if _, err := b.admin().CreateTopic(ctxT(t), 3, 1, nil, "three"); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(b.srv.MetricsHandler())
+	defer hs.Close()
+	mfs := scrape(t, hs.URL)
+	gauge := func(name string, labels map[string]string) float64 {
+		m := series(mfs, name, labels)
+		if m == nil {
+			t.Fatalf("no %s%v", name, labels)
+		}
+		return m.GetGauge().GetValue()
+	}
+	if v := gauge("kafka_server_replicamanager_partitioncount", nil); v < 3 {
+		t.Errorf("partitioncount = %v, want at least the 3 created", v)
+	}
+	if v := gauge("kafka_controller_kafkacontroller_globaltopiccount", nil); v < 1 {
+		t.Errorf("globaltopiccount = %v", v)
+	}
+	if v := gauge("kafka_controller_kafkacontroller_offlinepartitionscount", nil); v != 0 {
+		t.Errorf("offlinepartitionscount = %v, want 0", v)
+	}
+	if v := gauge("verbatim_log_segments", nil); v < 3 {
+		t.Errorf("segments = %v, want at least one per partition", v)
+	}
+	pemBytes, err := os.ReadFile(f.ksPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leaf *x509.Certificate
+	for rest := pemBytes; leaf == nil; {
+		var blk *pem.Block
+		if blk, rest = pem.Decode(rest); blk == nil {
+			t.Fatal("no certificate in the keystore")
+		}
+		if blk.Type == "CERTIFICATE" {
+			if leaf, err = x509.ParseCertificate(blk.Bytes); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if v := gauge("verbatim_tls_certificate_expiry_timestamp_seconds", map[string]string{"listener": "SSL"}); v != float64(leaf.NotAfter.Unix()) {
+		t.Errorf("certificate expiry = %v, want %d", v, leaf.NotAfter.Unix())
+	}
+	if series(mfs, "verbatim_tls_certificate_expiry_timestamp_seconds", map[string]string{"listener": "PLAINTEXT"}) != nil {
+		t.Error("a PLAINTEXT listener has a certificate expiry")
 	}
 }
