@@ -181,7 +181,7 @@ func (sc *saslConn) handshake(req *kmsg.SASLHandshakeRequest, resp *kmsg.SASLHan
 		enabled = enabled || m == mech
 	}
 	if !enabled {
-		sc.c.lm.AuthFailure.Inc()
+		sc.c.lm.AuthFailed()
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 		sc.closing = &saslRefusal{key: saslKeyFailed, delayed: true,
 			msg: fmt.Sprintf("SASL mechanism %q requested by the client is not enabled (enabled: %s)", printable(mech), strings.Join(sc.cfg.mechanisms, ", "))}
@@ -218,7 +218,7 @@ func (sc *saslConn) authenticate(req *kmsg.SASLAuthenticateRequest, resp *kmsg.S
 		sc.clientV1 = true
 	}
 	fail := func(clientMsg, detail string) {
-		sc.c.lm.AuthFailure.Inc()
+		sc.c.lm.AuthFailed()
 		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
 		resp.ErrorMessage = &clientMsg
 		resp.SASLAuthBytes = nil
@@ -260,7 +260,7 @@ func (sc *saslConn) authenticate(req *kmsg.SASLAuthenticateRequest, resp *kmsg.S
 		return
 	}
 	sc.c.principal = principal
-	sc.c.lm.AuthSuccess.Inc()
+	sc.c.lm.AuthSucceeded()
 	sc.expiry = time.Time{}
 	if lifetime, ok := sc.sessionLifetime(); ok {
 		sc.expiry = sc.c.s.cfg.saslClock.Now().Add(lifetime)

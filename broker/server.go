@@ -529,8 +529,7 @@ func (s *Server) ServeListener(ln net.Listener, l *Listener) error {
 		s.mu.conns[c] = struct{}{}
 		s.connWG.Add(1)
 		s.mu.Unlock()
-		c.lm.Connections.Inc()
-		c.lm.ConnectionsCreated.Inc()
+		c.lm.Opened()
 		go c.serve()
 	}
 }
@@ -590,7 +589,7 @@ func (s *Server) removeConn(c *conn) {
 	s.mu.Lock()
 	delete(s.mu.conns, c)
 	s.mu.Unlock()
-	c.lm.Connections.Dec()
+	c.lm.Closed()
 	s.peers.leave(c.peer)
 	s.connWG.Done()
 }

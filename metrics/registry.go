@@ -170,20 +170,51 @@ func errorName(code int16) string {
 	return "UNKNOWN_" + strconv.Itoa(int(code))
 }
 
-// Listener is one listener's pre-resolved connection metrics.
+// Listener is one listener's pre-resolved connection metrics. Its
+// methods do nothing on a nil *Listener (connections built without a
+// registry, in tests).
 type Listener struct {
-	Connections        prometheus.Gauge
-	ConnectionsCreated prometheus.Counter
-	AuthSuccess        prometheus.Counter
-	AuthFailure        prometheus.Counter
+	connections        prometheus.Gauge
+	connectionsCreated prometheus.Counter
+	authSuccess        prometheus.Counter
+	authFailure        prometheus.Counter
 }
 
 // Listener returns the handles of a listener.
 func (r *Registry) Listener(name, protocol string) *Listener {
 	return &Listener{
-		Connections:        r.connections.WithLabelValues(name, protocol),
-		ConnectionsCreated: r.connectionsCreated.WithLabelValues(name, protocol),
-		AuthSuccess:        r.authSuccess.WithLabelValues(name),
-		AuthFailure:        r.authFailure.WithLabelValues(name),
+		connections:        r.connections.WithLabelValues(name, protocol),
+		connectionsCreated: r.connectionsCreated.WithLabelValues(name, protocol),
+		authSuccess:        r.authSuccess.WithLabelValues(name),
+		authFailure:        r.authFailure.WithLabelValues(name),
+	}
+}
+
+// Opened counts a connection accepted; Closed its end.
+func (l *Listener) Opened() {
+	if l != nil {
+		l.connections.Inc()
+		l.connectionsCreated.Inc()
+	}
+}
+
+// Closed counts the end of a connection Opened counted.
+func (l *Listener) Closed() {
+	if l != nil {
+		l.connections.Dec()
+	}
+}
+
+// AuthSucceeded counts a successful SASL authentication.
+func (l *Listener) AuthSucceeded() {
+	if l != nil {
+		l.authSuccess.Inc()
+	}
+}
+
+// AuthFailed counts a failed SASL authentication.
+func (l *Listener) AuthFailed() {
+	if l != nil {
+		l.authFailure.Inc()
 	}
 }
