@@ -276,3 +276,44 @@ func TestMetricsTotals(t *testing.T) {
 		t.Error("a PLAINTEXT listener has a certificate expiry")
 	}
 }
+
+// TestMetricsAuthentication counts SASL logins per listener: a wrong
+// password as a failure, a right one as a success, and the connections
+// of the SASL listener under its security protocol.
+func TestMetricsAuthentication(t *testing.T) {
+	b := startSASLBroker(t, t.TempDir(), nil)
+	hs := httptest.NewServer(b.srv.MetricsHandler())
+	defer hs.Close()
+	c := dialRaw(t, b.addr)
+	if r := c.plainLogin(t, testPlainUser, "wrong"); r.ErrorCode == 0 {
+		t.Fatal("wrong password accepted")
+	}
+	c.expectClosed()
+	o := dialRaw(t, b.addr)
+	if r := o.plainLogin(t, testPlainUser, testPlainPass); r.ErrorCode != 0 {
+		t.Fatal(r.ErrorCode)
+	}
+	o.metadataOK(t)
+	mfs := scrape(t, hs.URL)
+	l := map[string]string{"listener": "SASL_PLAINTEXT"}
+	if v := counter(mfs, "kafka_server_socket_server_metrics_failed_authentication_total", l); v != 1 {
+		t.Errorf("failed_authentication = %v, want 1", v)
+	}
+	if v := counter(mfs, "kafka_server_socket_server_metrics_successful_authentication_total", l); v != 1 {
+		t.Errorf("successful_authentication = %v, want 1", v)
+	}
+	// The refused connection is uncounted just after its socket closes:
+	// wait for it (a liveness bound).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		open := series(mfs, "kafka_server_socket_server_metrics_connection_count", map[string]string{"listener": "SASL_PLAINTEXT", "security_protocol": "SASL_PLAINTEXT"})
+		if open != nil && open.GetGauge().GetValue() == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("connection_count{SASL_PLAINTEXT} = %v, want 1 (the closed one no longer counted)", open)
+		}
+		time.Sleep(10 * time.Millisecond)
+		mfs = scrape(t, hs.URL)
+	}
+}
