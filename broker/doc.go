@@ -7,6 +7,11 @@
 // interface they write through (coordinators.go: internal-topic appends,
 // transaction markers, replay, producer ids) and runs their timers.
 //
+// Its metrics are package metrics' (metrics.go): it resolves the handles
+// once (per API at Open, per topic on first use, per listener per
+// connection) and counts through them on the request path; the readiness
+// it reports (Ready) and the totals read at scrape are its own.
+//
 // Failures are logged here, once, by the handler that knows the topic,
 // partition and client (faultlog.go): refused inputs at WARN, storage
 // errors at ERROR, routine answers at DEBUG, all rate-limited

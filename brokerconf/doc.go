@@ -13,7 +13,7 @@
 // per concern registering its names: listeners.go, tls.go (building each
 // TLS listener's configuration with tlsconf), server.go (identity, data
 // dir, limits), topics.go (the broker defaults of topic configs), cleaner.go
-// (the log cleaner).
+// (the log cleaner), metrics.go (metrics.listen, Verbatim's own name).
 //
 // It owns names and their translation, not behaviour: what a setting does
 // is the broker's. It must not open files other than those a property

@@ -3,7 +3,7 @@
 //
 // It owns the command line: flags (and their precedence over `serve
 // --config` and `--override`, which brokerconf translates), binding the
-// configured listeners, exit codes, output formats, signal
+// configured listeners and the metrics endpoint (serve_metrics.go), exit codes, output formats, signal
 // handling, and the policy tools' replay of a segment file as one mirror
 // partition (policy.go). `format` (format.go) parses --add-scram with
 // package authn and formats through broker.Format. Each subcommand wires a package (broker, mirror,
