@@ -84,10 +84,10 @@ func counter(mfs map[string]*dto.MetricFamily, name string, labels map[string]st
 // TestMetricsEndpoint runs a broker behind its metrics handler: /readyz
 // is not ready before a listener accepts, then ready; produce and fetch
 // move the topic counters, the request counters, the error counts and the
-// latency summary; during shutdown /healthz still answers and /readyz
+// latency summary, and (--flush always) the fsync latency; during shutdown /healthz still answers and /readyz
 // does not.
 func TestMetricsEndpoint(t *testing.T) {
-	cfg := Config{DataDir: t.TempDir(), NodeID: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxInFlightBytes: 300 << 20}
+	cfg := Config{DataDir: t.TempDir(), NodeID: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxInFlightBytes: 300 << 20, Flush: "always"}
 	srv, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -180,6 +180,13 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	if v := series(mfs, "verbatim_inflight_bytes_limit", nil); v == nil || v.GetGauge().GetValue() != 300<<20 {
 		t.Errorf("verbatim_inflight_bytes_limit: %v, want %d", v, 300<<20)
+	}
+	// --flush always: each acks=all produce waited for an fsync.
+	if m := series(mfs, "kafka_log_logflushstats_logflushrateandtimems", nil); m == nil || m.GetSummary().GetSampleCount() < 1 {
+		t.Errorf("logflushrateandtimems: %v, want fsyncs observed", m)
+	}
+	if h := series(mfs, "verbatim_log_flush_seconds", nil); h == nil || h.GetHistogram().GetSampleCount() < 1 {
+		t.Errorf("verbatim_log_flush_seconds: %v, want fsyncs observed", h)
 	}
 	if series(mfs, "go_goroutines", nil) == nil {
 		t.Error("no Go runtime metrics")

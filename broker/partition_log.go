@@ -141,6 +141,7 @@ func (s *Server) storageConfig(p *Partition) storage.Config {
 		RetentionBytes:     tc.RetentionBytes,
 		Flush:              s.flushPolicy(),
 		DecodeBudget:       s.decode,
+		OnFlush:            s.metrics.LogFlush,
 	}
 	topic, index := p.Topic.Name, p.Index
 	c.OnOffline = func(err error) {

@@ -16,14 +16,14 @@ type Registry struct {
 	reg *prometheus.Registry
 
 	bytesIn, bytesOut, messagesIn *prometheus.CounterVec
-	totalProduce, failedProduce   *prometheus.CounterVec
-	totalFetch, failedFetch       *prometheus.CounterVec
 	requests, requestErrors       *prometheus.CounterVec
 	totalTime                     *prometheus.SummaryVec
 	latency                       *prometheus.HistogramVec
 	connections                   *prometheus.GaugeVec
 	connectionsCreated            *prometheus.CounterVec
 	authSuccess, authFailure      *prometheus.CounterVec
+	flushTime                     prometheus.Summary
+	flushLatency                  prometheus.Histogram
 
 	mu     sync.Mutex
 	topics map[string]*Topic
@@ -43,10 +43,6 @@ func New() *Registry {
 	r.bytesIn = topicCounter("bytesin", "Record bytes appended by produce requests (Kafka BrokerTopicMetrics BytesInPerSec).")
 	r.bytesOut = topicCounter("bytesout", "Record bytes returned by fetch responses (Kafka BrokerTopicMetrics BytesOutPerSec).")
 	r.messagesIn = topicCounter("messagesin", "Records appended by produce requests (Kafka BrokerTopicMetrics MessagesInPerSec).")
-	r.totalProduce = topicCounter("totalproducerequests", "Produce partition requests (Kafka BrokerTopicMetrics TotalProduceRequestsPerSec).")
-	r.failedProduce = topicCounter("failedproducerequests", "Produce partition requests answered with an error (Kafka BrokerTopicMetrics FailedProduceRequestsPerSec).")
-	r.totalFetch = topicCounter("totalfetchrequests", "Fetch partition requests (Kafka BrokerTopicMetrics TotalFetchRequestsPerSec).")
-	r.failedFetch = topicCounter("failedfetchrequests", "Fetch partition requests answered with an error (Kafka BrokerTopicMetrics FailedFetchRequestsPerSec).")
 	r.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka_network_requestmetrics_requests_total",
 		Help: "Requests answered, by API (Kafka RequestMetrics RequestsPerSec)."}, []string{"request"})
 	r.requestErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka_network_requestmetrics_errors_total",
@@ -67,7 +63,16 @@ func New() *Registry {
 		Help: "Successful SASL authentications, by listener (Kafka socket-server-metrics successful-authentication-total)."}, []string{"listener"})
 	r.authFailure = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka_server_socket_server_metrics_failed_authentication_total",
 		Help: "Failed SASL authentications, by listener (Kafka socket-server-metrics failed-authentication-total)."}, []string{"listener"})
-	r.reg.MustRegister(r.bytesIn, r.bytesOut, r.messagesIn, r.totalProduce, r.failedProduce, r.totalFetch, r.failedFetch,
+	r.flushTime = prometheus.NewSummary(prometheus.SummaryOpts{Name: "kafka_log_logflushstats_logflushrateandtimems",
+		Help:       "Milliseconds of each fsync of a partition's active segment (Kafka LogFlushStats LogFlushRateAndTimeMs).",
+		Objectives: Quantiles, MaxAge: 10 * time.Minute, AgeBuckets: 5})
+	r.flushLatency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "verbatim_log_flush_seconds",
+		Help:                            "Seconds of each fsync of a partition's active segment, as a native histogram.",
+		NativeHistogramBucketFactor:     1.1,
+		NativeHistogramMaxBucketNumber:  160,
+		NativeHistogramMinResetDuration: time.Hour})
+	r.reg.MustRegister(r.flushTime, r.flushLatency)
+	r.reg.MustRegister(r.bytesIn, r.bytesOut, r.messagesIn,
 		r.requests, r.requestErrors, r.totalTime, r.latency, r.connections, r.connectionsCreated, r.authSuccess, r.authFailure,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return r
@@ -81,11 +86,16 @@ func (r *Registry) GaugeFunc(name, help string, f func() float64) {
 	r.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
 }
 
+// LogFlush records one fsync of a partition log that took d (storage's
+// OnFlush).
+func (r *Registry) LogFlush(d time.Duration) {
+	r.flushTime.Observe(float64(d) / float64(time.Millisecond))
+	r.flushLatency.Observe(d.Seconds())
+}
+
 // Topic is one topic's pre-resolved counters.
 type Topic struct {
 	BytesIn, BytesOut, MessagesIn prometheus.Counter
-	TotalProduce, FailedProduce   prometheus.Counter
-	TotalFetch, FailedFetch       prometheus.Counter
 }
 
 // Topic returns the handles of topic name, resolving them the first time.
@@ -95,12 +105,8 @@ func (r *Registry) Topic(name string) *Topic {
 	if t := r.topics[name]; t != nil {
 		return t
 	}
-	t := &Topic{
-		BytesIn: r.bytesIn.WithLabelValues(name), BytesOut: r.bytesOut.WithLabelValues(name),
-		MessagesIn:   r.messagesIn.WithLabelValues(name),
-		TotalProduce: r.totalProduce.WithLabelValues(name), FailedProduce: r.failedProduce.WithLabelValues(name),
-		TotalFetch: r.totalFetch.WithLabelValues(name), FailedFetch: r.failedFetch.WithLabelValues(name),
-	}
+	t := &Topic{BytesIn: r.bytesIn.WithLabelValues(name), BytesOut: r.bytesOut.WithLabelValues(name),
+		MessagesIn: r.messagesIn.WithLabelValues(name)}
 	r.topics[name] = t
 	return t
 }
@@ -111,7 +117,7 @@ func (r *Registry) DropTopic(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.topics, name)
-	for _, v := range []*prometheus.CounterVec{r.bytesIn, r.bytesOut, r.messagesIn, r.totalProduce, r.failedProduce, r.totalFetch, r.failedFetch} {
+	for _, v := range []*prometheus.CounterVec{r.bytesIn, r.bytesOut, r.messagesIn} {
 		v.DeleteLabelValues(name)
 	}
 }

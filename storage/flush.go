@@ -344,7 +344,12 @@ func (l *Log) syncActive(full bool) error {
 	if err := l.syncRolled(rolled, false); err != nil {
 		return err
 	}
-	if err := seg.flushLog.Sync(); err != nil && !seg.retired.Load() {
+	start := time.Now()
+	err := seg.flushLog.Sync()
+	if l.cfg.OnFlush != nil {
+		l.cfg.OnFlush(time.Since(start))
+	}
+	if err != nil && !seg.retired.Load() {
 		// (A retired segment was empty: everything below target is in
 		// the segments before it, durable already or synced above.)
 		return l.failMaybeLocked(false, "sync", err)

@@ -69,6 +69,12 @@ type Config struct {
 	// log, never call the Log.
 	OnOffline func(err error)
 
+	// OnFlush, when set, is called after each fsync of the active
+	// segment's log file (the group commit under FlushAlways, the
+	// interval flush, Flush) with how long the fsync took. It must only
+	// record, never call the Log.
+	OnFlush func(d time.Duration)
+
 	// DecodeBudget, when set, is charged before a read looks inside a
 	// batch (timestamp lookups): the batch bytes read and the
 	// decompressor's working memory (kbatch.WorkingSet). Lookups wait
