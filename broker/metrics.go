@@ -111,6 +111,17 @@ func (s *Server) totals() metrics.Totals {
 			}
 			t.Segments += h.log.NumSegments()
 			t.LogBytes += h.log.Size()
+			if tp.Config().MirrorPush {
+				if len(t.Mirror) == metrics.MaxPartitionSeries {
+					t.MirrorOmitted++
+					continue
+				}
+				epoch, ok := h.log.EpochCache().LatestEpoch()
+				if !ok {
+					epoch = -1
+				}
+				t.Mirror = append(t.Mirror, metrics.MirrorPartition{Topic: tp.Name, Partition: p.Index, LogEnd: h.log.LogEndOffset(), LeaderEpoch: epoch})
+			}
 		}
 	}
 	for _, l := range s.listeners.all() {

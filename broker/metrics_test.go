@@ -17,6 +17,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -322,5 +323,41 @@ func TestMetricsAuthentication(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 		mfs = scrape(t, hs.URL)
+	}
+}
+
+// TestMetricsMirror: a mirror topic's fenced writes are counted, and its
+// partitions' log end and last leader epoch are exported; mirrored
+// records count as messages in.
+func TestMetricsMirror(t *testing.T) {
+	b := startBroker(t, t.TempDir(), nil)
+	createTopic(t, b, "m", 1, map[string]*string{"mirror.mode": sp("push")})
+	ida := writerID{0xa}
+	ea := registerAs(t, b, "m", ida, 0)
+	b0 := stopBatch(t, 0, 1, -1, -1, 2, false)
+	if pr := mirrorAsID(t, b, testWriterEpoch, writerID{}, b0, 0); pr.ErrorCode != kerr.ProducerFenced.Code {
+		t.Fatalf("superseded writer: %v", kerr.ErrorForCode(pr.ErrorCode))
+	}
+	if pr := mirrorAsID(t, b, ea, ida, b0, 0); pr.ErrorCode != 0 {
+		t.Fatalf("registered writer: %v", kerr.ErrorForCode(pr.ErrorCode))
+	}
+	hs := httptest.NewServer(b.srv.MetricsHandler())
+	defer hs.Close()
+	mfs := scrape(t, hs.URL)
+	if v := counter(mfs, "verbatim_mirror_fenced_writes_total", map[string]string{"topic": "m"}); v != 1 {
+		t.Errorf("fenced writes = %v, want 1", v)
+	}
+	if v := counter(mfs, "kafka_server_brokertopicmetrics_messagesin_total", map[string]string{"topic": "m"}); v != 2 {
+		t.Errorf("messagesin{m} = %v, want the 2 mirrored records", v)
+	}
+	if v := counter(mfs, "kafka_network_requestmetrics_errors_total", map[string]string{"request": "Produce", "error": "PRODUCER_FENCED"}); v != 1 {
+		t.Errorf("errors{Produce,PRODUCER_FENCED} = %v, want 1", v)
+	}
+	p := map[string]string{"topic": "m", "partition": "0"}
+	if m := series(mfs, "verbatim_mirror_partition_log_end_offset", p); m == nil || m.GetGauge().GetValue() != 2 {
+		t.Errorf("mirror log end: %v, want 2", m)
+	}
+	if m := series(mfs, "verbatim_mirror_partition_leader_epoch", p); m == nil || m.GetGauge().GetValue() != 1 {
+		t.Errorf("mirror leader epoch: %v, want 1", m)
 	}
 }

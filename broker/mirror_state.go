@@ -242,7 +242,13 @@ func (s *Server) checkMirrorWriter(p *Partition, we mirrorWriter) error {
 		return kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is no longer a mirror (mirror stop: %s): mirror writes are refused", p.Topic.Name, st.State))
 	}
 	ps := &st.Partitions[p.Index]
-	return admitWriter(mirrorWriter{Epoch: ps.WriterEpoch, ID: ps.WriterID}, we, p)
+	err = admitWriter(mirrorWriter{Epoch: ps.WriterEpoch, ID: ps.WriterID}, we, p)
+	if err != nil {
+		if code, _ := dataErrorToKafka(err); code == kerr.ProducerFenced.Code {
+			s.topicMetrics(p.Topic).MirrorFenced.Inc()
+		}
+	}
+	return err
 }
 
 // checkMirrorDelete admits a mirror DeleteRecords (mirror: the request

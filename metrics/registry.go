@@ -16,6 +16,7 @@ type Registry struct {
 	reg *prometheus.Registry
 
 	bytesIn, bytesOut, messagesIn *prometheus.CounterVec
+	mirrorFenced                  *prometheus.CounterVec
 	requests, requestErrors       *prometheus.CounterVec
 	totalTime                     *prometheus.SummaryVec
 	latency                       *prometheus.HistogramVec
@@ -43,6 +44,8 @@ func New() *Registry {
 	r.bytesIn = topicCounter("bytesin", "Record bytes appended by produce requests (Kafka BrokerTopicMetrics BytesInPerSec).")
 	r.bytesOut = topicCounter("bytesout", "Record bytes returned by fetch responses (Kafka BrokerTopicMetrics BytesOutPerSec).")
 	r.messagesIn = topicCounter("messagesin", "Records appended by produce requests (Kafka BrokerTopicMetrics MessagesInPerSec).")
+	r.mirrorFenced = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "verbatim_mirror_fenced_writes_total",
+		Help: "Mirror writes (produce, log-start forward) refused PRODUCER_FENCED: a writer another pusher superseded."}, []string{"topic"})
 	r.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka_network_requestmetrics_requests_total",
 		Help: "Requests answered, by API (Kafka RequestMetrics RequestsPerSec)."}, []string{"request"})
 	r.requestErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka_network_requestmetrics_errors_total",
@@ -72,7 +75,7 @@ func New() *Registry {
 		NativeHistogramMaxBucketNumber:  160,
 		NativeHistogramMinResetDuration: time.Hour})
 	r.reg.MustRegister(r.flushTime, r.flushLatency)
-	r.reg.MustRegister(r.bytesIn, r.bytesOut, r.messagesIn,
+	r.reg.MustRegister(r.bytesIn, r.bytesOut, r.messagesIn, r.mirrorFenced,
 		r.requests, r.requestErrors, r.totalTime, r.latency, r.connections, r.connectionsCreated, r.authSuccess, r.authFailure,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return r
@@ -96,6 +99,8 @@ func (r *Registry) LogFlush(d time.Duration) {
 // Topic is one topic's pre-resolved counters.
 type Topic struct {
 	BytesIn, BytesOut, MessagesIn prometheus.Counter
+	// MirrorFenced counts the topic's fenced mirror writes.
+	MirrorFenced prometheus.Counter
 }
 
 // Topic returns the handles of topic name, resolving them the first time.
@@ -106,7 +111,7 @@ func (r *Registry) Topic(name string) *Topic {
 		return t
 	}
 	t := &Topic{BytesIn: r.bytesIn.WithLabelValues(name), BytesOut: r.bytesOut.WithLabelValues(name),
-		MessagesIn: r.messagesIn.WithLabelValues(name)}
+		MessagesIn: r.messagesIn.WithLabelValues(name), MirrorFenced: r.mirrorFenced.WithLabelValues(name)}
 	r.topics[name] = t
 	return t
 }
@@ -117,7 +122,7 @@ func (r *Registry) DropTopic(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.topics, name)
-	for _, v := range []*prometheus.CounterVec{r.bytesIn, r.bytesOut, r.messagesIn} {
+	for _, v := range []*prometheus.CounterVec{r.bytesIn, r.bytesOut, r.messagesIn, r.mirrorFenced} {
 		v.DeleteLabelValues(name)
 	}
 }

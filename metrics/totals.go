@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +15,23 @@ type Totals struct {
 	LogBytes                              int64
 	// CertExpiry is the NotAfter of each TLS listener's certificate.
 	CertExpiry []ListenerCert
+	// Mirror is the state of mirror topics' partitions, at most
+	// MaxPartitionSeries of them; MirrorOmitted counts the rest.
+	Mirror        []MirrorPartition
+	MirrorOmitted int
+}
+
+// MaxPartitionSeries bounds the per-partition series of one scrape.
+const MaxPartitionSeries = 1000
+
+// MirrorPartition is one mirror topic partition's state: its log end
+// offset (the next offset a push writes) and the leader epoch of its last
+// batch (-1 when empty).
+type MirrorPartition struct {
+	Topic       string
+	Partition   int32
+	LogEnd      int64
+	LeaderEpoch int32
 }
 
 // ListenerCert is a TLS listener's certificate expiry.
@@ -30,13 +48,16 @@ var (
 	descOffline     = prometheus.NewDesc("kafka_controller_kafkacontroller_offlinepartitionscount", "Partitions whose log failed to open (Kafka KafkaController OfflinePartitionsCount).", nil, nil)
 	descSegments    = prometheus.NewDesc("verbatim_log_segments", "Log segments of all partitions (Kafka has it per partition as Log NumLogSegments).", nil, nil)
 	descLogBytes    = prometheus.NewDesc("verbatim_log_size_bytes", "Bytes of all partition logs (Kafka has it per partition as Log Size).", nil, nil)
+	descMirrorEnd   = prometheus.NewDesc("verbatim_mirror_partition_log_end_offset", "Log end offset of each mirror topic partition: the next offset its pusher writes.", []string{"topic", "partition"}, nil)
+	descMirrorEpoch = prometheus.NewDesc("verbatim_mirror_partition_leader_epoch", "Leader epoch of each mirror topic partition's last batch (-1: empty).", []string{"topic", "partition"}, nil)
+	descMirrorOmit  = prometheus.NewDesc("verbatim_mirror_partition_series_omitted", "Mirror partitions beyond the per-partition series bound, not exported.", nil, nil)
 	descCertExpiry  = prometheus.NewDesc("verbatim_tls_certificate_expiry_timestamp_seconds", "NotAfter of the certificate each TLS listener serves, as a Unix time.", []string{"listener"}, nil)
 )
 
 type totalsCollector func() Totals
 
 func (f totalsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPartitions, descLeaders, descTopics, descGlobalParts, descOffline, descSegments, descLogBytes, descCertExpiry} {
+	for _, d := range []*prometheus.Desc{descPartitions, descLeaders, descTopics, descGlobalParts, descOffline, descSegments, descLogBytes, descMirrorEnd, descMirrorEpoch, descMirrorOmit, descCertExpiry} {
 		ch <- d
 	}
 }
@@ -53,6 +74,12 @@ func (f totalsCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descOffline, float64(t.OfflinePartitions))
 	gauge(descSegments, float64(t.Segments))
 	gauge(descLogBytes, float64(t.LogBytes))
+	for _, m := range t.Mirror {
+		p := strconv.Itoa(int(m.Partition))
+		gauge(descMirrorEnd, float64(m.LogEnd), m.Topic, p)
+		gauge(descMirrorEpoch, float64(m.LeaderEpoch), m.Topic, p)
+	}
+	gauge(descMirrorOmit, float64(t.MirrorOmitted))
 	for _, c := range t.CertExpiry {
 		gauge(descCertExpiry, float64(c.NotAfter.Unix()), c.Listener)
 	}
