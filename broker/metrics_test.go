@@ -361,3 +361,36 @@ func TestMetricsMirror(t *testing.T) {
 		t.Errorf("mirror leader epoch: %v, want 1", m)
 	}
 }
+
+// TestMetricsPolicies counts a mirror topic's judge calls by verdict and
+// its rejections by policy, with the call latency observed.
+func TestMetricsPolicies(t *testing.T) {
+	b := startBroker(t, t.TempDir(), nil)
+	createTopic(t, b, "m", 1, map[string]*string{"mirror.mode": sp("push")})
+	if r := mirrorOne(t, b, "m", data(0, 5, 2).encode(t), 0, -1); r.ErrorCode != 0 {
+		t.Fatalf("first mirror produce: %+v", r)
+	}
+	p := b.srv.Topic("m").Partition(0)
+	h, err := partitionHandle(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.srv.judgePolicies(p, h.log, data(2, 3, 1).encode(t), 2); err == nil {
+		t.Fatal("an epoch rewind accepted")
+	}
+	hs := httptest.NewServer(b.srv.MetricsHandler())
+	defer hs.Close()
+	mfs := scrape(t, hs.URL)
+	if v := counter(mfs, "verbatim_policy_judgments_total", map[string]string{"topic": "m", "verdict": "accepted"}); v != 1 {
+		t.Errorf("accepted judgments = %v, want 1 (the mirror produce)", v)
+	}
+	if v := counter(mfs, "verbatim_policy_judgments_total", map[string]string{"topic": "m", "verdict": "rejected"}); v != 1 {
+		t.Errorf("rejected judgments = %v, want 1", v)
+	}
+	if v := counter(mfs, "verbatim_policy_rejections_total", map[string]string{"policy": "epoch-monotonic"}); v != 1 {
+		t.Errorf("rejections{epoch-monotonic} = %v, want 1", v)
+	}
+	if h := series(mfs, "verbatim_policy_judge_seconds", nil); h == nil || h.GetHistogram().GetSampleCount() != 2 {
+		t.Errorf("verbatim_policy_judge_seconds: %v, want 2 observations", h)
+	}
+}

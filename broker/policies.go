@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/verbatim-kafka/verbatim/metrics"
 
 	"github.com/verbatim-kafka/verbatim/policies"
 	"github.com/verbatim-kafka/verbatim/storage"
@@ -50,6 +51,8 @@ type policyState struct {
 	// bound holds the binding of each topic for the config it was made
 	// with; a config change (a new *TopicConfig) rebinds.
 	bound map[*Topic]*topicPolicies
+	// metrics resolves each binding's judge-call handles (metrics.go).
+	metrics *metrics.Registry
 	// defaultsReady is set once the default mirror policies compiled
 	// (readiness, metrics.go).
 	defaultsReady atomic.Bool
@@ -58,6 +61,7 @@ type policyState struct {
 type topicPolicies struct {
 	cfg *TopicConfig
 	b   *wasmpolicy.Binding // nil: the topic has no policies
+	m   *metrics.Policy     // the judge calls' handles (nil without b)
 	// err: binding failed (e.g. a module file missing after a restart);
 	// the topic's produces are refused, and binding is retried after
 	// policyRefreshInterval.
@@ -70,7 +74,7 @@ func (tp *topicPolicies) current(cfg *TopicConfig) bool {
 	return tp != nil && tp.cfg == cfg && (tp.err == nil || time.Since(tp.errAt) < policyRefreshInterval)
 }
 
-func openPolicies(ctx context.Context, cfg Config, log *slog.Logger) (*policyState, error) {
+func openPolicies(ctx context.Context, cfg Config, log *slog.Logger, m *metrics.Registry) (*policyState, error) {
 	cache := filepath.Join(cfg.DataDir, ".wasm-cache")
 	if testPolicyCacheDir != "" {
 		cache = testPolicyCacheDir
@@ -79,7 +83,7 @@ func openPolicies(ctx context.Context, cfg Config, log *slog.Logger) (*policySta
 	if err != nil {
 		return nil, err
 	}
-	ps := &policyState{host: h, bound: map[*Topic]*topicPolicies{}}
+	ps := &policyState{host: h, bound: map[*Topic]*topicPolicies{}, metrics: m}
 	// Compile the defaults now, off the request path: the first mirror
 	// produce then finds them ready (a warm cache makes this ~0.1 s).
 	go func() {
@@ -161,6 +165,9 @@ func (ps *policyState) binding(t *Topic) *topicPolicies {
 	if err == nil && len(names) > 0 {
 		tp.b, err = ps.host.Bind(t.Name, names, effectiveConfigs(cfg))
 	}
+	if tp.b != nil && ps.metrics != nil {
+		tp.m = ps.metrics.Policy(t.Name)
+	}
 	tp.err, tp.errAt = err, time.Now()
 	ps.mu.Lock()
 	old := ps.bound[t]
@@ -196,6 +203,16 @@ func (s *Server) checkTopicPolicies(cfg *TopicConfig) error {
 	return nil
 }
 
+// rejectingPolicies names the policy of each rejection (the metrics'
+// label; on the rejection path only).
+func rejectingPolicies(rs []wasmpolicy.Rejection) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.Policy
+	}
+	return out
+}
+
 // openTxnIDs holds the producer-id slices of judge calls' contexts.
 var openTxnIDs = sync.Pool{New: func() any { return new([]int64) }}
 
@@ -228,7 +245,16 @@ func (s *Server) judgePolicies(p *Partition, l *storage.Log, set []byte, leo int
 		}
 		pc.OpenTxnProducerIDs = *ids
 	}
+	start := time.Now()
 	v, err := tp.b.Judge(context.Background(), pc, set)
+	switch {
+	case err != nil:
+		tp.m.Failed()
+	case v.Accepted():
+		tp.m.Accepted(time.Since(start))
+	default:
+		tp.m.Rejected(time.Since(start), rejectingPolicies(v.Rejected))
+	}
 	switch {
 	case errors.Is(err, wasmpolicy.ErrClosed):
 		// The topic was rebound (config change) or the broker is

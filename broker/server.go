@@ -426,7 +426,7 @@ func Open(cfg Config) (*Server, error) {
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	go s.retentionLoop(s.baseCtx)
 	s.startCleaners(s.baseCtx)
-	if s.policy, err = openPolicies(s.baseCtx, cfg, s.log); err != nil {
+	if s.policy, err = openPolicies(s.baseCtx, cfg, s.log, s.metrics); err != nil {
 		s.cancelBase()
 		s.stopCleaners()
 		s.cluster.close()

@@ -25,6 +25,7 @@ type Registry struct {
 	authSuccess, authFailure      *prometheus.CounterVec
 	flushTime                     prometheus.Summary
 	flushLatency                  prometheus.Histogram
+	policy                        *policyMetrics
 
 	mu     sync.Mutex
 	topics map[string]*Topic
@@ -75,6 +76,8 @@ func New() *Registry {
 		NativeHistogramMaxBucketNumber:  160,
 		NativeHistogramMinResetDuration: time.Hour})
 	r.reg.MustRegister(r.flushTime, r.flushLatency)
+	r.policy = newPolicyMetrics()
+	r.reg.MustRegister(r.policy.collectors()...)
 	r.reg.MustRegister(r.bytesIn, r.bytesOut, r.messagesIn, r.mirrorFenced,
 		r.requests, r.requestErrors, r.totalTime, r.latency, r.connections, r.connectionsCreated, r.authSuccess, r.authFailure,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -125,6 +128,7 @@ func (r *Registry) DropTopic(name string) {
 	for _, v := range []*prometheus.CounterVec{r.bytesIn, r.bytesOut, r.messagesIn, r.mirrorFenced} {
 		v.DeleteLabelValues(name)
 	}
+	r.policy.judgments.DeletePartialMatch(prometheus.Labels{"topic": name})
 }
 
 // errSlots covers Kafka's error codes -1 (UNKNOWN_SERVER_ERROR) to 158;
