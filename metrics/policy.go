@@ -40,6 +40,9 @@ type Policy struct {
 
 // Policy returns the handles of topic's policies.
 func (r *Registry) Policy(topic string) *Policy {
+	if r == nil {
+		return nil
+	}
 	j := r.policy.judgments
 	return &Policy{pm: r.policy, accepted: j.WithLabelValues(topic, "accepted"),
 		rejected: j.WithLabelValues(topic, "rejected"), error: j.WithLabelValues(topic, "error")}

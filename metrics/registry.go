@@ -95,6 +95,9 @@ func (r *Registry) GaugeFunc(name, help string, f func() float64) {
 // LogFlush records one fsync of a partition log that took d (storage's
 // OnFlush).
 func (r *Registry) LogFlush(d time.Duration) {
+	if r == nil {
+		return
+	}
 	r.flushTime.Observe(float64(d) / float64(time.Millisecond))
 	r.flushLatency.Observe(d.Seconds())
 }
@@ -106,8 +109,19 @@ type Topic struct {
 	MirrorFenced prometheus.Counter
 }
 
+// discardTopic counts into nothing: a nil Registry's topics.
+var discardTopic = func() *Topic {
+	c := func() prometheus.Counter { return prometheus.NewCounter(prometheus.CounterOpts{Name: "discard"}) }
+	return &Topic{BytesIn: c(), BytesOut: c(), MessagesIn: c(), MirrorFenced: c()}
+}()
+
 // Topic returns the handles of topic name, resolving them the first time.
+// A nil Registry (a broker built without Open, in tests) gives handles
+// that count into nothing; so do its other methods.
 func (r *Registry) Topic(name string) *Topic {
+	if r == nil {
+		return discardTopic
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if t := r.topics[name]; t != nil {
@@ -122,6 +136,9 @@ func (r *Registry) Topic(name string) *Topic {
 // DropTopic removes a deleted topic's series (handles still held keep
 // counting into nothing).
 func (r *Registry) DropTopic(name string) {
+	if r == nil {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.topics, name)
@@ -148,12 +165,18 @@ type API struct {
 // API returns the handles of the API Kafka names request (RequestMetrics'
 // request label: Produce, FetchConsumer, Metadata, ...).
 func (r *Registry) API(request string) *API {
+	if r == nil {
+		return nil
+	}
 	return &API{r: r, name: request, requests: r.requests.WithLabelValues(request),
 		totalTime: r.totalTime.WithLabelValues(request), latency: r.latency.WithLabelValues(request)}
 }
 
-// Done records one answered request that took d.
+// Done records one answered request that took d (nothing on a nil API).
 func (a *API) Done(d time.Duration) {
+	if a == nil {
+		return
+	}
 	a.requests.Inc()
 	a.totalTime.Observe(float64(d) / float64(time.Millisecond))
 	a.latency.Observe(d.Seconds())
@@ -162,6 +185,9 @@ func (a *API) Done(d time.Duration) {
 // Error counts one error code in a response (0 counts as NONE, as
 // Kafka's ErrorsPerSec does). The first of each code resolves its series.
 func (a *API) Error(code int16) {
+	if a == nil {
+		return
+	}
 	i := int(code) + 1
 	if i < 0 || i >= errSlots {
 		i = errSlots - 1
@@ -197,6 +223,9 @@ type Listener struct {
 
 // Listener returns the handles of a listener.
 func (r *Registry) Listener(name, protocol string) *Listener {
+	if r == nil {
+		return nil
+	}
 	return &Listener{
 		connections:        r.connections.WithLabelValues(name, protocol),
 		connectionsCreated: r.connectionsCreated.WithLabelValues(name, protocol),

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"testing"
+	"time"
 )
 
 func TestErrorNames(t *testing.T) {
@@ -70,4 +71,17 @@ func TestNilListener(t *testing.T) {
 	l.Closed()
 	l.AuthFailed()
 	l.AuthSucceeded()
+}
+
+// TestNilRegistry: a broker built without Open (fuzz targets) counts into
+// nothing.
+func TestNilRegistry(t *testing.T) {
+	var r *Registry
+	r.Topic("t").BytesIn.Add(1)
+	r.DropTopic("t")
+	r.LogFlush(time.Millisecond)
+	r.API("Produce").Done(time.Millisecond)
+	r.API("Produce").Error(3)
+	r.Listener("L", "PLAINTEXT").Opened()
+	r.Policy("t").Accepted(time.Millisecond)
 }
