@@ -26,10 +26,11 @@ func (e *Refused) Error() string {
 	return s
 }
 
-// IsRefused reports whether err is (or wraps) a broker's refusal.
+// IsRefused reports whether err is (or wraps) a broker's refusal, or a
+// refusal Kafka's tools make themselves (ErrGroupActive).
 func IsRefused(err error) bool {
 	var r *Refused
-	return errors.As(err, &r)
+	return errors.As(err, &r) || errors.Is(err, ErrGroupActive)
 }
 
 // refusal returns a *Refused for a non-zero error code, nil for 0.

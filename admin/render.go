@@ -121,3 +121,24 @@ func sortedTopics(m map[string][]int32) []string {
 	sort.Strings(ks)
 	return ks
 }
+
+// WriteReset renders `group reset-offsets` (kafka-consumer-groups'
+// columns, with the offset committed before).
+func WriteReset(w io.Writer, p *ResetPlan) error {
+	rows := make([][]string, 0, len(p.Offsets))
+	for _, o := range p.Offsets {
+		was := "-"
+		if o.Previous >= 0 {
+			was = fmt.Sprint(o.Previous)
+		}
+		rows = append(rows, []string{p.Group, o.Topic, fmt.Sprint(o.Partition), was, fmt.Sprint(o.NewOffset)})
+	}
+	if err := Table(w, []string{"GROUP", "TOPIC", "PARTITION", "PREVIOUS-OFFSET", "NEW-OFFSET"}, rows); err != nil {
+		return err
+	}
+	if !p.Executed {
+		_, err := fmt.Fprintln(w, "\n(dry run: nothing committed; add --execute to commit these offsets)")
+		return err
+	}
+	return nil
+}

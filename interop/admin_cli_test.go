@@ -18,7 +18,8 @@ import (
 // describe` give the same --json answers on Verbatim and on Apache Kafka
 // 4.4 for the same state (a topic created by `topic create` with a config,
 // records in one partition, a standalone group's committed offset and a
-// live consumer group's member, assignment and offset, each with its lag),
+// live consumer group's member, assignment and offset, each with its lag)
+// and of `group reset-offsets --execute` (refused for the live group),
 // topic ids aside; `topic create` of an existing topic is refused by
 // both with the same error name.
 func TestAdminCLIAgainstKafka(t *testing.T) {
@@ -73,6 +74,16 @@ func TestAdminCLIAgainstKafka(t *testing.T) {
 			normalize(m)
 			answers[what] = append(answers[what], m)
 		}
+		if res := cli(addr, "group", "reset-offsets", "live", "--all-topics", "--to-earliest", "--execute"); res.ExitCode != 1 || !strings.Contains(res.Stderr, "inactive, but its state is Stable") {
+			t.Fatalf("reset-offsets of a live group on %s:\n%s", addr, res.describe())
+		}
+		reset := "group reset-offsets g1 --topic t --to-offset 3 --execute"
+		res := cli(addr, append(strings.Fields(reset), "--json")...)
+		var m map[string]any
+		if res.ExitCode != 0 || json.Unmarshal([]byte(res.Stdout), &m) != nil {
+			t.Fatalf("%s on %s:\n%s", reset, addr, res.describe())
+		}
+		answers[reset] = append(answers[reset], m)
 	}
 	for what, a := range answers {
 		if !reflect.DeepEqual(a[0], a[1]) {

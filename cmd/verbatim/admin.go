@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,6 +27,8 @@ const groupUsage = `usage:
   verbatim group list
   verbatim group describe NAME
   verbatim group delete NAME
+  verbatim group reset-offsets NAME (--topic T[:P,P...] ... | --all-topics)
+                               (--to-earliest | --to-latest | --to-offset N) [--dry-run | --execute]
 `
 
 const clusterUsage = `usage:
@@ -310,6 +313,8 @@ func groupMain(args []string, stdout, stderr io.Writer) int {
 			}
 			return a.done("deleted group " + a.name)
 		})
+	case "reset-offsets":
+		return groupReset(a, args)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, groupUsage+adminFlagsUsage)
 		return 0
@@ -344,4 +349,67 @@ func clusterMain(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "%s: unknown subcommand\n%s", a.title, clusterUsage)
 	return 2
+}
+
+// groupReset runs `group reset-offsets`: a dry run unless --execute, as
+// Kafka's kafka-consumer-groups.
+func groupReset(a *adminCmd, args []string) int {
+	var topicSpecs strList
+	a.fs.Var(&topicSpecs, "topic", "topic T or T:P,P... to reset (repeatable)")
+	all := a.fs.Bool("all-topics", false, "reset every topic the group has committed offsets for")
+	earliest := a.fs.Bool("to-earliest", false, "reset to each partition's log start")
+	latest := a.fs.Bool("to-latest", false, "reset to each partition's log end")
+	toOffset := a.fs.Int64("to-offset", -1, "reset to offset N (clamped to the log's range)")
+	dry := a.fs.Bool("dry-run", false, "only show the new offsets (the default)")
+	execute := a.fs.Bool("execute", false, "commit the new offsets")
+	if code, ok := a.parse(args, true, "group"); !ok {
+		return code
+	}
+	usage := func(msg string) int {
+		fmt.Fprintf(a.stderr, "%s: %s\n", a.title, msg)
+		return 2
+	}
+	targets := 0
+	for _, b := range []bool{*earliest, *latest, *toOffset >= 0} {
+		if b {
+			targets++
+		}
+	}
+	switch {
+	case targets != 1:
+		return usage("give exactly one of --to-earliest, --to-latest, --to-offset N (N >= 0)")
+	case *all == (len(topicSpecs) > 0):
+		return usage("give either --all-topics or --topic T[:P,P...]")
+	case *dry && *execute:
+		return usage("--dry-run and --execute exclude each other")
+	}
+	topics := map[string][]int32{}
+	for _, spec := range topicSpecs {
+		name, parts, hasParts := strings.Cut(spec, ":")
+		if name == "" {
+			return usage(fmt.Sprintf("--topic %q: no topic name", spec))
+		}
+		if !hasParts {
+			topics[name] = nil
+			continue
+		}
+		for _, f := range splitList(parts) {
+			p, err := strconv.ParseInt(f, 10, 32)
+			if err != nil || p < 0 {
+				return usage(fmt.Sprintf("--topic %q: bad partition %q", spec, f))
+			}
+			topics[name] = append(topics[name], int32(p))
+		}
+		if topics[name] == nil {
+			return usage(fmt.Sprintf("--topic %q: no partitions after ':'", spec))
+		}
+	}
+	to := admin.ResetTo{Earliest: *earliest, Latest: *latest, Offset: *toOffset}
+	return a.run(func(ctx context.Context, cl *client.Cluster) error {
+		plan, err := admin.ResetOffsets(ctx, cl, a.name, topics, to, *execute)
+		if err != nil {
+			return err
+		}
+		return answer(a, plan, admin.WriteReset)
+	})
 }

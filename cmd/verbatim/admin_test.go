@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -139,6 +140,39 @@ func TestAdminCommands(t *testing.T) {
 		t.Fatalf("cluster info: %+v", ci)
 	}
 
+	// reset-offsets: a dry run by default, then committed with --execute;
+	// --to-offset is clamped to the log's range.
+	var plan admin.ResetPlan
+	adminJSON(t, &plan, "group", "reset-offsets", "g1", "--all-topics", "--to-earliest", b)
+	if plan.Executed || len(plan.Offsets) != 1 || plan.Offsets[0] != (admin.ResetOffset{Topic: "demo", Partition: 0, Previous: 2, NewOffset: 0}) {
+		t.Fatalf("dry run: %+v", plan)
+	}
+	if out := wantExit(t, 0, "dry run", "group", "reset-offsets", "g1", "--all-topics", "--to-earliest", b); !strings.Contains(out, "g1     demo   0          2                0") {
+		t.Fatalf("dry run table:\n%s", out)
+	}
+	gd = admin.GroupDescription{}
+	adminJSON(t, &gd, "group", "describe", "g1", b)
+	if len(gd.Offsets) != 1 || gd.Offsets[0].Committed != 2 {
+		t.Fatalf("a dry run committed: %+v", gd.Offsets)
+	}
+	plan = admin.ResetPlan{}
+	adminJSON(t, &plan, "group", "reset-offsets", "g1", "--topic", "demo:0", "--to-offset", "99", "--execute", b)
+	if !plan.Executed || len(plan.Offsets) != 1 || plan.Offsets[0].NewOffset != 5 {
+		t.Fatalf("--to-offset 99: %+v", plan)
+	}
+	plan = admin.ResetPlan{}
+	adminJSON(t, &plan, "group", "reset-offsets", "g1", "--topic", "demo", "--to-latest", "--execute", b)
+	if want := []admin.ResetOffset{{Topic: "demo", Partition: 0, Previous: 5, NewOffset: 5},
+		{Topic: "demo", Partition: 1, Previous: -1, NewOffset: 0}, {Topic: "demo", Partition: 2, Previous: -1, NewOffset: 0}}; !reflect.DeepEqual(plan.Offsets, want) {
+		t.Fatalf("--to-latest on every partition: %+v", plan.Offsets)
+	}
+	gd = admin.GroupDescription{}
+	adminJSON(t, &gd, "group", "describe", "g1", b)
+	if len(gd.Offsets) != 3 || gd.Offsets[0].Committed != 5 || gd.Offsets[0].Lag != 0 {
+		t.Fatalf("after --execute: %+v", gd.Offsets)
+	}
+	wantExit(t, 1, "UNKNOWN_TOPIC_OR_PARTITION", "group", "reset-offsets", "g1", "--topic", "nope", "--to-latest", b)
+
 	wantExit(t, 0, "deleted group g1", "group", "delete", "g1", b)
 	wantExit(t, 1, "GROUP_ID_NOT_FOUND", "group", "delete", "g1", b)
 	wantExit(t, 0, "deleted topic demo", "topic", "delete", "demo", b)
@@ -160,6 +194,12 @@ func TestAdminUsage(t *testing.T) {
 		{[]string{"topic", "list", "extra"}, "unexpected arguments"},
 		{[]string{"topic", "list", "--bootstrap-server", "nohostport"}, "--bootstrap-server"},
 		{[]string{"group", "describe"}, "a group NAME is required"},
+		{[]string{"group", "reset-offsets", "g", "--all-topics"}, "exactly one of"},
+		{[]string{"group", "reset-offsets", "g", "--to-latest", "--to-earliest", "--all-topics"}, "exactly one of"},
+		{[]string{"group", "reset-offsets", "g", "--to-latest"}, "either --all-topics or --topic"},
+		{[]string{"group", "reset-offsets", "g", "--to-latest", "--topic", "t", "--all-topics"}, "either --all-topics or --topic"},
+		{[]string{"group", "reset-offsets", "g", "--to-latest", "--topic", "t:x"}, "bad partition"},
+		{[]string{"group", "reset-offsets", "g", "--to-latest", "--topic", "t", "--dry-run", "--execute"}, "exclude each other"},
 		{[]string{"cluster", "info", "--command-config", "/nonexistent/client.properties"}, "--command-config"},
 		// Nothing listens on port 1: a connection problem is exit 2.
 		{[]string{"cluster", "info", "--bootstrap-server", "127.0.0.1:1"}, "connection refused"},
