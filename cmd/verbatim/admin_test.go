@@ -8,9 +8,11 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -212,7 +214,8 @@ func TestAdminUsage(t *testing.T) {
 
 // TestAdminACLs: on a SASL listener with the authorizer on, a user with
 // no ACL is refused topic create (exit 1, TOPIC_AUTHORIZATION_FAILED)
-// and sees no topics; the super user creates the topic and describes it.
+// and sees no topics; the super user creates the topic; the audit log
+// records both with their principals.
 func TestAdminACLs(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	if code := formatMain([]string{"--data-dir", dir, "--add-scram", "SCRAM-SHA-512=[name=admin,password=admin-secret]",
@@ -220,7 +223,8 @@ func TestAdminACLs(t *testing.T) {
 		t.Fatalf("format: exit %d", code)
 	}
 	zero := time.Duration(0)
-	srv, err := broker.Open(broker.Config{DataDir: dir, NodeID: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	var audit syncBuffer
+	srv, err := broker.Open(broker.Config{DataDir: dir, NodeID: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), AuditLog: &audit,
 		SASL:       map[string]*broker.SASLListenerConfig{"": {Mechanisms: []string{authn.SCRAMSHA512}}},
 		Authorizer: true, SuperUsers: []string{"User:admin"}, FailedAuthenticationDelay: &zero})
 	if err != nil {
@@ -247,6 +251,13 @@ func TestAdminACLs(t *testing.T) {
 	b := "--bootstrap-server=" + ln.Addr().String()
 	wantExit(t, 1, "TOPIC_AUTHORIZATION_FAILED (error code 29)", "topic", "create", "secret", "--partitions", "1", b, cfg("alice"))
 	wantExit(t, 0, "created topic secret", "topic", "create", "secret", "--partitions", "1", b, cfg("admin"))
+	// The audit log names who was refused and who created it, from where.
+	lines := strings.Split(strings.TrimSpace(audit.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"principal":"User:alice"`) || !strings.Contains(lines[0], `"outcome":"TOPIC_AUTHORIZATION_FAILED"`) ||
+		!strings.Contains(lines[1], `"principal":"User:admin"`) || !strings.Contains(lines[1], `"outcome":"OK"`) || !strings.Contains(lines[1], `"client":"127.0.0.1:`) ||
+		!strings.Contains(lines[1], `"listener":"SASL_PLAINTEXT"`) {
+		t.Fatalf("audit log:\n%s", audit.String())
+	}
 	wantExit(t, 1, "TOPIC_AUTHORIZATION_FAILED", "topic", "describe", "secret", b, cfg("alice"))
 	wantExit(t, 1, "TOPIC_AUTHORIZATION_FAILED", "topic", "delete", "secret", b, cfg("alice"))
 	var list []admin.TopicSummary
@@ -261,4 +272,41 @@ func TestAdminACLs(t *testing.T) {
 	wantExit(t, 1, "GROUP_AUTHORIZATION_FAILED", "group", "describe", "g", b, cfg("alice"))
 	wantExit(t, 2, "SASL", "cluster", "info", b, "--command-config="+writeProps(t, "bad.properties", "security.protocol=SASL_PLAINTEXT",
 		"sasl.mechanism=SCRAM-SHA-512", `sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="nope";`))
+}
+
+// TestServeAuditLogFlag: `serve --audit-log FILE` appends the audit
+// records there as JSON lines (and not to the main log); an unwritable
+// path is exit 2.
+func TestServeAuditLogFlag(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "audit.jsonl")
+	var out syncBuffer
+	addr, code := startServe(t, []string{"--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"), "--log-format", "json", "--audit-log", file}, &out)
+	wantExit(t, 0, "created topic", "topic", "create", "audited", "--partitions", "1", "--bootstrap-server", addr)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Fatalf("serve exit %d:\n%s", c, out.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("serve did not stop:\n%s", out.String())
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(bytes.TrimSpace(data), &rec); err != nil || rec["action"] != "create topic" || rec["resource"] != "audited" || rec["outcome"] != "OK" {
+		t.Fatalf("audit file %q: %v", data, err)
+	}
+	if strings.Contains(out.String(), `"msg":"audit"`) {
+		t.Fatalf("audit record on the main log too:\n%s", out.String())
+	}
+	var errb bytes.Buffer
+	if c := serveMain([]string{"--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data2"), "--audit-log", filepath.Join(dir, "no", "such", "dir", "a")}, &errb, nil); c != 2 || !strings.Contains(errb.String(), "--audit-log") {
+		t.Fatalf("unwritable --audit-log: exit %d: %s", c, errb.String())
+	}
 }
