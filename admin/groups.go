@@ -51,36 +51,14 @@ type GroupDescription struct {
 
 // ListGroups lists the groups of every broker, sorted by name.
 func ListGroups(ctx context.Context, cl *client.Cluster) ([]GroupSummary, error) {
-	if _, err := cl.Metadata(ctx, []string{}); err != nil {
-		return nil, err
+	all, err := client.ListGroupStates(ctx, cl)
+	if err != nil {
+		return nil, asRefused("groups", err)
 	}
-	addrs := cl.BrokerAddrs()
-	if len(addrs) == 0 {
-		addrs = []string{cl.Seed()}
+	out := make([]GroupSummary, len(all))
+	for i, g := range all {
+		out[i] = GroupSummary{Group: g.Group, State: g.State, ProtocolType: g.ProtocolType}
 	}
-	seen := map[string]GroupSummary{}
-	for _, a := range addrs {
-		cn, err := cl.Conn(ctx, a)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := cn.Request(ctx, kmsg.NewPtrListGroupsRequest(), vListGroups)
-		if err != nil {
-			return nil, err
-		}
-		r := resp.(*kmsg.ListGroupsResponse)
-		if err := refusal("groups on "+a, r.ErrorCode, nil); err != nil {
-			return nil, err
-		}
-		for _, g := range r.Groups {
-			seen[g.Group] = GroupSummary{Group: g.Group, State: g.GroupState, ProtocolType: g.ProtocolType}
-		}
-	}
-	out := make([]GroupSummary, 0, len(seen))
-	for _, g := range seen {
-		out = append(out, g)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	return out, nil
 }
 

@@ -19,7 +19,6 @@ const (
 	vCreatePartitions  = 3
 	vDescribeConfigs   = 4
 	vIncrementalConfig = 1
-	vListGroups        = 4
 	vDescribeGroups    = 5
 	vDeleteGroups      = 2
 	vOffsetFetch       = 7

@@ -1,34 +1,22 @@
 package broker
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) records(t *testing.T) []map[string]any {
+// auditRecords decodes the JSON lines logged to l.
+func auditRecords(t *testing.T, l *logBuffer) []map[string]any {
 	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(l.buf.String()), "\n") {
 		if line == "" {
 			continue
 		}
@@ -46,7 +34,7 @@ func (l *lockedBuf) records(t *testing.T) []map[string]any {
 // error name when refused); validate-only requests and reads are not
 // recorded; config values are not written.
 func TestAuditLog(t *testing.T) {
-	var audit lockedBuf
+	var audit logBuffer
 	b := startBroker(t, t.TempDir(), func(c *Config) { c.AuditLog = &audit })
 	adm := b.admin()
 	ctx := ctxT(t)
@@ -74,7 +62,7 @@ func TestAuditLog(t *testing.T) {
 	if _, err := adm.DeleteTopics(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	recs := audit.records(t)
+	recs := auditRecords(t, &audit)
 	want := []struct{ action, rtype, resource, outcome string }{
 		{"create topic", "TOPIC", "a", "OK"},
 		{"create topic", "TOPIC", "a", "TOPIC_ALREADY_EXISTS"},
@@ -84,7 +72,7 @@ func TestAuditLog(t *testing.T) {
 		{"delete topic", "TOPIC", "a", "OK"},
 	}
 	if len(recs) != len(want) {
-		t.Fatalf("%d audit records, want %d:\n%s", len(recs), len(want), audit.b.String())
+		t.Fatalf("%d audit records, want %d:\n%s", len(recs), len(want), audit.buf.String())
 	}
 	for i, w := range want {
 		r := recs[i]
@@ -93,8 +81,8 @@ func TestAuditLog(t *testing.T) {
 			t.Errorf("record %d: %v, want %+v", i, r, w)
 		}
 	}
-	if strings.Contains(audit.b.String(), "654321") {
-		t.Errorf("a config value is in the audit log:\n%s", audit.b.String())
+	if strings.Contains(audit.buf.String(), "654321") {
+		t.Errorf("a config value is in the audit log:\n%s", audit.buf.String())
 	}
 	if got := recs[2]["configs"]; len(got.([]any)) != 1 || got.([]any)[0] != "SET:retention.ms" {
 		t.Errorf("alter configs record names %v", got)
@@ -105,7 +93,7 @@ func TestAuditLog(t *testing.T) {
 // line per binding, SCRAM changes per user (never the salted password),
 // and a principal refused the cluster permission is recorded refused.
 func TestAuditLogACLsAndSCRAM(t *testing.T) {
-	var audit lockedBuf
+	var audit logBuffer
 	b := startBroker(t, t.TempDir(), func(c *Config) {
 		c.AuditLog = &audit
 		c.Authorizer, c.SuperUsers = true, []string{AnonymousPrincipal}
@@ -122,19 +110,19 @@ func TestAuditLogACLsAndSCRAM(t *testing.T) {
 	if _, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "bob", Mechanism: kadm.ScramSha256, Iterations: 8192, Password: "bob-secret"}}); err != nil {
 		t.Fatal(err)
 	}
-	recs := audit.records(t)
+	recs := auditRecords(t, &audit)
 	var got []string
 	for _, r := range recs {
 		got = append(got, r["action"].(string)+" "+r["resource_type"].(string)+" "+r["outcome"].(string))
 	}
 	want := "create acl ACL OK,delete acl ACL OK,alter scram credential USER OK"
 	if strings.Join(got, ",") != want {
-		t.Fatalf("audit records %q, want %q:\n%s", got, want, audit.b.String())
+		t.Fatalf("audit records %q, want %q:\n%s", got, want, audit.buf.String())
 	}
 	if !strings.Contains(recs[0]["resource"].(string), "User:alice") || recs[2]["resource"] != "bob" || recs[2]["mechanism"] != "SCRAM-SHA-256" {
 		t.Errorf("records: %v", recs)
 	}
-	if strings.Contains(audit.b.String(), "bob-secret") {
+	if strings.Contains(audit.buf.String(), "bob-secret") {
 		t.Error("the audit log holds a password")
 	}
 }
@@ -142,15 +130,15 @@ func TestAuditLogACLsAndSCRAM(t *testing.T) {
 // TestAuditLogDefaultsToMainLog: without AuditLog the records are on the
 // broker's log at INFO.
 func TestAuditLogDefaultsToMainLog(t *testing.T) {
-	var main lockedBuf
+	var main logBuffer
 	b := startBroker(t, t.TempDir(), func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(&main, nil)) })
 	if _, err := b.admin().CreateTopic(ctxT(t), 1, 1, nil, "m"); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range main.records(t) {
+	for _, r := range auditRecords(t, &main) {
 		if r["msg"] == "audit" && r["level"] == "INFO" && r["action"] == "create topic" && r["resource"] == "m" && r["outcome"] == "OK" {
 			return
 		}
 	}
-	t.Fatalf("no audit record on the main log:\n%s", main.b.String())
+	t.Fatalf("no audit record on the main log:\n%s", main.buf.String())
 }

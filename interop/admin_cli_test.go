@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/verbatim-kafka/verbatim/internal/testkit"
 )
 
 // TestAdminCLIAgainstKafka: the admin CLI's `topic describe` and `group
@@ -50,19 +52,11 @@ func TestAdminCLIAgainstKafka(t *testing.T) {
 				t.Fatalf("produce to %s: %v", addr, err)
 			}
 		}
-		commit := kmsg.NewPtrOffsetCommitRequest()
-		commit.Group, commit.Generation = "g1", -1
-		ct := kmsg.NewOffsetCommitRequestTopic()
-		ct.Topic = "t"
-		cp := kmsg.NewOffsetCommitRequestTopicPartition()
-		cp.Partition, cp.Offset = 1, 2
-		ct.Partitions = append(ct.Partitions, cp)
-		commit.Topics = append(commit.Topics, ct)
-		resp, err := commit.RequestWith(ctx, cl)
+		err = testkit.CommitStandalone(ctx, cl, "g1", "t", 1, 2)
 		cancel()
 		cl.Close()
-		if err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
-			t.Fatalf("OffsetCommit on %s: %v %+v", addr, err, resp)
+		if err != nil {
+			t.Fatalf("OffsetCommit on %s: %v", addr, err)
 		}
 		joinLive(t, addr)
 		for _, what := range []string{"topic describe t", "group describe g1", "group describe live"} {

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/admin"
 	"github.com/verbatim-kafka/verbatim/authn"
@@ -110,16 +109,8 @@ func TestAdminCommands(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	commit := kmsg.NewPtrOffsetCommitRequest()
-	commit.Group, commit.Generation = "g1", -1
-	ct := kmsg.NewOffsetCommitRequestTopic()
-	ct.Topic = "demo"
-	cp := kmsg.NewOffsetCommitRequestTopicPartition()
-	cp.Partition, cp.Offset = 0, 2
-	ct.Partitions = append(ct.Partitions, cp)
-	commit.Topics = append(commit.Topics, ct)
-	if resp, err := commit.RequestWith(testkit.Ctx(t), cl); err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
-		t.Fatalf("OffsetCommit: %v %+v", err, resp)
+	if err := testkit.CommitStandalone(testkit.Ctx(t), cl, "g1", "demo", 0, 2); err != nil {
+		t.Fatalf("OffsetCommit: %v", err)
 	}
 	var groups []admin.GroupSummary
 	adminJSON(t, &groups, "group", "list", b)
@@ -230,25 +221,12 @@ func TestAdminACLs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		done <- srv.ServeListener(ln, &broker.Listener{Name: "SASL_PLAINTEXT", Protocol: broker.ProtocolSASLPlaintext})
-	}()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
-	})
+	addr := serveSASL(t, srv)
 	cfg := func(user string) string {
 		return "--command-config=" + writeProps(t, user+".properties", "security.protocol=SASL_PLAINTEXT", "sasl.mechanism=SCRAM-SHA-512",
 			`sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="`+user+`" password="`+user+`-secret";`)
 	}
-	b := "--bootstrap-server=" + ln.Addr().String()
+	b := "--bootstrap-server=" + addr
 	wantExit(t, 1, "TOPIC_AUTHORIZATION_FAILED (error code 29)", "topic", "create", "secret", "--partitions", "1", b, cfg("alice"))
 	wantExit(t, 0, "created topic secret", "topic", "create", "secret", "--partitions", "1", b, cfg("admin"))
 	// The audit log names who was refused and who created it, from where.
@@ -283,17 +261,7 @@ func TestServeAuditLogFlag(t *testing.T) {
 	var out syncBuffer
 	addr, code := startServe(t, []string{"--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"), "--log-format", "json", "--audit-log", file}, &out)
 	wantExit(t, 0, "created topic", "topic", "create", "audited", "--partitions", "1", "--bootstrap-server", addr)
-	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case c := <-code:
-		if c != 0 {
-			t.Fatalf("serve exit %d:\n%s", c, out.String())
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("serve did not stop:\n%s", out.String())
-	}
+	stopServe(t, code, &out)
 	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
@@ -308,5 +276,43 @@ func TestServeAuditLogFlag(t *testing.T) {
 	var errb bytes.Buffer
 	if c := serveMain([]string{"--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data2"), "--audit-log", filepath.Join(dir, "no", "such", "dir", "a")}, &errb, nil); c != 2 || !strings.Contains(errb.String(), "--audit-log") {
 		t.Fatalf("unwritable --audit-log: exit %d: %s", c, errb.String())
+	}
+}
+
+// serveSASL serves srv on a SASL_PLAINTEXT listener on a loopback port
+// until the test ends and returns its address.
+func serveSASL(t *testing.T, srv *broker.Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- srv.ServeListener(ln, &broker.Listener{Name: "SASL_PLAINTEXT", Protocol: broker.ProtocolSASLPlaintext})
+	}()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	})
+	return ln.Addr().String()
+}
+
+// stopServe sends this process SIGTERM and wants the serveMain started by
+// startServe to exit 0.
+func stopServe(t *testing.T, code chan int, out *syncBuffer) {
+	t.Helper()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Fatalf("serve exit %d:\n%s", c, out.String())
+		}
+	case <-time.After(120 * time.Second):
+		t.Fatalf("serve did not stop:\n%s", out.String())
 	}
 }
