@@ -385,24 +385,11 @@ func groupReset(a *adminCmd, args []string) int {
 	}
 	topics := map[string][]int32{}
 	for _, spec := range topicSpecs {
-		name, parts, hasParts := strings.Cut(spec, ":")
-		if name == "" {
-			return usage(fmt.Sprintf("--topic %q: no topic name", spec))
+		name, parts, err := parseTopicSpec(spec)
+		if err != nil {
+			return usage(err.Error())
 		}
-		if !hasParts {
-			topics[name] = nil
-			continue
-		}
-		for _, f := range splitList(parts) {
-			p, err := strconv.ParseInt(f, 10, 32)
-			if err != nil || p < 0 {
-				return usage(fmt.Sprintf("--topic %q: bad partition %q", spec, f))
-			}
-			topics[name] = append(topics[name], int32(p))
-		}
-		if topics[name] == nil {
-			return usage(fmt.Sprintf("--topic %q: no partitions after ':'", spec))
-		}
+		topics[name] = parts
 	}
 	to := admin.ResetTo{Earliest: *earliest, Latest: *latest, Offset: *toOffset}
 	return a.run(func(ctx context.Context, cl *client.Cluster) error {
@@ -412,4 +399,28 @@ func groupReset(a *adminCmd, args []string) int {
 		}
 		return answer(a, plan, admin.WriteReset)
 	})
+}
+
+// parseTopicSpec parses Kafka's --topic T or T:P,P,... of reset-offsets:
+// nil partitions mean every partition of T.
+func parseTopicSpec(spec string) (string, []int32, error) {
+	name, list, hasParts := strings.Cut(spec, ":")
+	if name == "" {
+		return "", nil, fmt.Errorf("--topic %q: no topic name", spec)
+	}
+	if !hasParts {
+		return name, nil, nil
+	}
+	var parts []int32
+	for _, f := range splitList(list) {
+		p, err := strconv.ParseInt(f, 10, 32)
+		if err != nil || p < 0 {
+			return "", nil, fmt.Errorf("--topic %q: bad partition %q", spec, f)
+		}
+		parts = append(parts, int32(p))
+	}
+	if parts == nil {
+		return "", nil, fmt.Errorf("--topic %q: no partitions after ':'", spec)
+	}
+	return name, parts, nil
 }
