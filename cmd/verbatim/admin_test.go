@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -221,7 +220,7 @@ func TestAdminACLs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := serveSASL(t, srv)
+	addr := testkit.ServeSASL(t, srv)
 	cfg := func(user string) string {
 		return "--command-config=" + writeProps(t, user+".properties", "security.protocol=SASL_PLAINTEXT", "sasl.mechanism=SCRAM-SHA-512",
 			`sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="`+user+`" password="`+user+`-secret";`)
@@ -277,27 +276,6 @@ func TestServeAuditLogFlag(t *testing.T) {
 	if c := serveMain([]string{"--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data2"), "--audit-log", filepath.Join(dir, "no", "such", "dir", "a")}, &errb, nil); c != 2 || !strings.Contains(errb.String(), "--audit-log") {
 		t.Fatalf("unwritable --audit-log: exit %d: %s", c, errb.String())
 	}
-}
-
-// serveSASL serves srv on a SASL_PLAINTEXT listener on a loopback port
-// until the test ends and returns its address.
-func serveSASL(t *testing.T, srv *broker.Server) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		done <- srv.ServeListener(ln, &broker.Listener{Name: "SASL_PLAINTEXT", Protocol: broker.ProtocolSASLPlaintext})
-	}()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
-	})
-	return ln.Addr().String()
 }
 
 // stopServe sends this process SIGTERM and wants the serveMain started by

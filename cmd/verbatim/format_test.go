@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"github.com/verbatim-kafka/verbatim/authn"
 	"github.com/verbatim-kafka/verbatim/broker"
+	"github.com/verbatim-kafka/verbatim/internal/testkit"
 )
 
 func TestFormatAddScram(t *testing.T) {
@@ -63,7 +64,7 @@ func TestFormatAddScram(t *testing.T) {
 	if srv.ClusterID() != "abcdefghijklmnopqrstuv" {
 		t.Errorf("cluster id %q", srv.ClusterID())
 	}
-	addr := serveSASL(t, srv)
+	addr := testkit.ServeSASL(t, srv)
 	ping := func(a scram.Auth, sha512 bool) error {
 		m := a.AsSha256Mechanism()
 		if sha512 {

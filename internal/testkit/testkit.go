@@ -1,7 +1,8 @@
 // Package testkit holds the in-process test fixtures shared by the tests of
 // the mirroring tools (mirror, verify): a Verbatim destination broker, a
 // kfake cluster standing in for any Kafka source, kgo clients, a
-// standalone offset commit and a test context. It is imported only by _test files; it must not hold product
+// SASL_PLAINTEXT listener for a broker, a standalone offset commit and a
+// test context. It is imported only by _test files; it must not hold product
 // logic or assertions about it.
 package testkit
 
@@ -112,4 +113,25 @@ func CommitStandalone(ctx context.Context, cl *kgo.Client, group, topic string, 
 		return fmt.Errorf("OffsetCommit %s: malformed answer", group)
 	}
 	return kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+}
+
+// ServeSASL serves srv on a SASL_PLAINTEXT listener on a loopback port
+// until the test ends and returns its address.
+func ServeSASL(t testing.TB, srv *broker.Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- srv.ServeListener(ln, &broker.Listener{Name: "SASL_PLAINTEXT", Protocol: broker.ProtocolSASLPlaintext})
+	}()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	})
+	return ln.Addr().String()
 }
