@@ -59,6 +59,9 @@ func handleCreateTopics(_ context.Context, s *Server, r *Request) (Reply, error)
 		fail := func(err error) {
 			st.ErrorCode, st.ErrorMessage = errorToKafka(err)
 			s.logAdminFailure("create topics", rt.Topic, st.ErrorCode, err, clientOf(r))
+			if !req.ValidateOnly {
+				s.auditRecord(r, "create topic", "TOPIC", rt.Topic, st.ErrorCode)
+			}
 			if req.Version < 1 {
 				st.ErrorMessage = nil
 			}
@@ -81,6 +84,7 @@ func handleCreateTopics(_ context.Context, s *Server, r *Request) (Reply, error)
 		}
 		if !req.ValidateOnly {
 			s.log.Info("created topic", "topic", t.Name, "partitions", len(t.Partitions()), "configs", t.Config().Overrides())
+			s.auditRecord(r, "create topic", "TOPIC", t.Name, 0, "partitions", len(t.Partitions()))
 			st.TopicID = t.ID
 		}
 		if !s.authorized(r, authz.OpDescribeConfigs, authz.ResourceTopic, t.Name) {

@@ -53,6 +53,11 @@ func handleDeleteTopics(_ context.Context, s *Server, r *Request) (Reply, error)
 			st.Topic = nil // looked up by id, and not the principal's to describe
 		}
 		st.ErrorCode, st.ErrorMessage = errorToKafka(err)
+		if e.Topic != nil && st.Topic != nil {
+			s.auditRecord(r, "delete topic", "TOPIC", *e.Topic, st.ErrorCode)
+		} else {
+			s.auditRecord(r, "delete topic", "TOPIC_ID", formatTopicID(e.TopicID), st.ErrorCode)
+		}
 		if req.Version < 5 {
 			st.ErrorMessage = nil
 		}

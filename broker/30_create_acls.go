@@ -38,6 +38,7 @@ func handleCreateAcls(_ context.Context, s *Server, r *Request) (Reply, error) {
 	}
 	if code, msg, refused := s.aclAdminRefusal(r); refused {
 		fill(code, msg)
+		s.auditRecord(r, "create acls", "CLUSTER", "kafka-cluster", code)
 		return resp, nil
 	}
 	bs := make([]authz.Binding, len(req.Creations))
@@ -47,6 +48,7 @@ func handleCreateAcls(_ context.Context, s *Server, r *Request) (Reply, error) {
 	errs, err := s.acl.Create(bs)
 	if err != nil {
 		fill(kerr.KafkaStorageError.Code, s.aclPersistFailed(r, err))
+		s.auditRecord(r, "create acls", "CLUSTER", "kafka-cluster", kerr.KafkaStorageError.Code)
 		return resp, nil
 	}
 	for i := range resp.Results {
@@ -56,6 +58,7 @@ func handleCreateAcls(_ context.Context, s *Server, r *Request) (Reply, error) {
 		} else {
 			s.log.Info("ACL created", "acl", bs[i].String(), "principal", r.Principal)
 		}
+		s.auditRecord(r, "create acl", "ACL", bs[i].String(), resp.Results[i].ErrorCode)
 	}
 	return resp, nil
 }

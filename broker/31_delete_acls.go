@@ -37,6 +37,7 @@ func handleDeleteAcls(_ context.Context, s *Server, r *Request) (Reply, error) {
 	}
 	if code, msg, refused := s.aclAdminRefusal(r); refused {
 		fill(code, msg)
+		s.auditRecord(r, "delete acls", "CLUSTER", "kafka-cluster", code)
 		return resp, nil
 	}
 	fs := make([]authz.Filter, len(req.Filters))
@@ -47,17 +48,20 @@ func handleDeleteAcls(_ context.Context, s *Server, r *Request) (Reply, error) {
 	matched, err := s.acl.Delete(fs)
 	if err != nil {
 		fill(kerr.KafkaStorageError.Code, s.aclPersistFailed(r, err))
+		s.auditRecord(r, "delete acls", "CLUSTER", "kafka-cluster", kerr.KafkaStorageError.Code)
 		return resp, nil
 	}
 	for i := range resp.Results {
 		if fs[i].Unknown() {
 			resp.Results[i].ErrorCode = kerr.InvalidRequest.Code
 			resp.Results[i].ErrorMessage = aclStr("The filter contains UNKNOWN elements")
+			s.auditRecord(r, "delete acls", "ACL_FILTER", "", resp.Results[i].ErrorCode)
 			continue
 		}
 		for _, b := range matched[i] {
 			resp.Results[i].MatchingACLs = append(resp.Results[i].MatchingACLs, matchingACL(b))
 			s.log.Info("ACL deleted", "acl", b.String(), "principal", r.Principal)
+			s.auditRecord(r, "delete acl", "ACL", b.String(), 0)
 		}
 	}
 	return resp, nil

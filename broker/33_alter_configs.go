@@ -50,6 +50,9 @@ func handleAlterConfigs(_ context.Context, s *Server, r *Request) (Reply, error)
 			err = s.alterConfigs(&rr, req.ValidateOnly)
 		}
 		sr.ErrorCode, sr.ErrorMessage = errorToKafka(err)
+		if !req.ValidateOnly {
+			s.auditRecord(r, "alter configs", rr.ResourceType.String(), rr.ResourceName, sr.ErrorCode, "configs", configNames(rr.Configs))
+		}
 		resp.Resources = append(resp.Resources, sr)
 	}
 	return resp, nil

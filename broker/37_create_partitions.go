@@ -50,6 +50,9 @@ func handleCreatePartitions(_ context.Context, s *Server, r *Request) (Reply, er
 		if err != nil {
 			s.logAdminFailure("create partitions", rt.Topic, st.ErrorCode, err, clientOf(r))
 		}
+		if !req.ValidateOnly {
+			s.auditRecord(r, "create partitions", "TOPIC", rt.Topic, st.ErrorCode, "count", rt.Count)
+		}
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp, nil

@@ -33,6 +33,7 @@ func handleDeleteGroups(_ context.Context, s *Server, r *Request) (Reply, error)
 		} else {
 			rg.ErrorCode = s.groups.DeleteGroup(g)
 		}
+		s.auditRecord(r, "delete group", "GROUP", g, rg.ErrorCode)
 		resp.Groups = append(resp.Groups, rg)
 	}
 	return resp, nil

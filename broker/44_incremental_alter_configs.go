@@ -52,6 +52,9 @@ func handleIncrementalAlterConfigs(_ context.Context, s *Server, r *Request) (Re
 			err = s.incrementalAlter(&rr, req.ValidateOnly)
 		}
 		sr.ErrorCode, sr.ErrorMessage = errorToKafka(err)
+		if !req.ValidateOnly {
+			s.auditRecord(r, "alter configs", rr.ResourceType.String(), rr.ResourceName, sr.ErrorCode, "configs", configNamesIncremental(rr.Configs))
+		}
 		resp.Resources = append(resp.Resources, sr)
 	}
 	return resp, nil

@@ -149,8 +149,10 @@ func handleAlterUserScramCredentials(_ context.Context, s *Server, r *Request) (
 		if e := errs[user]; e != nil {
 			res.ErrorCode = e.Code
 			res.ErrorMessage = kmsgString(msgs[user])
+			s.auditRecord(r, "alter scram credential", "USER", user, e.Code)
 		} else {
 			s.log.Info("SCRAM credential changed", "user", printable(user), "mechanism", ok[user].mech.Name, "deleted", ok[user].delete, "principal", r.Principal)
+			s.auditRecord(r, "alter scram credential", "USER", user, 0, "mechanism", ok[user].mech.Name, "deleted", ok[user].delete)
 		}
 		resp.Results = append(resp.Results, res)
 	}

@@ -33,7 +33,8 @@
 // listener advertises, tls_conn.go; the SASL gate of SASL listeners,
 // sasl_conn.go, whose mechanisms and SCRAM store are package authn's, the
 // store persisted here, sasl_config.go; the broker's defaults of topic
-// configs, topic_defaults.go) and cluster/topic metadata. Certificates and
+// configs, topic_defaults.go; the audit log of admin mutations,
+// audit.go) and cluster/topic metadata. Certificates and
 // keystores are tlsconf's, property names brokerconf's: the broker takes a
 // ready *tls.Config per Listener. It must not parse or patch
 // record batch bytes itself (hotpath does that) nor touch files directly

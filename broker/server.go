@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strconv"
@@ -211,6 +212,12 @@ type Config struct {
 	// faultClock is the clock of the failure-line limiter (faultlog.go);
 	// tests drive it. Nil: time.Now.
 	faultClock func() time.Time
+
+	// Audit.
+	//
+	// AuditLog receives the audit log of admin mutations (audit.go) as
+	// JSON lines; nil: the records go to Logger at INFO.
+	AuditLog io.Writer
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -372,6 +379,9 @@ type Server struct {
 	// Metrics (metrics.go): the registry and the per-API handles.
 	metrics    *metrics.Registry
 	apiMetrics [kmsg.MaxKey + 1]*metrics.API
+
+	// Audit: the audit log's own logger (nil: log), audit.go.
+	audit *slog.Logger
 }
 
 // Open takes the data dir (lock, format version, cluster id), recovers the
@@ -386,6 +396,9 @@ func Open(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, lock: lock, fs: dirFS(cfg.FS, cfg.DataDir), faults: lograte.New(faultInterval, faultBurst, cfg.faultClock)}
+	if cfg.AuditLog != nil {
+		s.audit = slog.New(slog.NewJSONHandler(cfg.AuditLog, nil))
+	}
 	fail := func(err error) (*Server, error) {
 		lock.release()
 		return nil, err

@@ -35,6 +35,28 @@ func CompileGroups(pattern string) (*regexp.Regexp, error) {
 // ListGroups returns the groups of every broker of a cluster whose name
 // matches re, sorted.
 func ListGroups(ctx context.Context, cl *Cluster, re *regexp.Regexp) ([]string, error) {
+	all, err := ListGroupStates(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	for _, g := range all {
+		if re.MatchString(g.Group) {
+			out = append(out, g.Group)
+		}
+	}
+	return out, nil
+}
+
+// GroupListing is one group of ListGroups: its name, state and protocol
+// type.
+type GroupListing struct {
+	Group, State, ProtocolType string
+}
+
+// ListGroupStates returns every group of every broker of a cluster,
+// sorted by name.
+func ListGroupStates(ctx context.Context, cl *Cluster) ([]GroupListing, error) {
 	if _, err := cl.Metadata(ctx, []string{}); err != nil {
 		return nil, err
 	}
@@ -42,7 +64,7 @@ func ListGroups(ctx context.Context, cl *Cluster, re *regexp.Regexp) ([]string, 
 	if len(addrs) == 0 {
 		addrs = []string{cl.Seed()}
 	}
-	seen := map[string]bool{}
+	seen := map[string]GroupListing{}
 	for _, a := range addrs {
 		cn, err := cl.Conn(ctx, a)
 		if err != nil {
@@ -57,16 +79,14 @@ func ListGroups(ctx context.Context, cl *Cluster, re *regexp.Regexp) ([]string, 
 			return nil, fmt.Errorf("ListGroups on %s: %w", a, err)
 		}
 		for _, g := range r.Groups {
-			if re.MatchString(g.Group) {
-				seen[g.Group] = true
-			}
+			seen[g.Group] = GroupListing{Group: g.Group, State: g.GroupState, ProtocolType: g.ProtocolType}
 		}
 	}
-	out := make([]string, 0, len(seen))
-	for g := range seen {
+	out := make([]GroupListing, 0, len(seen))
+	for _, g := range seen {
 		out = append(out, g)
 	}
-	sort.Strings(out)
+	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	return out, nil
 }
 

@@ -1,10 +1,8 @@
 package interop
 
 import (
-	"context"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/verbatim-kafka/verbatim/authn"
 	"github.com/verbatim-kafka/verbatim/broker"
+	"github.com/verbatim-kafka/verbatim/internal/testkit"
 )
 
 // startSASLVerbatim formats a data dir with a SCRAM-SHA-512 admin (as
@@ -40,21 +39,7 @@ func startSASLVerbatim(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		done <- srv.ServeListener(ln, &broker.Listener{Name: "SASL_PLAINTEXT", Protocol: broker.ProtocolSASLPlaintext})
-	}()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
-	})
-	return ln.Addr().String()
+	return testkit.ServeSASL(t, srv)
 }
 
 // TestSASLJavaToolsAndKcat: Kafka's kafka-configs.sh manages SCRAM users

@@ -1,12 +1,15 @@
 // Command verbatim is the Verbatim broker and its tools, one binary with
-// subcommands: serve, format, mirror, verify, policy, version.
+// subcommands: serve, format, mirror, verify, policy, topic, group,
+// cluster, version.
 //
 // It owns the command line: flags (and their precedence over `serve
 // --config` and `--override`, which brokerconf translates), binding the
 // configured listeners and the metrics endpoint (serve_metrics.go), exit codes, output formats, signal
 // handling, and the policy tools' replay of a segment file as one mirror
 // partition (policy.go). `format` (format.go) parses --add-scram with
-// package authn and formats through broker.Format. Each subcommand wires a package (broker, mirror,
-// verify, wasmpolicy); it must not hold broker, storage, mirroring or
+// package authn and formats through broker.Format. The admin commands
+// (topic, group, cluster: admin.go) parse flags and map package admin's
+// answers to tables, JSON and exit codes. Each subcommand wires a package (broker, mirror,
+// verify, wasmpolicy, admin); it must not hold broker, storage, mirroring or
 // verification logic itself.
 package main

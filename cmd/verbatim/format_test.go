@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"github.com/verbatim-kafka/verbatim/authn"
 	"github.com/verbatim-kafka/verbatim/broker"
+	"github.com/verbatim-kafka/verbatim/internal/testkit"
 )
 
 func TestFormatAddScram(t *testing.T) {
@@ -64,26 +64,13 @@ func TestFormatAddScram(t *testing.T) {
 	if srv.ClusterID() != "abcdefghijklmnopqrstuv" {
 		t.Errorf("cluster id %q", srv.ClusterID())
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		done <- srv.ServeListener(ln, &broker.Listener{Name: "SASL_PLAINTEXT", Protocol: broker.ProtocolSASLPlaintext})
-	}()
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
-	}()
+	addr := testkit.ServeSASL(t, srv)
 	ping := func(a scram.Auth, sha512 bool) error {
 		m := a.AsSha256Mechanism()
 		if sha512 {
 			m = a.AsSha512Mechanism()
 		}
-		cl, err := kgo.NewClient(kgo.SeedBrokers(ln.Addr().String()), kgo.SASL(m), kgo.RequestRetries(0))
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.SASL(m), kgo.RequestRetries(0))
 		if err != nil {
 			t.Fatal(err)
 		}

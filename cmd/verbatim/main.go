@@ -19,6 +19,9 @@ commands:
   mirror    copy topics from a Kafka cluster at their offsets (mirror push|stop)
   verify    prove that a destination holds a source's topics exactly
   policy    inspect and test mirror policy modules
+  topic     create, list, describe, delete, alter-config, add-partitions topics
+  group     list, describe (members, offsets, lag), delete consumer groups
+  cluster   cluster info (id, controller, brokers)
   version   print the version
 `
 
@@ -47,6 +50,12 @@ func run(args []string) int {
 		return verifyCmd(args[1:])
 	case "policy":
 		return policyCmd(args[1:])
+	case "topic":
+		return topicCmd(args[1:])
+	case "group":
+		return groupCmd(args[1:])
+	case "cluster":
+		return clusterCmd(args[1:])
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return 0

@@ -75,6 +75,8 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 	// Metrics and health probes.
 	metricsListen := fs.String("metrics-listen", "", "host:port serving Prometheus /metrics, /healthz and /readyz (docs/operations.md); default: none")
 	helpConfig := fs.Bool("help-config", false, "list the Kafka broker properties Verbatim implements (for --config and --override) and exit")
+	// Audit.
+	auditLog := fs.String("audit-log", "", "append the audit log of admin mutations (principal, client, resource, outcome) to FILE as JSON lines; default: the main log at INFO")
 	if code, ok := parseArgs(fs, args, stderr, "verbatim serve"); !ok {
 		return code
 	}
@@ -232,6 +234,15 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 		log.Info("memory limit set", "bytes", limit, "from", source)
 	}
 
+	if *auditLog != "" {
+		f, err := os.OpenFile(*auditLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			fmt.Fprintf(stderr, "verbatim serve: --audit-log: %v\n", err)
+			return 2
+		}
+		defer f.Close()
+		cfg.AuditLog = f
+	}
 	srv, err := broker.Open(cfg)
 	if err != nil {
 		log.Error("refusing to start", "err", err)

@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -85,17 +83,7 @@ ssl.keystore.location=%s
 	if err != nil || resp.Topics[0].ErrorCode != 0 || resp.Topics[0].NumPartitions != 5 {
 		t.Fatalf("CreateTopics: %v %+v", err, resp)
 	}
-	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case c := <-code:
-		if c != 0 {
-			t.Fatalf("exit code %d:\n%s", c, out.String())
-		}
-	case <-time.After(120 * time.Second):
-		t.Fatalf("serve did not stop:\n%s", out.String())
-	}
+	stopServe(t, code, &out)
 	waitLog(t, &out, "default mirror policies")
 }
 

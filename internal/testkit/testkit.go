@@ -1,20 +1,24 @@
 // Package testkit holds the in-process test fixtures shared by the tests of
 // the mirroring tools (mirror, verify): a Verbatim destination broker, a
-// kfake cluster standing in for any Kafka source, kgo clients and a test
-// context. It is imported only by _test files; it must not hold product
+// kfake cluster standing in for any Kafka source, kgo clients, a
+// SASL_PLAINTEXT listener for a broker, a standalone offset commit and a
+// test context. It is imported only by _test files; it must not hold product
 // logic or assertions about it.
 package testkit
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/broker"
 	"github.com/verbatim-kafka/verbatim/internal/testwasm"
@@ -87,4 +91,47 @@ func Ctx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// CommitStandalone commits offset for topic/partition as a standalone
+// commit of group (generation -1, no member), as admin tools do; a
+// refused partition is an error naming its code.
+func CommitStandalone(ctx context.Context, cl *kgo.Client, group, topic string, partition int32, offset int64) error {
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group, req.Generation = group, -1
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset = partition, offset
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return err
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return fmt.Errorf("OffsetCommit %s: malformed answer", group)
+	}
+	return kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+}
+
+// ServeSASL serves srv on a SASL_PLAINTEXT listener on a loopback port
+// until the test ends and returns its address.
+func ServeSASL(t testing.TB, srv *broker.Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- srv.ServeListener(ln, &broker.Listener{Name: "SASL_PLAINTEXT", Protocol: broker.ProtocolSASLPlaintext})
+	}()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	})
+	return ln.Addr().String()
 }

@@ -1,0 +1,426 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/verbatim-kafka/verbatim/admin"
+	"github.com/verbatim-kafka/verbatim/client"
+)
+
+const topicUsage = `usage:
+  verbatim topic create NAME --partitions N [--replication-factor 1] [--config k=v ...]
+  verbatim topic list
+  verbatim topic describe NAME
+  verbatim topic delete NAME
+  verbatim topic alter-config NAME [--config k=v ...] [--delete-config k ...]
+  verbatim topic add-partitions NAME --partitions N
+`
+
+const groupUsage = `usage:
+  verbatim group list
+  verbatim group describe NAME
+  verbatim group delete NAME
+  verbatim group reset-offsets NAME (--topic T[:P,P...] ... | --all-topics)
+                               (--to-earliest | --to-latest | --to-offset N) [--dry-run | --execute]
+`
+
+const clusterUsage = `usage:
+  verbatim cluster info
+`
+
+const adminFlagsUsage = `
+every command takes --bootstrap-server HOST:PORT (default 127.0.0.1:9092),
+--command-config FILE (Kafka client properties: security.protocol, ssl.*,
+sasl.mechanism, sasl.jaas.config), --timeout and --json.
+Exit codes: 0 done, 1 refused by the broker, 2 usage or connection problems.
+`
+
+// adminCmd is one parsed admin command: its cluster, output form and
+// streams.
+type adminCmd struct {
+	fs                *flag.FlagSet
+	bootstrap, cmdCfg *string
+	timeout           *time.Duration
+	asJSON            *bool
+	name              string // the command's NAME argument, if it takes one
+	stdout, stderr    io.Writer
+	title             string // "verbatim topic create"
+}
+
+// newAdminCmd defines the flags every admin command shares.
+func newAdminCmd(title string, stdout, stderr io.Writer) *adminCmd {
+	fs := flag.NewFlagSet(title, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return &adminCmd{
+		fs:        fs,
+		bootstrap: fs.String("bootstrap-server", "127.0.0.1:9092", "a broker of the cluster (HOST:PORT)"),
+		cmdCfg:    fs.String("command-config", "", "Kafka client properties FILE (security.protocol, ssl.*, sasl.*)"),
+		timeout:   fs.Duration("timeout", 30*time.Second, "give up after this long"),
+		asJSON:    fs.Bool("json", false, "print the answer as JSON"),
+		stdout:    stdout, stderr: stderr, title: title,
+	}
+}
+
+// parse takes NAME first when needName (`topic create NAME --partitions
+// 3`; --topic/--group NAME is accepted too, as Kafka's tools spell it),
+// then the flags; ok is false when the command must exit with code.
+func (a *adminCmd) parse(args []string, needName bool, nameFlag string) (code int, ok bool) {
+	var named *string
+	if needName {
+		named = a.fs.String(nameFlag, "", "the "+nameFlag+" (or give it as the first argument)")
+		if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+			a.name, args = args[0], args[1:]
+		}
+	}
+	if code, ok := parseArgs(a.fs, args, a.stderr, a.title); !ok {
+		return code, false
+	}
+	if needName {
+		if *named != "" {
+			if a.name != "" && a.name != *named {
+				fmt.Fprintf(a.stderr, "%s: NAME %q and --%s %q differ\n", a.title, a.name, nameFlag, *named)
+				return 2, false
+			}
+			a.name = *named
+		}
+		if a.name == "" {
+			fmt.Fprintf(a.stderr, "%s: a %s NAME is required\n", a.title, nameFlag)
+			return 2, false
+		}
+	}
+	return 0, true
+}
+
+// run connects and calls fn, mapping its error to the exit code: 1 for a
+// broker's refusal (its error name, code and message printed), 2 for
+// anything else.
+func (a *adminCmd) run(fn func(ctx context.Context, cl *client.Cluster) error) int {
+	var o client.Options
+	if *a.cmdCfg != "" {
+		var err error
+		if o, err = client.ReadConfig(*a.cmdCfg); err != nil {
+			fmt.Fprintf(a.stderr, "%s: --command-config: %v\n", a.title, err)
+			return 2
+		}
+	}
+	cl, err := client.NewCluster(*a.bootstrap, o)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "%s: --bootstrap-server: %v\n", a.title, err)
+		return 2
+	}
+	defer cl.Close()
+	ctx, cancel := signalContext()
+	defer cancel()
+	ctx, cancelT := context.WithTimeout(ctx, *a.timeout)
+	defer cancelT()
+	if err := fn(ctx, cl); err != nil {
+		if admin.IsRefused(err) {
+			fmt.Fprintf(a.stderr, "%s: refused: %v\n", a.title, err)
+			return 1
+		}
+		fmt.Fprintf(a.stderr, "%s: %v\n", a.title, err)
+		return 2
+	}
+	return 0
+}
+
+// answer prints v as JSON under --json, else through the human writer.
+func answer[T any](a *adminCmd, v T, human func(io.Writer, T) error) error {
+	if *a.asJSON {
+		return admin.WriteJSON(a.stdout, v)
+	}
+	return human(a.stdout, v)
+}
+
+// done reports a mutation: a line for humans, {"ok":true,...} for --json.
+func (a *adminCmd) done(what string) error {
+	if *a.asJSON {
+		return admin.WriteJSON(a.stdout, map[string]any{"ok": true, "result": what})
+	}
+	_, err := fmt.Fprintln(a.stdout, what)
+	return err
+}
+
+// kvList is a repeatable k=v flag.
+type kvList struct{ m map[string]string }
+
+func (l *kvList) String() string { return "" }
+func (l *kvList) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want k=v, got %q", s)
+	}
+	if l.m == nil {
+		l.m = map[string]string{}
+	}
+	l.m[k] = v
+	return nil
+}
+
+// strList is a repeatable string flag.
+type strList []string
+
+func (l *strList) String() string     { return strings.Join(*l, ",") }
+func (l *strList) Set(s string) error { *l = append(*l, s); return nil }
+
+func topicCmd(args []string) int { return topicMain(args, os.Stdout, os.Stderr) }
+
+func topicMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, topicUsage+adminFlagsUsage)
+		return 2
+	}
+	a := newAdminCmd("verbatim topic "+args[0], stdout, stderr)
+	args = args[1:]
+	switch a.title[len("verbatim topic "):] {
+	case "create":
+		parts := a.fs.Int("partitions", 0, "number of partitions (required)")
+		rf := a.fs.Int("replication-factor", 1, "replication factor")
+		var cfg kvList
+		a.fs.Var(&cfg, "config", "topic config k=v (repeatable)")
+		if code, ok := a.parse(args, true, "topic"); !ok {
+			return code
+		}
+		if *parts < 1 || *rf < 1 {
+			fmt.Fprintf(stderr, "%s: --partitions N (N >= 1) is required and --replication-factor must be >= 1\n", a.title)
+			return 2
+		}
+		return a.run(func(ctx context.Context, cl *client.Cluster) error {
+			if err := admin.CreateTopic(ctx, cl, a.name, int32(*parts), int16(*rf), cfg.m); err != nil {
+				return err
+			}
+			return a.done(fmt.Sprintf("created topic %s (%d partitions)", a.name, *parts))
+		})
+	case "list":
+		if code, ok := a.parse(args, false, ""); !ok {
+			return code
+		}
+		return a.run(func(ctx context.Context, cl *client.Cluster) error {
+			ts, err := admin.ListTopics(ctx, cl)
+			if err != nil {
+				return err
+			}
+			return answer(a, ts, admin.WriteTopics)
+		})
+	case "describe":
+		if code, ok := a.parse(args, true, "topic"); !ok {
+			return code
+		}
+		return a.run(func(ctx context.Context, cl *client.Cluster) error {
+			d, err := admin.DescribeTopic(ctx, cl, a.name)
+			if err != nil {
+				return err
+			}
+			return answer(a, d, admin.WriteTopic)
+		})
+	case "delete":
+		if code, ok := a.parse(args, true, "topic"); !ok {
+			return code
+		}
+		return a.run(func(ctx context.Context, cl *client.Cluster) error {
+			if err := admin.DeleteTopic(ctx, cl, a.name); err != nil {
+				return err
+			}
+			return a.done("deleted topic " + a.name)
+		})
+	case "alter-config":
+		var set kvList
+		var del strList
+		a.fs.Var(&set, "config", "set topic config k=v (repeatable)")
+		a.fs.Var(&del, "delete-config", "delete topic config k (repeatable)")
+		if code, ok := a.parse(args, true, "topic"); !ok {
+			return code
+		}
+		if len(set.m) == 0 && len(del) == 0 {
+			fmt.Fprintf(stderr, "%s: nothing to change: give --config k=v or --delete-config k\n", a.title)
+			return 2
+		}
+		return a.run(func(ctx context.Context, cl *client.Cluster) error {
+			if err := admin.AlterTopicConfig(ctx, cl, a.name, set.m, del); err != nil {
+				return err
+			}
+			return a.done("altered configs of topic " + a.name)
+		})
+	case "add-partitions":
+		parts := a.fs.Int("partitions", 0, "the new total number of partitions (required)")
+		if code, ok := a.parse(args, true, "topic"); !ok {
+			return code
+		}
+		if *parts < 1 {
+			fmt.Fprintf(stderr, "%s: --partitions N (the new total) is required\n", a.title)
+			return 2
+		}
+		return a.run(func(ctx context.Context, cl *client.Cluster) error {
+			if err := admin.AddPartitions(ctx, cl, a.name, int32(*parts)); err != nil {
+				return err
+			}
+			return a.done(fmt.Sprintf("topic %s now has %d partitions", a.name, *parts))
+		})
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, topicUsage+adminFlagsUsage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "%s: unknown subcommand\n%s", a.title, topicUsage)
+	return 2
+}
+
+func groupCmd(args []string) int { return groupMain(args, os.Stdout, os.Stderr) }
+
+func groupMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, groupUsage+adminFlagsUsage)
+		return 2
+	}
+	a := newAdminCmd("verbatim group "+args[0], stdout, stderr)
+	args = args[1:]
+	switch a.title[len("verbatim group "):] {
+	case "list":
+		if code, ok := a.parse(args, false, ""); !ok {
+			return code
+		}
+		return a.run(func(ctx context.Context, cl *client.Cluster) error {
+			gs, err := admin.ListGroups(ctx, cl)
+			if err != nil {
+				return err
+			}
+			return answer(a, gs, admin.WriteGroups)
+		})
+	case "describe":
+		if code, ok := a.parse(args, true, "group"); !ok {
+			return code
+		}
+		return a.run(func(ctx context.Context, cl *client.Cluster) error {
+			d, err := admin.DescribeGroup(ctx, cl, a.name)
+			if err != nil {
+				return err
+			}
+			return answer(a, d, admin.WriteGroup)
+		})
+	case "delete":
+		if code, ok := a.parse(args, true, "group"); !ok {
+			return code
+		}
+		return a.run(func(ctx context.Context, cl *client.Cluster) error {
+			if err := admin.DeleteGroup(ctx, cl, a.name); err != nil {
+				return err
+			}
+			return a.done("deleted group " + a.name)
+		})
+	case "reset-offsets":
+		return groupReset(a, args)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, groupUsage+adminFlagsUsage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "%s: unknown subcommand\n%s", a.title, groupUsage)
+	return 2
+}
+
+func clusterCmd(args []string) int { return clusterMain(args, os.Stdout, os.Stderr) }
+
+func clusterMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, clusterUsage+adminFlagsUsage)
+		return 2
+	}
+	a := newAdminCmd("verbatim cluster "+args[0], stdout, stderr)
+	switch args[0] {
+	case "info":
+		if code, ok := a.parse(args[1:], false, ""); !ok {
+			return code
+		}
+		return a.run(func(ctx context.Context, cl *client.Cluster) error {
+			ci, err := admin.DescribeCluster(ctx, cl)
+			if err != nil {
+				return err
+			}
+			return answer(a, ci, admin.WriteCluster)
+		})
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, clusterUsage+adminFlagsUsage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "%s: unknown subcommand\n%s", a.title, clusterUsage)
+	return 2
+}
+
+// groupReset runs `group reset-offsets`: a dry run unless --execute, as
+// Kafka's kafka-consumer-groups.
+func groupReset(a *adminCmd, args []string) int {
+	var topicSpecs strList
+	a.fs.Var(&topicSpecs, "topic", "topic T or T:P,P... to reset (repeatable)")
+	all := a.fs.Bool("all-topics", false, "reset every topic the group has committed offsets for")
+	earliest := a.fs.Bool("to-earliest", false, "reset to each partition's log start")
+	latest := a.fs.Bool("to-latest", false, "reset to each partition's log end")
+	toOffset := a.fs.Int64("to-offset", -1, "reset to offset N (clamped to the log's range)")
+	dry := a.fs.Bool("dry-run", false, "only show the new offsets (the default)")
+	execute := a.fs.Bool("execute", false, "commit the new offsets")
+	if code, ok := a.parse(args, true, "group"); !ok {
+		return code
+	}
+	usage := func(msg string) int {
+		fmt.Fprintf(a.stderr, "%s: %s\n", a.title, msg)
+		return 2
+	}
+	targets := 0
+	for _, b := range []bool{*earliest, *latest, *toOffset >= 0} {
+		if b {
+			targets++
+		}
+	}
+	switch {
+	case targets != 1:
+		return usage("give exactly one of --to-earliest, --to-latest, --to-offset N (N >= 0)")
+	case *all == (len(topicSpecs) > 0):
+		return usage("give either --all-topics or --topic T[:P,P...]")
+	case *dry && *execute:
+		return usage("--dry-run and --execute exclude each other")
+	}
+	topics := map[string][]int32{}
+	for _, spec := range topicSpecs {
+		name, parts, err := parseTopicSpec(spec)
+		if err != nil {
+			return usage(err.Error())
+		}
+		topics[name] = parts
+	}
+	to := admin.ResetTo{Earliest: *earliest, Latest: *latest, Offset: *toOffset}
+	return a.run(func(ctx context.Context, cl *client.Cluster) error {
+		plan, err := admin.ResetOffsets(ctx, cl, a.name, topics, to, *execute)
+		if err != nil {
+			return err
+		}
+		return answer(a, plan, admin.WriteReset)
+	})
+}
+
+// parseTopicSpec parses Kafka's --topic T or T:P,P,... of reset-offsets:
+// nil partitions mean every partition of T.
+func parseTopicSpec(spec string) (string, []int32, error) {
+	name, list, hasParts := strings.Cut(spec, ":")
+	if name == "" {
+		return "", nil, fmt.Errorf("--topic %q: no topic name", spec)
+	}
+	if !hasParts {
+		return name, nil, nil
+	}
+	var parts []int32
+	for _, f := range splitList(list) {
+		p, err := strconv.ParseInt(f, 10, 32)
+		if err != nil || p < 0 {
+			return "", nil, fmt.Errorf("--topic %q: bad partition %q", spec, f)
+		}
+		parts = append(parts, int32(p))
+	}
+	if parts == nil {
+		return "", nil, fmt.Errorf("--topic %q: no partitions after ':'", spec)
+	}
+	return name, parts, nil
+}
