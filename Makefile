@@ -10,7 +10,7 @@ build:
 	$(GO) build -o $(BIN) ./cmd/verbatim
 
 run: build
-	./$(BIN) serve --listen 127.0.0.1:9092 --data-dir ./data
+	./$(BIN) serve --listen 127.0.0.1:9092 --data-dir ./data --metrics-listen 127.0.0.1:9404
 
 # peers first (some unit tests use wat2wasm), vet, unit tests with -race, allocation tests without -race (the race
 # detector makes sync.Pool drop items), then the real-peer tests.
