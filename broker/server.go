@@ -382,6 +382,9 @@ type Server struct {
 
 	// Audit: the audit log's own logger (nil: log), audit.go.
 	audit *slog.Logger
+
+	// Cluster link: the link manager, when serve runs one (links.go).
+	links linkService
 }
 
 // Open takes the data dir (lock, format version, cluster id), recovers the

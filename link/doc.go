@@ -1,0 +1,35 @@
+// Package link is the cluster link: the broker mirrors topics from a
+// source Kafka cluster by itself (`verbatim link create`), with KIP-1279's
+// partition states, pause and resume, failover (`mirror stop`), divergence
+// handling and failback (docs/mirroring.md "Cluster links").
+//
+// It is an application above the broker and the client: the serve process
+// opens a Manager over the broker (Host, host*.go) and installs it as the
+// broker's LinkService, which the link admin requests (docs/protocol.md
+// "Cluster link APIs") reach after the broker authorized them.
+//
+// It owns:
+//   - the links' definitions and their persisted form (the broker's link
+//     meta files), the source credentials encrypted at rest with
+//     password.encoder.secret and masked when described;
+//   - one runner per link: the source cluster's client, topic discovery
+//     by the link's patterns, pull-mode mirror topics created like the
+//     source's, continuous sync (new partitions, configs, deletion and
+//     re-creation, consumer group offsets);
+//   - per partition, the copy state machine of package mirror
+//     (mirror.PartitionCopy: writer registration, resume from the log end,
+//     divergence detection, log-start forwarding) driven with a Source of
+//     shared multi-partition fetch sessions (one or a few connections per
+//     source broker, client.FetchSession) and a Dest that appends in
+//     process through the broker's mirror append (the same checks and the
+//     same path as a mirror produce), and the partition states around it
+//     (PREPARING, MIRRORING, PAUSED, STOPPING, STOPPED, FAILED with a
+//     reason), persisted where they must survive a restart;
+//   - divergence repair and failback (truncate to the common point, the
+//     cut records kept in a side topic), and the per-partition status and
+//     metrics.
+//
+// It must not touch storage or the wire protocol directly: the broker's
+// exported methods (Host) and package client are its only I/O, and time
+// comes from a Clock so its seeded simulation can drive it.
+package link
