@@ -50,6 +50,15 @@ func (c *Cluster) BrokerAddrs() []string {
 	return addrs
 }
 
+// BrokerAddr is the address of the broker with the given node id, from
+// the last Metadata response.
+func (c *Cluster) BrokerAddr(id int32) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.brokers[id]
+	return a, ok
+}
+
 // Seed is the address the cluster is reached through.
 func (c *Cluster) Seed() string { return c.seed }
 
