@@ -179,31 +179,42 @@ func (s *FetchSession) build(want []SessionPartition, o SessionOptions) (*kmsg.F
 		rp.CurrentLeaderEpoch, rp.LastFetchedEpoch, rp.LogStartOffset = p.CurrentEpoch, p.LastFetchedEpoch, -1
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
+	type topicKey struct {
+		name string
+		id   [16]byte
+	}
+	forgot := map[topicKey]int{}
+	forget := func(p SessionPartition) {
+		k := topicKey{p.Topic, p.TopicID}
+		i, ok := forgot[k]
+		if !ok {
+			i = len(req.ForgottenTopics)
+			forgot[k] = i
+			ft := kmsg.NewFetchRequestForgottenTopic()
+			ft.Topic, ft.TopicID = p.Topic, p.TopicID
+			req.ForgottenTopics = append(req.ForgottenTopics, ft)
+		}
+		req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, p.Partition)
+	}
 	wanted := make(map[TopicPartition]struct{}, len(want))
 	for _, p := range want {
 		if _, dup := wanted[p.TopicPartition]; dup {
 			return nil, false, fmt.Errorf("fetch session: %s named twice", p.TopicPartition)
 		}
 		wanted[p.TopicPartition] = struct{}{}
-		if full || s.held[p.TopicPartition] != p {
+		old, held := s.held[p.TopicPartition]
+		if !full && held && old.TopicID != p.TopicID {
+			forget(old) // the topic was re-created: drop the old id's entry
+		}
+		if full || old != p {
 			add(p)
 		}
 	}
 	if !full {
-		forgot := map[string]int{}
 		for tp, p := range s.held {
-			if _, ok := wanted[tp]; ok {
-				continue
+			if _, ok := wanted[tp]; !ok {
+				forget(p)
 			}
-			i, ok := forgot[tp.Topic]
-			if !ok {
-				i = len(req.ForgottenTopics)
-				forgot[tp.Topic] = i
-				ft := kmsg.NewFetchRequestForgottenTopic()
-				ft.Topic, ft.TopicID = tp.Topic, p.TopicID
-				req.ForgottenTopics = append(req.ForgottenTopics, ft)
-			}
-			req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, tp.Partition)
 		}
 	}
 	return req, full, nil
@@ -254,8 +265,8 @@ func (s *FetchSession) handle(req *kmsg.FetchRequest, want []SessionPartition, r
 		for j := range rt.Partitions {
 			p := &rt.Partitions[j]
 			tp := TopicPartition{Topic: name, Partition: p.Partition}
-			if _, ok := s.held[tp]; !ok {
-				continue
+			if h, ok := s.held[tp]; !ok || (req.Version >= 13 && h.TopicID != rt.TopicID) {
+				continue // not held, or held under another topic id
 			}
 			res := FetchResult{
 				Err:            kerr.ErrorForCode(p.ErrorCode),
