@@ -64,7 +64,8 @@ type sourceFetchers struct {
 	loops  map[string][]*sessionLoop // by broker address
 	closed bool
 
-	meta metaCache
+	meta  metaCache
+	moves atomic.Int64 // partitions rebound to another broker
 }
 
 // newSourceFetchers starts a link's fetchers; Close stops them.
@@ -97,6 +98,10 @@ func (f *sourceFetchers) Close() {
 
 // SetThrottle changes the link's rate (bytes/s, 0: unthrottled).
 func (f *sourceFetchers) SetThrottle(bytesPerSec int64) { f.thr.setRate(bytesPerSec) }
+
+// Moves is how many times a partition was rebound to another broker's
+// session (a leader change).
+func (f *sourceFetchers) Moves() int64 { return f.moves.Load() }
 
 // Source is the mirror.Source of one source partition.
 func (f *sourceFetchers) Source(topic string, partition int32) mirror.Source {
@@ -162,6 +167,9 @@ func (f *sourceFetchers) admin(ctx context.Context, addr string, fn func(ctx con
 type partSource struct {
 	f  *sourceFetchers
 	tp client.TopicPartition
+
+	mu   sync.Mutex
+	addr string // the leader it was last bound to
 }
 
 // Leader reads fresh metadata (shared with the other partitions asking at
@@ -175,6 +183,12 @@ func (s *partSource) Leader(ctx context.Context) (mirror.SourceConn, int32, erro
 	if err != nil {
 		return nil, -1, err
 	}
+	s.mu.Lock()
+	if s.addr != "" && s.addr != addr {
+		s.f.moves.Add(1)
+	}
+	s.addr = addr
+	s.mu.Unlock()
 	return &partConn{s: s, loop: l, addr: addr, id: id}, epoch, nil
 }
 
@@ -328,3 +342,13 @@ func (c *metaCall) covers(topic string) bool {
 	_, ok := c.topics[topic]
 	return ok
 }
+
+// SourceConfig, SourceFetchers and NewSourceFetchers are the fetchers as
+// the real-peer tests and benchmarks outside the package drive them.
+type (
+	SourceConfig   = sourceConfig
+	SourceFetchers = sourceFetchers
+)
+
+// NewSourceFetchers starts a link's fetchers (newSourceFetchers).
+func NewSourceFetchers(cfg SourceConfig) *SourceFetchers { return newSourceFetchers(cfg) }
