@@ -124,14 +124,14 @@ func (l *sessionLoop) run() {
 	}()
 	ctx := l.f.ctx
 	for ctx.Err() == nil {
-		ks := l.snapshot()
-		if len(ks) == 0 {
+		if len(l.snapshot()) == 0 {
 			select {
 			case <-l.wake:
 			case <-ctx.Done():
 			}
 			continue
 		}
+		l.linger(ctx)
 		if err := l.pace(ctx); err != nil {
 			return
 		}
@@ -142,10 +142,50 @@ func (l *sessionLoop) run() {
 			if !l.dial(ctx) {
 				continue
 			}
-			ks = l.snapshot()
 		}
-		l.round(ctx, ks)
+		l.round(ctx, l.snapshot())
 	}
+}
+
+// lingerFor bounds how long the next request waits for the partitions
+// the last response answered to ask again.
+const lingerFor = 2 * time.Millisecond
+
+// linger waits, briefly, until every partition the last response
+// answered asks again: a copy hands what it got to its writer and asks at
+// once unless its writer is behind, so waiting for it keeps requests
+// whole instead of sending one for the first few that are back.
+func (l *sessionLoop) linger(ctx context.Context) {
+	if len(l.answered) == 0 {
+		return
+	}
+	var timer *time.Timer
+	for {
+		back := true
+		l.mu.Lock()
+		for tp := range l.answered {
+			if _, ok := l.asks[tp]; !ok {
+				back = false
+				break
+			}
+		}
+		l.mu.Unlock()
+		if back {
+			break
+		}
+		if timer == nil {
+			timer = time.NewTimer(lingerFor)
+			defer timer.Stop()
+		}
+		select {
+		case <-l.wake:
+		case <-timer.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+	clear(l.answered)
 }
 
 // pace waits for the link's throttle and the broker's quota throttle.
