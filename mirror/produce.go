@@ -52,7 +52,7 @@ type startAt struct {
 }
 
 func (c *PartitionCopy) newProducer(expect, dstart int64) *producer {
-	return &producer{c: c, expect: expect, sendExpect: expect, dstart: dstart}
+	return &producer{c: c, expect: expect, sendExpect: expect, dstart: dstart, epochSent: startAt{-1, -1}}
 }
 
 func (p *producer) full() bool { return len(p.q) >= produceWindow }
