@@ -46,7 +46,7 @@ func TestMirrorMetrics(t *testing.T) {
 		{Topic: "pushed", Partition: 0, State: wireext.StateMirroring, Lag: 5, LastMirroredOffset: 4, LastMirroredEpoch: 0},
 	}
 	RegisterMirrors(r, func() []wireext.MirrorPartitionStatus { return st })
-	got := exposition(t, r, "kafka_server_mirrorpartitionmetrics_", "kafka_server_link_", "verbatim_mirror_status_")
+	got := exposition(t, r, "kafka_server_mirrorpartitionmetrics_", "kafka_server_link_clusterlinkfetchermanager_", "verbatim_mirror_status_")
 	want := `# HELP kafka_server_link_clusterlinkfetchermanager_maxlag The largest lag in offsets over the link's mirror partitions (Confluent's kafka.server.link:type=ClusterLinkFetcherManager,name=MaxLag).
 # TYPE kafka_server_link_clusterlinkfetchermanager_maxlag gauge
 kafka_server_link_clusterlinkfetchermanager_maxlag{link="east"} 40
@@ -55,20 +55,6 @@ kafka_server_link_clusterlinkfetchermanager_maxlag{link="west"} 0
 # TYPE kafka_server_link_clusterlinkfetchermanager_maxlagseconds gauge
 kafka_server_link_clusterlinkfetchermanager_maxlagseconds{link="east"} 1.5
 kafka_server_link_clusterlinkfetchermanager_maxlagseconds{link="west"} 0
-# HELP kafka_server_link_clusterlinkmetrics_mirrorpartitioncount The link's mirror partitions in each state (kafka.server.link:type=ClusterLinkMetrics,name=MirrorPartitionCount).
-# TYPE kafka_server_link_clusterlinkmetrics_mirrorpartitioncount gauge
-kafka_server_link_clusterlinkmetrics_mirrorpartitioncount{link="east",state="FAILED"} 1
-kafka_server_link_clusterlinkmetrics_mirrorpartitioncount{link="east",state="MIRRORING"} 1
-kafka_server_link_clusterlinkmetrics_mirrorpartitioncount{link="east",state="PAUSED"} 0
-kafka_server_link_clusterlinkmetrics_mirrorpartitioncount{link="east",state="PREPARING"} 0
-kafka_server_link_clusterlinkmetrics_mirrorpartitioncount{link="east",state="STOPPED"} 0
-kafka_server_link_clusterlinkmetrics_mirrorpartitioncount{link="east",state="STOPPING"} 0
-kafka_server_link_clusterlinkmetrics_mirrorpartitioncount{link="west",state="FAILED"} 0
-kafka_server_link_clusterlinkmetrics_mirrorpartitioncount{link="west",state="MIRRORING"} 0
-kafka_server_link_clusterlinkmetrics_mirrorpartitioncount{link="west",state="PAUSED"} 1
-kafka_server_link_clusterlinkmetrics_mirrorpartitioncount{link="west",state="PREPARING"} 0
-kafka_server_link_clusterlinkmetrics_mirrorpartitioncount{link="west",state="STOPPED"} 0
-kafka_server_link_clusterlinkmetrics_mirrorpartitioncount{link="west",state="STOPPING"} 0
 # HELP kafka_server_mirrorpartitionmetrics_lag Offsets the mirror partition is behind its source: the source high watermark last fetched minus the log end offset (kafka.server:type=MirrorPartitionMetrics,name=Lag).
 # TYPE kafka_server_mirrorpartitionmetrics_lag gauge
 kafka_server_mirrorpartitionmetrics_lag{link="",partition="0",topic="pushed"} 5
@@ -107,6 +93,17 @@ verbatim_mirror_status_series_omitted 0
 		t.Fatalf("exposition:\n%s\nwant:\n%s", got, want)
 	}
 
+	// Partitions by state: every state of every link, 0 included.
+	counts := exposition(t, r, "kafka_server_link_clusterlinkmetrics_mirrorpartitioncount")
+	for _, line := range []string{`{link="east",state="FAILED"} 1`, `{link="east",state="MIRRORING"} 1`, `{link="west",state="PAUSED"} 1`, `{link="west",state="FAILED"} 0`} {
+		if !strings.Contains(counts, "kafka_server_link_clusterlinkmetrics_mirrorpartitioncount"+line+"\n") {
+			t.Fatalf("partition counts lack %s:\n%s", line, counts)
+		}
+	}
+	if n := strings.Count(counts, "\nkafka_server_link_clusterlinkmetrics_mirrorpartitioncount{"); n != 2*len(mirrorStates) {
+		t.Fatalf("%d partition count series, want %d:\n%s", n, 2*len(mirrorStates), counts)
+	}
+
 	// The west link's partition went away: its series go with it.
 	st = st[:2]
 	got = exposition(t, r, "kafka_server_link_clusterlinkfetchermanager_maxlag")
@@ -129,20 +126,22 @@ func TestMirrorMetricsBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	want := map[string][2]float64{ // series, value of the first
+		"kafka_server_mirrorpartitionmetrics_lag":            {MaxPartitionSeries, 0},
+		"verbatim_mirror_status_series_omitted":              {1, 3},
+		"kafka_server_link_clusterlinkfetchermanager_maxlag": {1, MaxPartitionSeries + 2},
+	}
 	for _, mf := range mfs {
-		switch mf.GetName() {
-		case "kafka_server_mirrorpartitionmetrics_lag":
-			if n := len(mf.GetMetric()); n != MaxPartitionSeries {
-				t.Fatalf("%d lag series, want %d", n, MaxPartitionSeries)
-			}
-		case "verbatim_mirror_status_series_omitted":
-			if v := mf.GetMetric()[0].GetGauge().GetValue(); v != 3 {
-				t.Fatalf("omitted %v, want 3", v)
-			}
-		case "kafka_server_link_clusterlinkfetchermanager_maxlag":
-			if v := mf.GetMetric()[0].GetGauge().GetValue(); v != float64(MaxPartitionSeries+2) {
-				t.Fatalf("max lag %v, want %d", v, MaxPartitionSeries+2)
-			}
+		w, ok := want[mf.GetName()]
+		if !ok {
+			continue
 		}
+		delete(want, mf.GetName())
+		if got := [2]float64{float64(len(mf.GetMetric())), mf.GetMetric()[0].GetGauge().GetValue()}; got != w {
+			t.Fatalf("%s: %v series and first value, want %v", mf.GetName(), got, w)
+		}
+	}
+	if len(want) != 0 {
+		t.Fatalf("missing %v", want)
 	}
 }

@@ -112,41 +112,40 @@ func (c *EpochCache) checkSourceEntry(epoch int32, start, firstBase int64, first
 // and neither the log start nor the cache moves. An epoch the cache
 // already has at offset changes nothing. It returns the new log start.
 func (l *Log) DeleteRecordsWithEpoch(offset int64, epoch int32) (int64, error) {
-	l.syncMu.Lock()
-	defer l.syncMu.Unlock()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.checkLocked(); err != nil {
-		return 0, err
+	if epoch < 0 {
+		return l.LogStartOffset(), fmt.Errorf("%w: epoch %d at offset %d", ErrEpochInconsistent, epoch, offset)
 	}
-	if offset > l.leo || offset < 0 {
-		return l.logStart, fmt.Errorf("%w: %d not in [0, %d]", ErrOffsetOutOfRange, offset, l.leo)
-	}
+	return l.deleteRecords(offset, epoch)
+}
+
+// sourceStartLocked is DeleteRecordsWithEpoch once offset is known to be
+// in [0, log end]. REQUIRES: l.syncMu, l.mu.
+func (l *Log) sourceStartLocked(offset int64, epoch int32) error {
 	if offset < l.logStart {
-		return l.logStart, fmt.Errorf("%w: epoch %d at offset %d, below the log start %d", ErrEpochInconsistent, epoch, offset, l.logStart)
+		return fmt.Errorf("%w: epoch %d at offset %d, below the log start %d", ErrEpochInconsistent, epoch, offset, l.logStart)
 	}
 	base, first, ok, err := l.firstBatchLocked(offset)
 	if err != nil {
-		return l.logStart, err
+		return err
 	}
 	if !ok {
-		return l.logStart, fmt.Errorf("%w: epoch %d at offset %d, but no batch is stored at or after it", ErrEpochInconsistent, epoch, offset)
+		return fmt.Errorf("%w: epoch %d at offset %d, but no batch is stored at or after it", ErrEpochInconsistent, epoch, offset)
 	}
 	if err := l.epochs.checkSourceEntry(epoch, offset, base, first); err != nil {
-		return l.logStart, err
+		return err
 	}
 	if offset > l.logStart {
 		if err := l.advanceLogStartLocked(offset); err != nil {
-			return l.logStart, err
+			return err
 		}
 	}
 	if _, err := l.epochs.AssignFromSource(epoch, offset, base, first); err != nil {
 		if errors.Is(err, ErrEpochInconsistent) {
-			return l.logStart, err
+			return err
 		}
-		return l.logStart, l.failLocked("leader-epoch checkpoint", err)
+		return l.failLocked("leader-epoch checkpoint", err)
 	}
-	return l.logStart, nil
+	return nil
 }
 
 // firstBatchLocked finds the first stored batch whose last offset is at or

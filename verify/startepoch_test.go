@@ -82,19 +82,18 @@ func compactedSource(t *testing.T, topic string) string {
 	return addr
 }
 
+// earliest is kadm's ListStartOffsets of partition 0 of topic on addr.
 func earliest(t *testing.T, addr, topic string) client.OffsetAnswer {
 	t.Helper()
-	ctx := testkit.Ctx(t)
-	cn, err := client.Dial(ctx, addr, client.Options{})
+	got, err := kadm.NewClient(testkit.Client(t, addr)).ListStartOffsets(testkit.Ctx(t), topic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cn.Close()
-	a, err := client.ListOffset(ctx, cn, topic, 0, client.Earliest, client.ReadUncommitted)
-	if err != nil {
-		t.Fatal(err)
+	o, ok := got.Lookup(topic, 0)
+	if !ok || o.Err != nil {
+		t.Fatalf("%s/0 start offset: %v", topic, o.Err)
 	}
-	return a
+	return client.OffsetAnswer{Offset: o.Offset, LeaderEpoch: o.LeaderEpoch}
 }
 
 // TestVerifyEarliestEpoch: a copy of a source whose first batches are

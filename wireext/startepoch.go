@@ -1,9 +1,6 @@
 package wireext
 
-import (
-	"encoding/binary"
-	"fmt"
-)
+import "fmt"
 
 // The source's leader epoch at its log start (feature FeatureMirrorProduce
 // version FeatureMirrorProduceStartEpoch, docs/protocol.md "Start epoch").
@@ -35,9 +32,7 @@ type MirrorStartEpoch struct {
 
 // AppendTo appends the encoded value to dst.
 func (m *MirrorStartEpoch) AppendTo(dst []byte) []byte {
-	dst = binary.BigEndian.AppendUint16(dst, uint16(m.Version))
-	dst = binary.BigEndian.AppendUint32(dst, uint32(m.LeaderEpoch))
-	return append(dst, 0)
+	return appendVersionInt32(dst, m.Version, m.LeaderEpoch)
 }
 
 // ReadFrom decodes b into m: Version (int16, >= 0), LeaderEpoch (int32,
@@ -45,13 +40,10 @@ func (m *MirrorStartEpoch) AppendTo(dst []byte) []byte {
 // (skipped), and nothing after it. On error m is the zero value.
 func (m *MirrorStartEpoch) ReadFrom(b []byte) error {
 	*m = MirrorStartEpoch{}
-	if len(b) < 6 {
+	v, e, ok := readVersionInt32(b)
+	if !ok || e < 0 {
 		return ErrMirrorStartEpoch
 	}
-	v := MirrorStartEpoch{Version: int16(binary.BigEndian.Uint16(b)), LeaderEpoch: int32(binary.BigEndian.Uint32(b[2:]))}
-	if rest, err := skipTags(b[6:]); err != nil || len(rest) != 0 || v.Version < 0 || v.LeaderEpoch < 0 {
-		return ErrMirrorStartEpoch
-	}
-	*m = v
+	*m = MirrorStartEpoch{Version: v, LeaderEpoch: e}
 	return nil
 }
