@@ -82,30 +82,24 @@ func TestForwardStartEpoch(t *testing.T) {
 			t.Fatalf("epochs %v starts %v dstart %d", d.epochs, d.starts, p.dstart)
 		}
 	})
-	t.Run("refused", func(t *testing.T) {
-		d := &epochDest{err: kerr.PolicyViolation}
-		p := newCopy(d, false)
-		for range 2 {
-			if err := p.done(ctx, chunk{first: 5, end: 100, logStart: 0, firstEpoch: 1, startEpoch: 0}); err != nil {
-				t.Fatal(err)
+	// A refused epoch is not sent again; one that failed transiently is.
+	for _, tc := range []struct {
+		err   error
+		sends int
+	}{{kerr.PolicyViolation, 1}, {kerr.NotLeaderForPartition, 2}} {
+		t.Run(tc.err.Error(), func(t *testing.T) {
+			d := &epochDest{err: tc.err}
+			p := newCopy(d, false)
+			for range 2 {
+				if err := p.done(ctx, chunk{first: 5, end: 100, logStart: 0, firstEpoch: 1, startEpoch: 0}); err != nil {
+					t.Fatal(err)
+				}
 			}
-		}
-		if len(d.epochs) != 1 || len(d.starts) != 0 {
-			t.Fatalf("a refused epoch was sent again: epochs %v starts %v", d.epochs, d.starts)
-		}
-	})
-	t.Run("transient", func(t *testing.T) {
-		d := &epochDest{err: kerr.NotLeaderForPartition}
-		p := newCopy(d, false)
-		for range 2 {
-			if err := p.done(ctx, chunk{first: 5, end: 100, logStart: 0, firstEpoch: 1, startEpoch: 0}); err != nil {
-				t.Fatal(err)
+			if len(d.epochs) != tc.sends || len(d.starts) != 0 || client.Transient(tc.err) != (tc.sends == 2) {
+				t.Fatalf("epochs %v starts %v", d.epochs, d.starts)
 			}
-		}
-		if len(d.epochs) != 2 || !client.Transient(d.err) {
-			t.Fatalf("epochs %v", d.epochs)
-		}
-	})
+		})
+	}
 	t.Run("fenced", func(t *testing.T) {
 		d := &epochDest{err: kerr.ProducerFenced}
 		err := newCopy(d, false).done(ctx, chunk{first: 5, end: 100, logStart: 0, firstEpoch: 1, startEpoch: 0})
