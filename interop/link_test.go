@@ -1,6 +1,7 @@
 package interop
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
 // mirrorStatusJSON is the contract's `verbatim mirror status --json`
@@ -211,4 +214,109 @@ func TestLinkFromKafka(t *testing.T) {
 		w := kgoClient(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 		produceSync(t, w, &kgo.Record{Topic: "txn", Partition: 0, Value: []byte(fmt.Sprintf("local after stop %d", time.Now().UnixNano()))})
 	})
+}
+
+// TestLinkFrom3NodeKafka copies, through a link, a replicated topic whose
+// leaders move on a 3-node Kafka source while the link follows it: the
+// leader is killed (a new leader and epoch), writes continue, the node
+// returns and a preferred election moves leadership back (another epoch).
+// The link moves its fetches to each new leader; verify is exact.
+func TestLinkFrom3NodeKafka(t *testing.T) {
+	bin := BuildVerbatim(t)
+	k := StartKafkaCluster(t, 3, KafkaOptions{HeapMB: 320})
+	src := k.Bootstrap()
+	v := StartVerbatim(t, bin, VerbatimOptions{})
+	dst := v.Addr
+	k.CreateTopic(t, "moves", 2, 3, map[string]string{"min.insync.replicas": "1"})
+	cl := k.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
+	write := func(tag string) {
+		for p := int32(0); p < 2; p++ {
+			rs := keyed("moves", 200, tag)
+			for _, r := range rs {
+				r.Partition = p
+			}
+			produceSync(t, cl, rs...)
+		}
+	}
+	write("first")
+	linkCLI(t, bin, "link", "create", "k3", "--dest", dst, "--source", src, "--topics", "moves", "--sync-interval", "1s")
+	waitMirrored(t, bin, dst, "k3", "MIRRORING", 2*time.Minute, "moves")
+
+	leader := func(p int32) int {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		md, err := k.Admin(t).Metadata(ctx, "moves")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int(md.Topics["moves"].Partitions[p].Leader)
+	}
+	old := leader(0)
+	var node *KafkaNode
+	for _, n := range k.Nodes {
+		if n.ID == old {
+			node = n
+		}
+	}
+	if node == nil {
+		t.Fatalf("no node with id %d", old)
+	}
+	node.Kill()
+	write("after-kill")
+	waitMirrored(t, bin, dst, "k3", "MIRRORING", 2*time.Minute, "moves")
+	node.Restart(t)
+	write("after-return")
+	JavaTool(t, "kafka-leader-election", "--bootstrap-server", src, "--election-type", "PREFERRED", "--all-topic-partitions")
+	write("after-election")
+	waitMirrored(t, bin, dst, "k3", "MIRRORING", 2*time.Minute, "moves")
+	verifyExact(t, bin, src, dst, []string{"moves"})
+	epochs := map[int32]bool{}
+	eachBatch(t, dst, "moves", func(b []byte) { epochs[kbatch.LeaderEpoch(b)] = true })
+	if len(epochs) < 2 {
+		t.Fatalf("partition 0 holds batches of %d leader epochs, want the moves to show (>= 2)", len(epochs))
+	}
+}
+
+// TestLinkScale1000 mirrors 1,000 partitions (4 topics of 250) through one
+// link: every partition reaches MIRRORING, the destination holds at most 4
+// connections to the source broker, verify is exact, and `mirror stop
+// --link` fails every partition over.
+func TestLinkScale1000(t *testing.T) {
+	bin := BuildVerbatim(t)
+	k := StartKafka(t, KafkaOptions{})
+	src := k.Bootstrap()
+	v := StartVerbatim(t, bin, VerbatimOptions{})
+	dst := v.Addr
+	topics := []string{"scale-a", "scale-b", "scale-c", "scale-d"}
+	cl := k.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
+	for _, tp := range topics {
+		k.CreateTopic(t, tp, 250, 1, nil)
+		var rs []*kgo.Record
+		for p := int32(0); p < 250; p++ {
+			for i := 0; i < 3; i++ {
+				rs = append(rs, &kgo.Record{Topic: tp, Partition: p, Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf("%s-%d-%d", tp, p, i))})
+			}
+		}
+		produceSync(t, cl, rs...)
+	}
+	start := time.Now()
+	linkCLI(t, bin, "link", "create", "scale", "--dest", dst, "--source", src, "--topics", "scale-.*", "--sync-interval", "2s")
+	st := waitMirrored(t, bin, dst, "scale", "MIRRORING", 3*time.Minute, topics...)
+	if len(st.Partitions) != 1000 {
+		t.Fatalf("mirror status lists %d partitions, want 1000", len(st.Partitions))
+	}
+	t.Logf("1000 partitions MIRRORING without lag %v after link create", time.Since(start).Round(time.Millisecond))
+	_, port := splitHostPort(t, src)
+	if n := tcpConnsTo(t, v.Proc.PID(), port); n > 4 || n < 1 {
+		t.Fatalf("the destination holds %d connections to the source broker (port %d), want 1..4", n, port)
+	} else {
+		t.Logf("connections from the destination to the source broker: %d", n)
+	}
+	verifyExact(t, bin, src, dst, topics)
+	linkCLI(t, bin, "mirror", "stop", "--dest", dst, "--link", "scale")
+	for _, p := range mirrorStatus(t, bin, dst, "--link", "scale").Partitions {
+		if p.State != "STOPPED" {
+			t.Fatalf("%s/%d after mirror stop --link: %s", p.Topic, *p.Partition, p.State)
+		}
+	}
 }
