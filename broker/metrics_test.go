@@ -179,6 +179,25 @@ func TestMetricsEndpoint(t *testing.T) {
 	if h := series(mfs, "verbatim_request_total_time_seconds", map[string]string{"request": "Produce"}); h == nil || h.GetHistogram().GetSampleCount() < 3 {
 		t.Errorf("verbatim_request_total_time_seconds{Produce}: %v, want 3 observations", h)
 	}
+	// The phases of Kafka's RequestMetrics: every answered request is
+	// split, and the parts never exceed the total.
+	var parts float64
+	for _, ph := range []string{"queue", "local", "wait"} {
+		h := series(mfs, "verbatim_request_"+ph+"_time_seconds", map[string]string{"request": "Produce"})
+		if h == nil || h.GetHistogram().GetSampleCount() != m.GetSummary().GetSampleCount() {
+			t.Errorf("verbatim_request_%s_time_seconds{Produce}: %v, want as many observations as the total", ph, h)
+			continue
+		}
+		parts += h.GetHistogram().GetSampleSum()
+	}
+	if h := series(mfs, "verbatim_response_send_time_seconds", map[string]string{"request": "Produce"}); h == nil || h.GetHistogram().GetSampleCount() != m.GetSummary().GetSampleCount() {
+		t.Errorf("verbatim_response_send_time_seconds{Produce}: %v, want as many observations as the total", h)
+	} else {
+		parts += h.GetHistogram().GetSampleSum()
+	}
+	if total := m.GetSummary().GetSampleSum() / 1000; parts > total*1.0001+1e-6 || parts < total*0.9999-1e-6 {
+		t.Errorf("the phases of Produce sum to %vs, the total to %vs", parts, total)
+	}
 	if v := series(mfs, "verbatim_inflight_bytes_limit", nil); v == nil || v.GetGauge().GetValue() != 300<<20 {
 		t.Errorf("verbatim_inflight_bytes_limit: %v, want %d", v, 300<<20)
 	}
