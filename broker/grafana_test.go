@@ -11,6 +11,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
 // The Grafana dashboard (docs/grafana/verbatim.json) must be a valid
@@ -118,12 +121,20 @@ func TestGrafanaDashboardMetricsExist(t *testing.T) {
 	if pr := mirrorAsID(t, b, ea, ida, b0, 0); pr.ErrorCode != 0 {
 		t.Fatalf("registered writer: %d", pr.ErrorCode)
 	}
+	// A mirror produce reporting the source's high watermark (lag).
+	req := mirrorProduce(11, "m", 0, data(2, 1, 1).encode(t), 2, -1)
+	req.UnknownTags.Set(wireext.MirrorTag, writerTagID(ea, ida))
+	mp := wireext.MirrorPartition{ExpectedLogEndOffset: 2, CurrentLeaderEpoch: -1, SourceHighWatermark: 9}
+	req.Topics[0].Partitions[0].UnknownTags.Set(wireext.MirrorTag, mp.AppendTo(nil))
+	if pr := rawRequest[*kmsg.ProduceResponse](t, b, req).Topics[0].Partitions[0]; pr.ErrorCode != 0 {
+		t.Fatalf("mirror produce with a source high watermark: %d", pr.ErrorCode)
+	}
 	p := b.srv.Topic("m").Partition(0)
 	h, err := partitionHandle(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.srv.judgePolicies(p, h.log, data(2, 0, 3).encode(t), 2); err == nil {
+	if err := b.srv.judgePolicies(p, h.log, data(3, 0, 3).encode(t), 3); err == nil {
 		t.Fatal("an epoch rewind accepted")
 	}
 	hs := httptest.NewServer(b.srv.MetricsHandler())

@@ -136,7 +136,8 @@ func (s *Server) totals() metrics.Totals {
 				if !ok {
 					epoch = -1
 				}
-				t.Mirror = append(t.Mirror, metrics.MirrorPartition{Topic: tp.Name, Partition: p.Index, LogEnd: h.log.LogEndOffset(), LeaderEpoch: epoch})
+				t.Mirror = append(t.Mirror, metrics.MirrorPartition{Topic: tp.Name, Partition: p.Index, LogEnd: h.log.LogEndOffset(), LeaderEpoch: epoch,
+					SourceHighWatermark: p.SourceHighWatermark()})
 			}
 		}
 	}

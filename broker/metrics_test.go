@@ -19,6 +19,9 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
 // get returns the status and body of GET url.
@@ -342,6 +345,51 @@ func TestMetricsAuthentication(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 		mfs = scrape(t, hs.URL)
+	}
+}
+
+// TestMetricsMirrorLag: the source high watermark a pusher sends with its
+// mirror produces (docs/protocol.md) makes the partition's lag: it rises
+// when the source is ahead and goes to 0 once the copy catches up.
+func TestMetricsMirrorLag(t *testing.T) {
+	b := startBroker(t, t.TempDir(), nil)
+	createTopic(t, b, "m", 1, map[string]*string{"mirror.mode": sp("push")})
+	hs := httptest.NewServer(b.srv.MetricsHandler())
+	defer hs.Close()
+	p := map[string]string{"topic": "m", "partition": "0"}
+	send := func(set []byte, expected, hw int64) {
+		t.Helper()
+		req := mirrorProduce(11, "m", 0, set, expected, -1)
+		mp := wireext.MirrorPartition{ExpectedLogEndOffset: expected, CurrentLeaderEpoch: -1, SourceHighWatermark: hw}
+		req.Topics[0].Partitions[0].UnknownTags.Set(wireext.MirrorTag, mp.AppendTo(nil))
+		if pr := rawRequest[*kmsg.ProduceResponse](t, b, req).Topics[0].Partitions[0]; pr.ErrorCode != 0 {
+			t.Fatalf("mirror produce at %d: %v", expected, kerr.ErrorForCode(pr.ErrorCode))
+		}
+	}
+	lag := func() float64 {
+		m := series(scrape(t, hs.URL), "verbatim_mirror_partition_lag", p)
+		if m == nil {
+			return -1
+		}
+		return m.GetGauge().GetValue()
+	}
+	if v := lag(); v != -1 {
+		t.Fatalf("lag before any source high watermark was reported: %v, want no series", v)
+	}
+	send(data(0, 1, 2).encode(t), 0, 10)
+	if v := lag(); v != 8 {
+		t.Fatalf("lag after copying 2 of 10: %v, want 8", v)
+	}
+	send(data(2, 1, 8).encode(t), 2, 10)
+	if v := lag(); v != 0 {
+		t.Fatalf("lag after catching up: %v, want 0", v)
+	}
+	send(data(10, 1, 1).encode(t), 10, 30) // the source was written meanwhile
+	if v := lag(); v != 19 {
+		t.Fatalf("lag with the source ahead again: %v, want 19", v)
+	}
+	if m := series(scrape(t, hs.URL), "verbatim_mirror_partition_source_high_watermark", p); m == nil || m.GetGauge().GetValue() != 30 {
+		t.Fatalf("source high watermark: %v, want 30", m)
 	}
 }
 
