@@ -499,4 +499,10 @@ func TestMetricsPolicies(t *testing.T) {
 	if h := series(mfs, "verbatim_policy_judge_seconds", nil); h == nil || h.GetHistogram().GetSampleCount() != 2 {
 		t.Errorf("verbatim_policy_judge_seconds: %v, want 2 observations", h)
 	}
+	// Each of the two default modules judged both record sets.
+	for _, mod := range []string{"epoch-monotonic", "control-records"} {
+		if h := series(mfs, "verbatim_policy_module_seconds", map[string]string{"policy": mod}); h == nil || h.GetHistogram().GetSampleCount() != 2 {
+			t.Errorf("verbatim_policy_module_seconds{policy=%s}: %v, want 2 observations", mod, h)
+		}
+	}
 }
