@@ -19,12 +19,12 @@ import (
 
 var (
 	mirrorLabels      = []string{"link", "topic", "partition"}
-	descMirrorLag     = prometheus.NewDesc("kafka_server_mirrorpartitionmetrics_lag", "Offsets the mirror partition is behind its source: the source high watermark last fetched minus the log end offset (kafka.server:type=MirrorPartitionMetrics,name=Lag).", mirrorLabels, nil)
-	descMirrorLagSec  = prometheus.NewDesc("kafka_server_mirrorpartitionmetrics_lagseconds", "Seconds the mirror partition has been behind its source, 0 when caught up (MirrorPartitionMetrics,name=LagSeconds).", mirrorLabels, nil)
-	descMirrorState   = prometheus.NewDesc("kafka_server_mirrorpartitionmetrics_state", "1 for the mirror partition's current state (PREPARING, MIRRORING, PAUSED, STOPPING, STOPPED, FAILED; MirrorPartitionMetrics,name=State).", append(mirrorLabels[:3:3], "state"), nil)
-	descMirrorLastOff = prometheus.NewDesc("kafka_server_mirrorpartitionmetrics_lastmirroredoffset", "The last offset written from the source, -1 none (MirrorPartitionMetrics,name=LastMirroredOffset).", mirrorLabels, nil)
-	descMirrorLastEp  = prometheus.NewDesc("kafka_server_mirrorpartitionmetrics_lastmirroredepoch", "The leader epoch of the last batch written from the source, -1 none (MirrorPartitionMetrics,name=LastMirroredEpoch).", mirrorLabels, nil)
-	descMirrorOmitted = prometheus.NewDesc("verbatim_mirror_status_series_omitted", "Mirror partitions beyond the per-partition series bound whose MirrorPartitionMetrics are not exported (the per-link metrics count them).", nil, nil)
+	descMPLag         = prometheus.NewDesc("kafka_server_mirrorpartitionmetrics_lag", "Offsets the mirror partition is behind its source: the source high watermark last fetched minus the log end offset (kafka.server:type=MirrorPartitionMetrics,name=Lag).", mirrorLabels, nil)
+	descMPLagSec      = prometheus.NewDesc("kafka_server_mirrorpartitionmetrics_lagseconds", "Seconds the mirror partition has been behind its source, 0 when caught up (MirrorPartitionMetrics,name=LagSeconds).", mirrorLabels, nil)
+	descMPState       = prometheus.NewDesc("kafka_server_mirrorpartitionmetrics_state", "1 for the mirror partition's current state (PREPARING, MIRRORING, PAUSED, STOPPING, STOPPED, FAILED; MirrorPartitionMetrics,name=State).", append(mirrorLabels[:3:3], "state"), nil)
+	descMPLastOff     = prometheus.NewDesc("kafka_server_mirrorpartitionmetrics_lastmirroredoffset", "The last offset written from the source, -1 none (MirrorPartitionMetrics,name=LastMirroredOffset).", mirrorLabels, nil)
+	descMPLastEp      = prometheus.NewDesc("kafka_server_mirrorpartitionmetrics_lastmirroredepoch", "The leader epoch of the last batch written from the source, -1 none (MirrorPartitionMetrics,name=LastMirroredEpoch).", mirrorLabels, nil)
+	descMPOmitted     = prometheus.NewDesc("verbatim_mirror_status_series_omitted", "Mirror partitions beyond the per-partition series bound whose MirrorPartitionMetrics are not exported (the per-link metrics count them).", nil, nil)
 	descLinkMaxLag    = prometheus.NewDesc("kafka_server_link_clusterlinkfetchermanager_maxlag", "The largest lag in offsets over the link's mirror partitions (Confluent's kafka.server.link:type=ClusterLinkFetcherManager,name=MaxLag).", []string{"link"}, nil)
 	descLinkMaxLagSec = prometheus.NewDesc("kafka_server_link_clusterlinkfetchermanager_maxlagseconds", "The largest lag in seconds over the link's mirror partitions (ClusterLinkFetcherManager,name=MaxLagSeconds).", []string{"link"}, nil)
 	descLinkParts     = prometheus.NewDesc("kafka_server_link_clusterlinkmetrics_mirrorpartitioncount", "The link's mirror partitions in each state (kafka.server.link:type=ClusterLinkMetrics,name=MirrorPartitionCount).", []string{"link", "state"}, nil)
@@ -63,7 +63,7 @@ func RegisterMirrors(r *Registry, status func() []wireext.MirrorPartitionStatus)
 }
 
 func (c *mirrorCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descMirrorLag, descMirrorLagSec, descMirrorState, descMirrorLastOff, descMirrorLastEp, descMirrorOmitted, descLinkMaxLag, descLinkMaxLagSec, descLinkParts} {
+	for _, d := range []*prometheus.Desc{descMPLag, descMPLagSec, descMPState, descMPLastOff, descMPLastEp, descMPOmitted, descLinkMaxLag, descLinkMaxLagSec, descLinkParts} {
 		ch <- d
 	}
 }
@@ -81,13 +81,13 @@ func (c *mirrorCollector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		p := partitionLabel(s.Partition)
-		gauge(descMirrorLag, float64(s.Lag), s.Link, s.Topic, p)
-		gauge(descMirrorLagSec, float64(s.LagMs)/1000, s.Link, s.Topic, p)
-		gauge(descMirrorState, 1, s.Link, s.Topic, p, s.State)
-		gauge(descMirrorLastOff, float64(s.LastMirroredOffset), s.Link, s.Topic, p)
-		gauge(descMirrorLastEp, float64(s.LastMirroredEpoch), s.Link, s.Topic, p)
+		gauge(descMPLag, float64(s.Lag), s.Link, s.Topic, p)
+		gauge(descMPLagSec, float64(s.LagMs)/1000, s.Link, s.Topic, p)
+		gauge(descMPState, 1, s.Link, s.Topic, p, s.State)
+		gauge(descMPLastOff, float64(s.LastMirroredOffset), s.Link, s.Topic, p)
+		gauge(descMPLastEp, float64(s.LastMirroredEpoch), s.Link, s.Topic, p)
 	}
-	gauge(descMirrorOmitted, float64(omitted))
+	gauge(descMPOmitted, float64(omitted))
 
 	c.mu.Lock()
 	defer c.mu.Unlock()

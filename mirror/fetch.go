@@ -19,6 +19,7 @@ type chunk struct {
 	batches  int
 	epoch    int32 // leader epoch of the last batch
 	logStart int64 // the source's log start when fetched
+	hw       int64 // the source's high watermark when fetched
 	// firstEpoch is the leader epoch of the first batch; startEpoch the
 	// one the source answers at logStart (-1: not known).
 	firstEpoch, startEpoch int32
@@ -247,7 +248,7 @@ func (f *fetcher) cut(res client.FetchResult) (chunk, int, error) {
 	}
 	last := bs[len(bs)-1]
 	c := chunk{set: set, first: kbatch.BaseOffset(bs[0]), end: LastOffset(last) + 1, batches: len(bs),
-		epoch: kbatch.LeaderEpoch(last), logStart: res.LogStart, firstEpoch: kbatch.LeaderEpoch(bs[0]), startEpoch: -1}
+		epoch: kbatch.LeaderEpoch(last), logStart: res.LogStart, hw: res.HighWatermark, firstEpoch: kbatch.LeaderEpoch(bs[0]), startEpoch: -1}
 	for _, b := range bs {
 		e := kbatch.LeaderEpoch(b)
 		if e < f.lastEpoch {
