@@ -16,7 +16,8 @@ import (
 //
 // Recorded: CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
 // IncrementalAlterConfigs, CreateAcls, DeleteAcls,
-// AlterUserScramCredentials, DeleteGroups.
+// AlterUserScramCredentials, DeleteGroups, and the cluster link's
+// state-changing requests (link_admin.go: never a source config value).
 
 // auditLogger is the logger audit records go to.
 func (s *Server) auditLogger() *slog.Logger {
