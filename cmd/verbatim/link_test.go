@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -128,28 +127,6 @@ func (m *memLinks) took() []string {
 	return a
 }
 
-// runCLI runs `verbatim link|mirror ARGS`.
-func runCLI(args ...string) (int, string, string) {
-	var out, errb bytes.Buffer
-	var code int
-	switch args[0] {
-	case "link":
-		code = linkMain(args[1:], &out, &errb)
-	case "mirror":
-		code = mirrorMain(args[1:], &out, &errb)
-	}
-	return code, out.String(), errb.String()
-}
-
-func wantCLI(t *testing.T, code int, msg string, args ...string) string {
-	t.Helper()
-	c, out, errs := runCLI(args...)
-	if c != code || !strings.Contains(out+errs, msg) {
-		t.Fatalf("%v: exit %d, want %d with %q\n%s%s", args, c, code, msg, out, errs)
-	}
-	return out
-}
-
 // TestLinkCommands drives the link and mirror-link commands against an
 // in-process broker with an in-memory link service: exit 0 for what it
 // did, 1 with Kafka's error name for its refusals, 2 for usage and for a
@@ -158,8 +135,8 @@ func wantCLI(t *testing.T, code int, msg string, args ...string) string {
 func TestLinkCommands(t *testing.T) {
 	d := testkit.StartDest(t, t.TempDir())
 	dest := "--dest=" + d.Addr
-	wantCLI(t, 2, "does not serve cluster links", "link", "list", dest)
-	wantCLI(t, 2, "--dest HOST:PORT is required", "link", "list")
+	wantExit(t, 2, "does not serve cluster links", "link", "list", dest)
+	wantExit(t, 2, "--dest HOST:PORT is required", "link", "list")
 
 	links := &memLinks{links: map[string]wireext.LinkConfig{}, statuses: []wireext.MirrorPartitionStatus{
 		{Topic: "orders.a", Partition: 0, Link: "east", State: wireext.StateMirroring, SourceHighWatermark: 100, LogEndOffset: 90, Lag: 10, LagMs: 1500,
@@ -173,9 +150,9 @@ func TestLinkCommands(t *testing.T) {
 	if err := os.WriteFile(srcCfg, []byte("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"u\" password=\"hunter2\";\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	wantCLI(t, 2, "--source HOST:PORT is required", "link", "create", "east", dest)
-	wantCLI(t, 0, "is valid", "link", "create", "east", dest, "--source", "src:9092", "--validate-only")
-	wantCLI(t, 0, "created link east", "link", "create", "east", dest, "--source", "src:9092", "--source-config", srcCfg,
+	wantExit(t, 2, "--source HOST:PORT is required", "link", "create", "east", dest)
+	wantExit(t, 0, "is valid", "link", "create", "east", dest, "--source", "src:9092", "--validate-only")
+	wantExit(t, 0, "created link east", "link", "create", "east", dest, "--source", "src:9092", "--source-config", srcCfg,
 		"--topics", `orders\..*`, "--exclude", "orders.tmp", "--groups", "billing", "--sync-configs", "--sync-interval", "30s", "--throttle", "1000000")
 	want := wireext.LinkConfig{Name: "east", SourceBootstrap: "src:9092", Topics: `orders\..*`, Exclude: "orders.tmp", Groups: "billing",
 		SyncConfigs: true, SyncIntervalMs: 30000, ThrottleBytesPerSec: 1000000, SourceConfig: map[string]string{"security.protocol": "SASL_SSL",
@@ -183,23 +160,23 @@ func TestLinkCommands(t *testing.T) {
 	if got := links.links["east"]; !reflect.DeepEqual(got, want) {
 		t.Fatalf("link stored as %+v", got)
 	}
-	wantCLI(t, 1, "INVALID_REQUEST", "link", "create", "east", dest, "--source", "src:9092")
+	wantExit(t, 1, "INVALID_REQUEST", "link", "create", "east", dest, "--source", "src:9092")
 
 	var list []map[string]any
-	out := wantCLI(t, 0, "", "link", "list", dest, "--json")
+	out := wantExit(t, 0, "", "link", "list", dest, "--json")
 	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 1 || list[0]["name"] != "east" {
 		t.Fatalf("link list: %v\n%s", err, out)
 	}
 	if strings.Contains(out, "hunter2") || !strings.Contains(out, `"sasl.jaas.config": "[hidden]"`) {
 		t.Fatalf("secret shown:\n%s", out)
 	}
-	if out := wantCLI(t, 0, "orders.b", "link", "describe", "east", dest); !strings.Contains(out, "an ordinary topic exists") || !strings.Contains(out, "30s") {
+	if out := wantExit(t, 0, "orders.b", "link", "describe", "east", dest); !strings.Contains(out, "an ordinary topic exists") || !strings.Contains(out, "30s") {
 		t.Fatalf("link describe:\n%s", out)
 	}
-	wantCLI(t, 1, "no link west", "link", "describe", "west", dest)
+	wantExit(t, 1, "no link west", "link", "describe", "west", dest)
 
 	// mirror status: the JSON shape, the table.
-	out = wantCLI(t, 0, "", "mirror", "status", dest, "--link", "east", "--json")
+	out = wantExit(t, 0, "", "mirror", "status", dest, "--link", "east", "--json")
 	var st map[string][]map[string]any
 	if err := json.Unmarshal([]byte(out), &st); err != nil || len(st["partitions"]) != 2 {
 		t.Fatalf("status: %v\n%s", err, out)
@@ -212,17 +189,17 @@ func TestLinkCommands(t *testing.T) {
 	if p := st["partitions"][0]; p["lag"] != 10.0 || p["state"] != "MIRRORING" || p["last_mirrored_epoch"] != 3.0 {
 		t.Fatalf("status row %v", p)
 	}
-	if out := wantCLI(t, 0, "FAILED (divergence at offset 7)", "mirror", "status", dest, "--once"); !strings.HasPrefix(out, "TOPIC") {
+	if out := wantExit(t, 0, "FAILED (divergence at offset 7)", "mirror", "status", dest, "--once"); !strings.HasPrefix(out, "TOPIC") {
 		t.Fatalf("status table:\n%s", out)
 	}
 
 	// pause, resume, create, truncate.
-	wantCLI(t, 2, "give --topics a,b or --link NAME", "mirror", "pause", dest)
-	wantCLI(t, 0, "OK", "mirror", "pause", dest, "--topics", "orders.a")
-	wantCLI(t, 1, "POLICY_VIOLATION", "mirror", "resume", dest, "--link", "east", "--topics", "orders.a,bad")
-	wantCLI(t, 0, "orders.c", "mirror", "create", dest, "--link", "east", "--topics", "orders.c", "--truncate-to-common", "--keep-topic", "kept")
-	wantCLI(t, 2, "--to-divergence are required", "mirror", "truncate", dest, "--topics", "orders.a")
-	wantCLI(t, 0, "kept in orders.a.truncated", "mirror", "truncate", dest, "--topics", "orders.a", "--to-divergence")
+	wantExit(t, 2, "give --topics a,b or --link NAME", "mirror", "pause", dest)
+	wantExit(t, 0, "OK", "mirror", "pause", dest, "--topics", "orders.a")
+	wantExit(t, 1, "POLICY_VIOLATION", "mirror", "resume", dest, "--link", "east", "--topics", "orders.a,bad")
+	wantExit(t, 0, "orders.c", "mirror", "create", dest, "--link", "east", "--topics", "orders.c", "--truncate-to-common", "--keep-topic", "kept")
+	wantExit(t, 2, "--to-divergence are required", "mirror", "truncate", dest, "--topics", "orders.a")
+	wantExit(t, 0, "kept in orders.a.truncated", "mirror", "truncate", dest, "--topics", "orders.a", "--to-divergence")
 	if got := links.took(); !reflect.DeepEqual(got, []string{"pause=true  [orders.a]", "pause=false east [orders.a bad]",
 		"start east [orders.c] truncate=true keep=kept", "truncate [orders.a] keep="}) {
 		t.Fatalf("service asked %q", got)
@@ -230,14 +207,14 @@ func TestLinkCommands(t *testing.T) {
 
 	// mirror stop --link: the link's topics are stopped (orders.a does
 	// not exist on this broker, which the existing stop reports).
-	wantCLI(t, 2, "not both", "mirror", "stop", dest, "--link", "east", "--topics", "x")
-	wantCLI(t, 2, "link west has no mirror topics", "mirror", "stop", dest, "--link", "west")
-	wantCLI(t, 2, "orders.a", "mirror", "stop", dest, "--link", "east")
+	wantExit(t, 2, "not both", "mirror", "stop", dest, "--link", "east", "--topics", "x")
+	wantExit(t, 2, "link west has no mirror topics", "mirror", "stop", dest, "--link", "west")
+	wantExit(t, 2, "orders.a", "mirror", "stop", dest, "--link", "east")
 
-	wantCLI(t, 0, "deleted link east", "link", "delete", "east", dest, "--force")
-	wantCLI(t, 1, "INVALID_REQUEST", "link", "delete", "east", dest)
+	wantExit(t, 0, "deleted link east", "link", "delete", "east", dest, "--force")
+	wantExit(t, 1, "INVALID_REQUEST", "link", "delete", "east", dest)
 	for _, args := range [][]string{{"link", "create", "-h"}, {"link", "help"}, {"mirror", "status", "--help"}, {"mirror", "truncate", "-h"}} {
-		if c, out, errs := runCLI(args...); c != 0 || !strings.Contains(out+errs, "dest") {
+		if c, out, errs := runAdmin(args...); c != 0 || !strings.Contains(out+errs, "dest") {
 			t.Fatalf("%v: exit %d\n%s%s", args, c, out, errs)
 		}
 	}
