@@ -53,11 +53,11 @@ func (sp *topicSplit) results(got []wireext.MirrorTopicResult, err error) []wire
 		named[t] = true
 		res := wireext.MirrorTopicResult{Topic: t}
 		if rerr, ok := sp.refused[t]; ok {
-			res.ErrorCode, res.ErrorMessage = linkErr(rerr)
+			res.ErrorCode, res.ErrorMessage = linkAnswer(rerr)
 		} else if g, ok := byName[t]; ok && err == nil {
 			res = g
 		} else if err != nil {
-			res.ErrorCode, res.ErrorMessage = linkErr(err)
+			res.ErrorCode, res.ErrorMessage = linkAnswer(err)
 		} else {
 			res.ErrorCode, res.ErrorMessage = kerr.UnknownServerError.Code, "the link service answered nothing for this topic"
 		}
@@ -103,7 +103,7 @@ func (s *Server) runNamedTopics(r *Request, n namedTopics) (int16, string, []wir
 		err = kafkaErr(kerr.InvalidRequest, n.invalid)
 	}
 	if err != nil {
-		code, msg := linkErr(err)
+		code, msg := linkAnswer(err)
 		s.auditRecord(r, n.action+"s", auditLinkType, n.link, code, "topics", n.topics)
 		return code, msg, nil
 	}
@@ -167,7 +167,7 @@ func handlePauseMirrorTopics(ctx context.Context, s *Server, r *Request) (Reply,
 		}
 	}
 	if err != nil {
-		resp.ErrorCode, resp.ErrorMessage = linkErr(err)
+		resp.ErrorCode, resp.ErrorMessage = linkAnswer(err)
 		s.auditRecord(r, action+"s", auditLinkType, req.Link, resp.ErrorCode, "topics", req.Topics)
 		return linkReply{resp}, nil
 	}
@@ -182,7 +182,7 @@ func handlePauseMirrorTopics(ctx context.Context, s *Server, r *Request) (Reply,
 		got, err = s.linkSvc().PauseMirrorTopics(ctx, r.Principal, sub)
 	}
 	if whole && len(sp.order) == 0 && err != nil {
-		resp.ErrorCode, resp.ErrorMessage = linkErr(err)
+		resp.ErrorCode, resp.ErrorMessage = linkAnswer(err)
 	}
 	resp.Topics = sp.results(got, err)
 	if whole {
