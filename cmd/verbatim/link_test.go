@@ -11,9 +11,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/verbatim-kafka/verbatim/admin"
 	"github.com/verbatim-kafka/verbatim/internal/testkit"
 	"github.com/verbatim-kafka/verbatim/wireext"
 )
@@ -217,5 +219,33 @@ func TestLinkCommands(t *testing.T) {
 		if c, out, errs := runAdmin(args...); c != 0 || !strings.Contains(out+errs, "dest") {
 			t.Fatalf("%v: exit %d\n%s%s", args, c, out, errs)
 		}
+	}
+}
+
+// TestWatchStatus: the live table is redrawn (screen cleared, table
+// written) on every fetch until the context ends, which is a clean end;
+// a failed fetch ends it with the error.
+func TestWatchStatus(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out strings.Builder
+	fetches := 0
+	fetch := func(context.Context) (*admin.MirrorStatus, error) {
+		fetches++
+		if fetches == 3 {
+			cancel()
+		}
+		return &admin.MirrorStatus{Partitions: []admin.MirrorPartition{{Topic: "t", State: fmt.Sprint("S", fetches)}}}, nil
+	}
+	if err := watchStatus(ctx, &out, fetch, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), clearScreen); fetches != 3 || n != 2 || !strings.Contains(out.String(), "S2") {
+		t.Fatalf("%d fetches, %d redraws:\n%q", fetches, n, out.String())
+	}
+	boom := fmt.Errorf("broker gone")
+	err := watchStatus(context.Background(), &out, func(context.Context) (*admin.MirrorStatus, error) { return nil, boom }, time.Millisecond)
+	if err != boom {
+		t.Fatalf("got %v", err)
 	}
 }

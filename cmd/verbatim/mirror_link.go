@@ -86,28 +86,45 @@ func mirrorStatus(a *adminCmd, args []string) int {
 		*a.timeout = 0 // until interrupted; each refresh has its own bound
 	}
 	return a.run(func(ctx context.Context, cl *client.Cluster) error {
-		for {
+		fetch := func(ctx context.Context) (*admin.MirrorStatus, error) {
 			rctx, cancel := context.WithTimeout(ctx, perRequest)
-			st, err := admin.DescribeMirrors(rctx, cl, *link, splitList(*topics))
-			cancel()
-			if live && ctx.Err() != nil {
-				return nil // interrupted
-			}
+			defer cancel()
+			return admin.DescribeMirrors(rctx, cl, *link, splitList(*topics))
+		}
+		if !live {
+			st, err := fetch(ctx)
 			if err != nil {
 				return err
 			}
-			if live {
-				fmt.Fprint(a.stdout, "\x1b[H\x1b[2J")
-			}
-			if err := answer(a, st, admin.WriteMirrorStatus); err != nil || !live {
-				return err
-			}
-			if waitOrDone(ctx, refreshEvery) {
-				return nil
-			}
+			return answer(a, st, admin.WriteMirrorStatus)
 		}
+		return watchStatus(ctx, a.stdout, fetch, refreshEvery)
 	})
 }
+
+// watchStatus is the live table: fetched and redrawn every period until
+// ctx ends (an interruption: nil) or a fetch fails.
+func watchStatus(ctx context.Context, w io.Writer, fetch func(context.Context) (*admin.MirrorStatus, error), every time.Duration) error {
+	for {
+		st, err := fetch(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(w, clearScreen)
+		if err := admin.WriteMirrorStatus(w, st); err != nil {
+			return err
+		}
+		if waitOrDone(ctx, every) {
+			return nil
+		}
+	}
+}
+
+// clearScreen moves the cursor home and clears the terminal (ANSI).
+const clearScreen = "\x1b[H\x1b[2J"
 
 // refreshEvery is the live status table's refresh period.
 const refreshEvery = time.Second
