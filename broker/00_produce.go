@@ -455,7 +455,8 @@ func (s *Server) produceOne(ctx context.Context, op *produceOp, p *Partition, pr
 	case mirror:
 		pa.appendTime = -1
 		pa.guard = produceGuard{s: s, p: p, log: h.log, set: set, mirror: true,
-			writer: writerOf(mreq), expected: mp.ExpectedLogEndOffset, last: vr.LastOffset, maxEpoch: vr.MaxLeaderEpoch}
+			writer: writerOf(mreq), expected: mp.ExpectedLogEndOffset, last: vr.LastOffset, maxEpoch: vr.MaxLeaderEpoch,
+			sourceHW: mp.SourceHighWatermark}
 		pa.a.Guard = &pa.guard
 	case hasPolicyOverride(cfg):
 		// An ordinary topic with mirror.policies: judged as sent

@@ -56,14 +56,30 @@ func (s *Server) topicMetrics(t *Topic) *metrics.Topic {
 	return t.metrics.Load()
 }
 
-// requestDone records a request answered (or dropped) at now.
-func (s *Server) requestDone(key int16, start time.Time) {
-	if key < 0 || int(key) >= len(s.apiMetrics) || start.IsZero() {
+// requestDone records request p answered (or dropped) at now, its time
+// split into Kafka's RequestMetrics phases (metrics.Phases).
+func (s *Server) requestDone(p *pending) {
+	key := p.key
+	if key < 0 || int(key) >= len(s.apiMetrics) || p.start.IsZero() {
 		return
 	}
-	if m := s.apiMetrics[key]; m != nil {
-		m.Done(time.Since(start))
+	m := s.apiMetrics[key]
+	if m == nil {
+		return
 	}
+	now := time.Now()
+	ph := metrics.Phases{Queue: p.queued}
+	handled := p.handled
+	if handled.IsZero() { // answered at decode (a version refusal)
+		handled = p.start
+	}
+	ph.Local = handled.Sub(p.start)
+	if p.ready.IsZero() { // nothing written
+		ph.Wait = now.Sub(handled)
+	} else {
+		ph.Wait, ph.Send = p.ready.Sub(handled), now.Sub(p.ready)
+	}
+	m.Done(now.Sub(p.start)+p.queued, ph)
 }
 
 var (
@@ -100,6 +116,13 @@ func (s *Server) Ready() error {
 // topic snapshot and the listeners' certificates.
 func (s *Server) totals() metrics.Totals {
 	var t metrics.Totals
+	logSeries := s.cfg.MetricsPartitionSeries
+	switch {
+	case logSeries == 0:
+		logSeries = metrics.MaxPartitionSeries
+	case logSeries < 0:
+		logSeries = 0
+	}
 	for _, tp := range s.cluster.topics() {
 		t.Topics++
 		for _, p := range tp.Partitions() {
@@ -109,8 +132,15 @@ func (s *Server) totals() metrics.Totals {
 				t.OfflinePartitions++
 				continue
 			}
-			t.Segments += h.log.NumSegments()
-			t.LogBytes += h.log.Size()
+			segs, size := h.log.NumSegments(), h.log.Size()
+			t.Segments += segs
+			t.LogBytes += size
+			if len(t.Logs) < logSeries {
+				t.Logs = append(t.Logs, metrics.PartitionLog{Topic: tp.Name, Partition: p.Index,
+					LogStart: h.log.LogStartOffset(), LogEnd: h.log.LogEndOffset(), Size: size, Segments: segs})
+			} else {
+				t.LogsOmitted++
+			}
 			if tp.Config().MirrorPush {
 				if len(t.Mirror) == metrics.MaxPartitionSeries {
 					t.MirrorOmitted++
@@ -120,7 +150,8 @@ func (s *Server) totals() metrics.Totals {
 				if !ok {
 					epoch = -1
 				}
-				t.Mirror = append(t.Mirror, metrics.MirrorPartition{Topic: tp.Name, Partition: p.Index, LogEnd: h.log.LogEndOffset(), LeaderEpoch: epoch})
+				t.Mirror = append(t.Mirror, metrics.MirrorPartition{Topic: tp.Name, Partition: p.Index, LogEnd: h.log.LogEndOffset(), LeaderEpoch: epoch,
+					SourceHighWatermark: p.SourceHighWatermark()})
 			}
 		}
 	}

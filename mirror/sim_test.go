@@ -37,7 +37,7 @@ func TestPartitionCopySimulation(t *testing.T) {
 	}
 	// The seeds must have exercised every path the test claims to cover.
 	for _, k := range []string{"leader_change", "retention", "fetch_below_log_start", "log_start_forwarded", "rival", "fenced",
-		"truncation", "divergence", "lost_answer", "identical_retry", "restart", "complete", "follow_stopped", "fetch_epoch_unknown", "dest_epoch_stale"} {
+		"truncation", "divergence", "lost_answer", "identical_retry", "restart", "complete", "follow_stopped", "fetch_epoch_unknown", "dest_epoch_stale", "start_epoch_forwarded"} {
 		if total[k] == 0 {
 			t.Errorf("no seed exercised %s (seen %v)", k, total)
 		}
@@ -111,6 +111,9 @@ func simulate(t *testing.T, seed int64, concurrent bool) map[string]int {
 		}
 		if msg != "" {
 			t.Fatalf("seed %d run %d (err %v): %s\n%s", seed, run, err, msg, w.describe())
+		}
+		if w.hwViolation != "" {
+			t.Fatalf("seed %d run %d: %s", seed, run, w.hwViolation)
 		}
 		switch {
 		case err == nil:

@@ -59,6 +59,9 @@ var errSimConn = errors.New("simulated connection failure")
 // simWorld is the source and the destination partition and what happens
 // to them between the copy's calls.
 type simWorld struct {
+	// hwViolation is the first mirror produce whose reported source
+	// high watermark did not cover its batches ("" none).
+	hwViolation string
 	// mu serialises the calls of a copy that runs its fetch and produce
 	// sides concurrently.
 	mu    sync.Mutex
@@ -84,7 +87,9 @@ type simWorld struct {
 	dnext     int64
 	depoch    int32
 	writer    Writer // the registered writer (epoch -1: none yet)
-	dstGen    int
+	// dstartEpoch is the source epoch forwarded last with its log start.
+	dstartEpoch startAt
+	dstGen      int
 
 	// budgets of events still to happen, and what happened.
 	appends, leaderChanges, retentions, truncations, rivals int
@@ -364,7 +369,17 @@ func (c *simSrcConn) Fetch(ctx context.Context, a client.FetchArgs) (client.Fetc
 func (c *simSrcConn) ListOffset(ctx context.Context, ts int64) (client.OffsetAnswer, error) {
 	c.w.mu.Lock()
 	defer c.w.mu.Unlock()
-	return listOffset(c.call(ctx), ts, c.w.logStart, c.w.next, c.w.epoch)
+	a, err := listOffset(c.call(ctx), ts, c.w.logStart, c.w.next, c.w.epoch)
+	if err == nil && ts == client.Earliest {
+		// Kafka answers the epoch of the cache entry covering the log
+		// start.
+		for _, e := range c.w.cache {
+			if e.start <= c.w.logStart {
+				a.LeaderEpoch = e.epoch
+			}
+		}
+	}
+	return a, err
 }
 
 // listOffset answers ListOffsets for the earliest or latest offset of a
@@ -443,7 +458,35 @@ func (w *simWorld) admitWriter(wr Writer) error {
 func (c *simDstConn) ListOffset(ctx context.Context, ts int64) (client.OffsetAnswer, error) {
 	c.w.mu.Lock()
 	defer c.w.mu.Unlock()
-	return listOffset(c.call(ctx), ts, c.w.dlogStart, c.w.dnext, c.w.depoch)
+	a, err := listOffset(c.call(ctx), ts, c.w.dlogStart, c.w.dnext, c.w.depoch)
+	if err == nil && ts == client.Earliest && c.w.dstartEpoch.offset == c.w.dlogStart {
+		a.LeaderEpoch = c.w.dstartEpoch.epoch
+	}
+	return a, err
+}
+
+// ForwardStartEpoch is a log-start forward that also records the
+// source's epoch at the log start (the destination's EARLIEST answers it
+// from then on).
+func (c *simDstConn) ForwardStartEpoch(ctx context.Context, wr Writer, offset int64, epoch int32) error {
+	c.w.mu.Lock()
+	if err := c.call(ctx); err != nil {
+		c.w.mu.Unlock()
+		return err
+	}
+	if err := c.w.admitWriter(wr); err != nil {
+		c.w.mu.Unlock()
+		return err
+	}
+	if offset < c.w.dlogStart || offset >= c.w.dnext {
+		c.w.mu.Unlock()
+		return kerr.PolicyViolation
+	}
+	c.w.dstartEpoch = startAt{offset, epoch}
+	c.w.seen["start_epoch_forwarded"]++
+	c.w.mu.Unlock()
+	_, err := c.DeleteRecords(ctx, wr, offset)
+	return err
 }
 
 func (c *simDstConn) Fetch(ctx context.Context, a client.FetchArgs) (client.FetchResult, error) {
@@ -501,11 +544,17 @@ func (s simWait) Wait(context.Context) error {
 	return s.err
 }
 
-func (c *simDstConn) SendProduce(ctx context.Context, wr Writer, set []byte, expect int64, epoch int32) (ProduceWait, error) {
+func (c *simDstConn) SendProduce(ctx context.Context, wr Writer, set []byte, expect int64, epoch int32, sourceHW int64) (ProduceWait, error) {
 	c.w.mu.Lock()
 	defer c.w.mu.Unlock()
 	if err := c.call(ctx); err != nil {
 		return nil, err
+	}
+	// The source high watermark a chunk was fetched under covers it.
+	if bs, _, _, err := Split(set, 0); err == nil && len(bs) > 0 && c.w.hwViolation == "" {
+		if end := LastOffset(bs[len(bs)-1]) + 1; sourceHW < end {
+			c.w.hwViolation = fmt.Sprintf("a mirror produce of offsets up to %d reported source high watermark %d", end-1, sourceHW)
+		}
 	}
 	res := simWait{err: c.w.mirrorAppend(wr, set, expect, epoch)}
 	if c.w.chance(c.w.faultPct) {
