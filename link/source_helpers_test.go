@@ -102,7 +102,13 @@ type doneWait struct{ err error }
 
 func (w doneWait) Wait(context.Context) error { return w.err }
 
-func (p memPart) SendProduce(ctx context.Context, _ mirror.Writer, set []byte, expect int64, _ int32) (mirror.ProduceWait, error) {
+// ForwardStartEpoch: the copies of these tests never forward a log start
+// (their sources keep all their records).
+func (p memPart) ForwardStartEpoch(context.Context, mirror.Writer, int64, int32) error {
+	return mirror.ErrStartEpochUnsupported
+}
+
+func (p memPart) SendProduce(ctx context.Context, _ mirror.Writer, set []byte, expect int64, _ int32, _ int64) (mirror.ProduceWait, error) {
 	if g := p.d.gate; g != nil {
 		select {
 		case <-g:
