@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -314,4 +315,80 @@ func sameAsSource(t *testing.T, ctx context.Context, seed string, d *memDest, tp
 			t.Fatalf("%s: destination ends at %d with %d bytes, source high watermark %d with %d bytes (equal %v)", tp, end, len(got), hw, len(want), bytes.Equal(got, want))
 		}
 	}
+}
+
+// switchProxy forwards connections to a broker and can go down (its
+// listener closed, its connections cut: the broker is unreachable) and
+// come back on the same address, as a restarting broker does.
+type switchProxy struct {
+	to, addr string
+	accepted atomic.Int64
+	mu       sync.Mutex
+	ln       net.Listener
+	conns    []net.Conn
+}
+
+func startSwitchProxy(t *testing.T, to string) *switchProxy {
+	t.Helper()
+	p := &switchProxy{to: to}
+	if err := p.up("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.down)
+	return p
+}
+
+func (p *switchProxy) up(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.ln, p.addr = ln, ln.Addr().String()
+	p.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.accepted.Add(1)
+			up, err := net.Dial("tcp", p.to)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(up, c); up.Close() }()
+			go func() { _, _ = io.Copy(c, up); c.Close() }()
+		}
+	}()
+	return nil
+}
+
+func (p *switchProxy) down() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// dial sends every connection to the broker through the proxy.
+func (p *switchProxy) dial(ctx context.Context, network, _ string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, network, p.address())
+}
+
+func (p *switchProxy) address() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.addr
 }
