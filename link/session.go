@@ -8,12 +8,17 @@ package link
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/verbatim-kafka/verbatim/client"
 )
+
+// errSuperseded answers a fetch that another of the same partition
+// replaced.
+var errSuperseded = errors.New("fetch superseded by a newer one of the same partition")
 
 // ask is one copy's waiting Fetch.
 type ask struct {
@@ -57,7 +62,7 @@ func (l *sessionLoop) put(k *ask) {
 	k.seq = l.seq
 	if old := l.asks[k.p.TopicPartition]; old != nil {
 		// One fetcher per partition: an older ask was abandoned.
-		old.done <- askResult{err: context.Canceled}
+		old.done <- askResult{err: errSuperseded}
 	}
 	l.asks[k.p.TopicPartition] = k
 	l.mu.Unlock()
@@ -242,7 +247,11 @@ func (l *sessionLoop) round(ctx context.Context, ks []*ask) {
 		// long poll of partitions that have nothing.
 		wait = 0
 	}
-	resp, err := l.sess.Fetch(ctx, want, client.SessionOptions{MaxWaitMs: max(wait, 0), MinBytes: 1, MaxBytes: l.f.cfg.MaxBytes, Isolation: client.ReadUncommitted})
+	// A broker that does not answer within the wait and the request
+	// timeout is given up on, as Kafka's replica fetcher does.
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout+time.Duration(max(wait, 0))*time.Millisecond)
+	resp, err := l.sess.Fetch(rctx, want, client.SessionOptions{MaxWaitMs: max(wait, 0), MinBytes: 1, MaxBytes: l.f.cfg.MaxBytes, Isolation: client.ReadUncommitted})
+	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
 			return
