@@ -57,6 +57,19 @@ func startSessionSource(t *testing.T, n int) *sessionSource {
 	return s
 }
 
+// dial connects to the source for the test's session.
+func (s *sessionSource) dial(t *testing.T) (context.Context, *Conn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	cn, err := Dial(ctx, s.addr, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cn.Close)
+	return ctx, cn
+}
+
 func (s *sessionSource) last() *kmsg.FetchRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -98,13 +111,7 @@ func requested(r *kmsg.FetchRequest) (parts map[int32]int64, forgotten []int32) 
 func TestFetchSessionIncremental(t *testing.T) {
 	for _, ids := range []bool{true, false} {
 		src := startSessionSource(t, 3)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		cn, err := Dial(ctx, src.addr, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cn.Close()
+		ctx, cn := src.dial(t)
 		id := src.id
 		if !ids {
 			id = [16]byte{}
@@ -163,13 +170,7 @@ func TestFetchSessionIncremental(t *testing.T) {
 func TestFetchSessionReset(t *testing.T) {
 	for _, code := range []int16{kerr.FetchSessionIDNotFound.Code, kerr.InvalidFetchSessionEpoch.Code} {
 		src := startSessionSource(t, 2)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		cn, err := Dial(ctx, src.addr, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cn.Close()
+		ctx, cn := src.dial(t)
 		s := NewFetchSession(cn)
 		o := SessionOptions{MaxWaitMs: 10, MinBytes: 1, MaxBytes: 1 << 20}
 		if _, err := s.Fetch(ctx, []SessionPartition{part(src.id, 0, 0), part(src.id, 1, 0)}, o); err != nil {
@@ -202,13 +203,7 @@ func TestFetchSessionReset(t *testing.T) {
 // connection fails the request.
 func TestFetchSessionErrors(t *testing.T) {
 	src := startSessionSource(t, 2)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cn, err := Dial(ctx, src.addr, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cn.Close()
+	ctx, cn := src.dial(t)
 	s := NewFetchSession(cn)
 	o := SessionOptions{MaxWaitMs: 10, MinBytes: 1, MaxBytes: 1 << 20}
 	r, err := s.Fetch(ctx, []SessionPartition{part(src.id, 0, 99), part(src.id, 1, 0)}, o)

@@ -303,11 +303,7 @@ func partitions(topics []string, parts int32) []client.TopicPartition {
 // up to its high watermark.
 func sameAsSource(t *testing.T, ctx context.Context, seed string, d *memDest, tps []client.TopicPartition) {
 	t.Helper()
-	cl, err := client.NewCluster(seed, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := plainCluster(t, seed)
 	for _, tp := range tps {
 		want, hw := rawLog(t, ctx, cl, tp)
 		got, end := d.snapshot(tp)
@@ -391,4 +387,16 @@ func (p *switchProxy) address() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.addr
+}
+
+// plainCluster is a client of the source for the test's own reads, closed
+// when the test ends.
+func plainCluster(t *testing.T, seed string) *client.Cluster {
+	t.Helper()
+	cl, err := client.NewCluster(seed, client.Options{ClientID: "link-test-reader"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/client"
@@ -35,6 +36,38 @@ func newTestFetchers(t *testing.T, seed string, cfg sourceConfig, dial ...func(c
 		cl.Close()
 	})
 	return f
+}
+
+// sourceWith starts a kfake source of brokers with topics of parts
+// partitions, per records in each (in batches of batch), and returns it,
+// its seed, the test's context and a producer.
+func sourceWith(t *testing.T, brokers int, topics []string, parts int32, per, batch int) (*countedSource, string, context.Context, *kgo.Client) {
+	t.Helper()
+	src := startCountedSource(t, kfake.NumBrokers(brokers), kfake.SeedTopics(parts, topics...))
+	seed := src.ListenAddrs()[0]
+	ctx := testCtx(t, 2*time.Minute)
+	prod := kgoClient(t, seed)
+	produceEach(t, ctx, prod, topics, parts, per, batch)
+	return src, seed, ctx, prod
+}
+
+// follow starts following copies of tps through f into d; finish waits
+// until they caught up with the source, stops them and fails the test on
+// a copy's error.
+func follow(t *testing.T, ctx context.Context, seed string, f *sourceFetchers, d *memDest, tps []client.TopicPartition, fetchBytes int32) (finish func()) {
+	cctx, stop := context.WithCancel(ctx)
+	done := make(chan []error, 1)
+	go func() { done <- copyAll(cctx, f, d, tps, true, nil, fetchBytes) }()
+	return func() {
+		t.Helper()
+		waitCaughtUp(t, ctx, seed, d, tps)
+		stop()
+		for i, err := range <-done {
+			if err != nil && !errors.Is(err, context.Canceled) {
+				t.Fatalf("%s: %v", tps[i], err)
+			}
+		}
+	}
 }
 
 // TestSourceThousandPartitions: 1,000 partitions on a 3-broker source
@@ -80,18 +113,11 @@ func TestSourceThousandPartitions(t *testing.T) {
 func TestSourceLeaderMove(t *testing.T) {
 	topics := []string{"m"}
 	const parts = 6
-	src := startCountedSource(t, kfake.NumBrokers(3), kfake.SeedTopics(parts, topics...))
-	seed := src.ListenAddrs()[0]
-	ctx := testCtx(t, 2*time.Minute)
-	prod := kgoClient(t, seed)
-	produceEach(t, ctx, prod, topics, parts, 20, 5)
-
+	src, seed, ctx, prod := sourceWith(t, 3, topics, parts, 20, 5)
 	f := newTestFetchers(t, seed, sourceConfig{})
 	d := newMemDest()
 	tps := partitions(topics, parts)
-	cctx, stop := context.WithCancel(ctx)
-	done := make(chan []error, 1)
-	go func() { done <- copyAll(cctx, f, d, tps, true, nil, 1<<10) }()
+	finish := follow(t, ctx, seed, f, d, tps, 1<<10)
 	for round := 0; round < 3; round++ {
 		for p := int32(0); p < parts; p++ {
 			leader := src.LeaderFor("m", p)
@@ -101,12 +127,9 @@ func TestSourceLeaderMove(t *testing.T) {
 		}
 		produceEach(t, ctx, prod, topics, parts, 10, 5)
 	}
-	waitCaughtUp(t, ctx, seed, d, tps)
-	stop()
-	for i, err := range <-done {
-		if err != nil && !errors.Is(err, context.Canceled) {
-			t.Fatalf("%s: %v", tps[i], err)
-		}
+	finish()
+	if f.Moves() == 0 {
+		t.Fatalf("no partition moved to another broker's session")
 	}
 	sameAsSource(t, ctx, seed, d, tps)
 }
@@ -115,11 +138,7 @@ func TestSourceLeaderMove(t *testing.T) {
 // watermark.
 func waitCaughtUp(t *testing.T, ctx context.Context, seed string, d *memDest, tps []client.TopicPartition) {
 	t.Helper()
-	cl, err := client.NewCluster(seed, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := plainCluster(t, seed)
 	for _, tp := range tps {
 		_, hw := rawLog(t, ctx, cl, tp)
 		for {
@@ -142,12 +161,7 @@ func waitCaughtUp(t *testing.T, ctx context.Context, seed string, d *memDest, tp
 func TestSourceSessionReset(t *testing.T) {
 	topics := []string{"r"}
 	const parts = 4
-	src := startCountedSource(t, kfake.NumBrokers(1), kfake.SeedTopics(parts, topics...))
-	seed := src.ListenAddrs()[0]
-	ctx := testCtx(t, 2*time.Minute)
-	prod := kgoClient(t, seed)
-	produceEach(t, ctx, prod, topics, parts, 30, 5)
-
+	src, seed, ctx, prod := sourceWith(t, 1, topics, parts, 30, 5)
 	f := newTestFetchers(t, seed, sourceConfig{})
 	d := newMemDest()
 	tps := partitions(topics, parts)
@@ -171,17 +185,9 @@ func TestSourceSessionReset(t *testing.T) {
 		}
 		return nil, nil, false
 	})
-	cctx, stop := context.WithCancel(ctx)
-	done := make(chan []error, 1)
-	go func() { done <- copyAll(cctx, f, d, tps, true, nil, 256) }()
+	finish := follow(t, ctx, seed, f, d, tps, 256)
 	produceEach(t, ctx, prod, topics, parts, 30, 5)
-	waitCaughtUp(t, ctx, seed, d, tps)
-	stop()
-	for i, err := range <-done {
-		if err != nil && !errors.Is(err, context.Canceled) {
-			t.Fatalf("%s: %v", tps[i], err)
-		}
-	}
+	finish()
 	if kills.Load() == 0 || resets.Load() == 0 {
 		t.Fatalf("%d kills, %d session resets: the faults did not happen", kills.Load(), resets.Load())
 	}
@@ -195,18 +201,12 @@ func TestSourceSessionReset(t *testing.T) {
 func TestSourceBrokerRestart(t *testing.T) {
 	topics := []string{"s"}
 	const parts = 3
-	src := startCountedSource(t, kfake.NumBrokers(1), kfake.SeedTopics(parts, topics...))
-	seed := src.ListenAddrs()[0]
-	ctx := testCtx(t, 2*time.Minute)
-	prod := kgoClient(t, seed)
-	produceEach(t, ctx, prod, topics, parts, 10, 5)
+	_, seed, ctx, prod := sourceWith(t, 1, topics, parts, 10, 5)
 	proxy := startSwitchProxy(t, seed)
 	f := newTestFetchers(t, seed, sourceConfig{}, proxy.dial)
 	d := newMemDest()
 	tps := partitions(topics, parts)
-	cctx, stop := context.WithCancel(ctx)
-	done := make(chan []error, 1)
-	go func() { done <- copyAll(cctx, f, d, tps, true, nil, 0) }()
+	finish := follow(t, ctx, seed, f, d, tps, 0)
 	waitCaughtUp(t, ctx, seed, d, tps)
 	before := proxy.accepted.Load()
 	addr := proxy.address()
@@ -216,13 +216,7 @@ func TestSourceBrokerRestart(t *testing.T) {
 	if err := proxy.up(addr); err != nil {
 		t.Fatal(err)
 	}
-	waitCaughtUp(t, ctx, seed, d, tps)
-	stop()
-	for i, err := range <-done {
-		if err != nil && !errors.Is(err, context.Canceled) {
-			t.Fatalf("%s: %v", tps[i], err)
-		}
-	}
+	finish()
 	if proxy.accepted.Load() <= before {
 		t.Fatalf("no connection after the broker came back (%d before, %d after)", before, proxy.accepted.Load())
 	}
