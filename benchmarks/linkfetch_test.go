@@ -31,7 +31,7 @@ var (
 // partitions (package client, one connection and sessionless Fetch per
 // partition, as `mirror push` fetches) from a real Kafka 4.4 node, at 4 and
 // 1,000 partitions: fetch only, the bytes are counted and dropped. The
-// Source runs with 1 (the default) and 3 sessions per broker; the modes
+// Source runs with 1 (the default) and 2 (the most) sessions per broker; the modes
 // take turns within each round, in a rotated order; the median of the
 // rounds is reported.
 //
@@ -47,7 +47,7 @@ func TestLinkFetchBench(t *testing.T) {
 		loadTopic(t, ctx, k, topic, parts, *linkFetchMB<<20)
 		// Modes: 0 the plain fetch, n > 0 the link's Source with n fetch
 		// sessions per broker.
-		modes := []int{1, 3, 0}
+		modes := []int{1, 2, 0}
 		rates := map[int][]float64{}
 		for round := 0; round < *linkFetchRounds; round++ {
 			for i := range modes {

@@ -27,9 +27,11 @@ import (
 // Defaults and bounds of sourceConfig.
 const (
 	defaultFetchConns = 1
-	// maxFetchConns leaves room for the shared admin and metadata
-	// connection within 4 connections per source broker.
-	maxFetchConns        = 3
+	// maxFetchConns keeps a link within 4 connections per source broker:
+	// the sessions, the cluster's shared connection per broker, and the
+	// seed's when the seed names a broker otherwise than it advertises
+	// itself.
+	maxFetchConns        = 2
 	defaultFetchMaxBytes = 32 << 20
 	requestTimeout       = 30 * time.Second
 )
@@ -43,7 +45,7 @@ type sourceConfig struct {
 	Clock   client.Clock
 	Log     *slog.Logger
 	// FetchConns is the number of fetch sessions (each its own
-	// connection) per source broker: default 1, at most 3.
+	// connection) per source broker: default 1, at most 2.
 	FetchConns int
 	// ThrottleBytesPerSec caps the bytes the link fetches per second
 	// (0: unthrottled).
