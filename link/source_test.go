@@ -77,35 +77,34 @@ func follow(t *testing.T, ctx context.Context, seed string, f *sourceFetchers, d
 func TestSourceThousandPartitions(t *testing.T) {
 	topics := []string{"a", "b", "c", "d"}
 	const parts = 250
-	src := startCountedSource(t, kfake.NumBrokers(3), kfake.SeedTopics(parts, topics...))
-	seed := src.ListenAddrs()[0]
-	ctx := testCtx(t, 2*time.Minute)
-	prod := kgoClient(t, seed)
-	produceEach(t, ctx, prod, topics, parts, 6, 3)
+	src, seed, ctx, prod := sourceWith(t, 3, topics, parts, 6, 3)
 	prod.Close()
-
-	before := src.accepted()
-	f := newTestFetchers(t, seed, sourceConfig{})
-	d := newMemDest()
 	tps := partitions(topics, parts)
-	for i, err := range copyAll(ctx, f, d, tps, false, nil, 0) {
-		if err != nil {
-			t.Fatalf("%s: %v", tps[i], err)
+	// With one session per broker (the default) and with two: a session
+	// and the shared connection, or two sessions and the shared one.
+	for _, conns := range []int{1, 2} {
+		before := src.accepted()
+		f := newTestFetchers(t, seed, sourceConfig{FetchConns: conns})
+		d := newMemDest()
+		for i, err := range copyAll(ctx, f, d, tps, false, nil, 0) {
+			if err != nil {
+				t.Fatalf("%s: %v", tps[i], err)
+			}
 		}
-	}
-	after := src.accepted()
-	if len(after) != 3 {
-		t.Fatalf("counted %d brokers", len(after))
-	}
-	for addr, n := range after {
-		used := n - before[addr]
-		t.Logf("broker %s accepted %d connections from the link", addr, used)
-		if used < 1 || used > 4 {
-			t.Fatalf("broker %s accepted %d connections from the link for %d partitions, want 1..4", addr, used, len(tps))
+		after := src.accepted()
+		if len(after) != 3 {
+			t.Fatalf("counted %d brokers", len(after))
 		}
+		for addr, n := range after {
+			used := n - before[addr]
+			t.Logf("%d session(s) per broker: broker %s accepted %d connections from the link", conns, addr, used)
+			if used < int64(conns) || used > 4 {
+				t.Fatalf("%d session(s) per broker: broker %s accepted %d connections from the link for %d partitions, want %d..4", conns, addr, used, len(tps), conns)
+			}
+		}
+		f.Close()
+		sameAsSource(t, ctx, seed, d, tps)
 	}
-	f.Close()
-	sameAsSource(t, ctx, seed, d, tps)
 }
 
 // TestSourceLeaderMove: partitions whose leader moves while they are
