@@ -31,7 +31,7 @@ func TestLinkMirrorAppend(t *testing.T) {
 	}
 	// Before registering: refused as a wire write would be.
 	set := data(0, 3, 2).encode(t)
-	if _, err := s.LinkMirrorAppend(ctx, "l1", "p", 0, LinkWriter{Epoch: 0, ID: id}, set, 0).Wait(ctx); !errors.Is(err, kerr.InvalidProducerEpoch) {
+	if _, err := s.LinkMirrorAppend(ctx, "l1", "p", 0, LinkWriter{Epoch: 0, ID: id}, set, 0, 0).Wait(ctx); !errors.Is(err, kerr.InvalidProducerEpoch) {
 		t.Fatalf("append before registering: %v", err)
 	}
 	epoch, errs := s.RegisterLinkWriter("l1", id, []LinkPartition{{"p", 0}, {"p", 1}, {"p", 2}})
@@ -42,20 +42,20 @@ func TestLinkMirrorAppend(t *testing.T) {
 	if _, errs := s.RegisterLinkWriter("l2", id, []LinkPartition{{"p", 0}}); !errors.Is(errs[0], kerr.PolicyViolation) {
 		t.Fatalf("another link registering: %v", errs)
 	}
-	if off, err := s.LinkMirrorAppend(ctx, "l1", "p", 0, w, set, 0).Wait(ctx); err != nil || off != 0 {
+	if off, err := s.LinkMirrorAppend(ctx, "l1", "p", 0, w, set, 0, 0).Wait(ctx); err != nil || off != 0 {
 		t.Fatalf("append: %d %v", off, err)
 	}
 	if e := s.Topic("p").Partition(0).LeaderEpoch(); e != 13 {
 		t.Fatalf("leader epoch after mirroring epoch 3: %d, want 13", e)
 	}
-	if _, err := s.LinkMirrorAppend(ctx, "l1", "p", 0, w, data(2, 3, 1).encode(t), 5).Wait(ctx); !errors.Is(err, kerr.OffsetOutOfRange) {
+	if _, err := s.LinkMirrorAppend(ctx, "l1", "p", 0, w, data(2, 3, 1).encode(t), 5, 0).Wait(ctx); !errors.Is(err, kerr.OffsetOutOfRange) {
 		t.Fatalf("wrong expected log end: %v", err)
 	}
-	if _, err := s.LinkMirrorAppend(ctx, "l2", "p", 0, w, data(2, 3, 1).encode(t), 2).Wait(ctx); !errors.Is(err, kerr.PolicyViolation) {
+	if _, err := s.LinkMirrorAppend(ctx, "l2", "p", 0, w, data(2, 3, 1).encode(t), 2, 0).Wait(ctx); !errors.Is(err, kerr.PolicyViolation) {
 		t.Fatalf("another link's append: %v", err)
 	}
 	set2 := data(2, 4, 3).encode(t)
-	if _, err := s.LinkMirrorAppend(ctx, "l1", "p", 0, w, set2, 2).Wait(ctx); err != nil {
+	if _, err := s.LinkMirrorAppend(ctx, "l1", "p", 0, w, set2, 2, 0).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.ReadMirrorLog("p", 0, 0, 1<<20)
@@ -75,7 +75,7 @@ func TestLinkMirrorAppend(t *testing.T) {
 	if _, errs := s.RegisterLinkWriter("l1", id, []LinkPartition{{"p", 0}}); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
-	if _, err := s.LinkMirrorAppend(ctx, "l1", "p", 0, w, data(5, 4, 1).encode(t), 5).Wait(ctx); !errors.Is(err, kerr.ProducerFenced) {
+	if _, err := s.LinkMirrorAppend(ctx, "l1", "p", 0, w, data(5, 4, 1).encode(t), 5, 0).Wait(ctx); !errors.Is(err, kerr.ProducerFenced) {
 		t.Fatalf("append by a fenced registration: %v", err)
 	}
 	if _, err := s.LinkForwardLogStart("l1", "p", 0, w, 3); !errors.Is(err, kerr.ProducerFenced) {
@@ -88,7 +88,7 @@ func TestLinkMirrorAppend(t *testing.T) {
 	if info, _ := s.LinkTopic("p"); info.MirrorMode != "" || info.MirrorState != MirrorStateStopped {
 		t.Fatalf("after the stop: %+v", info)
 	}
-	if _, err := s.LinkMirrorAppend(ctx, "l1", "p", 1, w, data(0, 4, 1).encode(t), 0).Wait(ctx); !errors.Is(err, kerr.PolicyViolation) {
+	if _, err := s.LinkMirrorAppend(ctx, "l1", "p", 1, w, data(0, 4, 1).encode(t), 0, 0).Wait(ctx); !errors.Is(err, kerr.PolicyViolation) {
 		t.Fatalf("append after the stop: %v", err)
 	}
 	if info, _ := s.LinkTopic(topicNameNeverMirror(t, b)); info.MirrorState != "" {
