@@ -263,7 +263,10 @@ func (r *runner) ensureTopic(ctx context.Context, name string, sm *client.TopicM
 		}
 		clusterID := r.src.ClusterID()
 		if clusterID == "" {
-			clusterID = "unknown"
+			// The mirror stop's barrier names it: wait for a source
+			// that reports one (Metadata v2+).
+			r.log.Warn("the source reports no cluster id; not creating the mirror topic", "topic", name)
+			return nil
 		}
 		if _, err := h.CreatePullTopic(r.name, name, int32(len(sm.Partitions)), sm.ID, cfgs, clusterID); err != nil {
 			r.log.Warn("creating the pull-mode topic", "topic", name, "err", err)
