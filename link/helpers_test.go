@@ -11,9 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/internal/testkit"
-	"github.com/verbatim-kafka/verbatim/mirror"
 	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
@@ -96,43 +94,9 @@ func waitRounds(t *testing.T, m *Manager, link string, n int64) {
 	}
 }
 
-// rawLog reads a whole partition (read_uncommitted) as its raw batches.
+// rawLog reads a whole partition as its raw batches.
 func rawLog(t *testing.T, addr, topic string, part int32) []byte {
-	t.Helper()
-	ctx := testkit.Ctx(t)
-	cl, err := client.NewCluster(addr, client.Options{ClientID: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	cn, _, err := cl.Leader(ctx, topic, part)
-	if err != nil {
-		t.Fatal(err)
-	}
-	end, err := client.ListOffset(ctx, cn, topic, part, client.Latest, client.ReadUncommitted)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []byte
-	for next := int64(0); next < end.Offset; {
-		res, err := client.FetchPartition(ctx, cn, client.FetchArgs{Topic: topic, Partition: part, Offset: next, MaxBytes: 1 << 20, CurrentEpoch: -1, LastFetchedEpoch: -1})
-		if err == nil {
-			err = res.Err
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		bs, span, _, err := mirror.Split(res.Records, next)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(bs) == 0 {
-			break
-		}
-		out = append(out, span...)
-		next = mirror.LastOffset(bs[len(bs)-1]) + 1
-	}
-	return out
+	return testkit.RawLog(t, addr, topic, part)
 }
 
 // sameLog wants topic/part byte for byte equal on both sides.
