@@ -120,7 +120,7 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 			}
 			var low int64
 			if err == nil {
-				low, err = deleteRecordsAt(p, rp.Offset, mirror, startEpochOf(&rp, mirror))
+				low, err = deleteRecordsAt(p, rp.Offset, mirror, startEpochOf(&rp, mirror), "")
 			}
 			if err != nil {
 				op.ErrorCode, _ = dataErrorToKafka(err)
@@ -170,22 +170,27 @@ func (s *Server) registerDeleteRecords(req *kmsg.DeleteRecordsRequest, id writer
 }
 
 func deleteRecords(p *Partition, offset int64, mirror bool) (int64, error) {
-	return deleteRecordsAt(p, offset, mirror, -1)
+	return deleteRecordsAt(p, offset, mirror, -1, "")
 }
 
 // deleteRecordsAt is deleteRecords whose mirror log-start forward may
 // carry the source's leader epoch at offset (startEpoch >= 0,
-// mirror_start_epoch.go).
-func deleteRecordsAt(p *Partition, offset int64, mirror bool, startEpoch int32) (int64, error) {
+// mirror_start_epoch.go), by a cluster link (link != "", its forward to
+// its pull-mode topic: link_data.go) or by a wire client (link "").
+func deleteRecordsAt(p *Partition, offset int64, mirror bool, startEpoch int32, link string) (int64, error) {
 	l, err := partitionLog(p)
 	if err != nil {
 		return -1, err
 	}
 	cfg := p.Topic.Config()
 	switch {
-	case cfg.MirrorPush && !mirror:
-		return -1, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is a mirror topic (mirror.mode=push): its records cannot be deleted by clients", p.Topic.Name))
-	case !cfg.MirrorPush && mirror:
+	case cfg.Mirror && !mirror:
+		return -1, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is a mirror topic (mirror.mode=%s): its records cannot be deleted by clients", p.Topic.Name, mirrorModeOf(cfg)))
+	case cfg.MirrorPull && mirror && link != cfg.MirrorLink:
+		return -1, errPullTopic(p.Topic.Name, cfg)
+	case cfg.MirrorPush && link != "":
+		return -1, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is a push mirror topic: cluster link %s does not write it", p.Topic.Name, link))
+	case !cfg.Mirror && mirror:
 		return -1, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is not a mirror topic: mirror DeleteRecords need mirror.mode=push", p.Topic.Name))
 	}
 	if !cfg.CleanupPolicyDelete && !mirror {

@@ -141,7 +141,7 @@ func (s *Server) totals() metrics.Totals {
 			} else {
 				t.LogsOmitted++
 			}
-			if tp.Config().MirrorPush {
+			if tp.Config().Mirror {
 				if len(t.Mirror) == metrics.MaxPartitionSeries {
 					t.MirrorOmitted++
 					continue
