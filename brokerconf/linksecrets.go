@@ -54,7 +54,10 @@ func init() {
 		func(c *secret.Config, v string) (err error) { c.KeyLength, err = parseInt(v, 8); return err })
 	registerLinkSecret("password.encoder.iterations", false,
 		"PBKDF2 iterations of the password encoder (default 4096, at least 1024).",
-		func(c *secret.Config, v string) (err error) { c.Iterations, err = parseInt(v, secret.MinIterations); return err })
+		func(c *secret.Config, v string) (err error) {
+			c.Iterations, err = parseInt(v, secret.MinIterations)
+			return err
+		})
 	// The settings together: refused at load, not at the first link.
 	RegisterFinish(900, func(cfg *broker.Config, _ *State) error {
 		c := cfg.LinkSecrets
