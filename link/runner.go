@@ -42,6 +42,9 @@ type runner struct {
 	id   [16]byte
 	log  *slog.Logger
 	src  *client.Cluster
+	// secretErr: the stored source credentials could not be decoded
+	// (secrets.go); the link stays UNAVAILABLE with it as the reason.
+	secretErr error
 	// include and exclude are the link's patterns (nil: none).
 	include, exclude *regexp.Regexp
 
@@ -63,6 +66,8 @@ type runner struct {
 	skipped map[string]string
 	// stopped are the link's topics that were stopped (failed over).
 	stopped map[string]bool
+	// warned are the keys continuous sync logged a warning for (sync.go).
+	warned map[string]bool
 }
 
 // sourceOptions are the client options of a link's source.
@@ -103,9 +108,15 @@ func newRunner(m *Manager, lm *linkMeta) (*runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	o, err := sourceOptions(lm.Config)
-	if err != nil {
-		return nil, err
+	// The stored definition is sealed (secrets.go): opened here for the
+	// client only. A link whose credentials cannot be decoded stays
+	// UNAVAILABLE (secretErr) and never connects.
+	var o client.Options
+	clear, secretErr := openConfig(m.host, lm.Config)
+	if secretErr == nil {
+		if o, err = sourceOptions(clear); err != nil {
+			return nil, err
+		}
 	}
 	src, err := client.NewCluster(lm.Config.SourceBootstrap, o)
 	if err != nil {
@@ -122,7 +133,10 @@ func newRunner(m *Manager, lm *linkMeta) (*runner, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &runner{m: m, name: lm.Config.Name, id: id, log: m.log.With("link", lm.Config.Name), src: src, include: inc, exclude: exc,
 		ctx: ctx, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1),
-		meta: lm, state: linkActive, parts: map[string][]*partRun{}, skipped: map[string]string{}, stopped: map[string]bool{}}
+		meta: lm, state: linkActive, secretErr: secretErr, parts: map[string][]*partRun{}, skipped: map[string]string{}, stopped: map[string]bool{}}
+	if secretErr != nil {
+		r.state, r.reason = linkUnavailable, secretErr.Error()
+	}
 	return r, nil
 }
 
@@ -185,6 +199,9 @@ func (r *runner) loop() {
 // topics created, partitions added, copies started, stopped topics
 // noted. Then the sync hook (link-sync's continuous sync) runs.
 func (r *runner) syncRound(ctx context.Context) {
+	if r.secretErr != nil {
+		return // UNAVAILABLE from the start (newRunner)
+	}
 	md, err := r.src.Metadata(ctx, nil)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -254,6 +271,11 @@ func (r *runner) ensureTopic(ctx context.Context, name string, sm *client.TopicM
 			r.log.Warn("reading the source topic's configs", "topic", name, "err", err)
 			return nil
 		}
+		for k := range cfgs {
+			if !SyncedTopicConfig(k) {
+				delete(cfgs, k) // the destination's own (sync.go)
+			}
+		}
 		clusterID := r.src.ClusterID()
 		if clusterID == "" {
 			clusterID = "unknown"
@@ -266,6 +288,9 @@ func (r *runner) ensureTopic(ctx context.Context, name string, sm *client.TopicM
 			return nil
 		}
 	case info.MirrorMode == "pull" && info.MirrorLink == r.name:
+		if r.sourceReplaced(name, info.ID, sm.ID) {
+			return nil // FAILED, never re-mirrored (sync.go)
+		}
 		if n := int32(len(sm.Partitions)); info.Partitions < n {
 			if err := h.AddPullPartitions(r.name, name, n); err != nil {
 				r.log.Warn("adding partitions", "topic", name, "err", err)
