@@ -82,21 +82,24 @@ func transform(m map[string]string, fn func(string) (string, error)) (map[string
 // Kafka refuses a dynamic password config without password.encoder.secret.
 func SealConfig(e *Encoder, m map[string]string) (map[string]string, error) {
 	if e == nil {
-		if names := SecretNames(m); len(names) > 0 {
-			return nil, fmt.Errorf("%w (%s)", ErrNoSecret, strings.Join(names, ", "))
-		}
-		return transform(m, nil)
+		return withoutEncoder(m)
 	}
 	return transform(m, e.Encode)
+}
+
+// withoutEncoder is m copied when it holds no secret, else ErrNoSecret
+// naming the properties.
+func withoutEncoder(m map[string]string) (map[string]string, error) {
+	if names := SecretNames(m); len(names) > 0 {
+		return nil, fmt.Errorf("%w (%s)", ErrNoSecret, strings.Join(names, ", "))
+	}
+	return transform(m, nil)
 }
 
 // OpenConfig returns stored properties with their secret values decoded.
 func OpenConfig(e *Encoder, m map[string]string) (map[string]string, error) {
 	if e == nil {
-		if names := SecretNames(m); len(names) > 0 {
-			return nil, fmt.Errorf("%w (%s)", ErrNoSecret, strings.Join(names, ", "))
-		}
-		return transform(m, nil)
+		return withoutEncoder(m)
 	}
 	return transform(m, e.Decode)
 }
