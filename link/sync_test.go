@@ -483,6 +483,14 @@ func TestLinkSecretsAtRest(t *testing.T) {
 		t.Fatal("the stored credentials changed under a wrong secret")
 	}
 
+	// No secret at all: UNAVAILABLE too.
+	e.close()
+	e.open(secret.Config{})
+	ds, _ = e.m.DescribeLinks(testkit.Ctx(t), []string{"sec"})
+	if ds[0].State != linkUnavailable || !strings.Contains(ds[0].Reason, "password.encoder.secret is not set") {
+		t.Fatalf("without a secret: %s (%s)", ds[0].State, ds[0].Reason)
+	}
+
 	// Rotation: the new secret with the old one re-encodes; then the new
 	// one alone decodes.
 	e.close()

@@ -52,9 +52,9 @@ func SecretNames(m map[string]string) []string {
 	return out
 }
 
-// ErrNoSecret is wrapped by SealConfig's error when the broker has no
-// password.encoder.secret and the properties hold secrets.
-var ErrNoSecret = errors.New("password.encoder.secret is not set on this broker, so it cannot store secret properties encrypted")
+// ErrNoSecret is wrapped by SealConfig's and OpenConfig's errors when the
+// broker has no password.encoder.secret and the properties hold secrets.
+var ErrNoSecret = errors.New("password.encoder.secret is not set on this broker (needed to store or read secret properties)")
 
 // transform returns a copy of m with every non-empty secret value replaced
 // by fn's result; errors name the property, never its value.
