@@ -73,7 +73,9 @@ type runner struct {
 	warned map[string]bool
 }
 
-// sourceOptions are the client options of a link's source.
+// sourceOptions are the client options of a link's source. cfg must be
+// clear: a stored definition (runner.meta.Config) is sealed and must be
+// opened first (openConfig, secrets.go).
 func sourceOptions(cfg wireext.LinkConfig) (client.Options, error) {
 	p := props.New()
 	keys := make([]string, 0, len(cfg.SourceConfig))
