@@ -19,7 +19,13 @@ import (
 // before d stops.
 func openManager(t *testing.T, d *testkit.Dest) *Manager {
 	t.Helper()
-	m, err := Open(Config{Host: d.Srv, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), SyncInterval: 50 * time.Millisecond, RetryFor: 5 * time.Second})
+	return openManagerRetry(t, d, 5*time.Second)
+}
+
+// openManagerRetry is openManager with the copies' retry bound.
+func openManagerRetry(t *testing.T, d *testkit.Dest, retryFor time.Duration) *Manager {
+	t.Helper()
+	m, err := Open(Config{Host: d.Srv, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), SyncInterval: 50 * time.Millisecond, RetryFor: retryFor})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -239,6 +239,7 @@ func (r *runner) syncRound(ctx context.Context) {
 		start = append(start, r.ensureTopic(ctx, n, tm)...)
 	}
 	r.startCopies(ctx, start)
+	r.refreshIdle(ctx)
 	if h := r.m.syncHook; h != nil {
 		h(ctx, r)
 	}
@@ -419,6 +420,22 @@ func (r *runner) startCopies(ctx context.Context, ps []*partRun) {
 			continue
 		}
 		pr.begin(mirror.Writer{Epoch: epoch, ID: r.id})
+	}
+}
+
+// refreshIdle reads the source high watermark of the partitions no copy
+// runs for, except stopped topics'.
+func (r *runner) refreshIdle(ctx context.Context) {
+	r.mu.Lock()
+	var idle []*partRun
+	for t, ps := range r.parts {
+		if !r.stopped[t] {
+			idle = append(idle, ps...)
+		}
+	}
+	r.mu.Unlock()
+	for _, pr := range idle {
+		pr.refreshIdle(ctx)
 	}
 }
 
