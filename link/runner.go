@@ -301,7 +301,7 @@ func (r *runner) ensureTopic(ctx context.Context, name string, sm *client.TopicM
 			return nil
 		}
 	case info.MirrorMode == "pull" && info.MirrorLink == r.name:
-		if r.sourceReplaced(name, info.ID, sm.ID) {
+		if r.sourceReplaced(name, sm.ID) {
 			return nil // FAILED, never re-mirrored (sync.go)
 		}
 		if n := int32(len(sm.Partitions)); info.Partitions < n {

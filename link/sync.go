@@ -134,7 +134,7 @@ func (r *runner) syncSourceTopics(ctx context.Context, topics []broker.LinkTopic
 			})
 		case sm.Err != nil:
 			r.log.Debug("continuous sync: source topic", "topic", t.Name, "err", sm.Err)
-		case r.sourceReplaced(t.Name, t.ID, sm.ID):
+		case r.sourceReplaced(t.Name, sm.ID):
 		default:
 			out = append(out, t)
 		}
@@ -142,19 +142,38 @@ func (r *runner) syncSourceTopics(ctx context.Context, topics []broker.LinkTopic
 	return out
 }
 
-// sourceReplaced reports whether the source topic's id differs from the
-// id the link's topic was created with (the source's), and if so fails
-// all the topic's partitions naming both ids. Ids unknown on either side
-// (zero) are not compared.
-func (r *runner) sourceReplaced(topic string, destID, srcID [16]byte) bool {
-	if destID == ([16]byte{}) || srcID == ([16]byte{}) || destID == srcID {
+// sourceReplaced reports whether the source topic now has another id
+// than the one the link first mirrored (recorded then, persisted), and if
+// so fails all the topic's partitions naming both ids. The first id seen
+// is recorded: the source's id of a topic the link created (which the
+// mirror topic keeps), or of the source a converted topic mirrors from
+// its conversion on (failback). A source without topic ids (zero) is not
+// compared.
+func (r *runner) sourceReplaced(topic string, srcID [16]byte) bool {
+	if srcID == ([16]byte{}) {
+		return false
+	}
+	id := formatID(srcID)
+	r.mu.Lock()
+	var was string
+	if tm := r.meta.Topics[topic]; tm != nil {
+		was = tm.SourceID
+	}
+	r.mu.Unlock()
+	switch was {
+	case id:
+		return false
+	case "":
+		if err := r.update(func(lm *linkMeta) { lm.topic(topic).SourceID = id }); err != nil {
+			r.log.Warn("persisting the source topic's id", "topic", topic, "err", err)
+		}
 		return false
 	}
 	info, ok := r.m.host.LinkTopic(topic)
 	if !ok {
 		return true
 	}
-	reason := fmt.Sprintf("%s: id %s, was %s", reasonSourceRecreated, formatID(srcID), formatID(destID))
+	reason := fmt.Sprintf("%s: id %s, was %s", reasonSourceRecreated, id, was)
 	r.failTopic(topic, info.Partitions, reason, func(old string) bool { return old == reason })
 	return true
 }
