@@ -21,4 +21,9 @@
 // sasl.jaas.config; other Kafka client names accepted, unknown names
 // refused). Authentication failures are AuthError, never Transient, and
 // no error or log line carries a password.
+//
+// Requests of extension keys kmsg does not know travel as RawRequest
+// (RequestRaw: the caller encodes the body and chose the version after
+// checking the broker's supported features; no negotiation); the client
+// still does not know their bytes.
 package client
