@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/verbatim-kafka/verbatim/broker"
-	"github.com/verbatim-kafka/verbatim/internal/testwasm"
+	"github.com/verbatim-kafka/verbatim/internal/testkit"
 	"github.com/verbatim-kafka/verbatim/link"
 	"github.com/verbatim-kafka/verbatim/props"
 	"github.com/verbatim-kafka/verbatim/secret"
@@ -54,19 +51,8 @@ func TestLinkSyncFromSecuredKafka(t *testing.T) {
 	commit("g-ahead", 1000, "ahead")
 
 	// The destination, in process: its links' credentials need the secret.
-	dir := t.TempDir()
-	testwasm.LinkCache(t, dir)
-	srv, err := broker.Open(broker.Config{DataDir: dir, NodeID: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		LinkSecrets: secret.Config{Secret: "destination-secret"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	d := testkit.StartDestConfig(t, broker.Config{DataDir: t.TempDir(), NodeID: 1, LinkSecrets: secret.Config{Secret: "destination-secret"}})
+	srv := d.Srv
 	m, err := link.Open(link.Config{Host: srv, SyncInterval: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -75,10 +61,7 @@ func TestLinkSyncFromSecuredKafka(t *testing.T) {
 	t.Cleanup(func() {
 		srv.SetLinkService(nil)
 		_ = m.Close()
-		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer scancel()
-		_ = srv.Shutdown(sctx)
-		<-served
+		d.Stop()
 	})
 
 	p, err := props.ReadFile(src.clientProps(t, "link", "link-secret-pw"))
