@@ -300,6 +300,7 @@ func (r *runner) ensureTopic(ctx context.Context, name string, sm *client.TopicM
 		if info, ok = h.LinkTopic(name); !ok {
 			return nil
 		}
+		r.createdTopic(name, sm.ID)
 	case info.MirrorMode == "pull" && info.MirrorLink == r.name:
 		if r.sourceReplaced(name, sm.ID) {
 			return nil // FAILED, never re-mirrored (sync.go)

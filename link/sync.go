@@ -178,6 +178,24 @@ func (r *runner) sourceReplaced(topic string, srcID [16]byte) bool {
 	return true
 }
 
+// createdTopic records, for a mirror topic the link just created, the
+// source topic id it mirrors, and forgets the failures of an earlier
+// destination topic of that name (deleted since, e.g. to mirror a
+// re-created source topic anew).
+func (r *runner) createdTopic(topic string, srcID [16]byte) {
+	id := ""
+	if srcID != ([16]byte{}) {
+		id = formatID(srcID)
+	}
+	err := r.update(func(lm *linkMeta) {
+		tm := lm.topic(topic)
+		tm.SourceID, tm.Failed = id, nil
+	})
+	if err != nil {
+		r.log.Warn("persisting the source topic's id", "topic", topic, "err", err)
+	}
+}
+
 // failTopic puts partitions [0, n) of topic in FAILED with reason, in one
 // persisted update, and ends their copies. A partition whose failure
 // keep accepts keeps it (nothing is rewritten round after round).

@@ -316,6 +316,24 @@ func TestSyncSourceTopicDeletedAndRecreated(t *testing.T) {
 	if got := failedReasons(e.statuses("l"), "t"); len(got) != 2 || got[0] != want {
 		t.Fatalf("after a restart: %v", got)
 	}
+
+	// The operator deletes the destination's copy: the link mirrors the
+	// new source topic afresh (its id, its partitions, its records).
+	dadm := kadm.NewClient(testkit.Client(t, e.addr))
+	_, err = dadm.DeleteTopics(ctx, "t")
+	mustOK(t, err)
+	e.round("l")
+	e.awaitLogEnd("t", 0, 2)
+	e.awaitLogEnd("t", 2, 1)
+	if info, _ = e.srv.LinkTopic("t"); info.ID != newID || info.Partitions != 3 {
+		t.Fatalf("the new mirror topic: id %s, %d partitions", formatID(info.ID), info.Partitions)
+	}
+	e.round("l")
+	for _, st := range e.statuses("l") {
+		if st.Topic == "t" && st.State == wireext.StateFailed {
+			t.Fatalf("the new mirror's partition failed: %+v", st)
+		}
+	}
 }
 
 // TestSyncGroupOffsets: committed offsets of the link's groups are copied
