@@ -128,7 +128,9 @@ func (r *runner) syncSourceTopics(ctx context.Context, topics []broker.LinkTopic
 	for _, t := range topics {
 		sm := md[t.Name]
 		switch {
-		case sm == nil || errors.Is(sm.Err, client.ErrTopicMissing):
+		case sm == nil:
+			// Not answered at all: nothing to conclude.
+		case errors.Is(sm.Err, client.ErrTopicMissing):
 			r.failTopic(t.Name, t.Partitions, reasonSourceDeleted, func(old string) bool {
 				return old == reasonSourceDeleted || strings.HasPrefix(old, reasonSourceRecreated)
 			})
