@@ -68,8 +68,15 @@ func (d *dest) DeleteRecords(_ context.Context, w mirror.Writer, offset int64) (
 		e, errs := d.h.RegisterLinkWriter(d.link, w.ID, []broker.LinkPartition{{Topic: d.topic, Partition: d.partition}})
 		return e, errs[0]
 	}
-	_, err := d.h.LinkForwardLogStart(d.link, d.topic, d.partition, broker.LinkWriter{Epoch: w.Epoch, ID: w.ID}, offset)
+	_, err := d.h.LinkForwardLogStart(d.link, d.topic, d.partition, broker.LinkWriter{Epoch: w.Epoch, ID: w.ID}, offset, -1)
 	return -1, err
+}
+
+// ForwardStartEpoch is the log-start forward carrying the source's
+// leader epoch at offset (the in-process broker always takes it).
+func (d *dest) ForwardStartEpoch(_ context.Context, w mirror.Writer, offset int64, epoch int32) error {
+	_, err := d.h.LinkForwardLogStart(d.link, d.topic, d.partition, broker.LinkWriter{Epoch: w.Epoch, ID: w.ID}, offset, epoch)
+	return err
 }
 
 func (d *dest) Broken() bool { return false }
