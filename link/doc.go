@@ -37,6 +37,12 @@
 // writer registration), partition.go a partition's copy and its states,
 // dest.go the in-process mirror.Dest, state.go the link meta files.
 //
+// The fetch side is source.go (sourceFetchers: a copy's Source, shared
+// metadata refreshes, admin requests over the cluster's connection per
+// broker), session.go (one fetch session's loop: who is in the next
+// request, delivery, re-dial with back-off) and throttle.go (the link's
+// rate cap); docs/mirroring.md "Fetching from the source".
+//
 // It must not touch storage or the wire protocol directly: the broker's
 // exported methods (Host) and package client are its only I/O, and time
 // comes from a Clock so its seeded simulation can drive it.
