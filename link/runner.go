@@ -46,6 +46,9 @@ type runner struct {
 	// fetch serves every copy's Source over shared fetch sessions
 	// (source.go): one or two connections per source broker.
 	fetch *sourceFetchers
+	// secretErr: the stored source credentials could not be decoded
+	// (secrets.go); the link stays UNAVAILABLE with it as the reason.
+	secretErr error
 	// include and exclude are the link's patterns (nil: none).
 	include, exclude *regexp.Regexp
 
@@ -69,9 +72,13 @@ type runner struct {
 	skipped map[string]string
 	// stopped are the link's topics that were stopped (failed over).
 	stopped map[string]bool
+	// warned are the keys continuous sync logged a warning for (sync.go).
+	warned map[string]bool
 }
 
-// sourceOptions are the client options of a link's source.
+// sourceOptions are the client options of a link's source. cfg must be
+// clear: a stored definition (runner.meta.Config) is sealed and must be
+// opened first (openConfig, secrets.go).
 func sourceOptions(cfg wireext.LinkConfig) (client.Options, error) {
 	p := props.New()
 	keys := make([]string, 0, len(cfg.SourceConfig))
@@ -144,9 +151,15 @@ func newRunner(m *Manager, lm *linkMeta) (*runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	o, err := sourceOptions(lm.Config)
-	if err != nil {
-		return nil, err
+	// The stored definition is sealed (secrets.go): opened here for the
+	// client only. A link whose credentials cannot be decoded stays
+	// UNAVAILABLE (secretErr) and never connects.
+	var o client.Options
+	clear, secretErr := openConfig(m.host, lm.Config)
+	if secretErr == nil {
+		if o, err = sourceOptions(clear); err != nil {
+			return nil, err
+		}
 	}
 	src, err := client.NewCluster(pickSeed(lm.Config.SourceBootstrap, o), o)
 	if err != nil {
@@ -163,8 +176,11 @@ func newRunner(m *Manager, lm *linkMeta) (*runner, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &runner{m: m, name: lm.Config.Name, id: id, log: m.log.With("link", lm.Config.Name), src: src, include: inc, exclude: exc,
 		ctx: ctx, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1),
-		meta: lm, state: linkActive, parts: map[string][]*partRun{}, skipped: map[string]string{}, stopped: map[string]bool{}}
+		meta: lm, state: linkActive, secretErr: secretErr, parts: map[string][]*partRun{}, skipped: map[string]string{}, stopped: map[string]bool{}}
 	r.fetch = newSourceFetchers(sourceConfig{Cluster: src, Clock: m.clock, Log: r.log, ThrottleBytesPerSec: lm.Config.ThrottleBytesPerSec})
+	if secretErr != nil {
+		r.state, r.reason = linkUnavailable, secretErr.Error()
+	}
 	return r, nil
 }
 
@@ -231,6 +247,9 @@ func (r *runner) loop() {
 // topics created, partitions added, copies started, stopped topics
 // noted. Then the sync hook (link-sync's continuous sync) runs.
 func (r *runner) syncRound(ctx context.Context) {
+	if r.secretErr != nil {
+		return // UNAVAILABLE from the start (newRunner)
+	}
 	md, err := r.src.Metadata(ctx, nil)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -302,6 +321,11 @@ func (r *runner) ensureTopic(ctx context.Context, name string, sm *client.TopicM
 			r.log.Warn("reading the source topic's configs", "topic", name, "err", err)
 			return nil
 		}
+		for k := range cfgs {
+			if !SyncedTopicConfig(k) {
+				delete(cfgs, k) // the destination's own (sync.go)
+			}
+		}
 		clusterID := r.src.ClusterID()
 		if clusterID == "" {
 			// The mirror stop's barrier names it: wait for a source
@@ -316,7 +340,11 @@ func (r *runner) ensureTopic(ctx context.Context, name string, sm *client.TopicM
 		if info, ok = h.LinkTopic(name); !ok {
 			return nil
 		}
+		r.createdTopic(name, sm.ID)
 	case info.MirrorMode == "pull" && info.MirrorLink == r.name:
+		if r.sourceReplaced(name, sm.ID) {
+			return nil // FAILED, never re-mirrored (sync.go)
+		}
 		if n := int32(len(sm.Partitions)); info.Partitions < n {
 			if err := h.AddPullPartitions(r.name, name, n); err != nil {
 				r.log.Warn("adding partitions", "topic", name, "err", err)
