@@ -4,7 +4,7 @@ BIN       := bin/verbatim
 PKGS_UNIT := $(shell $(GO) list ./... | grep -v /interop)
 FUZZTIME  ?= 20s
 
-.PHONY: build run test vet unit alloc interop peers bench bench-quick bench-hotpath bench-ingest bench-ingest-tls bench-cleaner scale fuzz clean
+.PHONY: build run test vet unit alloc interop peers bench bench-quick bench-hotpath bench-ingest bench-ingest-tls bench-cleaner bench-link scale fuzz clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/verbatim
@@ -48,6 +48,16 @@ bench-quick: peers build
 	./benchmarks/mm2/install.sh
 	$(GO) build -o bin/bench-ingest ./benchmarks/cmd/bench-ingest
 	$(GO) test -tags peerbench -count=1 -timeout 10m -run '^TestPeerBench$$' ./benchmarks/ -args -bench.profile=quick -bench.out=tmp
+
+# The cluster link against the reference copier (fetch + write into the
+# write-only sink), mirror push and MirrorMaker 2, from one pre-loaded Kafka
+# 4.4 node at 4 and 1,000 partitions (benchmarks/README.md "Cluster link");
+# writes benchmarks/results/<date>-<commit>-link.json and its chart.
+# BENCH_LINK_ARGS passes flags (e.g. -linkbench.rounds=5 -linkbench.mb=512,1024).
+bench-link: peers
+	./benchmarks/mm2/install.sh
+	$(GO) test -tags peerbench -count=1 -timeout 90m -run '^TestLinkBench$$' ./benchmarks/ -v -args -linkbench.out=results $(BENCH_LINK_ARGS)
+	cd benchmarks/charts && $(GO) run . -in $$(ls -t ../results/*-link.json | head -1) -readme ''
 
 bench-hotpath:
 	$(GO) test -run '^$$' -bench '^BenchmarkHotpathReport$$' -benchtime 1x -timeout 30m ./hotpath

@@ -1,0 +1,467 @@
+//go:build peerbench
+
+package benchmarks
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/verbatim-kafka/verbatim/client"
+	"github.com/verbatim-kafka/verbatim/interop"
+)
+
+var (
+	linkBenchParts  = flag.String("linkbench.parts", "4,1000", "partition counts to run (4: one topic; 1000: 4 topics x 250)")
+	linkBenchMB     = flag.String("linkbench.mb", "1024,2048", "MiB of record values per partition count (same order as -linkbench.parts)")
+	linkBenchRounds = flag.Int("linkbench.rounds", 3, "rounds; the systems' order rotates each round, medians are reported")
+	linkBenchMM2    = flag.String("linkbench.mm2", "4", "partition counts at which MirrorMaker 2 runs too (empty: never)")
+	linkBenchOut    = flag.String("linkbench.out", "tmp", "directory (relative to benchmarks/) for <date>-<commit>-link.json")
+	linkBenchQuiet  = flag.String("linkbench.wait-file", "", "wait (polling every 30 s) until this file exists before measuring")
+)
+
+// Systems of the link benchmark, in the order of round 1.
+const (
+	sysRef  = "reference"
+	sysLink = "link"
+	sysPush = "push"
+	sysMM2  = "mm2"
+)
+
+// linkSet is one pre-loaded partition set.
+type linkSet struct {
+	parts    int32
+	topics   []string
+	regex    string // the link's --topics
+	ends     map[client.TopicPartition]int64
+	records  int64
+	bytes    int64 // stored on the source (its segment files)
+	valuesMB int
+}
+
+// TestLinkBench measures the cluster link's ingest from a real Kafka 4.4
+// node against a reference copier (RefCopy: the same partitions fetched
+// raw with the link's fetch shape and written into the write-only Sink),
+// `verbatim mirror push --create-topics` and MirrorMaker 2, at 4 and 1,000
+// partitions; see benchmarks/README.md "Cluster link".
+//
+//	make bench-link
+//	go test -tags peerbench -count=1 -timeout 60m -run '^TestLinkBench$' ./benchmarks/ -args -linkbench.mb=64,128 -linkbench.rounds=1
+func TestLinkBench(t *testing.T) {
+	root, err := interop.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := gitOut(t, root, "rev-parse", "--short=12", "HEAD")
+	if gitOut(t, root, "status", "--porcelain", "--untracked-files=no", "--", "benchmarks", "broker", "link", "mirror", "client", "storage", "hotpath", "cmd") != "" {
+		commit += "-dirty"
+	}
+	bin := interop.BuildVerbatim(t)
+	var partCounts []int32
+	var mbs []int
+	for i, s := range strings.Split(*linkBenchParts, ",") {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			t.Fatalf("-linkbench.parts: %q", s)
+		}
+		mb := strings.Split(*linkBenchMB, ",")
+		if i >= len(mb) {
+			t.Fatalf("-linkbench.mb has no size for %d partitions", n)
+		}
+		m, err := strconv.Atoi(mb[i])
+		if err != nil || m <= 0 {
+			t.Fatalf("-linkbench.mb: %q", mb[i])
+		}
+		partCounts, mbs = append(partCounts, int32(n)), append(mbs, m)
+	}
+	mm2At := map[int32]bool{}
+	for _, s := range strings.Split(*linkBenchMM2, ",") {
+		if n, err := strconv.Atoi(s); err == nil {
+			mm2At[int32(n)] = true
+		}
+	}
+	work := t.TempDir()
+
+	k := interop.StartKafka(t, interop.KafkaOptions{FullJIT: true, HeapMB: 1024, LogLevel: "warn",
+		Props: map[string]string{"auto.create.topics.enable": "false"}})
+	src := k.Bootstrap()
+	sets := make([]*linkSet, len(partCounts))
+	for i, parts := range partCounts {
+		sets[i] = preloadLinkSet(t, k, parts, mbs[i])
+		t.Logf("%d partitions: %d records, %.0f MB stored on the source", parts, sets[i].records, float64(sets[i].bytes)/1e6)
+	}
+	tmpl := serveTemplate(t, bin, work)
+	WaitIdle(k.Nodes[0].PID(), time.Minute)
+
+	if *linkBenchQuiet != "" {
+		for {
+			if _, err := os.Stat(*linkBenchQuiet); err == nil {
+				break
+			}
+			t.Logf("waiting for %s (a quiet machine) before measuring", *linkBenchQuiet)
+			time.Sleep(30 * time.Second)
+		}
+	}
+	rep := &Report{Date: time.Now().UTC().Format("2006-01-02T15:04Z"), Commit: commit, Profile: fmt.Sprintf("%d rounds", *linkBenchRounds),
+		Command: "make bench-link", Machine: DescribeMachine(work)}
+	rep.Gaps = append(rep.Gaps, "MirrorMaker 2 is connect-mirror 4.3.0 with the 4.3.0 Kafka clients and Connect runtime: 4.4.0 is not served by this machine's Maven Central mirror (benchmarks/mm2/pom.xml)")
+	for _, set := range sets {
+		systems := []string{sysRef, sysLink, sysPush}
+		if mm2At[set.parts] {
+			systems = append(systems, sysMM2)
+		} else {
+			rep.Gaps = append(rep.Gaps, fmt.Sprintf("MirrorMaker 2 did not run at %d partitions (-linkbench.mm2)", set.parts))
+		}
+		rounds := map[string]Rounds{}
+		for _, s := range systems {
+			rounds[s] = Rounds{}
+		}
+		scen := fmt.Sprintf("link-%d", set.parts)
+		for r := range *linkBenchRounds {
+			got := map[string]map[string]float64{}
+			for i := range systems {
+				sys := systems[(i+r)%len(systems)] // rotate the order each round
+				var m map[string]float64
+				switch sys {
+				case sysRef:
+					m = runRefCopy(t, src, set, work)
+				case sysLink:
+					m = runLink(t, bin, src, set, work, tmpl)
+				case sysPush:
+					m = runPush(t, bin, src, set, work, tmpl)
+				case sysMM2:
+					m = runMM2(t, k, profile{mirrorTopics: set.topics, toolTimeout: 10 * time.Minute}, set.bytes, set.records)
+				}
+				got[sys] = m
+				t.Logf("%s round %d %s: %.1f MB/s in %.2fs, %.2f CPU s/GB, verify exact %v %v", scen, r+1, sys, m["mb_per_s"], m["seconds"], m["cpu_s_per_gb"], m["verify_exact"], m)
+			}
+			// Ratios of the same round, so the machine's drift cancels.
+			got[sysLink]["ratio_to_reference"] = got[sysLink]["mb_per_s"] / got[sysRef]["mb_per_s"]
+			got[sysLink]["ratio_to_push"] = got[sysLink]["mb_per_s"] / got[sysPush]["mb_per_s"]
+			for sys, m := range got {
+				rounds[sys].Add(m)
+			}
+			t.Logf("%s round %d: link/reference %.2f, link/push %.2f", scen, r+1, got[sysLink]["ratio_to_reference"], got[sysLink]["ratio_to_push"])
+		}
+		shape := fmt.Sprintf("one topic of %d partitions", set.parts)
+		if len(set.topics) > 1 {
+			shape = fmt.Sprintf("%d topics x %d partitions", len(set.topics), set.parts/int32(len(set.topics)))
+		}
+		params := fmt.Sprintf("%s on one Kafka 4.4 node, %d MiB of 1000-byte random values (%.1f MiB per partition, uncompressed, 256 KiB producer batches), %.0f MB stored; copied from offset 0 to the source's log end into a fresh destination per round (page cache); MB/s = stored source bytes / seconds from the copier's start to the last partition complete; CPU = copier + destination",
+			shape, set.valuesMB, float64(set.valuesMB)/float64(set.parts), float64(set.bytes)/1e6)
+		notes := map[string]string{
+			sysRef:  "RefCopy: one KIP-227 fetch session per source broker (the link's default), every partition not yet copied in each request, 4 MiB per partition, 32 MiB per response, read_uncommitted; each response's batches sent as one Produce v9 (acks=-1, up to 8 in flight) into the write-only Sink (sink.go: CRC checked, appended to a file per partition, no index), in this process (CPU: this process)",
+			sysLink: "verbatim link create into a fresh verbatim serve (--flush never), timed from the create command to the destination's ListOffsets (polled every 20 ms) at the source's end offsets for every partition; CPU: serve + the create command",
+			sysPush: "verbatim mirror push --create-topics into a fresh verbatim serve, timed from the push's start to its exit; CPU: push + serve",
+			sysMM2:  "MirrorMaker 2 4.3.0 dedicated mode (4.4.0 is not served here), IdentityReplicationPolicy, tasks.max=4, into a fresh Kafka 4.4; mb_per_s from the first copied data on the destination to the last (mb_per_s_incl_start includes Connect's start-up); CPU: MM2 + destination Kafka, start-up included",
+		}
+		for _, sys := range systems {
+			e := rounds[sys].Entry(scen, sys, params)
+			e.Notes = notes[sys]
+			rep.Scenarios = append(rep.Scenarios, e)
+		}
+	}
+	rep.Machine.LoadAvg = DescribeMachine(work).LoadAvg + " (at the end; " + rep.Machine.LoadAvg + " at the start)"
+	if err := rep.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "benchmarks", *linkBenchOut)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Join(dir, time.Now().UTC().Format("2006-01-02")+"-"+commit+"-link.json")
+	if err := os.WriteFile(name, append(b, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range rep.Scenarios {
+		if e.System == sysLink {
+			t.Logf("RESULT %s: link %.1f MB/s, link/reference %.2f (%.2f-%.2f), link/push %.2f (%.2f-%.2f)", e.Scenario, e.Metrics["mb_per_s"].Median,
+				e.Metrics["ratio_to_reference"].Median, e.Metrics["ratio_to_reference"].Min, e.Metrics["ratio_to_reference"].Max,
+				e.Metrics["ratio_to_push"].Median, e.Metrics["ratio_to_push"].Min, e.Metrics["ratio_to_push"].Max)
+		}
+	}
+	t.Logf("wrote %s", name)
+}
+
+// preloadLinkSet creates the partition set's topics (4 partitions: one
+// topic; more: 4 topics) and fills every partition with the same share of
+// mb MiB of 1000-byte random values, partition after partition so the
+// producer's batches are full (256 KiB).
+func preloadLinkSet(t *testing.T, k *interop.Kafka, parts int32, mb int) *linkSet {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	set := &linkSet{parts: parts, ends: map[client.TopicPartition]int64{}, valuesMB: mb}
+	nt := int32(1)
+	if parts > 4 {
+		nt = 4
+	}
+	per := parts / nt
+	for i := range nt {
+		name := fmt.Sprintf("lb%d", parts)
+		if nt > 1 {
+			name = fmt.Sprintf("lb%d-%d", parts, i)
+		}
+		k.CreateTopic(t, name, per, 1, nil)
+		set.topics = append(set.topics, name)
+	}
+	set.regex = strings.Join(set.topics, "|")
+	pool := make([]byte, 4<<20)
+	rng := rand.New(rand.NewPCG(7, uint64(parts)))
+	for i := range pool {
+		pool[i] = byte(rng.Uint32())
+	}
+	cl := k.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(256<<10), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.MaxBufferedBytes(128<<20), kgo.MaxBufferedRecords(1<<20), kgo.UnknownTopicRetries(-1))
+	recsPer := max(mb<<20/1000/int(parts), 1)
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	for _, topic := range set.topics {
+		for p := range per {
+			for range recsPer {
+				off := rng.IntN(len(pool) - 1000)
+				cl.Produce(ctx, &kgo.Record{Topic: topic, Partition: p, Value: pool[off : off+1000]}, func(_ *kgo.Record, err error) {
+					if err != nil {
+						failed.Add(1)
+						firstErr.CompareAndSwap(nil, err.Error())
+					}
+				})
+			}
+		}
+	}
+	if err := cl.Flush(ctx); err != nil || failed.Load() > 0 {
+		t.Fatalf("loading %v: %v, %d records failed (%v)", set.topics, err, failed.Load(), firstErr.Load())
+	}
+	cl.Close()
+	_, ends, err := endOffsets(ctx, k.Bootstrap(), set.topics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, off := range ends {
+		i := strings.LastIndexByte(key, '/')
+		p, _ := strconv.Atoi(key[i+1:])
+		set.ends[client.TopicPartition{Topic: key[:i], Partition: int32(p)}] = off
+		set.records += off
+	}
+	if len(set.ends) != int(parts) || set.records != int64(recsPer)*int64(parts) {
+		t.Fatalf("%v: %d partitions, %d records after loading %d", set.topics, len(set.ends), set.records, int64(recsPer)*int64(parts))
+	}
+	_ = filepath.Walk(k.Nodes[0].DataDir, func(path string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() || !strings.HasSuffix(path, ".log") {
+			return nil
+		}
+		dir := filepath.Base(filepath.Dir(path))
+		if i := strings.LastIndexByte(dir, '-'); i > 0 && slices.Contains(set.topics, dir[:i]) {
+			set.bytes += info.Size()
+		}
+		return nil
+	})
+	if set.bytes == 0 {
+		t.Fatalf("no source segments found for %v", set.topics)
+	}
+	return set
+}
+
+// serveTemplate is the data dir of a `verbatim serve` started once and
+// stopped after its start-up work (the default policies' compile): each
+// round's destination starts from a copy of it, as a restarted broker.
+func serveTemplate(t *testing.T, bin, work string) string {
+	dir := filepath.Join(work, "template")
+	srv, err := StartServer(serveArgv(bin, dir), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	WaitIdle(srv.Cmd.Process.Pid, 2*time.Minute)
+	srv.Stop()
+	if err := os.Remove(filepath.Join(dir, ".lock")); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func serveArgv(bin, dir string) []string {
+	return []string{bin, "serve", "--listen", "{addr}", "--data-dir", dir, "--flush", "never", "--log-level", "warn"}
+}
+
+// freshServe starts a destination from the template; stop removes it.
+func freshServe(t *testing.T, bin, work, tmpl string) (*Server, func()) {
+	dir, err := os.MkdirTemp(work, "dest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(dir, os.DirFS(tmpl)); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := StartServer(serveArgv(bin, dir), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	WaitIdle(srv.Cmd.Process.Pid, time.Minute)
+	return srv, func() {
+		srv.Stop()
+		os.RemoveAll(dir)
+	}
+}
+
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+func cmdCPU(c *exec.Cmd) float64 {
+	if c.ProcessState == nil {
+		return 0
+	}
+	return (c.ProcessState.UserTime() + c.ProcessState.SystemTime()).Seconds()
+}
+
+// runRefCopy copies the set with RefCopy into a fresh in-process Sink.
+func runRefCopy(t *testing.T, src string, set *linkSet, work string) map[string]float64 {
+	dir, err := os.MkdirTemp(work, "sink-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	sink := &Sink{Dir: dir}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go sink.Serve(ln)
+	defer func() { ln.Close(); sink.Close() }()
+	cl, err := client.NewCluster(src, client.Options{ClientID: "link-bench-ref"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cpu0 := selfCPU()
+	res, err := RefCopy(ctx, RefCopyOptions{Cluster: cl, Ends: set.ends, Sink: ln.Addr().String()})
+	cpu := selfCPU() - cpu0
+	if err != nil {
+		t.Fatalf("reference copy: %v", err)
+	}
+	if res.Bytes != set.bytes {
+		t.Fatalf("reference copy moved %d bytes, the source stores %d", res.Bytes, set.bytes)
+	}
+	gb := float64(set.bytes) / 1e9
+	return map[string]float64{"mb_per_s": float64(set.bytes) / 1e6 / res.Elapsed.Seconds(), "cpu_s_per_gb": cpu / gb, "seconds": res.Elapsed.Seconds()}
+}
+
+// destEndsAt polls the destination's end offsets every 20 ms until every
+// partition of set is at the source's end; it returns when data was first
+// seen and when the end was.
+func destEndsAt(t *testing.T, addr string, set *linkSet, timeout time.Duration) (first, last time.Time) {
+	// kgo refreshes metadata at most every 5 s by default: the topics the
+	// link creates would be seen up to 5 s late.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.MetadataMinAge(10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	deadline := time.Now().Add(timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ends, _ := adm.ListEndOffsets(ctx, set.topics...)
+		cancel()
+		now := time.Now()
+		done := 0
+		ends.Each(func(o kadm.ListedOffset) {
+			if o.Err == nil && o.Offset > 0 && first.IsZero() {
+				first = now
+			}
+			if o.Err == nil && o.Offset == set.ends[client.TopicPartition{Topic: o.Topic, Partition: o.Partition}] {
+				done++
+			}
+		})
+		if done == len(set.ends) {
+			return first, now
+		}
+		if now.After(deadline) {
+			t.Fatalf("the destination has %d of %d partitions at the source's end after %v", done, len(set.ends), timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// runLink copies the set with a cluster link into a fresh serve.
+func runLink(t *testing.T, bin, src string, set *linkSet, work, tmpl string) map[string]float64 {
+	srv, stop := freshServe(t, bin, work, tmpl)
+	defer stop()
+	before, err := srv.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := exec.Command(bin, "link", "create", "bench", "--dest", srv.Addr, "--source", src, "--topics", set.regex)
+	start := time.Now()
+	if out, err := create.CombinedOutput(); err != nil {
+		t.Fatalf("link create: %v\n%s", err, out)
+	}
+	created := time.Now()
+	first, end := destEndsAt(t, srv.Addr, set, 10*time.Minute)
+	after, err := srv.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	secs := end.Sub(start).Seconds()
+	gb := float64(set.bytes) / 1e9
+	cpu := after.CPUSecs - before.CPUSecs + cmdCPU(create)
+	return map[string]float64{"mb_per_s": float64(set.bytes) / 1e6 / secs, "cpu_s_per_gb": cpu / gb, "seconds": secs,
+		"create_s": created.Sub(start).Seconds(), "first_data_s": first.Sub(start).Seconds(),
+		"dest_peak_rss_mb": after.PeakRSSMB, "verify_exact": verifyExact(t, bin, src, srv.Addr, set.topics)}
+}
+
+// runPush copies the set with `mirror push --create-topics` into a fresh
+// serve.
+func runPush(t *testing.T, bin, src string, set *linkSet, work, tmpl string) map[string]float64 {
+	srv, stop := freshServe(t, bin, work, tmpl)
+	defer stop()
+	before, err := srv.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	push := exec.Command(bin, "mirror", "push", "--source", src, "--dest", srv.Addr, "--topics", strings.Join(set.topics, ","),
+		"--create-topics", "--log-format", "json", "--log-level", "warn")
+	start := time.Now()
+	out, err := push.CombinedOutput()
+	secs := time.Since(start).Seconds()
+	if err != nil {
+		t.Fatalf("mirror push: %v\n%s", err, tailString(string(out), 3000))
+	}
+	after, err := srv.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gb := float64(set.bytes) / 1e9
+	copier := cmdCPU(push)
+	dest := after.CPUSecs - before.CPUSecs
+	var rss float64
+	if ru, ok := push.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		rss = float64(ru.Maxrss) / 1024
+	}
+	return map[string]float64{"mb_per_s": float64(set.bytes) / 1e6 / secs, "cpu_s_per_gb": (copier + dest) / gb, "seconds": secs,
+		"copier_cpu_s_per_gb": copier / gb, "dest_cpu_s_per_gb": dest / gb, "copier_peak_rss_mb": rss, "dest_peak_rss_mb": after.PeakRSSMB,
+		"verify_exact": verifyExact(t, bin, src, srv.Addr, set.topics)}
+}
