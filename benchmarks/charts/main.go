@@ -1,7 +1,8 @@
 // Command charts renders the newest benchmarks/results/<date>-<commit>.json
 // as SVG charts (gonum.org/v1/plot) and rewrites the results section of
 // benchmarks/README.md (between the results markers) with a table and the
-// charts. It is a separate module so the plotting library stays out of the
+// charts. Given a cluster link report (-in <date>-<commit>-link.json, from
+// `make bench-link`) it renders that report's two charts only. It is a separate module so the plotting library stays out of the
 // broker's dependency graph.
 package main
 
@@ -105,6 +106,7 @@ func run(in, readme string) error {
 		return err
 	} else if st.IsDir() {
 		files, _ := filepath.Glob(filepath.Join(in, "*.json"))
+		files = slices.DeleteFunc(files, isLinkReport) // `make bench-link`'s own reports
 		if len(files) == 0 {
 			return fmt.Errorf("no results in %s", in)
 		}
@@ -123,10 +125,13 @@ func run(in, readme string) error {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
+	png := os.Getenv("CHARTS_PNG") != "" // also write PNGs (for looking at them)
+	if isLinkReport(path) {
+		return linkCharts(r, path, png)
+	}
 	dir := filepath.Dir(path)
 	base := strings.TrimSuffix(filepath.Base(path), ".json")
 	charts := map[string]string{}
-	png := os.Getenv("CHARTS_PNG") != "" // also write PNGs (for looking at them)
 	for name, f := range map[string]func(report, string) error{
 		"throughput":     throughputChart,
 		"throughput-raw": rawThroughputChart,
@@ -196,6 +201,19 @@ func scenarios(r report, prefix ...string) []string {
 // grouped draws peer and Verbatim bars side by side for each label, with
 // the min-max spread as error bars.
 func grouped(title, ylabel string, labels []string, peer, verb []stat, out string, width vg.Length) error {
+	return groupedN(title, ylabel, labels, []series{{"peer", colPeer, peer}, {"verbatim", colVerbatim, verb}}, out, width)
+}
+
+// series is one system's bars, one per label.
+type series struct {
+	name  string
+	color color.Color
+	vals  []stat
+}
+
+// groupedN draws the series' bars side by side for each label, with the
+// min-max spread as error bars.
+func groupedN(title, ylabel string, labels []string, ss []series, out string, width vg.Length) error {
 	if len(labels) == 0 {
 		return errNoData
 	}
@@ -225,11 +243,11 @@ func grouped(title, ylabel string, labels []string, peer, verb []stat, out strin
 		p.Add(shift)
 		return nil
 	}
-	if err := add(peer, colPeer, -w/2, "peer"); err != nil {
-		return err
-	}
-	if err := add(verb, colVerbatim, w/2, "verbatim"); err != nil {
-		return err
+	for i, s := range ss {
+		off := w * (vg.Length(i) - vg.Length(len(ss)-1)/2)
+		if err := add(s.vals, s.color, off, s.name); err != nil {
+			return err
+		}
 	}
 	p.Legend.Top = true
 	p.NominalX(labels...)
