@@ -72,6 +72,13 @@ func TestLinkLifecycle(t *testing.T) {
 	}{{"zstd", 0}, {"zstd", 1}, {"txn", 0}} {
 		sameLog(t, sa, d.Addr, tp.t, tp.p)
 	}
+	// Everything fetched was appended: the fetch buffer holds nothing.
+	m.mu.Lock()
+	r := m.links["l1"]
+	m.mu.Unlock()
+	if n := r.fetch.budget.inUse(); n != 0 {
+		t.Fatalf("caught up, the link's fetch buffer still counts %d bytes", n)
+	}
 	descs, err := m.DescribeLinks(ctx, nil)
 	if err != nil || len(descs) != 1 {
 		t.Fatalf("describe links: %v %+v", err, descs)

@@ -75,11 +75,14 @@ func (pr *partRun) running() bool {
 func (pr *partRun) begin(w mirror.Writer) {
 	r := pr.r
 	ctx, cancel := context.WithCancel(r.ctx)
+	// What the copy is delivered counts against the link's fetch buffer
+	// until the destination's log end passes it (budget.go).
+	led := r.fetch.newLedger()
 	c := mirror.NewPartitionCopy(mirror.CopyConfig{Topic: pr.topic, Partition: pr.partition,
-		Source: trackedSource{r.sourceFor(pr.topic, pr.partition), pr},
+		Source: trackedSource{r.sourceFor(pr.topic, pr.partition, led), pr},
 		Dest:   &dest{h: r.m.host, link: r.name, topic: pr.topic, partition: pr.partition},
 		Clock:  r.m.clock, Log: r.log, FetchBytes: r.m.fetchBytes, RetryFor: r.m.retryFor, Follow: true, Writer: w,
-		ChunkDone: func(st mirror.PartitionStats) { pr.progress(st) }})
+		ChunkDone: func(st mirror.PartitionStats) { led.appended(st.End); pr.progress(st) }})
 	done := make(chan struct{})
 	pr.mu.Lock()
 	pr.copy, pr.cancel, pr.done, pr.caught, pr.firstHW, pr.fetchedHW, pr.fetchErr = c, cancel, done, false, -1, -1, nil
@@ -92,6 +95,7 @@ func (pr *partRun) begin(w mirror.Writer) {
 		defer close(done)
 		pr.readFirstHW(ctx)
 		err := c.Run(ctx)
+		led.close()
 		if ctx.Err() == nil { // else halted (paused, stopped, failed by sync) or closing: not a failure
 			pr.ended(err)
 		}

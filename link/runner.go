@@ -177,7 +177,7 @@ func newRunner(m *Manager, lm *linkMeta) (*runner, error) {
 	r := &runner{m: m, name: lm.Config.Name, id: id, log: m.log.With("link", lm.Config.Name), src: src, include: inc, exclude: exc,
 		ctx: ctx, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1),
 		meta: lm, state: linkActive, secretErr: secretErr, parts: map[string][]*partRun{}, skipped: map[string]string{}, stopped: map[string]bool{}}
-	r.fetch = newSourceFetchers(sourceConfig{Cluster: src, Clock: m.clock, Log: r.log, ThrottleBytesPerSec: lm.Config.ThrottleBytesPerSec})
+	r.fetch = newSourceFetchers(sourceConfig{Cluster: src, Clock: m.clock, Log: r.log, ThrottleBytesPerSec: lm.Config.ThrottleBytesPerSec, FetchConns: linkFetchConns})
 	if secretErr != nil {
 		r.state, r.reason = linkUnavailable, secretErr.Error()
 	}
@@ -480,9 +480,9 @@ func (r *runner) refreshIdle(ctx context.Context) {
 	}
 }
 
-// sourceFor is the source of one partition's copy.
-func (r *runner) sourceFor(topic string, partition int32) mirror.Source {
-	return r.fetch.Source(topic, partition)
+// sourceFor is the source of one partition's copy, charging led.
+func (r *runner) sourceFor(topic string, partition int32, led *ledger) mirror.Source {
+	return r.fetch.sourceWith(topic, partition, led)
 }
 
 // Topics returns the names of the link's mirrored topics (for the sync

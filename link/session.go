@@ -24,7 +24,8 @@ var errSuperseded = errors.New("fetch superseded by a newer one of the same part
 type ask struct {
 	p       client.SessionPartition
 	maxWait int32
-	seq     uint64 // arrival order: the order of a full request
+	seq     uint64  // arrival order: the order of a full request
+	led     *ledger // charged with what is delivered (nil: not counted)
 	done    chan askResult
 }
 
@@ -247,10 +248,16 @@ func (l *sessionLoop) round(ctx context.Context, ks []*ask) {
 		// long poll of partitions that have nothing.
 		wait = 0
 	}
+	// The answer must fit in the fetch buffer (budget.go): wait for
+	// room, and ask for no more than there is.
+	room, err := l.f.budget.room(ctx)
+	if err != nil {
+		return
+	}
 	// A broker that does not answer within the wait and the request
 	// timeout is given up on, as Kafka's replica fetcher does.
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout+time.Duration(max(wait, 0))*time.Millisecond)
-	resp, err := l.sess.Fetch(rctx, want, client.SessionOptions{MaxWaitMs: max(wait, 0), MinBytes: 1, MaxBytes: l.f.cfg.MaxBytes, Isolation: client.ReadUncommitted})
+	resp, err := l.sess.Fetch(rctx, want, client.SessionOptions{MaxWaitMs: max(wait, 0), MinBytes: 1, MaxBytes: int32(min(int64(l.f.cfg.MaxBytes), room)), Isolation: client.ReadUncommitted})
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -280,6 +287,9 @@ func (l *sessionLoop) round(ctx context.Context, ks []*ask) {
 		n += len(a.Records)
 		if l.take(a.TopicPartition, k) {
 			l.answered[a.TopicPartition] = struct{}{}
+			if a.Err == nil {
+				k.led.delivered(k.p.Offset, a.Records)
+			}
 			k.done <- askResult{res: a.FetchResult}
 		}
 	}

@@ -27,6 +27,12 @@ import (
 // Defaults and bounds of sourceConfig.
 const (
 	defaultFetchConns = 1
+	// linkFetchConns is what a link's runner uses: two sessions keep two
+	// requests in flight per broker (Kafka serves one request per
+	// connection at a time), so a broker's answer is being read while the
+	// next is prepared; with few partitions one session was the limit
+	// (benchmarks/README.md "Cluster link").
+	linkFetchConns = 2
 	// maxFetchConns keeps a link within 4 connections per source broker:
 	// the sessions, the cluster's shared connection per broker, and the
 	// seed's when the seed names a broker otherwise than it advertises
@@ -52,6 +58,10 @@ type sourceConfig struct {
 	ThrottleBytesPerSec int64
 	// MaxBytes is a fetch response's max bytes (default 32 MiB).
 	MaxBytes int32
+	// BufferBytes bounds the bytes delivered to copies and not yet
+	// appended (budget.go; default 64 MiB): a request goes out only
+	// with room for its answer, and asks for no more than the room.
+	BufferBytes int64
 }
 
 // sourceFetchers are one link's fetch sessions, per source broker.
@@ -60,6 +70,7 @@ type sourceFetchers struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	thr    *throttle
+	budget *fetchBudget
 	wg     sync.WaitGroup
 
 	mu     sync.Mutex
@@ -82,8 +93,11 @@ func newSourceFetchers(cfg sourceConfig) *sourceFetchers {
 	if cfg.MaxBytes <= 0 {
 		cfg.MaxBytes = defaultFetchMaxBytes
 	}
+	if cfg.BufferBytes <= 0 {
+		cfg.BufferBytes = defaultBufferBytes
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &sourceFetchers{cfg: cfg, ctx: ctx, cancel: cancel, thr: newThrottle(cfg.Clock, cfg.ThrottleBytesPerSec), loops: map[string][]*sessionLoop{}}
+	f := &sourceFetchers{cfg: cfg, ctx: ctx, cancel: cancel, thr: newThrottle(cfg.Clock, cfg.ThrottleBytesPerSec), budget: newFetchBudget(cfg.BufferBytes), loops: map[string][]*sessionLoop{}}
 	f.meta.init(cfg.Cluster)
 	return f
 }
@@ -105,10 +119,20 @@ func (f *sourceFetchers) SetThrottle(bytesPerSec int64) { f.thr.setRate(bytesPer
 // session (a leader change).
 func (f *sourceFetchers) Moves() int64 { return f.moves.Load() }
 
-// Source is the mirror.Source of one source partition.
+// Source is the mirror.Source of one source partition, outside the
+// fetch buffer (what it is given is not counted).
 func (f *sourceFetchers) Source(topic string, partition int32) mirror.Source {
-	return &partSource{f: f, tp: client.TopicPartition{Topic: topic, Partition: partition}}
+	return f.sourceWith(topic, partition, nil)
 }
+
+// sourceWith is the Source of one partition's copy whose deliveries are
+// charged to led (nil: not counted) until the destination appended them.
+func (f *sourceFetchers) sourceWith(topic string, partition int32, led *ledger) mirror.Source {
+	return &partSource{f: f, tp: client.TopicPartition{Topic: topic, Partition: partition}, led: led}
+}
+
+// newLedger is a copy's share of the fetch buffer.
+func (f *sourceFetchers) newLedger() *ledger { return newLedger(f.budget) }
 
 // loopFor is the session that serves tp on the broker at addr.
 func (f *sourceFetchers) loopFor(addr string, tp client.TopicPartition) (*sessionLoop, error) {
@@ -167,8 +191,9 @@ func (f *sourceFetchers) admin(ctx context.Context, addr string, fn func(ctx con
 
 // partSource is one partition's mirror.Source.
 type partSource struct {
-	f  *sourceFetchers
-	tp client.TopicPartition
+	f   *sourceFetchers
+	tp  client.TopicPartition
+	led *ledger
 
 	mu   sync.Mutex
 	addr string // the leader it was last bound to
@@ -233,6 +258,7 @@ func (c *partConn) Fetch(ctx context.Context, a client.FetchArgs) (client.FetchR
 		p: client.SessionPartition{TopicPartition: c.s.tp, TopicID: c.id, Offset: a.Offset, MaxBytes: a.MaxBytes,
 			CurrentEpoch: a.CurrentEpoch, LastFetchedEpoch: a.LastFetchedEpoch},
 		maxWait: a.MaxWaitMs,
+		led:     c.s.led,
 		done:    make(chan askResult, 1),
 	}
 	c.loop.put(k)
