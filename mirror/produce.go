@@ -134,6 +134,11 @@ func (p *producer) launch(ctx context.Context, c chunk) {
 // failure it sends that chunk and every later one again, one at a time.
 func (p *producer) completeHead(ctx context.Context) error {
 	f := p.q[0]
+	// Cleared, not only sliced off: the queue's array would otherwise keep
+	// the chunk's records (and so the whole fetch response they alias,
+	// shared by many partitions in a link's session) reachable until the
+	// queue grows past it, which a caught-up copy never does.
+	p.q[0] = flight{}
 	p.q = p.q[1:]
 	err := f.sendErr
 	if err == nil {
