@@ -34,6 +34,8 @@ var (
 	linkBenchMM2    = flag.String("linkbench.mm2", "4", "partition counts at which MirrorMaker 2 runs too (empty: never)")
 	linkBenchOut    = flag.String("linkbench.out", "tmp", "directory (relative to benchmarks/) for <date>-<commit>-link.json")
 	linkBenchQuiet  = flag.String("linkbench.wait-file", "", "wait (polling every 30 s) until this file exists before measuring")
+	linkBenchPerf   = flag.String("linkbench.perf", "", "record the link's destination with perf into FILE-<partitions>-<round> (profiling runs, not for measuring)")
+	linkBenchEnv    = flag.String("linkbench.serve-env", "", "VAR=VALUE for the link's destination (e.g. GODEBUG=gctrace=1; its log tail is printed)")
 )
 
 // Systems of the link benchmark, in the order of round 1.
@@ -167,7 +169,7 @@ func TestLinkBench(t *testing.T) {
 			shape, set.valuesMB, float64(set.valuesMB)/float64(set.parts), float64(set.bytes)/1e6)
 		notes := map[string]string{
 			sysRef:  "RefCopy: one KIP-227 fetch session per source broker (the link's default), every partition not yet copied in each request, 4 MiB per partition, 32 MiB per response, read_uncommitted; each response's batches sent as one Produce v9 (acks=-1, up to 8 in flight) into the write-only Sink (sink.go: CRC checked, appended to a file per partition, no index), in this process (CPU: this process)",
-			sysLink: "verbatim link create into a fresh verbatim serve (--flush never), timed from the create command to the destination's ListOffsets (polled every 20 ms) at the source's end offsets for every partition; CPU: serve + the create command",
+			sysLink: "verbatim link create into a fresh verbatim serve (--flush never), timed from the create command to the destination's ListOffsets (polled every 20 ms; 100 ms at 1,000 partitions) at the source's end offsets for every partition; CPU: serve + the create command",
 			sysPush: "verbatim mirror push --create-topics into a fresh verbatim serve, timed from the push's start to its exit; CPU: push + serve",
 			sysMM2:  "MirrorMaker 2 4.3.0 dedicated mode (4.4.0 is not served here), IdentityReplicationPolicy, tasks.max=4, into a fresh Kafka 4.4; mb_per_s from the first copied data on the destination to the last (mb_per_s_incl_start includes Connect's start-up); CPU: MM2 + destination Kafka, start-up included",
 		}
@@ -302,8 +304,12 @@ func serveArgv(bin, dir string) []string {
 	return []string{bin, "serve", "--listen", "{addr}", "--data-dir", dir, "--flush", "never", "--log-level", "warn"}
 }
 
-// freshServe starts a destination from the template; stop removes it.
-func freshServe(t *testing.T, bin, work, tmpl string) (*Server, func()) {
+// freshServe starts a destination from the template; stop stops it. Its
+// data dir stays until the test ends, as the sink's: ext4 does not reuse
+// inodes freed in the last minute or more, and creating 1,000 partitions'
+// files right after the previous round deleted as many cost the next
+// destination seconds of inode search (find_inode_bit, recently_deleted).
+func freshServe(t *testing.T, bin, work, tmpl string, env ...string) (*Server, func()) {
 	dir, err := os.MkdirTemp(work, "dest-")
 	if err != nil {
 		t.Fatal(err)
@@ -311,14 +317,16 @@ func freshServe(t *testing.T, bin, work, tmpl string) (*Server, func()) {
 	if err := os.CopyFS(dir, os.DirFS(tmpl)); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := StartServer(serveArgv(bin, dir), nil)
+	srv, err := StartServer(serveArgv(bin, dir), env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	WaitIdle(srv.Cmd.Process.Pid, time.Minute)
 	return srv, func() {
 		srv.Stop()
-		os.RemoveAll(dir)
+		if len(env) > 0 {
+			t.Logf("destination log tail:\n%s", tailString(srv.Log.String(), 6000))
+		}
 	}
 }
 
@@ -337,11 +345,10 @@ func cmdCPU(c *exec.Cmd) float64 {
 
 // runRefCopy copies the set with RefCopy into a fresh in-process Sink.
 func runRefCopy(t *testing.T, src string, set *linkSet, work string) map[string]float64 {
-	dir, err := os.MkdirTemp(work, "sink-")
+	dir, err := os.MkdirTemp(work, "sink-") // kept: see freshServe
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
 	sink := &Sink{Dir: dir}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -369,9 +376,10 @@ func runRefCopy(t *testing.T, src string, set *linkSet, work string) map[string]
 	return map[string]float64{"mb_per_s": float64(set.bytes) / 1e6 / res.Elapsed.Seconds(), "cpu_s_per_gb": cpu / gb, "seconds": res.Elapsed.Seconds()}
 }
 
-// destEndsAt polls the destination's end offsets every 20 ms until every
-// partition of set is at the source's end; it returns when data was first
-// seen and when the end was.
+// destEndsAt polls the destination's end offsets (every 20 ms, or 100 ms
+// above 100 partitions: a poll of 1,000 costs the destination's CPU)
+// until every partition of set is at the source's end; it returns when
+// data was first seen and when the end was.
 func destEndsAt(t *testing.T, addr string, set *linkSet, timeout time.Duration) (first, last time.Time) {
 	// kgo refreshes metadata at most every 5 s by default: the topics the
 	// link creates would be seen up to 5 s late.
@@ -402,17 +410,33 @@ func destEndsAt(t *testing.T, addr string, set *linkSet, timeout time.Duration) 
 		if now.After(deadline) {
 			t.Fatalf("the destination has %d of %d partitions at the source's end after %v", done, len(set.ends), timeout)
 		}
-		time.Sleep(20 * time.Millisecond)
+		if len(set.ends) > 100 {
+			time.Sleep(100 * time.Millisecond)
+		} else {
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 }
 
 // runLink copies the set with a cluster link into a fresh serve.
 func runLink(t *testing.T, bin, src string, set *linkSet, work, tmpl string) map[string]float64 {
-	srv, stop := freshServe(t, bin, work, tmpl)
+	var env []string
+	if *linkBenchEnv != "" {
+		env = []string{*linkBenchEnv}
+	}
+	srv, stop := freshServe(t, bin, work, tmpl, env...)
 	defer stop()
 	before, err := srv.Stats()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if *linkBenchPerf != "" {
+		perf := exec.Command("perf", "record", "-F", "499", "-g", "-o", fmt.Sprintf("%s-%d-%d", *linkBenchPerf, set.parts, time.Now().Unix()), "-p", strconv.Itoa(srv.Cmd.Process.Pid))
+		if err := perf.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		defer func() { _ = perf.Process.Signal(syscall.SIGINT); _ = perf.Wait() }()
 	}
 	create := exec.Command(bin, "link", "create", "bench", "--dest", srv.Addr, "--source", src, "--topics", set.regex)
 	start := time.Now()

@@ -35,8 +35,8 @@ type RefCopyOptions struct {
 	Ends map[client.TopicPartition]int64
 	Sink string // the write-only Sink's address
 	// Sessions is the number of fetch sessions (each its own connection,
-	// partitions spread round-robin) per source broker; default 1, the
-	// link's default.
+	// partitions spread round-robin) per source broker; default 2, as the
+	// link's runner.
 	Sessions int
 	// PartitionBytes and ResponseBytes are the fetch sizes: the link's
 	// 4 MiB per partition and 32 MiB per response by default.
@@ -56,12 +56,13 @@ type RefCopyResult struct {
 // the sink: each session sends one fetch request at a time for all its
 // partitions not yet copied, cuts each answer into whole batches (a
 // partial trailing batch is fetched again), and sends what a response
-// carried as one Produce request (v9, acks=-1) on its own sink connection
-// without waiting for the answer, so the next fetch overlaps the write.
-// It returns once every write was acknowledged.
+// carried as one Produce request (v9, acks=-1) on its own sink connection:
+// a writer goroutine encodes and sends it while the next fetch is under
+// way, with up to InFlight requests unanswered. It returns once every
+// write was acknowledged.
 func RefCopy(ctx context.Context, o RefCopyOptions) (RefCopyResult, error) {
 	if o.Sessions <= 0 {
-		o.Sessions = 1
+		o.Sessions = 2
 	}
 	if o.PartitionBytes <= 0 {
 		o.PartitionBytes = 4 << 20
@@ -142,6 +143,32 @@ func refSession(ctx context.Context, o RefCopyOptions, addr string, tps []client
 		return 0, err
 	}
 	defer sc.close()
+	// The writer: encodes and sends what the fetch loop hands it.
+	reqs := make(chan *kmsg.ProduceRequest, o.InFlight)
+	werr := make(chan error, 1)
+	go func() {
+		var err error
+		for req := range reqs {
+			if err == nil {
+				err = sc.send(req)
+			}
+		}
+		if err == nil {
+			err = sc.drain()
+		}
+		werr <- err
+	}()
+	copied, err := refFetch(ctx, o, sess, tps, reqs)
+	close(reqs)
+	if werr := <-werr; err == nil {
+		err = werr
+	}
+	return copied, err
+}
+
+// refFetch is a session's fetch loop: it hands each response's batches to
+// the writer as one Produce request.
+func refFetch(ctx context.Context, o RefCopyOptions, sess *client.FetchSession, tps []client.TopicPartition, reqs chan<- *kmsg.ProduceRequest) (int64, error) {
 	next := make(map[client.TopicPartition]int64, len(tps))
 	for _, tp := range tps {
 		if o.Ends[tp] > 0 {
@@ -198,12 +225,14 @@ func refSession(ctx context.Context, o RefCopyOptions, addr string, tps []client
 			}
 		}
 		if len(req.Topics) > 0 {
-			if err := sc.send(req); err != nil {
-				return copied, err
+			select {
+			case reqs <- req:
+			case <-ctx.Done():
+				return copied, ctx.Err()
 			}
 		}
 	}
-	return copied, sc.drain()
+	return copied, nil
 }
 
 // sinkConn is one connection to the Sink with up to inFlight Produce
