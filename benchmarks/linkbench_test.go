@@ -29,7 +29,7 @@ import (
 
 var (
 	linkBenchParts  = flag.String("linkbench.parts", "4,1000", "partition counts to run (4: one topic; 1000: 4 topics x 250)")
-	linkBenchMB     = flag.String("linkbench.mb", "1024,2048", "MiB of record values per partition count (same order as -linkbench.parts)")
+	linkBenchMB     = flag.String("linkbench.mb", "2048,2048", "MiB of record values per partition count (same order as -linkbench.parts)")
 	linkBenchRounds = flag.Int("linkbench.rounds", 3, "rounds; the systems' order rotates each round, medians are reported")
 	linkBenchMM2    = flag.String("linkbench.mm2", "4", "partition counts at which MirrorMaker 2 runs too (empty: never)")
 	linkBenchOut    = flag.String("linkbench.out", "tmp", "directory (relative to benchmarks/) for <date>-<commit>-link.json")
@@ -102,7 +102,6 @@ func TestLinkBench(t *testing.T) {
 
 	k := interop.StartKafka(t, interop.KafkaOptions{FullJIT: true, HeapMB: 1024, LogLevel: "warn",
 		Props: map[string]string{"auto.create.topics.enable": "false"}})
-	src := k.Bootstrap()
 	sets := make([]*linkSet, len(partCounts))
 	for i, parts := range partCounts {
 		sets[i] = preloadLinkSet(t, k, parts, mbs[i])
@@ -142,11 +141,11 @@ func TestLinkBench(t *testing.T) {
 				var m map[string]float64
 				switch sys {
 				case sysRef:
-					m = runRefCopy(t, src, set, work)
+					m = runRefCopy(t, k, set, work)
 				case sysLink:
-					m = runLink(t, bin, src, set, work, tmpl)
+					m = runLink(t, bin, k, set, work, tmpl)
 				case sysPush:
-					m = runPush(t, bin, src, set, work, tmpl)
+					m = runPush(t, bin, k, set, work, tmpl)
 				case sysMM2:
 					m = runMM2(t, k, profile{mirrorTopics: set.topics, toolTimeout: 10 * time.Minute}, set.bytes, set.records)
 				}
@@ -165,7 +164,7 @@ func TestLinkBench(t *testing.T) {
 		if len(set.topics) > 1 {
 			shape = fmt.Sprintf("%d topics x %d partitions", len(set.topics), set.parts/int32(len(set.topics)))
 		}
-		params := fmt.Sprintf("%s on one Kafka 4.4 node, %d MiB of 1000-byte random values (%.1f MiB per partition, uncompressed, 256 KiB producer batches), %.0f MB stored; copied from offset 0 to the source's log end into a fresh destination per round (page cache); MB/s = stored source bytes / seconds from the copier's start to the last partition complete; CPU = copier + destination",
+		params := fmt.Sprintf("%s on one Kafka 4.4 node, %d MiB of 1000-byte random values (%.1f MiB per partition, uncompressed, 256 KiB producer batches), %.0f MB stored; copied from offset 0 to the source's log end into a fresh destination per round (page cache); MB/s = stored source bytes / seconds from the copier's start to the last partition complete; CPU = copier + destination; source_cpu_s_per_gb: the source Kafka's CPU during the timed part (not for MM2)",
 			shape, set.valuesMB, float64(set.valuesMB)/float64(set.parts), float64(set.bytes)/1e6)
 		notes := map[string]string{
 			sysRef:  "RefCopy: one KIP-227 fetch session per source broker (the link's default), every partition not yet copied in each request, 4 MiB per partition, 32 MiB per response, read_uncommitted; each response's batches sent as one Produce v9 (acks=-1, up to 8 in flight) into the write-only Sink (sink.go: CRC checked, appended to a file per partition, no index), in this process (CPU: this process)",
@@ -304,12 +303,13 @@ func serveArgv(bin, dir string) []string {
 	return []string{bin, "serve", "--listen", "{addr}", "--data-dir", dir, "--flush", "never", "--log-level", "warn"}
 }
 
-// freshServe starts a destination from the template; stop stops it. Its
-// data dir stays until the test ends, as the sink's: ext4 does not reuse
-// inodes freed in the last minute or more, and creating 1,000 partitions'
-// files right after the previous round deleted as many cost the next
-// destination seconds of inode search (find_inode_bit, recently_deleted).
-func freshServe(t *testing.T, bin, work, tmpl string, env ...string) (*Server, func()) {
+// freshServe starts a destination from the template; stop stops it. The
+// data dir of a set of many partitions stays until the test ends, as the
+// sink's (keepDirs): ext4 does not reuse inodes freed in the last minute
+// or more, and creating 1,000 partitions' files right after the previous
+// round deleted as many cost the next destination seconds of inode search
+// (find_inode_bit, recently_deleted in the profile).
+func freshServe(t *testing.T, bin, work, tmpl string, set *linkSet, env ...string) (*Server, func()) {
 	dir, err := os.MkdirTemp(work, "dest-")
 	if err != nil {
 		t.Fatal(err)
@@ -327,8 +327,15 @@ func freshServe(t *testing.T, bin, work, tmpl string, env ...string) (*Server, f
 		if len(env) > 0 {
 			t.Logf("destination log tail:\n%s", tailString(srv.Log.String(), 6000))
 		}
+		if !keepDirs(set) {
+			os.RemoveAll(dir)
+		}
 	}
 }
+
+// keepDirs reports whether a set's copies are kept until the test ends
+// (see freshServe); a few partitions' files are removed at once.
+func keepDirs(set *linkSet) bool { return set.parts > 16 }
 
 func selfCPU() float64 {
 	var ru syscall.Rusage
@@ -343,11 +350,40 @@ func cmdCPU(c *exec.Cmd) float64 {
 	return (c.ProcessState.UserTime() + c.ProcessState.SystemTime()).Seconds()
 }
 
+// sourceCPU returns a function that gives the source's CPU seconds per GB
+// of the set since sourceCPU was called: the source shares the machine, so
+// what it spends serving a copier is part of that copier's cost.
+func sourceCPU(k *interop.Kafka, set *linkSet) func() float64 {
+	before, _ := ReadProcStats(k.Nodes[0].PID())
+	return func() float64 {
+		after, _ := ReadProcStats(k.Nodes[0].PID())
+		return (after.CPUSecs - before.CPUSecs) / (float64(set.bytes) / 1e9)
+	}
+}
+
+// perfRecord records pid with perf into -linkbench.perf's FILE-<what>-<partitions>-<time>
+// (profiling runs only) until the returned function is called.
+func perfRecord(t *testing.T, what string, set *linkSet, pid int) func() {
+	if *linkBenchPerf == "" {
+		return func() {}
+	}
+	perf := exec.Command("perf", "record", "-F", "499", "-g", "-o", fmt.Sprintf("%s-%s-%d-%d", *linkBenchPerf, what, set.parts, time.Now().Unix()), "-p", strconv.Itoa(pid))
+	if err := perf.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	return func() { _ = perf.Process.Signal(syscall.SIGINT); _ = perf.Wait() }
+}
+
 // runRefCopy copies the set with RefCopy into a fresh in-process Sink.
-func runRefCopy(t *testing.T, src string, set *linkSet, work string) map[string]float64 {
-	dir, err := os.MkdirTemp(work, "sink-") // kept: see freshServe
+func runRefCopy(t *testing.T, k *interop.Kafka, set *linkSet, work string) map[string]float64 {
+	src := k.Bootstrap()
+	dir, err := os.MkdirTemp(work, "sink-")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !keepDirs(set) {
+		defer os.RemoveAll(dir)
 	}
 	sink := &Sink{Dir: dir}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -363,9 +399,11 @@ func runRefCopy(t *testing.T, src string, set *linkSet, work string) map[string]
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cpu0 := selfCPU()
+	stopPerf := perfRecord(t, "ref", set, os.Getpid())
+	cpu0, srcCPU := selfCPU(), sourceCPU(k, set)
 	res, err := RefCopy(ctx, RefCopyOptions{Cluster: cl, Ends: set.ends, Sink: ln.Addr().String()})
-	cpu := selfCPU() - cpu0
+	cpu, scpu := selfCPU()-cpu0, srcCPU()
+	stopPerf()
 	if err != nil {
 		t.Fatalf("reference copy: %v", err)
 	}
@@ -373,7 +411,7 @@ func runRefCopy(t *testing.T, src string, set *linkSet, work string) map[string]
 		t.Fatalf("reference copy moved %d bytes, the source stores %d", res.Bytes, set.bytes)
 	}
 	gb := float64(set.bytes) / 1e9
-	return map[string]float64{"mb_per_s": float64(set.bytes) / 1e6 / res.Elapsed.Seconds(), "cpu_s_per_gb": cpu / gb, "seconds": res.Elapsed.Seconds()}
+	return map[string]float64{"mb_per_s": float64(set.bytes) / 1e6 / res.Elapsed.Seconds(), "cpu_s_per_gb": cpu / gb, "seconds": res.Elapsed.Seconds(), "source_cpu_s_per_gb": scpu}
 }
 
 // destEndsAt polls the destination's end offsets (every 20 ms, or 100 ms
@@ -419,32 +457,28 @@ func destEndsAt(t *testing.T, addr string, set *linkSet, timeout time.Duration) 
 }
 
 // runLink copies the set with a cluster link into a fresh serve.
-func runLink(t *testing.T, bin, src string, set *linkSet, work, tmpl string) map[string]float64 {
+func runLink(t *testing.T, bin string, k *interop.Kafka, set *linkSet, work, tmpl string) map[string]float64 {
+	src := k.Bootstrap()
 	var env []string
 	if *linkBenchEnv != "" {
 		env = []string{*linkBenchEnv}
 	}
-	srv, stop := freshServe(t, bin, work, tmpl, env...)
+	srv, stop := freshServe(t, bin, work, tmpl, set, env...)
 	defer stop()
 	before, err := srv.Stats()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *linkBenchPerf != "" {
-		perf := exec.Command("perf", "record", "-F", "499", "-g", "-o", fmt.Sprintf("%s-%d-%d", *linkBenchPerf, set.parts, time.Now().Unix()), "-p", strconv.Itoa(srv.Cmd.Process.Pid))
-		if err := perf.Start(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Second)
-		defer func() { _ = perf.Process.Signal(syscall.SIGINT); _ = perf.Wait() }()
-	}
+	defer perfRecord(t, "link", set, srv.Cmd.Process.Pid)()
 	create := exec.Command(bin, "link", "create", "bench", "--dest", srv.Addr, "--source", src, "--topics", set.regex)
+	srcCPU := sourceCPU(k, set)
 	start := time.Now()
 	if out, err := create.CombinedOutput(); err != nil {
 		t.Fatalf("link create: %v\n%s", err, out)
 	}
 	created := time.Now()
 	first, end := destEndsAt(t, srv.Addr, set, 10*time.Minute)
+	scpu := srcCPU()
 	after, err := srv.Stats()
 	if err != nil {
 		t.Fatal(err)
@@ -453,14 +487,15 @@ func runLink(t *testing.T, bin, src string, set *linkSet, work, tmpl string) map
 	gb := float64(set.bytes) / 1e9
 	cpu := after.CPUSecs - before.CPUSecs + cmdCPU(create)
 	return map[string]float64{"mb_per_s": float64(set.bytes) / 1e6 / secs, "cpu_s_per_gb": cpu / gb, "seconds": secs,
-		"create_s": created.Sub(start).Seconds(), "first_data_s": first.Sub(start).Seconds(),
+		"create_s": created.Sub(start).Seconds(), "first_data_s": first.Sub(start).Seconds(), "source_cpu_s_per_gb": scpu,
 		"dest_peak_rss_mb": after.PeakRSSMB, "verify_exact": verifyExact(t, bin, src, srv.Addr, set.topics)}
 }
 
 // runPush copies the set with `mirror push --create-topics` into a fresh
 // serve.
-func runPush(t *testing.T, bin, src string, set *linkSet, work, tmpl string) map[string]float64 {
-	srv, stop := freshServe(t, bin, work, tmpl)
+func runPush(t *testing.T, bin string, k *interop.Kafka, set *linkSet, work, tmpl string) map[string]float64 {
+	src := k.Bootstrap()
+	srv, stop := freshServe(t, bin, work, tmpl, set)
 	defer stop()
 	before, err := srv.Stats()
 	if err != nil {
@@ -468,9 +503,11 @@ func runPush(t *testing.T, bin, src string, set *linkSet, work, tmpl string) map
 	}
 	push := exec.Command(bin, "mirror", "push", "--source", src, "--dest", srv.Addr, "--topics", strings.Join(set.topics, ","),
 		"--create-topics", "--log-format", "json", "--log-level", "warn")
+	srcCPU := sourceCPU(k, set)
 	start := time.Now()
 	out, err := push.CombinedOutput()
 	secs := time.Since(start).Seconds()
+	scpu := srcCPU()
 	if err != nil {
 		t.Fatalf("mirror push: %v\n%s", err, tailString(string(out), 3000))
 	}
@@ -486,6 +523,6 @@ func runPush(t *testing.T, bin, src string, set *linkSet, work, tmpl string) map
 		rss = float64(ru.Maxrss) / 1024
 	}
 	return map[string]float64{"mb_per_s": float64(set.bytes) / 1e6 / secs, "cpu_s_per_gb": (copier + dest) / gb, "seconds": secs,
-		"copier_cpu_s_per_gb": copier / gb, "dest_cpu_s_per_gb": dest / gb, "copier_peak_rss_mb": rss, "dest_peak_rss_mb": after.PeakRSSMB,
+		"copier_cpu_s_per_gb": copier / gb, "dest_cpu_s_per_gb": dest / gb, "source_cpu_s_per_gb": scpu, "copier_peak_rss_mb": rss, "dest_peak_rss_mb": after.PeakRSSMB,
 		"verify_exact": verifyExact(t, bin, src, srv.Addr, set.topics)}
 }
