@@ -40,8 +40,10 @@
 // The fetch side is source.go (sourceFetchers: a copy's Source, shared
 // metadata refreshes, admin requests over the cluster's connection per
 // broker), session.go (one fetch session's loop: who is in the next
-// request, delivery, re-dial with back-off) and throttle.go (the link's
-// rate cap); docs/mirroring.md "Fetching from the source".
+// request, delivery, re-dial with back-off), budget.go (the fetch buffer:
+// bytes delivered and not yet appended, released by the destination's log
+// end) and throttle.go (the link's rate cap); docs/mirroring.md "Fetching
+// from the source".
 //
 // It must not touch storage or the wire protocol directly: the broker's
 // exported methods (Host) and package client are its only I/O, and time
