@@ -1,0 +1,212 @@
+package broker
+
+// Divergence repair and failback, the broker's side (package link's
+// repairHost, link/host_repair.go; docs/mirroring.md "Divergence and
+// failback").
+//
+// TruncateKeepingCut truncates a partition to an offset as Kafka's
+// truncateTo does (whole batches; epoch cache, indexes, transaction index
+// and producer state rebuilt by storage; the high watermark and the last
+// stable offset follow the log end), after copying every batch it removes
+// verbatim, at its original offsets, into a keep topic: nothing a
+// truncation removes is lost silently. The steps, each durable before the
+// next:
+//
+//  1. the keep topic exists (created like an ordinary topic with the
+//     truncated topic's partition count, retention off so old batches
+//     are not expired at once; never a mirror);
+//  2. the removed batches are appended to the keep topic's partition of
+//     the same number with storage's verbatim append (follower semantics:
+//     producer state tracks them and refuses nothing), and synced;
+//  3. the log is truncated (storage.Log.Truncate records its target first
+//     and Open completes it, so a crash leaves the old log or the
+//     truncated one);
+//  4. the partition's leader epoch rises by one, so that consumers
+//     validate their positions (KIP-320) and see the truncation.
+//
+// A crash between 2 and 3 leaves the old log with the copy kept; doing it
+// again finds the copy in place (an identical retry of verbatim batches)
+// and completes. A keep partition holding other batches at those offsets
+// (an earlier cut) is refused with the offset: name another keep topic.
+//
+// The caller (the link manager) decides that a partition may be truncated
+// and orders it against its own writes; this file orders it against
+// mirror appends (the partition's append lock).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/storage"
+	"github.com/verbatim-kafka/verbatim/wireext"
+)
+
+// KeepTopicSuffix names the default keep topic: `<topic>.truncated`.
+const KeepTopicSuffix = ".truncated"
+
+// DefaultKeepTopic is the keep topic of topic when the operator names
+// none.
+func DefaultKeepTopic(topic string) string { return topic + KeepTopicSuffix }
+
+// keepCopyChunk bounds one read of the batches to keep.
+const keepCopyChunk = 1 << 20
+
+// TruncateKeepingCut truncates topic's partition to the offset to (the
+// batch containing it goes whole), first keeping what it removes in
+// keepTopic ("" for DefaultKeepTopic). It answers what was removed;
+// TruncatedTo -1 when nothing was (to at or above the log end).
+func (s *Server) TruncateKeepingCut(ctx context.Context, topic string, partition int32, to int64, keepTopic string) (wireext.TruncatedPartition, error) {
+	res := wireext.TruncatedPartition{Partition: partition, TruncatedTo: -1}
+	t := s.cluster.topic(topic)
+	if t == nil || t.Partition(partition) == nil {
+		return res, kafkaErr(kerr.UnknownTopicOrPartition, fmt.Sprintf("%s/%d: this server does not host this topic-partition", topic, partition))
+	}
+	if keepTopic == "" {
+		keepTopic = DefaultKeepTopic(topic)
+	}
+	if keepTopic == topic {
+		return res, kafkaErr(kerr.InvalidRequest, fmt.Sprintf("the keep topic of %s cannot be the topic itself", topic))
+	}
+	if strings.HasPrefix(topic, "__") || strings.HasPrefix(keepTopic, "__") {
+		return res, kafkaErr(kerr.InvalidRequest, "internal topics (__*) are neither truncated nor used to keep a cut")
+	}
+	p := t.Partition(partition)
+	h, err := partitionHandle(p)
+	if err != nil {
+		return res, err
+	}
+	l := h.log
+	if to < 0 {
+		return res, kafkaErr(kerr.OffsetOutOfRange, fmt.Sprintf("%s/%d: truncation to negative offset %d", topic, partition, to))
+	}
+	kt, err := s.ensureKeepTopic(keepTopic, t)
+	if err != nil {
+		return res, err
+	}
+	kp := kt.Partition(partition)
+	kh, err := partitionHandle(kp)
+	if err != nil {
+		return res, err
+	}
+
+	p.data.appendMu.Lock()
+	defer p.data.appendMu.Unlock()
+	if to >= l.LogEndOffset() {
+		return res, nil
+	}
+	// 2. Keep what goes.
+	batches, bytes, maxEpoch, err := copyTail(ctx, l, kh.log, to)
+	if err != nil {
+		return res, fmt.Errorf("keeping %s/%d from offset %d in %s: %w", topic, partition, to, keepTopic, err)
+	}
+	if batches > 0 {
+		if err := kh.log.Flush(); err != nil {
+			return res, fmt.Errorf("%w: syncing the keep topic %s/%d: %v", errStorage, keepTopic, partition, err)
+		}
+		if err := s.SetLeaderEpochAtLeast(kp, storage.MirrorLeaderEpoch(kp.LeaderEpoch(), maxEpoch)); err != nil {
+			return res, err
+		}
+		kp.notifyAppend()
+	}
+	// 3. Cut.
+	if err := l.Truncate(to); err != nil {
+		return res, fmt.Errorf("%w: truncating %s/%d to %d: %v", errStorage, topic, partition, to, err)
+	}
+	// 4. Consumers' positions past the cut are validated anew.
+	if err := s.SetLeaderEpochAtLeast(p, p.LeaderEpoch()+1); err != nil {
+		return res, err
+	}
+	p.notifyAppend()
+	res.TruncatedTo, res.RemovedBatches, res.RemovedBytes, res.KeptIn = l.LogEndOffset(), int32(batches), bytes, keepTopic
+	s.log.Warn("partition truncated, the removed batches kept", "topic", topic, "partition", partition,
+		"truncated_to", res.TruncatedTo, "removed_batches", batches, "removed_bytes", bytes, "kept_in", keepTopic)
+	return res, nil
+}
+
+// ensureKeepTopic returns the keep topic, creating it with t's partition
+// count; an existing one must be an ordinary topic with enough
+// partitions.
+func (s *Server) ensureKeepTopic(name string, t *Topic) (*Topic, error) {
+	want := int32(len(t.Partitions()))
+	kt := s.cluster.topic(name)
+	if kt == nil {
+		cfg, err := s.topicConfig(map[string]string{
+			"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1",
+		})
+		if err != nil {
+			return nil, err
+		}
+		kt, err = s.cluster.createTopic(name, want, cfg, false)
+		if errors.Is(err, errTopicExists) {
+			kt = s.cluster.topic(name) // created meanwhile
+		} else if err != nil {
+			return nil, fmt.Errorf("creating the keep topic %s: %w", name, err)
+		} else {
+			s.log.Info("keep topic created for truncated batches", "topic", name, "for", t.Name, "partitions", want)
+		}
+		if kt == nil {
+			return nil, kafkaErr(kerr.UnknownTopicOrPartition, fmt.Sprintf("the keep topic %s was deleted while it was created", name))
+		}
+	}
+	if _, mirror := kt.Config().Overrides()[cfgMirrorMode]; mirror {
+		return nil, kafkaErr(kerr.InvalidRequest, fmt.Sprintf("the keep topic %s is a mirror topic: a cut is kept in an ordinary topic", name))
+	}
+	if n := int32(len(kt.Partitions())); n < want {
+		return nil, kafkaErr(kerr.InvalidPartitions, fmt.Sprintf("the keep topic %s has %d partitions, %s has %d: add partitions or name another keep topic", name, n, t.Name, want))
+	}
+	return kt, nil
+}
+
+// copyTail appends every batch of src whose last offset is at or above to
+// into keep, verbatim at its offsets. An empty keep log first starts at
+// the first batch's offset, so its earliest offset is the cut's.
+func copyTail(ctx context.Context, src, keep *storage.Log, to int64) (batches int, n int64, maxEpoch int32, err error) {
+	maxEpoch = -1
+	var buf []byte
+	first := true
+	for next := max(to, src.LogStartOffset()); next < src.LogEndOffset(); {
+		if err := ctx.Err(); err != nil {
+			return batches, n, maxEpoch, err
+		}
+		sl, err := src.Read(next, keepCopyChunk)
+		if err != nil {
+			return batches, n, maxEpoch, err
+		}
+		if buf, err = sl.Bytes(buf[:0]); err != nil {
+			return batches, n, maxEpoch, err
+		}
+		if len(buf) == 0 {
+			break
+		}
+		// Read starts at the batch containing next: that batch goes too.
+		if first {
+			first = false
+			base := kbatch.BaseOffset(buf)
+			if keep.LogEndOffset() == keep.LogStartOffset() && keep.LogEndOffset() != base {
+				if err := keep.TruncateFullyAndStartAt(base); err != nil {
+					return batches, n, maxEpoch, err
+				}
+			}
+		}
+		if _, err := keep.AppendVerbatim(buf); err != nil {
+			if errors.Is(err, storage.ErrOffsetBelowLogEnd) {
+				return batches, n, maxEpoch, kafkaErr(kerr.InvalidRequest, fmt.Sprintf(
+					"the keep topic already holds other batches at offsets from %d (an earlier truncation?): name another keep topic", kbatch.BaseOffset(buf)))
+			}
+			return batches, n, maxEpoch, err
+		}
+		for it := kbatch.Batches(buf); it.Next(); {
+			b := it.Batch()
+			batches++
+			n += int64(len(b))
+			maxEpoch = max(maxEpoch, kbatch.LeaderEpoch(b))
+			next = kbatch.BaseOffset(b) + int64(kbatch.LastOffsetDelta(b)) + 1
+		}
+	}
+	return batches, n, maxEpoch, nil
+}
