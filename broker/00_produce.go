@@ -418,6 +418,12 @@ func (s *Server) produceOne(ctx context.Context, op *produceOp, p *Partition, pr
 	cfg := p.Topic.Config()
 	mirror := mreq != nil
 	switch {
+	case cfg.MirrorPull:
+		// Neither clients nor pushers: the link writes it in process.
+		if mirror {
+			return h.log, errPullTopic(p.Topic.Name, cfg)
+		}
+		return h.log, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is a mirror topic (mirror.mode=pull, mirror.link=%s): only its cluster link writes to it", p.Topic.Name, cfg.MirrorLink))
 	case cfg.MirrorPush && !mirror:
 		return h.log, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is a mirror topic (mirror.mode=push): only mirror produces (docs/protocol.md) may write to it", p.Topic.Name))
 	case !cfg.MirrorPush && mirror:

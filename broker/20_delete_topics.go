@@ -100,7 +100,7 @@ func (s *Server) deleteTopicEntry(r *Request, e kmsg.DeleteTopicsRequestTopic) e
 	if isInternalTopic(t.Name) {
 		return kafkaErr(kerr.InvalidRequest, fmt.Sprintf("Internal topic %s cannot be deleted: the coordinators keep their state in it.", t.Name))
 	}
-	if t.Config().MirrorPush && !s.mirrorAdminPermitted(r) {
+	if t.Config().Mirror && !s.mirrorAdminPermitted(r) {
 		return errMirrorAdminPermission(r, "deleting mirror topic "+t.Name)
 	}
 	if err := s.cluster.deleteTopic(t); err != nil {

@@ -163,8 +163,10 @@ func deleteRecords(p *Partition, offset int64, mirror bool) (int64, error) {
 	}
 	cfg := p.Topic.Config()
 	switch {
-	case cfg.MirrorPush && !mirror:
-		return -1, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is a mirror topic (mirror.mode=push): its records cannot be deleted by clients", p.Topic.Name))
+	case cfg.Mirror && !mirror:
+		return -1, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is a mirror topic (mirror.mode=%s): its records cannot be deleted by clients", p.Topic.Name, mirrorModeOf(cfg)))
+	case cfg.MirrorPull && mirror:
+		return -1, errPullTopic(p.Topic.Name, cfg)
 	case !cfg.MirrorPush && mirror:
 		return -1, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is not a mirror topic: mirror DeleteRecords need mirror.mode=push", p.Topic.Name))
 	}

@@ -183,7 +183,7 @@ func (s *Server) alterTopicRefusal(r *Request, topic string, op authz.Operation,
 	if !s.authorized(r, op, authz.ResourceTopic, topic) {
 		return kafkaErr(kerr.TopicAuthorizationFailed, kerr.TopicAuthorizationFailed.Message)
 	}
-	if t := s.cluster.topic(topic); t != nil && t.Config().MirrorPush && !s.mirrorAdminPermitted(r) {
+	if t := s.cluster.topic(topic); t != nil && t.Config().Mirror && !s.mirrorAdminPermitted(r) {
 		return errMirrorAdminPermission(r, action+topic)
 	}
 	return nil

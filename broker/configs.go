@@ -89,11 +89,12 @@ func (s *Server) brokerConfigs() []brokerConfigEntry {
 }
 
 // checkMirrorChange enforces the mirror.* rules on a config change of an
-// existing topic: mirror.mode and mirror.source.cluster.id are set only at
-// creation and never changed; removing mirror.mode is the mirror stop
-// (brief I6, mirror_stop.go), accepted only from IncrementalAlterConfigs
-// (incremental: an explicit DELETE), which may remove
-// mirror.source.cluster.id with it. stop reports such a removal.
+// existing topic: mirror.mode, mirror.source.cluster.id and mirror.link
+// are set only at creation and never changed; removing mirror.mode is the
+// mirror stop (brief I6, mirror_stop.go), of a push or a pull topic alike,
+// accepted only from IncrementalAlterConfigs (incremental: an explicit
+// DELETE), which removes mirror.source.cluster.id and mirror.link with
+// it. stop reports such a removal.
 func checkMirrorChange(old, next map[string]string, incremental bool) (stop bool, err error) {
 	_, wasMirror := old[cfgMirrorMode]
 	_, isMirror := next[cfgMirrorMode]
@@ -101,14 +102,14 @@ func checkMirrorChange(old, next map[string]string, incremental bool) (stop bool
 	if stop && !incremental {
 		return false, fmt.Errorf("%w: This AlterConfigs request would remove %s, which stops the mirror (making the topic writable); stop it explicitly with an IncrementalAlterConfigs DELETE of %s (verbatim mirror stop), or list %s unchanged.", errInvalidConfig, cfgMirrorMode, cfgMirrorMode, cfgMirrorMode)
 	}
-	for _, name := range []string{cfgMirrorMode, cfgMirrorSourceClusterID} {
+	for _, name := range []string{cfgMirrorMode, cfgMirrorSourceClusterID, cfgMirrorLink} {
 		ov, oldSet := old[name]
 		nv, newSet := next[name]
 		switch {
 		case oldSet == newSet && ov == nv:
 			continue
 		case stop && oldSet && !newSet:
-			continue // the stop removes both
+			continue // the stop removes them all
 		case !oldSet:
 			return false, fmt.Errorf("%w: %s can only be set when the topic is created.", errInvalidConfig, name)
 		default:
@@ -132,6 +133,7 @@ func (s *Server) alterTopicConfig(t *Topic, next map[string]string, validateOnly
 	}
 	if stop {
 		delete(next, cfgMirrorSourceClusterID)
+		delete(next, cfgMirrorLink)
 	}
 	cfg, err := s.topicConfig(next)
 	if err != nil {

@@ -111,7 +111,7 @@ func (s *Server) totals() metrics.Totals {
 			}
 			t.Segments += h.log.NumSegments()
 			t.LogBytes += h.log.Size()
-			if tp.Config().MirrorPush {
+			if tp.Config().Mirror {
 				if len(t.Mirror) == metrics.MaxPartitionSeries {
 					t.MirrorOmitted++
 					continue

@@ -70,8 +70,8 @@ func requestedTopicID(rt *kmsg.CreateTopicsRequestTopic, cfg *TopicConfig) (id [
 	}
 	id = v.TopicID
 	switch {
-	case !cfg.MirrorPush:
-		return id, true, kafkaErr(kerr.InvalidRequest, fmt.Sprintf("topic %s: a topic id (CreateTopics tag %d) may only be given to a mirror topic, created with mirror.mode=push", rt.Topic, wireext.MirrorTag))
+	case !cfg.Mirror:
+		return id, true, kafkaErr(kerr.InvalidRequest, fmt.Sprintf("topic %s: a topic id (CreateTopics tag %d) may only be given to a mirror topic, created with mirror.mode=push or pull", rt.Topic, wireext.MirrorTag))
 	case id == [16]byte{}:
 		return id, true, kafkaErr(kerr.InvalidRequest, fmt.Sprintf("topic %s: the zero topic id is reserved", rt.Topic))
 	case id == metadataTopicID:

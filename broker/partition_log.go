@@ -250,7 +250,7 @@ func every(ctx context.Context, interval time.Duration, fn func()) {
 // applyRetention is one round of the retention loop over every log.
 func (s *Server) applyRetention(now int64) {
 	for _, tp := range s.cluster.topics() {
-		if tp.Config().MirrorPush {
+		if tp.Config().Mirror {
 			// Dormant while a mirror: the source's log start is
 			// forwarded instead; it runs once the mirror stops.
 			continue

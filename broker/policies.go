@@ -160,7 +160,7 @@ func (ps *policyState) binding(t *Topic) *topicPolicies {
 		return tp
 	}
 	v, set := cfg.overrides[cfgMirrorPolicies]
-	names, err := wasmpolicy.Effective(v, set, cfg.MirrorPush)
+	names, err := wasmpolicy.Effective(v, set, cfg.Mirror)
 	tp = &topicPolicies{cfg: cfg}
 	if err == nil && len(names) > 0 {
 		tp.b, err = ps.host.Bind(t.Name, names, effectiveConfigs(cfg))
@@ -228,7 +228,10 @@ func (s *Server) judgePolicies(p *Partition, l *storage.Log, set []byte, leo int
 		return nil
 	}
 	pc := wasmpolicy.PartitionContext{Partition: p.Index, LeaderEpoch: p.LeaderEpoch(), LogEndOffset: leo, LastBatchEpoch: -1}
-	if tp.cfg.MirrorPush {
+	if tp.cfg.Mirror {
+		// The policy ABI knows one mirror mode: a pull-mode topic is
+		// judged as a mirror topic like a push one (its appends are the
+		// same verbatim mirror appends).
 		pc.Mode, pc.State = wasmpolicy.ModePush, wasmpolicy.StateMirroring
 	}
 	if e, ok := l.EpochCache().LatestEpoch(); ok {

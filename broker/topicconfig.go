@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -40,6 +41,9 @@ const (
 	// Verbatim's mirror configs (docs/protocol.md).
 	cfgMirrorMode            = "mirror.mode"
 	cfgMirrorSourceClusterID = "mirror.source.cluster.id"
+	// cfgMirrorLink names the cluster link that owns a pull-mode mirror
+	// topic (mirror.mode=pull).
+	cfgMirrorLink = "mirror.link"
 
 	// cfgMaxDecompressedBatchBytes is Verbatim's per-batch cap on
 	// decompressed records (docs/compat.md), next to Kafka's per-record
@@ -179,8 +183,9 @@ var topicConfigDefs = []configDef{
 	d("segment.jitter.ms", kmsg.ConfigTypeLong, "0", "log.roll.jitter.ms", atLeast(0), "Random jitter subtracted from segment.ms."),
 	d("segment.ms", kmsg.ConfigTypeLong, "604800000", "log.roll.ms", atLeast(1), "Time after which a segment is rolled."),
 	d("unclean.leader.election.enable", kmsg.ConfigTypeBoolean, "false", "unclean.leader.election.enable", nil, "Unclean leader election (no effect on a single node)."),
-	{name: cfgMirrorMode, typ: kmsg.ConfigTypeString, check: oneOf("push"), doc: "Verbatim: marks a push mirror topic; set only at creation (docs/protocol.md)."},
+	{name: cfgMirrorMode, typ: kmsg.ConfigTypeString, check: oneOf("push", "pull"), doc: "Verbatim: marks a mirror topic, written by mirror produces (push) or by the cluster link mirror.link (pull); set only at creation (docs/protocol.md, docs/mirroring.md)."},
 	{name: cfgMirrorSourceClusterID, typ: kmsg.ConfigTypeString, doc: "Verbatim: the source cluster id of a mirror topic; set only at creation."},
+	{name: cfgMirrorLink, typ: kmsg.ConfigTypeString, doc: "Verbatim: the cluster link that mirrors a pull-mode topic (mirror.mode=pull); set only at creation."},
 	{name: cfgMirrorPolicies, typ: kmsg.ConfigTypeList, check: checkPolicyList, doc: "Verbatim: the topic's mirror policies, built-ins or --policy-dir modules (docs/policies.md); mirror topics default to epoch-monotonic,control-records."},
 }
 
@@ -276,8 +281,15 @@ type TopicConfig struct {
 	LocalRetentionMs       int64
 	LocalRetentionBytes    int64
 	UncleanLeaderElection  bool
-	// MirrorPush is true for mirror.mode=push.
+	// Mirror is true for a mirror topic of either mode (read-only for
+	// clients, stoppable, retention dormant, mirror policies by default);
+	// MirrorPush for mirror.mode=push (written by wire mirror produces),
+	// MirrorPull for mirror.mode=pull (written by the cluster link
+	// MirrorLink in process; wire mirror writes are refused).
+	Mirror                bool
 	MirrorPush            bool
+	MirrorPull            bool
+	MirrorLink            string
 	MirrorSourceClusterID string
 }
 
@@ -346,9 +358,15 @@ func newTopicConfigWith(defaults map[string]string, overrides map[string]string)
 	c.LocalRetentionBytes = i64("local.retention.bytes")
 	c.UncleanLeaderElection = get("unclean.leader.election.enable") == "true"
 	c.MirrorPush = c.overrides[cfgMirrorMode] == "push"
+	c.MirrorPull = c.overrides[cfgMirrorMode] == "pull"
+	c.Mirror = c.MirrorPush || c.MirrorPull
+	c.MirrorLink = c.overrides[cfgMirrorLink]
 	c.MirrorSourceClusterID = c.overrides[cfgMirrorSourceClusterID]
-	if _, ok := c.overrides[cfgMirrorSourceClusterID]; ok && !c.MirrorPush {
-		return nil, fmt.Errorf("%w: %s is only valid on a mirror topic (with %s=push)", errInvalidConfig, cfgMirrorSourceClusterID, cfgMirrorMode)
+	if _, ok := c.overrides[cfgMirrorSourceClusterID]; ok && !c.Mirror {
+		return nil, fmt.Errorf("%w: %s is only valid on a mirror topic (with %s=push or pull)", errInvalidConfig, cfgMirrorSourceClusterID, cfgMirrorMode)
+	}
+	if _, ok := c.overrides[cfgMirrorLink]; ok != c.MirrorPull || ok && c.MirrorLink == "" {
+		return nil, fmt.Errorf("%w: %s=pull and a non-empty %s go together (a pull-mode mirror topic names the cluster link that owns it)", errInvalidConfig, cfgMirrorMode, cfgMirrorLink)
 	}
 	if c.MinCompactionLagMs > c.MaxCompactionLagMs {
 		return nil, fmt.Errorf("%w: conflict topic config setting min.compaction.lag.ms (%d) > max.compaction.lag.ms (%d)", errInvalidConfig, c.MinCompactionLagMs, c.MaxCompactionLagMs)
@@ -397,7 +415,7 @@ func (c *TopicConfig) describe() []configEntry {
 	out := make([]configEntry, 0, len(names))
 	for _, n := range names {
 		def := topicConfigByName[n]
-		e := configEntry{def: def, source: kmsg.ConfigSourceDefaultConfig, readOnly: n == cfgMirrorMode || n == cfgMirrorSourceClusterID}
+		e := configEntry{def: def, source: kmsg.ConfigSourceDefaultConfig, readOnly: isSetAtCreation(n)}
 		if v, ok := c.overrides[n]; ok {
 			v := v
 			e.value = &v
@@ -426,4 +444,27 @@ func (c *TopicConfig) describe() []configEntry {
 		out = append(out, e)
 	}
 	return out
+}
+
+// isSetAtCreation reports the mirror configs that are set only when the
+// topic is created and removed only by the mirror stop.
+func isSetAtCreation(name string) bool {
+	return name == cfgMirrorMode || name == cfgMirrorSourceClusterID || name == cfgMirrorLink
+}
+
+// mirrorModeOf is a mirror topic's mirror.mode ("" for an ordinary one).
+func mirrorModeOf(c *TopicConfig) string {
+	switch {
+	case c.MirrorPush:
+		return "push"
+	case c.MirrorPull:
+		return "pull"
+	}
+	return ""
+}
+
+// errPullTopic refuses a wire mirror write (produce, DeleteRecords,
+// registration) to a pull-mode topic: its cluster link owns it.
+func errPullTopic(topic string, c *TopicConfig) error {
+	return kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is mirrored by cluster link %s (mirror.mode=pull): it takes no mirror produces or mirror DeleteRecords from pushers", topic, c.MirrorLink))
 }
