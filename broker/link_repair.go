@@ -38,6 +38,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -153,7 +154,7 @@ func (s *Server) ensureKeepTopic(name string, t *Topic) (*Topic, error) {
 			return nil, kafkaErr(kerr.UnknownTopicOrPartition, fmt.Sprintf("the keep topic %s was deleted while it was created", name))
 		}
 	}
-	if _, mirror := kt.Config().Overrides()[cfgMirrorMode]; mirror {
+	if kt.Config().Mirror {
 		return nil, kafkaErr(kerr.InvalidRequest, fmt.Sprintf("the keep topic %s is a mirror topic: a cut is kept in an ordinary topic", name))
 	}
 	if n := int32(len(kt.Partitions())); n < want {
@@ -209,4 +210,113 @@ func copyTail(ctx context.Context, src, keep *storage.Log, to int64) (batches in
 		}
 	}
 	return batches, n, maxEpoch, nil
+}
+
+// ConvertToPullMirror makes the existing writable topic (ordinary, or a
+// stopped mirror) a pull-mode mirror topic of link (the failback, `mirror
+// create --truncate-to-common`): mirror.mode=pull and mirror.link=link
+// are added to its configs (sourceClusterID, when known, as
+// mirror.source.cluster.id, which a later stop's barrier carries), and
+// its mirror state starts afresh as "mirroring" with no registered
+// writer, keeping every writer epoch assigned so far so that the link's
+// registration is fenced above all of them. From then on clients'
+// produces are refused; the ones admitted before are waited for (the
+// partitions' queues drained) so that a truncation that follows sees
+// them. Converting a topic that already is link's pull mirror does
+// nothing (a repeated failback after a crash).
+func (s *Server) ConvertToPullMirror(ctx context.Context, topic, link, sourceClusterID string) error {
+	t := s.cluster.topic(topic)
+	if t == nil {
+		return kafkaErr(kerr.UnknownTopicOrPartition, fmt.Sprintf("topic %s does not exist", topic))
+	}
+	if strings.HasPrefix(topic, "__") {
+		return kafkaErr(kerr.InvalidRequest, fmt.Sprintf("internal topic %s is never mirrored", topic))
+	}
+	cfg := t.Config()
+	switch {
+	case cfg.MirrorPull && cfg.MirrorLink == link:
+		return s.drainQueues(ctx, t)
+	case cfg.Mirror:
+		return kafkaErr(kerr.InvalidRequest, fmt.Sprintf("topic %s is already a mirror topic (mirror.mode=%s%s): stop it first (verbatim mirror stop)", topic, mirrorModeOf(cfg), linkSuffix(cfg)))
+	}
+	st, err := s.mirrorStateOf(t)
+	if err != nil {
+		return err
+	}
+	if st.State == mirrorStateStopping {
+		return kafkaErr(kerr.InvalidRequest, fmt.Sprintf("topic %s has a mirror stop in progress: complete it first (verbatim mirror stop)", topic))
+	}
+	if err := s.updateMirrorState(t, func(st *mirrorTopicState) error {
+		st.State, st.SourceClusterID, st.TargetConfigs = mirrorStateMirroring, "", nil
+		for i := range st.Partitions {
+			fresh := newMirrorPartitionState()
+			fresh.WriterEpoch = st.Partitions[i].WriterEpoch
+			st.Partitions[i] = fresh
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	next := cfg.Overrides()
+	next[cfgMirrorMode], next[cfgMirrorLink] = "pull", link
+	delete(next, cfgMirrorSourceClusterID)
+	if sourceClusterID != "" {
+		next[cfgMirrorSourceClusterID] = sourceClusterID
+	}
+	nc, err := s.topicConfig(next)
+	if err != nil {
+		return err
+	}
+	if err := s.cluster.setConfig(t, nc); err != nil {
+		return err
+	}
+	s.reconfigureLogs(t)
+	s.log.Warn("topic converted into a pull-mode mirror (failback): clients' produces are refused from now on",
+		"topic", topic, "link", link, "source_cluster_id", sourceClusterID)
+	return s.drainQueues(ctx, t)
+}
+
+func linkSuffix(c *TopicConfig) string {
+	if c.MirrorLink == "" {
+		return ""
+	}
+	return ", mirror.link=" + c.MirrorLink
+}
+
+// drainQueues waits until the appends queued on t's partitions before
+// its config changed are done.
+func (s *Server) drainQueues(ctx context.Context, t *Topic) error {
+	for _, p := range t.Partitions() {
+		h, err := partitionHandle(p)
+		if err != nil {
+			return err
+		}
+		for h.queue.Queued() > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// PartitionEpochs answers topic/partition's leader-epoch cache (ascending
+// epochs and start offsets), log start and log end: what the common point
+// with a source is computed from.
+func (s *Server) PartitionEpochs(topic string, partition int32) (entries []storage.EpochEntry, logStart, logEnd int64, err error) {
+	t := s.cluster.topic(topic)
+	if t == nil || t.Partition(partition) == nil {
+		return nil, 0, 0, kafkaErr(kerr.UnknownTopicOrPartition, fmt.Sprintf("%s/%d: this server does not host this topic-partition", topic, partition))
+	}
+	l, err := partitionLog(t.Partition(partition))
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	// The append lock: no mirror append between the cache and the end.
+	p := t.Partition(partition)
+	p.data.appendMu.Lock()
+	defer p.data.appendMu.Unlock()
+	return l.EpochCache().Entries(), l.LogStartOffset(), l.LogEndOffset(), nil
 }

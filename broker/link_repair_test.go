@@ -174,3 +174,59 @@ func equalInt64s(a, b []int64) bool {
 	}
 	return true
 }
+
+// The failback's conversion: an ordinary topic and a stopped push mirror
+// become pull mirrors of a link (clients refused, state "mirroring" with
+// no writer, writer epochs kept so the link's registration is above
+// them); a repeated conversion for the same link does nothing, another
+// link or a live mirror is refused.
+func TestConvertToPullMirror(t *testing.T) {
+	b := startBroker(t, t.TempDir(), nil)
+	createTopic(t, b, "o", 1, nil)
+	if pr := produceOne(t, b, 9, "o", 0, encodeBatch(t, 0, -1, 0, []byte("local"))); pr.ErrorCode != 0 {
+		t.Fatalf("produce: %v", kerr.ErrorForCode(pr.ErrorCode))
+	}
+	if err := b.srv.ConvertToPullMirror(ctxT(t), "o", "back", "src-B"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := b.srv.cluster.topic("o").Config()
+	if !cfg.MirrorPull || cfg.MirrorLink != "back" || cfg.MirrorSourceClusterID != "src-B" {
+		t.Fatalf("config after conversion: %v", cfg.Overrides())
+	}
+	if pr := produceOne(t, b, 9, "o", 0, encodeBatch(t, 0, -1, 0, []byte("late"))); pr.ErrorCode != kerr.PolicyViolation.Code {
+		t.Fatalf("a client produce after the conversion: %v", kerr.ErrorForCode(pr.ErrorCode))
+	}
+	if err := b.srv.ConvertToPullMirror(ctxT(t), "o", "back", "src-B"); err != nil {
+		t.Fatalf("repeated conversion: %v", err)
+	}
+	if err := b.srv.ConvertToPullMirror(ctxT(t), "o", "other", ""); !errors.Is(err, kerr.InvalidRequest) {
+		t.Fatalf("conversion to another link: %v", err)
+	}
+
+	// A push mirror: refused while live; once stopped, converted with its
+	// writer epoch kept.
+	createTopic(t, b, "m", 1, map[string]*string{"mirror.mode": sp("push")})
+	mirrorTo(t, b, "m", 0, data(0, 3, 2).encode(t), 0)
+	if err := b.srv.ConvertToPullMirror(ctxT(t), "m", "back", ""); !errors.Is(err, kerr.InvalidRequest) {
+		t.Fatalf("conversion of a live mirror: %v", err)
+	}
+	if err, msg := incrementalAlter(t, b, "m", false, iacDelete("mirror.mode")); err != nil {
+		t.Fatalf("stop: %v %s", err, msg)
+	}
+	mt := b.srv.cluster.topic("m")
+	before, _ := b.srv.mirrorStateOf(mt)
+	if err := b.srv.ConvertToPullMirror(ctxT(t), "m", "back", ""); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := b.srv.mirrorStateOf(mt)
+	ps := st.Partitions[0]
+	if st.State != mirrorStateMirroring || ps.Stopping || ps.WriterID != (writerID{}) || ps.WriterEpoch != before.Partitions[0].WriterEpoch || ps.WriterEpoch < 0 {
+		t.Fatalf("mirror state after converting a stopped mirror: %+v (before %+v)", st, before)
+	}
+	if !mt.Config().MirrorPull {
+		t.Fatalf("config %v", mt.Config().Overrides())
+	}
+	if err := b.srv.ConvertToPullMirror(ctxT(t), "__consumer_offsets", "back", ""); err == nil {
+		t.Fatal("an internal topic was converted")
+	}
+}
