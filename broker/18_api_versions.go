@@ -15,7 +15,10 @@ package broker
 //   - Features (v3+ tagged fields): the supported features are Verbatim's
 //     verbatim.mirror.produce (0-1) and verbatim.mirror.topic.id (0-0),
 //     docs/protocol.md (names and versions: wireext's Feature constants);
-//     none is finalized, and FinalizedFeaturesEpoch is -1. Clients then fall
+//     none is finalized, and FinalizedFeaturesEpoch is -1. With a link
+//     service installed (SetLinkService) verbatim.mirror.link (0-0) as
+//     well: the cluster link's admin requests (link_admin.go), whose keys
+//     are not listed in ApiKeys. Clients then fall
 //     back to their pre-feature behaviour: producers use transaction
 //     protocol v1 (transaction.version is not finalized), which is what
 //     this broker will serve first. metadata.version is not advertised
@@ -37,7 +40,7 @@ func init() { register(kmsg.ApiVersions.Int16(), 0, 4, handleApiVersions) }
 // softwareNameRe is Kafka's rule for client software names and versions.
 var softwareNameRe = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$`)
 
-func handleApiVersions(_ context.Context, _ *Server, r *Request) (Reply, error) {
+func handleApiVersions(_ context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.ApiVersionsRequest)
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
 	if req.Version >= 3 && (!softwareNameRe.MatchString(req.ClientSoftwareName) || !softwareNameRe.MatchString(req.ClientSoftwareVersion)) {
@@ -48,6 +51,9 @@ func handleApiVersions(_ context.Context, _ *Server, r *Request) (Reply, error) 
 	if req.Version >= 3 {
 		// Verbatim's mirror produce (docs/protocol.md, 00_produce.go).
 		resp.SupportedFeatures = append(resp.SupportedFeatures, mirrorProduceFeature(), mirrorTopicIDFeature())
+		if s.linkSvc() != nil {
+			resp.SupportedFeatures = append(resp.SupportedFeatures, mirrorLinkFeature())
+		}
 	}
 	return resp, nil
 }

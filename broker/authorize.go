@@ -229,3 +229,39 @@ func (s *Server) configsRefusal(r *Request, typ kmsg.ConfigResourceType, name st
 // Authorizer is the broker's authorizer (nil when authorization is off),
 // for tests that check what Kafka's tools configured.
 func (s *Server) Authorizer() *authz.Authorizer { return s.acl }
+
+// linkAdminPermitted is the permission of creating and deleting cluster
+// links: ALTER on CLUSTER, never granted by
+// allow.everyone.if.no.acl.found (a link creates mirror topics).
+func (s *Server) linkAdminPermitted(req *Request) bool {
+	if s.acl == nil {
+		return true
+	}
+	return s.acl.Authorize(req.Principal, req.Host, authz.OpAlter, authz.ResourceCluster, authz.ClusterName, false)
+}
+
+// errLinkAdminPermission is the refusal of a link's creation or deletion.
+func errLinkAdminPermission(req *Request, action string) error {
+	return kafkaErr(kerr.ClusterAuthorizationFailed, fmt.Sprintf(
+		"%s needs ALTER on the CLUSTER resource %s: principal %s from host %s has no ALLOW ACL for it (kafka-acls.sh --add --allow-principal %s --operation Alter --cluster)",
+		action, authz.ClusterName, req.Principal, req.Host, req.Principal))
+}
+
+// mirrorTopicRefusal is the per-topic check of the link's topic requests
+// (start, pause, resume, truncate): ALTER on an existing topic, CREATE
+// (on the topic or on CLUSTER, as CreateTopics) for one a
+// StartMirrorTopics creates; refused: TOPIC_AUTHORIZATION_FAILED. The
+// caller checks the mirror lifecycle permission (mirrorAdminPermitted).
+func (s *Server) mirrorTopicRefusal(req *Request, topic string, mayCreate bool) error {
+	if s.acl == nil {
+		return nil
+	}
+	if mayCreate && s.cluster.topic(topic) == nil {
+		if s.authorizedCluster(req, authz.OpCreate) || s.authorized(req, authz.OpCreate, authz.ResourceTopic, topic) {
+			return nil
+		}
+	} else if s.authorized(req, authz.OpAlter, authz.ResourceTopic, topic) {
+		return nil
+	}
+	return kafkaErr(kerr.TopicAuthorizationFailed, kerr.TopicAuthorizationFailed.Message)
+}

@@ -432,7 +432,7 @@ func (c *conn) handleFrame(frame hotpath.Frame) (*pending, error) {
 	if err != nil {
 		p.ctx.release()
 		p.frame.Release()
-		return nil, closeErr("%s v%d (correlation id %d): %v", kmsg.NameForKey(req.Key), req.Version, req.CorrelationID, err)
+		return nil, closeErr("%s v%d (correlation id %d): %v", apiName(req.Key), req.Version, req.CorrelationID, err)
 	}
 	p.reply = reply
 	return p, c.sasl.takeClosing()
@@ -469,9 +469,9 @@ func decodeFrameCached(frame []byte, cache *string) (*pending, *apiEntry, *Reque
 			return p, nil, nil, nil
 		}
 		if h.version >= e.minVersion && h.version < e.servedFrom {
-			return nil, nil, nil, closeErr("%s v%d is advertised for compatibility but refused (served from v%d)", kmsg.NameForKey(h.key), h.version, e.servedFrom)
+			return nil, nil, nil, closeErr("%s v%d is advertised for compatibility but refused (served from v%d)", apiName(h.key), h.version, e.servedFrom)
 		}
-		return nil, nil, nil, closeErr("unsupported version %d of %s (supported %d-%d)", h.version, kmsg.NameForKey(h.key), e.servedFrom, e.maxVersion)
+		return nil, nil, nil, closeErr("unsupported version %d of %s (supported %d-%d)", h.version, apiName(h.key), e.servedFrom, e.maxVersion)
 	}
 	*req = Request{
 		Key: h.key, Version: h.version, CorrelationID: h.correlationID,
@@ -499,7 +499,7 @@ func decodeFrameCached(frame []byte, cache *string) (*pending, *apiEntry, *Reque
 		kreq := kmsg.RequestForKey(h.key)
 		kreq.SetVersion(h.version)
 		if err := kreq.ReadFrom(body); err != nil {
-			return nil, nil, nil, closeErr("malformed %s v%d request (correlation id %d): %v", kmsg.NameForKey(h.key), h.version, h.correlationID, err)
+			return nil, nil, nil, closeErr("malformed %s v%d request (correlation id %d): %v", apiName(h.key), h.version, h.correlationID, err)
 		}
 		req.Msg = kreq
 	}
@@ -511,7 +511,7 @@ func decodeFrameCached(frame []byte, cache *string) (*pending, *apiEntry, *Reque
 func callHandler(ctx context.Context, s *Server, e *apiEntry, req *Request) (reply Reply, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			s.log.Error("handler panicked", "api", kmsg.NameForKey(e.key), "version", req.Version, "panic", fmt.Sprint(r))
+			s.log.Error("handler panicked", "api", apiName(e.key), "version", req.Version, "panic", fmt.Sprint(r))
 			reply, err = nil, fmt.Errorf("internal error in handler: %v", r)
 		}
 	}()
@@ -531,7 +531,7 @@ func (c *conn) writeLoop() {
 		if d, ok := reply.(DeferredReply); ok {
 			r, err := d.Await(&p.ctx)
 			if err != nil {
-				c.log.Warn("request failed after decode; closing connection", "api", kmsg.NameForKey(p.key),
+				c.log.Warn("request failed after decode; closing connection", "api", apiName(p.key),
 					"correlation_id", p.correlationID, "err", err)
 				broken = true
 				c.nc.Close()

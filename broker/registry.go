@@ -154,8 +154,11 @@ func newAPIEntry(key, minVersion, maxVersion int16, h Handler, opts ...apiOption
 
 // lookupAPI returns the entry for key, or nil if the key is not served.
 func lookupAPI(key int16) *apiEntry {
-	if key < 0 || int(key) >= len(registry) {
+	if key < 0 {
 		return nil
+	}
+	if int(key) >= len(registry) {
+		return extRegistry[key]
 	}
 	return registry[key]
 }

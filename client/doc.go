@@ -5,13 +5,15 @@
 // connection per broker re-dialled after failures), the raw one-partition
 // requests the mirroring tools need (ListOffsets, OffsetForLeaderEpoch,
 // sessionless Fetch, topic configs, consumer group listing, coordinator
-// lookup, offset fetch and commit), the classification of errors worth
+// lookup, offset fetch and commit), requests of extension keys whose
+// bodies the caller encodes (RawRequest, RequestRaw: sent as built, no
+// version negotiation), the classification of errors worth
 // retrying (Transient) and the pacing of retries (Clock, Backoff, Retry)
 // for callers that retry.
 //
 // It owns no policy: no request is retried implicitly, and it does not
 // decide exit codes, split record sets into batches, or know Verbatim's
-// wire extensions (the mirror produce and topic-id tags belong to the
+// wire extensions' bytes (the mirror produce and topic-id tags belong to the
 // callers). It never rewrites a request's acks, isolation level or record
 // bytes. Dial and NewCluster take an Options struct: TLS, SASL through a
 // franz-go sasl.Mechanism (PLAIN, SCRAM) with KIP-368 re-authentication
