@@ -59,3 +59,40 @@ func TruncateToCommon(ctx context.Context, h repairHost, topic string, partition
 	res, err := h.TruncateKeepingCut(ctx, topic, partition, cp.Offset, keepTopic)
 	return res, cp, err
 }
+
+// SourceMirroredLimits is the failback's cross-check against a Verbatim
+// source: for each partition of topic that the source mirrored before it
+// became writable (a stopped mirror, DescribeMirrors), the offset after
+// the last one it mirrored; the two logs share nothing beyond it, whatever
+// OffsetForLeaderEpoch says. A source that does not serve the link admin
+// requests (Apache Kafka, an older Verbatim) answers nil.
+func SourceMirroredLimits(ctx context.Context, src *client.Cluster, topic string) (map[int32]int64, error) {
+	cn, err := src.Any(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !cn.HasFeature(wireext.FeatureMirrorLink) {
+		return nil, nil
+	}
+	req := wireext.DescribeMirrorsRequest{Topics: []string{topic}}
+	body, err := cn.RequestRaw(ctx, &client.RawRequest{APIKey: wireext.APIKeyDescribeMirrors, Flexible: true, Body: req.AppendTo(nil)})
+	if err != nil {
+		return nil, fmt.Errorf("DescribeMirrors %s on the source: %w", topic, err)
+	}
+	var resp wireext.DescribeMirrorsResponse
+	if err := resp.ReadFrom(body); err != nil {
+		return nil, fmt.Errorf("DescribeMirrors %s on the source: %w", topic, err)
+	}
+	if resp.ErrorCode != 0 {
+		// A source that refuses to describe (authorization) gives no
+		// cross-check; OffsetForLeaderEpoch alone decides.
+		return nil, nil
+	}
+	limits := map[int32]int64{}
+	for _, p := range resp.Partitions {
+		if p.Topic == topic && p.State == wireext.StateStopped && p.LastMirroredOffset >= 0 {
+			limits[p.Partition] = p.LastMirroredOffset + 1
+		}
+	}
+	return limits, nil
+}
