@@ -320,3 +320,22 @@ func (s *Server) PartitionEpochs(topic string, partition int32) (entries []stora
 	defer p.data.appendMu.Unlock()
 	return l.EpochCache().Entries(), l.LogStartOffset(), l.LogEndOffset(), nil
 }
+
+// MirrorStopPoint answers the last offset and leader epoch topic's
+// partition mirrored before its mirror stop, as the stop persisted them
+// (ok false when the topic never began a stop). A source that failed over
+// shares nothing with its old source beyond this point: the failback's
+// cross-check (DescribeMirrors' last mirrored point of a STOPPED
+// partition).
+func (s *Server) MirrorStopPoint(topic string, partition int32) (offset int64, epoch int32, ok bool) {
+	t := s.cluster.topic(topic)
+	if t == nil || t.Partition(partition) == nil {
+		return -1, -1, false
+	}
+	st, err := s.mirrorStateOf(t)
+	if err != nil || int(partition) >= len(st.Partitions) || !st.Partitions[partition].Stopping {
+		return -1, -1, false
+	}
+	ps := st.Partitions[partition]
+	return ps.LastMirroredOffset, ps.LastMirroredEpoch, true
+}

@@ -230,3 +230,24 @@ func TestConvertToPullMirror(t *testing.T) {
 		t.Fatal("an internal topic was converted")
 	}
 }
+
+func TestMirrorStopPoint(t *testing.T) {
+	b := startBroker(t, t.TempDir(), nil)
+	createTopic(t, b, "m", 1, map[string]*string{"mirror.mode": sp("push")})
+	mirrorTo(t, b, "m", 0, data(0, 3, 4).encode(t), 0)
+	if _, _, ok := b.srv.MirrorStopPoint("m", 0); ok {
+		t.Fatal("a stop point before any stop")
+	}
+	if err, msg := incrementalAlter(t, b, "m", false, iacDelete("mirror.mode")); err != nil {
+		t.Fatalf("stop: %v %s", err, msg)
+	}
+	if pr := produceOne(t, b, 9, "m", 0, encodeBatch(t, 0, -1, 0, []byte("local"))); pr.ErrorCode != 0 {
+		t.Fatalf("produce after the stop: %v", kerr.ErrorForCode(pr.ErrorCode))
+	}
+	if off, epoch, ok := b.srv.MirrorStopPoint("m", 0); !ok || off != 3 || epoch != 3 {
+		t.Fatalf("stop point %d epoch %d ok %v, want 3 epoch 3", off, epoch, ok)
+	}
+	if _, _, ok := b.srv.MirrorStopPoint("nope", 0); ok {
+		t.Fatal("a stop point of a missing topic")
+	}
+}
