@@ -437,32 +437,32 @@ func (s *Server) produceOne(ctx context.Context, op *produceOp, p *Partition, pr
 			return h.log, kafkaErr(kerr.InvalidRequest, "ExpectedLogEndOffset is only allowed in mirror produces")
 		}
 	}
-	if mirror && (mp == nil || mp.ExpectedLogEndOffset < 0) {
-		return h.log, kafkaErr(kerr.InvalidRequest, msgNoExpectedLogEnd)
+	if mirror {
+		if mp == nil {
+			return h.log, kafkaErr(kerr.InvalidRequest, msgNoExpectedLogEnd)
+		}
+		pa := op.add()
+		vr, err := prepareMirrorAppend(s, p, h.log, set, writerOf(mreq), mp.ExpectedLogEndOffset, durable, &pa.a, &pa.guard)
+		if err != nil {
+			op.pend = op.pend[:len(op.pend)-1]
+			return h.log, err
+		}
+		pa.p, pa.log, pa.pr, pa.appendTime, pa.records = p, h.log, pr, -1, vr.Records
+		return h.log, op.submit(h, pa)
 	}
 	opts := hotpath.Options{Mode: hotpath.Normal, Topic: hotpathConfig(cfg), ProduceVersion: version, NowMs: now,
 		Decode: s.decode, Ctx: ctx} // compressed batches: decompression charged to the decode budget
-	if mirror {
-		opts = hotpath.Options{Mode: hotpath.Verbatim}
-	}
 	var vr hotpath.Result
 	if err := hotpath.Validate(set, &opts, &vr); err != nil {
 		return h.log, err
 	}
-	if !mirror {
-		if err := s.verifyTxnProduce(txnID, p, set); err != nil {
-			return h.log, err
-		}
+	if err := s.verifyTxnProduce(txnID, p, set); err != nil {
+		return h.log, err
 	}
 	pa := op.add()
 	pa.p, pa.log, pa.pr, pa.appendTime, pa.records = p, h.log, pr, vr.LogAppendTimeMs, vr.Records
-	pa.a = hotpath.Append{Set: set, Verbatim: mirror, LeaderEpoch: p.LeaderEpoch(), NowMs: now, Durable: durable}
+	pa.a = hotpath.Append{Set: set, LeaderEpoch: p.LeaderEpoch(), NowMs: now, Durable: durable}
 	switch {
-	case mirror:
-		pa.appendTime = -1
-		pa.guard = produceGuard{s: s, p: p, log: h.log, set: set, mirror: true,
-			writer: writerOf(mreq), expected: mp.ExpectedLogEndOffset, last: vr.LastOffset, maxEpoch: vr.MaxLeaderEpoch}
-		pa.a.Guard = &pa.guard
 	case hasPolicyOverride(cfg):
 		// An ordinary topic with mirror.policies: judged as sent
 		// (docs/policies.md), against the log the append finds.
@@ -471,12 +471,43 @@ func (s *Server) produceOne(ctx context.Context, op *produceOp, p *Partition, pr
 	default:
 		pa.guard = produceGuard{}
 	}
+	return h.log, op.submit(h, pa)
+}
+
+// submit queues pa, the op's last pending entry, to its partition.
+func (op *produceOp) submit(h *logHandle, pa *pendingAppend) error {
 	pa.g.Add(1)
 	if err := h.queue.Submit(context.Background(), &pa.g, &pa.a); err != nil {
 		op.pend = op.pend[:len(op.pend)-1]
-		return h.log, fmt.Errorf("%w: %v", storage.ErrClosed, err)
+		return fmt.Errorf("%w: %v", storage.ErrClosed, err)
 	}
-	return h.log, nil
+	return nil
+}
+
+// prepareMirrorAppend fills a with the verbatim mirror append of set by
+// writer w stating the log end expect, admitted by guard: the checks every
+// mirror append makes before it is queued (ExpectedLogEndOffset given,
+// verbatim validation) and the guard that admits it when it is written
+// (writer fencing and the expected log end under the partition's append
+// lock, then the topic's policies: produce_guard.go), whose settleMirror
+// applies the KIP-1279 epoch rule once it completed. A pusher's wire
+// mirror produce (produceOne) and a cluster link's in-process append
+// (link_data.go) both go through it, so they are one write path; set is
+// appended as given, never copied.
+func prepareMirrorAppend(s *Server, p *Partition, l *storage.Log, set []byte, w mirrorWriter, expect int64, durable bool,
+	a *hotpath.Append, guard *produceGuard) (hotpath.Result, error) {
+	var vr hotpath.Result
+	if expect < 0 {
+		return vr, kafkaErr(kerr.InvalidRequest, msgNoExpectedLogEnd)
+	}
+	opts := hotpath.Options{Mode: hotpath.Verbatim}
+	if err := hotpath.Validate(set, &opts, &vr); err != nil {
+		return vr, err
+	}
+	*guard = produceGuard{s: s, p: p, log: l, set: set, mirror: true,
+		writer: w, expected: expect, last: vr.LastOffset, maxEpoch: vr.MaxLeaderEpoch}
+	*a = hotpath.Append{Set: set, Verbatim: true, LeaderEpoch: p.LeaderEpoch(), Durable: durable, Guard: guard}
+	return vr, nil
 }
 
 // add takes the next pending entry, with an empty group of its own: a

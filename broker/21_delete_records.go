@@ -157,6 +157,13 @@ func (s *Server) registerDeleteRecords(req *kmsg.DeleteRecordsRequest, id writer
 }
 
 func deleteRecords(p *Partition, offset int64, mirror bool) (int64, error) {
+	return deleteRecordsAs(p, offset, mirror, "")
+}
+
+// deleteRecordsAs is deleteRecords by a cluster link (link != "", its
+// log-start forward to its pull-mode topic: link_data.go) or by a wire
+// client (link "").
+func deleteRecordsAs(p *Partition, offset int64, mirror bool, link string) (int64, error) {
 	l, err := partitionLog(p)
 	if err != nil {
 		return -1, err
@@ -165,9 +172,11 @@ func deleteRecords(p *Partition, offset int64, mirror bool) (int64, error) {
 	switch {
 	case cfg.Mirror && !mirror:
 		return -1, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is a mirror topic (mirror.mode=%s): its records cannot be deleted by clients", p.Topic.Name, mirrorModeOf(cfg)))
-	case cfg.MirrorPull && mirror:
+	case cfg.MirrorPull && mirror && link != cfg.MirrorLink:
 		return -1, errPullTopic(p.Topic.Name, cfg)
-	case !cfg.MirrorPush && mirror:
+	case cfg.MirrorPush && link != "":
+		return -1, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is a push mirror topic: cluster link %s does not write it", p.Topic.Name, link))
+	case !cfg.Mirror && mirror:
 		return -1, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is not a mirror topic: mirror DeleteRecords need mirror.mode=push", p.Topic.Name))
 	}
 	if !cfg.CleanupPolicyDelete && !mirror {

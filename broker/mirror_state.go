@@ -258,6 +258,12 @@ func (s *Server) checkMirrorDelete(p *Partition, mirror bool, we mirrorWriter) e
 	if !mirror || !p.Topic.Config().MirrorPush {
 		return nil
 	}
+	return s.admitMirrorDelete(p, we)
+}
+
+// admitMirrorDelete admits a log-start forward by we under p's append
+// lock (a pusher's mirror DeleteRecords, a link's forward).
+func (s *Server) admitMirrorDelete(p *Partition, we mirrorWriter) error {
 	p.data.appendMu.Lock()
 	defer p.data.appendMu.Unlock()
 	return s.checkMirrorWriter(p, we)

@@ -1,6 +1,35 @@
 package link
 
+import (
+	"context"
+
+	"github.com/verbatim-kafka/verbatim/broker"
+)
+
 // dataHost is the part of Host for the partition copies: pull-mode topics,
 // the in-process mirror append and the reads a copy resumes from.
 // Its owner fills it in (methods the broker exports in broker/link_data.go).
-type dataHost interface{}
+type dataHost interface {
+	// LinkTopics lists every destination topic with its mirror configs
+	// and mirror state; LinkTopic one (false: absent).
+	LinkTopics() []broker.LinkTopicInfo
+	LinkTopic(name string) (broker.LinkTopicInfo, bool)
+	// CreatePullTopic creates a pull-mode topic of link like the
+	// source's (partitions, topic id unless zero, configs); it returns
+	// the source configs it left out.
+	CreatePullTopic(link, name string, partitions int32, id [16]byte, sourceConfigs map[string]string, sourceClusterID string) ([]string, error)
+	AddPullPartitions(link, name string, count int32) error
+	// RegisterLinkWriter registers id as the writer of parts (one
+	// broker-assigned writer epoch for all), per partition its refusal.
+	RegisterLinkWriter(link string, id [16]byte, parts []broker.LinkPartition) (int32, []error)
+	// LinkMirrorAppend queues a mirror append (the wire mirror
+	// produce's path, the bytes as given); it blocks while the
+	// partition's queue is full.
+	LinkMirrorAppend(ctx context.Context, link, topic string, partition int32, w broker.LinkWriter, set []byte, expect int64) broker.AppendWaiter
+	// LinkForwardLogStart is the mirror DeleteRecords (offset 0: the
+	// writer check alone).
+	LinkForwardLogStart(link, topic string, partition int32, w broker.LinkWriter, offset int64) (int64, error)
+	MirrorLogRange(topic string, partition int32) (logStart, logEnd int64, err error)
+	ReadMirrorLog(topic string, partition int32, offset int64, maxBytes int) ([]byte, error)
+	LastBatchEpoch(topic string, partition int32) (int32, error)
+}

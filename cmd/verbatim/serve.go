@@ -19,6 +19,7 @@ import (
 
 	"github.com/verbatim-kafka/verbatim/broker"
 	"github.com/verbatim-kafka/verbatim/brokerconf"
+	"github.com/verbatim-kafka/verbatim/link"
 	"github.com/verbatim-kafka/verbatim/props"
 )
 
@@ -280,6 +281,22 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 		}
 		lns = append(lns, ln)
 	}
+	// The cluster links run inside the broker: opened once it is,
+	// installed before the listeners serve, closed before it shuts down.
+	links, err := link.Open(link.Config{Host: srv, Log: log.With("component", "link")})
+	if err != nil {
+		log.Error("refusing to start: the cluster links do not load", "err", err)
+		for _, ln := range lns {
+			ln.Close()
+		}
+		_ = srv.Shutdown(context.Background())
+		return 1
+	}
+	srv.SetLinkService(links)
+	closeLinks := func() {
+		srv.SetLinkService(nil)
+		_ = links.Close()
+	}
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -296,11 +313,13 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 		log.Info("shutting down", "signal", sig.String())
 	case err := <-served:
 		log.Error("listener failed", "err", err)
+		closeLinks()
 		ctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 		return 1
 	}
+	closeLinks()
 	ctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {

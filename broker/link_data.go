@@ -1,0 +1,412 @@
+package broker
+
+// The broker's side of a cluster link's partition copies (package link's
+// dataHost, link/host_data.go): the topics with their mirror configs and
+// states, pull-mode topics created like the source's, the writer
+// registration, the in-process mirror append, the log-start forward and
+// the reads a copy resumes from.
+//
+// A link is the writer of its pull-mode topics (mirror.mode=pull,
+// mirror.link=NAME) exactly as a pusher is of a push topic: it registers
+// with the same broker-assigned writer epochs (registerMirrorWriters), and
+// its appends take the wire mirror produce's path from validation on
+// (prepareMirrorAppend: verbatim validation, the append guard's writer
+// fencing, expected log end and policies, the partition's queue, the
+// KIP-1279 epoch rule), with the fetched bytes appended as they are. Only
+// the link named by mirror.link writes a pull topic; wire mirror writes to
+// it are refused (00_produce.go, 21_delete_records.go).
+//
+// Errors are Kafka errors (errors.Is with the kerr code, the broker's
+// message in the text), as a wire client would see them.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/verbatim-kafka/verbatim/hotpath"
+	"github.com/verbatim-kafka/verbatim/storage"
+)
+
+// LinkTopicInfo is a topic as a link sees it.
+type LinkTopicInfo struct {
+	Name       string
+	ID         [16]byte
+	Partitions int32
+	// Configs are the topic's overrides.
+	Configs map[string]string
+	// MirrorMode is mirror.mode ("" for an ordinary topic), MirrorLink
+	// mirror.link.
+	MirrorMode, MirrorLink string
+	// MirrorState is the mirror state (MirrorStateMirroring, ...), also
+	// for a former mirror topic once stopped; "" for a topic that never
+	// was one.
+	MirrorState string
+	// Internal is a coordinator topic (__consumer_offsets, ...).
+	Internal bool
+}
+
+// Mirror states as LinkTopicInfo reports them.
+const (
+	MirrorStateMirroring = mirrorStateMirroring
+	MirrorStateStopping  = mirrorStateStopping
+	MirrorStateStopped   = mirrorStateStopped
+)
+
+// LinkTopics lists every topic, by name.
+func (s *Server) LinkTopics() []LinkTopicInfo {
+	ts := s.cluster.topics()
+	out := make([]LinkTopicInfo, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, s.linkTopicInfo(t))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// LinkTopic describes one topic (false when it does not exist).
+func (s *Server) LinkTopic(name string) (LinkTopicInfo, bool) {
+	t := s.cluster.topic(name)
+	if t == nil {
+		return LinkTopicInfo{}, false
+	}
+	return s.linkTopicInfo(t), true
+}
+
+func (s *Server) linkTopicInfo(t *Topic) LinkTopicInfo {
+	cfg := t.Config()
+	info := LinkTopicInfo{Name: t.Name, ID: t.ID, Partitions: int32(len(t.Partitions())), Configs: cfg.Overrides(),
+		MirrorMode: mirrorModeOf(cfg), MirrorLink: cfg.MirrorLink, Internal: isInternalTopic(t.Name)}
+	if cfg.Mirror {
+		if st, err := s.mirrorStateOf(t); err == nil {
+			info.MirrorState = st.State
+		}
+	} else {
+		info.MirrorState = s.formerMirrorState(t)
+	}
+	return info
+}
+
+// formerMirrorState is the state an ordinary topic's mirror state file
+// records ("" when it has none: it never was a mirror), without creating
+// one.
+func (s *Server) formerMirrorState(t *Topic) string {
+	r := &s.mirror
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st := r.topics[t.ID]; st != nil {
+		return st.State
+	}
+	if _, err := s.fs.Stat(mirrorStateDir + "/" + mirrorStateName(t.ID)); errors.Is(err, fs.ErrNotExist) || err != nil {
+		return ""
+	}
+	st, err := s.loadMirrorStateLocked(t)
+	if err != nil {
+		return ""
+	}
+	return st.State
+}
+
+// CreatePullTopic creates topic name as a pull-mode mirror of link: the
+// source's partition count, its topic id (kept unless zero), its explicit
+// configs (mirror.* and configs Verbatim does not know are left out and
+// returned in skipped) plus mirror.mode=pull, mirror.link=link and
+// mirror.source.cluster.id=sourceClusterID.
+func (s *Server) CreatePullTopic(link, name string, partitions int32, id [16]byte, sourceConfigs map[string]string, sourceClusterID string) (skipped []string, err error) {
+	if link == "" || sourceClusterID == "" {
+		return nil, kafkaErr(kerr.InvalidRequest, "a pull-mode topic needs its link and the source cluster id")
+	}
+	if err := validateTopicName(name); err != nil {
+		return nil, linkErr(err)
+	}
+	overrides := make(map[string]string, len(sourceConfigs)+3)
+	for k, v := range sourceConfigs {
+		if strings.HasPrefix(k, "mirror.") || topicConfigByName[k] == nil {
+			skipped = append(skipped, k)
+			continue
+		}
+		overrides[k] = v
+	}
+	sort.Strings(skipped)
+	overrides[cfgMirrorMode], overrides[cfgMirrorLink], overrides[cfgMirrorSourceClusterID] = "pull", link, sourceClusterID
+	cfg, err := s.topicConfig(overrides)
+	if err != nil {
+		return skipped, linkErr(err)
+	}
+	if err := s.checkTopicPolicies(cfg); err != nil {
+		return skipped, linkErr(err)
+	}
+	if id == ([16]byte{}) {
+		_, err = s.cluster.createTopic(name, partitions, cfg, false)
+	} else {
+		_, err = s.createMirrorTopicWithID(name, partitions, cfg, false, id)
+	}
+	if err != nil {
+		return skipped, linkErr(err)
+	}
+	s.log.Info("created pull-mode mirror topic", "topic", name, "link", link, "partitions", partitions, "topic_id", formatTopicID(id), "skipped_configs", skipped)
+	return skipped, nil
+}
+
+// AddPullPartitions grows link's pull-mode topic name to count
+// partitions (the source's count).
+func (s *Server) AddPullPartitions(link, name string, count int32) error {
+	t, err := s.pullTopic(link, name)
+	if err != nil {
+		return err
+	}
+	if err := s.cluster.addPartitions(t, count, false); err != nil {
+		return linkErr(err)
+	}
+	s.log.Info("added partitions to pull-mode mirror topic", "topic", name, "link", link, "partitions", count)
+	return nil
+}
+
+// pullTopic returns link's pull-mode topic name, or the refusal a write
+// by link to it gets.
+func (s *Server) pullTopic(link, name string) (*Topic, error) {
+	t := s.cluster.topic(name)
+	if t == nil {
+		return nil, kafkaErr(kerr.UnknownTopicOrPartition, "topic "+name+" does not exist")
+	}
+	cfg := t.Config()
+	if !cfg.MirrorPull || cfg.MirrorLink != link {
+		if !cfg.Mirror {
+			if st := s.formerMirrorState(t); st == mirrorStateStopped {
+				return nil, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is no longer a mirror (mirror stop: stopped): mirror writes are refused", name))
+			}
+		}
+		return nil, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is not a pull-mode mirror topic of link %s (mirror.mode=%s, mirror.link=%s)", name, link, mirrorModeOf(cfg), cfg.MirrorLink))
+	}
+	return t, nil
+}
+
+// pullPartition is pullTopic's partition with its log.
+func (s *Server) pullPartition(link, topic string, partition int32) (*Partition, *logHandle, error) {
+	t, err := s.pullTopic(link, topic)
+	if err != nil {
+		return nil, nil, err
+	}
+	p := t.Partition(partition)
+	if p == nil {
+		return nil, nil, kafkaErr(kerr.UnknownTopicOrPartition, fmt.Sprintf("topic %s has no partition %d", topic, partition))
+	}
+	h, err := partitionHandle(p)
+	if err != nil {
+		return nil, nil, linkErr(err)
+	}
+	return p, h, nil
+}
+
+// LinkPartition names one partition of a link's topic.
+type LinkPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// LinkWriter is a link's writer identity on its partitions: the epoch the
+// broker assigned its registration and its id (the link id).
+type LinkWriter struct {
+	Epoch int32
+	ID    [16]byte
+}
+
+func (w LinkWriter) mirrorWriter() mirrorWriter { return mirrorWriter{Epoch: w.Epoch, ID: w.ID} }
+
+// RegisterLinkWriter registers link's id as the writer of parts (of its
+// pull-mode topics) in one assignment, as a pusher's registration does
+// (mirror_writer.go): the epoch assigned, and per partition its refusal
+// (nil: registered).
+func (s *Server) RegisterLinkWriter(link string, id [16]byte, parts []LinkPartition) (int32, []error) {
+	errs := make([]error, len(parts))
+	var ps []*Partition
+	var idx []int
+	for i, lp := range parts {
+		p, _, err := s.pullPartition(link, lp.Topic, lp.Partition)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		ps, idx = append(ps, p), append(idx, i)
+	}
+	if len(ps) == 0 {
+		return -1, errs
+	}
+	epoch, rerrs := s.registerMirrorWriters(ps, writerID(id))
+	for j, err := range rerrs {
+		if err != nil {
+			errs[idx[j]] = linkErr(err)
+		}
+	}
+	return epoch, errs
+}
+
+// LinkAppend is a link's mirror append in a partition's queue.
+type LinkAppend struct {
+	s       *Server
+	a       hotpath.Append
+	g       hotpath.Group
+	guard   produceGuard
+	records int64
+	err     error // refused before it was queued
+}
+
+// AppendWaiter is a queued link append (LinkMirrorAppend).
+type AppendWaiter interface {
+	// Wait returns the append's first offset once it completed, or the
+	// refusal a wire mirror produce would have been answered.
+	Wait(ctx context.Context) (int64, error)
+}
+
+// LinkMirrorAppend queues the mirror append of set (whole batches as the
+// source holds them) to link's pull-mode partition as writer w, stating
+// the log end it expects, through the wire mirror produce's path
+// (prepareMirrorAppend). It blocks while the partition's queue is full
+// (back-pressure) or until ctx ends; the outcome is Wait's.
+func (s *Server) LinkMirrorAppend(ctx context.Context, link, topic string, partition int32, w LinkWriter, set []byte, expect int64) AppendWaiter {
+	la := &LinkAppend{s: s}
+	p, h, err := s.pullPartition(link, topic, partition)
+	if err != nil {
+		la.err = err
+		return la
+	}
+	vr, err := prepareMirrorAppend(s, p, h.log, set, w.mirrorWriter(), expect, s.flushPolicy() == storage.FlushAlways, &la.a, &la.guard)
+	if err != nil {
+		la.err = linkErr(err)
+		return la
+	}
+	la.records = vr.Records
+	la.g.Reset()
+	la.g.Add(1)
+	if err := h.queue.Submit(ctx, &la.g, &la.a); err != nil {
+		if ctx.Err() == nil {
+			err = linkErr(fmt.Errorf("%w: %v", storage.ErrClosed, err))
+		}
+		la.err = err
+	}
+	return la
+}
+
+// Wait is AppendWaiter's.
+func (la *LinkAppend) Wait(ctx context.Context) (int64, error) {
+	if la.err != nil {
+		return -1, la.err
+	}
+	if err := awaitReady(ctx, la.g.Done()); err != nil {
+		return -1, err
+	}
+	if err := la.guard.settleMirror(la.a.Err); err != nil {
+		la.s.logDataFailure("link append", la.guard.p.Topic.Name, la.guard.p.Index, codeOf(err), err, clientInfo{}, "expected", la.guard.expected)
+		return -1, linkErr(err)
+	}
+	if ar := &la.a.Result; !ar.Duplicate && !ar.AlreadyPresent {
+		la.guard.p.notifyAppend()
+		m := la.s.topicMetrics(la.guard.p.Topic)
+		m.BytesIn.Add(float64(len(la.a.Set)))
+		m.MessagesIn.Add(float64(la.records))
+	}
+	return la.a.Result.FirstOffset, nil
+}
+
+// LinkForwardLogStart moves the log start of link's partition to offset
+// as writer w, as a pusher's mirror DeleteRecords does (offset 0 moves
+// nothing: the writer check alone); it returns the new log start.
+func (s *Server) LinkForwardLogStart(link, topic string, partition int32, w LinkWriter, offset int64) (int64, error) {
+	p, _, err := s.pullPartition(link, topic, partition)
+	if err != nil {
+		return -1, err
+	}
+	if err := s.admitMirrorDelete(p, w.mirrorWriter()); err != nil {
+		return -1, linkErr(err)
+	}
+	low, err := deleteRecordsAs(p, offset, true, link)
+	if err != nil {
+		return -1, linkErr(err)
+	}
+	return low, nil
+}
+
+// MirrorLogRange is a partition's log start and log end (the offset the
+// next mirror append states).
+func (s *Server) MirrorLogRange(topic string, partition int32) (logStart, logEnd int64, err error) {
+	l, err := s.linkLog(topic, partition)
+	if err != nil {
+		return -1, -1, err
+	}
+	return l.LogStartOffset(), l.LogEndOffset(), nil
+}
+
+// ReadMirrorLog returns the whole batches stored from the one holding
+// offset, up to about maxBytes (the first batch whole).
+func (s *Server) ReadMirrorLog(topic string, partition int32, offset int64, maxBytes int) ([]byte, error) {
+	l, err := s.linkLog(topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	sl, err := l.Read(offset, maxBytes)
+	if err != nil {
+		return nil, linkErr(err)
+	}
+	b, err := sl.Bytes(nil)
+	if err != nil {
+		return nil, linkErr(err)
+	}
+	return b, nil
+}
+
+// LastBatchEpoch is the leader epoch of a partition's last stored batch
+// as its epoch cache records it (-1: none).
+func (s *Server) LastBatchEpoch(topic string, partition int32) (int32, error) {
+	l, err := s.linkLog(topic, partition)
+	if err != nil {
+		return -1, err
+	}
+	if e, ok := l.EpochCache().LatestEpoch(); ok {
+		return e, nil
+	}
+	return -1, nil
+}
+
+func (s *Server) linkLog(topic string, partition int32) (*storage.Log, error) {
+	t := s.cluster.topic(topic)
+	if t == nil {
+		return nil, kafkaErr(kerr.UnknownTopicOrPartition, "topic "+topic+" does not exist")
+	}
+	p := t.Partition(partition)
+	if p == nil {
+		return nil, kafkaErr(kerr.UnknownTopicOrPartition, fmt.Sprintf("topic %s has no partition %d", topic, partition))
+	}
+	l, err := partitionLog(p)
+	if err != nil {
+		return nil, linkErr(err)
+	}
+	return l, nil
+}
+
+// linkErr is err as the Kafka error a wire client would get: errors.Is
+// with its kerr code, the broker's message as text.
+func linkErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ke *kafkaError
+	if errors.As(err, &ke) {
+		return err
+	}
+	code, msg := dataErrorToKafka(err)
+	var kc *kerr.Error
+	if !errors.As(kerr.ErrorForCode(code), &kc) {
+		kc = kerr.UnknownServerError
+	}
+	return kafkaErr(kc, msg)
+}
+
+func codeOf(err error) int16 {
+	code, _ := dataErrorToKafka(err)
+	return code
+}

@@ -1,0 +1,270 @@
+package link
+
+// One mirrored partition of a link: its copy (mirror.PartitionCopy over
+// the source and the in-process dest) and its state.
+//
+//	PREPARING  the copy registered, resumed and is catching up to the
+//	           source high watermark it read when it started;
+//	MIRRORING  caught up once, following the source;
+//	PAUSED     the topic is paused (persisted): no copy runs;
+//	STOPPING   the broker's mirror stop is under way;
+//	STOPPED    the topic was stopped (failed over): it is writable and no
+//	           copy runs; the copy's refusal is then not a failure;
+//	FAILED     the copy ended with a refusal (persisted with its reason).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/verbatim-kafka/verbatim/broker"
+	"github.com/verbatim-kafka/verbatim/client"
+	"github.com/verbatim-kafka/verbatim/mirror"
+	"github.com/verbatim-kafka/verbatim/wireext"
+)
+
+type partRun struct {
+	r         *runner
+	topic     string
+	partition int32
+
+	mu     sync.Mutex
+	copy   *mirror.PartitionCopy
+	cancel context.CancelFunc
+	done   chan struct{}
+	// firstHW is the source high watermark read when the copy started
+	// (-1 unknown); caught is set once the destination reached it.
+	firstHW int64
+	caught  bool
+	// caughtUpAt is when the destination last was caught up (lag 0).
+	caughtUpAt time.Time
+	// rate: bytes appended per second over the last window.
+	rateAt    time.Time
+	rateBytes int64
+	rate      int64
+}
+
+func newPartRun(r *runner, topic string, partition int32) *partRun {
+	return &partRun{r: r, topic: topic, partition: partition, firstHW: -1, caughtUpAt: r.m.clock.Now()}
+}
+
+func (pr *partRun) running() bool {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.done != nil
+}
+
+// begin starts the copy as writer w (registered already).
+func (pr *partRun) begin(w mirror.Writer) {
+	r := pr.r
+	ctx, cancel := context.WithCancel(r.ctx)
+	c := mirror.NewPartitionCopy(mirror.CopyConfig{Topic: pr.topic, Partition: pr.partition,
+		Source: r.sourceFor(pr.topic, pr.partition),
+		Dest:   &dest{h: r.m.host, link: r.name, topic: pr.topic, partition: pr.partition},
+		Clock:  r.m.clock, Log: r.log, FetchBytes: r.m.fetchBytes, RetryFor: r.m.retryFor, Follow: true, Writer: w,
+		ChunkDone: func(st mirror.PartitionStats) { pr.progress(st) }})
+	done := make(chan struct{})
+	pr.mu.Lock()
+	pr.copy, pr.cancel, pr.done, pr.caught, pr.firstHW = c, cancel, done, false, -1
+	pr.rateAt, pr.rateBytes, pr.rate = r.m.clock.Now(), 0, 0
+	pr.mu.Unlock()
+	if err := r.clearFailure(pr.topic, pr.partition); err != nil {
+		r.log.Warn("persisting a partition's restart", "topic", pr.topic, "partition", pr.partition, "err", err)
+	}
+	go func() {
+		defer close(done)
+		pr.readFirstHW(ctx)
+		err := c.Run(ctx)
+		pr.mu.Lock()
+		pr.done, pr.cancel = nil, nil
+		pr.mu.Unlock()
+		cancel()
+		if ctx.Err() != nil {
+			return // halted (paused, stopped, failed by sync) or closing: not a failure
+		}
+		pr.ended(err)
+	}()
+}
+
+// readFirstHW reads the source high watermark the copy catches up to
+// (PREPARING until the destination reaches it).
+func (pr *partRun) readFirstHW(ctx context.Context) {
+	cn, _, err := pr.r.src.Leader(ctx, pr.topic, pr.partition)
+	if err != nil {
+		return
+	}
+	a, err := client.ListOffset(ctx, cn, pr.topic, pr.partition, client.Latest, client.ReadUncommitted)
+	if err != nil {
+		return
+	}
+	pr.mu.Lock()
+	pr.firstHW = a.Offset
+	pr.mu.Unlock()
+}
+
+// halt ends the copy, if one runs, and waits for it.
+func (pr *partRun) halt() {
+	pr.mu.Lock()
+	cancel, done := pr.cancel, pr.done
+	pr.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+}
+
+func (pr *partRun) progress(st mirror.PartitionStats) {
+	now := pr.r.m.clock.Now()
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.firstHW >= 0 && st.End >= pr.firstHW {
+		pr.caught = true
+	}
+	if st.Target <= st.End {
+		pr.caughtUpAt = now
+	}
+	if d := now.Sub(pr.rateAt); d >= time.Second {
+		pr.rate = int64(float64(st.Bytes-pr.rateBytes) / d.Seconds())
+		pr.rateAt, pr.rateBytes = now, st.Bytes
+	}
+}
+
+// ended handles the end of a copy by err (nil: it ended without one,
+// which a following copy does only when told to).
+func (pr *partRun) ended(err error) {
+	r := pr.r
+	if info, ok := r.m.host.LinkTopic(pr.topic); ok && (info.MirrorMode != "pull" || info.MirrorState != broker.MirrorStateMirroring) {
+		if info.MirrorMode == "" {
+			r.markStoppedAsync(pr.topic)
+		}
+		return // the topic was stopped: the copy's refusal is the stop's
+	}
+	if err == nil {
+		return
+	}
+	r.fail(pr.topic, pr.partition, pr.classify(err))
+}
+
+// classify turns a copy's error into its FAILED reason.
+func (pr *partRun) classify(err error) failure {
+	f := failure{Reason: err.Error(), Divergence: -1}
+	var ae *client.AuthError
+	switch {
+	case errors.Is(err, mirror.ErrDivergence):
+		f.Reason = "divergence: " + err.Error()
+		f.Divergence = pr.divergencePoint()
+	case errors.As(err, &ae) || errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) ||
+		errors.Is(err, kerr.SaslAuthenticationFailed):
+		f.Reason = "authorization: " + err.Error()
+	case errors.Is(err, kerr.PolicyViolation):
+		f.Reason = "policy refusal: " + err.Error()
+	case errors.Is(err, kerr.ProducerFenced):
+		f.Reason = "fenced: " + err.Error()
+	case strings.Contains(err.Error(), "giving up after") || strings.Contains(err.Error(), "has not answered usefully"):
+		f.Reason, f.Retry = "source unreachable: "+err.Error(), true
+	default:
+		f.Retry = true
+	}
+	return f
+}
+
+// divergencePoint is where the destination and the source part: the end
+// the source gives the epoch of the destination's last batch (Kafka's
+// follower rule), capped at the destination's log end; -1 when it cannot
+// be asked.
+func (pr *partRun) divergencePoint() int64 {
+	h := pr.r.m.host
+	_, leo, err := h.MirrorLogRange(pr.topic, pr.partition)
+	if err != nil {
+		return -1
+	}
+	epoch, err := h.LastBatchEpoch(pr.topic, pr.partition)
+	if err != nil || epoch < 0 {
+		return -1
+	}
+	ctx, cancel := context.WithTimeout(pr.r.ctx, 10*time.Second)
+	defer cancel()
+	cn, _, err := pr.r.src.Leader(ctx, pr.topic, pr.partition)
+	if err != nil {
+		return -1
+	}
+	ee, err := client.OffsetForLeaderEpoch(ctx, cn, pr.topic, pr.partition, epoch)
+	if err != nil || ee.EndOffset < 0 {
+		return -1
+	}
+	return min(ee.EndOffset, leo)
+}
+
+// status is the partition's MirrorPartitionStatus; info is its topic as
+// the broker has it, tm its persisted part.
+func (pr *partRun) status(info broker.LinkTopicInfo, tm *topicMeta, stopped bool) wireext.MirrorPartitionStatus {
+	h := pr.r.m.host
+	st := wireext.MirrorPartitionStatus{Topic: pr.topic, Partition: pr.partition, Link: pr.r.name,
+		SourceHighWatermark: -1, LogEndOffset: -1, LastMirroredOffset: -1, LastMirroredEpoch: -1, DivergenceOffset: -1}
+	if start, leo, err := h.MirrorLogRange(pr.topic, pr.partition); err == nil {
+		st.LogEndOffset = leo
+		if leo > start {
+			st.LastMirroredOffset = leo - 1
+			st.LastMirroredEpoch, _ = h.LastBatchEpoch(pr.topic, pr.partition)
+		}
+	}
+	now := pr.r.m.clock.Now()
+	pr.mu.Lock()
+	running := pr.done != nil
+	if pr.copy != nil {
+		snap := pr.copy.Snapshot()
+		st.SourceHighWatermark = max(pr.firstHW, snap.Target)
+		if pr.firstHW >= 0 && snap.End >= pr.firstHW && running {
+			pr.caught = true
+		}
+	}
+	if st.SourceHighWatermark >= 0 && st.LogEndOffset >= 0 {
+		st.Lag = max(0, st.SourceHighWatermark-st.LogEndOffset)
+		if st.Lag == 0 {
+			pr.caughtUpAt = now
+		} else {
+			st.LagMs = now.Sub(pr.caughtUpAt).Milliseconds()
+		}
+	}
+	if running {
+		st.BytesPerSec = pr.rate
+	}
+	caught := pr.caught
+	pr.mu.Unlock()
+	f, failed := tm.Failed[pr.partition]
+	switch {
+	case info.MirrorState == broker.MirrorStateStopping:
+		st.State = wireext.StateStopping
+	case stopped || info.MirrorMode == "" || info.MirrorState == broker.MirrorStateStopped:
+		st.State = wireext.StateStopped
+	case failed:
+		st.State, st.Reason, st.DivergenceOffset = wireext.StateFailed, f.Reason, f.Divergence
+	case tm.Paused:
+		st.State = wireext.StatePaused
+	case running && caught:
+		st.State = wireext.StateMirroring
+	default:
+		st.State = wireext.StatePreparing
+	}
+	return st
+}
+
+// markStoppedAsync is markStopped from a copy's own goroutine (which
+// markStopped would wait for).
+func (r *runner) markStoppedAsync(topic string) {
+	r.mu.Lock()
+	r.stopped[topic] = true
+	r.mu.Unlock()
+	go r.markStopped(topic)
+}
+
+// kafkaErr is a LinkService error: code, with a message.
+func kafkaErr(code *kerr.Error, format string, args ...any) error {
+	return fmt.Errorf("%w: %s", code, fmt.Sprintf(format, args...))
+}

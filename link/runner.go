@@ -1,0 +1,491 @@
+package link
+
+// One link at work: its source cluster, topic discovery every sync
+// interval by the link's patterns (and the topics named by `mirror create
+// --link`), pull-mode topics created like the source's, and one partition
+// copy per mirrored partition (partition.go).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/verbatim-kafka/verbatim/broker"
+	"github.com/verbatim-kafka/verbatim/client"
+	"github.com/verbatim-kafka/verbatim/mirror"
+	"github.com/verbatim-kafka/verbatim/props"
+	"github.com/verbatim-kafka/verbatim/wireext"
+)
+
+// Link states (LinkDescription.State).
+const (
+	linkActive      = "ACTIVE"
+	linkUnavailable = "UNAVAILABLE"
+)
+
+// Reasons of skipped topics.
+const (
+	reasonOrdinary = "an existing ordinary topic is never converted into a mirror (only `mirror create --truncate-to-common` does, explicitly)"
+	reasonInternal = "internal topics (__*) are never mirrored"
+)
+
+// runner runs one link.
+type runner struct {
+	m    *Manager
+	name string
+	id   [16]byte
+	log  *slog.Logger
+	src  *client.Cluster
+	// include and exclude are the link's patterns (nil: none).
+	include, exclude *regexp.Regexp
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+	wake   chan struct{}
+
+	mu sync.Mutex
+	// meta is the persisted state; replaced (never mutated) once
+	// persisted, see update.
+	meta *linkMeta
+	// state and reason are the link's own (ACTIVE, UNAVAILABLE).
+	state, reason string
+	srcClusterID  string
+	// parts are the partitions with a copy or a state, by topic.
+	parts map[string][]*partRun
+	// skipped are matching topics the link does not mirror, with why.
+	skipped map[string]string
+	// stopped are the link's topics that were stopped (failed over).
+	stopped map[string]bool
+}
+
+// sourceOptions are the client options of a link's source.
+func sourceOptions(cfg wireext.LinkConfig) (client.Options, error) {
+	p := props.New()
+	keys := make([]string, 0, len(cfg.SourceConfig))
+	for k := range cfg.SourceConfig {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		p.Set(k, cfg.SourceConfig[k])
+	}
+	o, err := client.FromProps(p)
+	if err != nil {
+		return o, err
+	}
+	if o.ClientID == "" {
+		o.ClientID = "verbatim-link-" + cfg.Name
+	}
+	return o, nil
+}
+
+// compilePattern compiles a link pattern matched against whole names.
+func compilePattern(what, re string) (*regexp.Regexp, error) {
+	if re == "" {
+		return nil, nil
+	}
+	c, err := regexp.Compile("^(?:" + re + ")$")
+	if err != nil {
+		return nil, fmt.Errorf("%s pattern %q: %v", what, re, err)
+	}
+	return c, nil
+}
+
+func newRunner(m *Manager, lm *linkMeta) (*runner, error) {
+	id, err := lm.id()
+	if err != nil {
+		return nil, err
+	}
+	o, err := sourceOptions(lm.Config)
+	if err != nil {
+		return nil, err
+	}
+	src, err := client.NewCluster(lm.Config.SourceBootstrap, o)
+	if err != nil {
+		return nil, err
+	}
+	inc, err := compilePattern("topics", lm.Config.Topics)
+	if err != nil {
+		return nil, err
+	}
+	exc, err := compilePattern("exclude", lm.Config.Exclude)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &runner{m: m, name: lm.Config.Name, id: id, log: m.log.With("link", lm.Config.Name), src: src, include: inc, exclude: exc,
+		ctx: ctx, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1),
+		meta: lm, state: linkActive, parts: map[string][]*partRun{}, skipped: map[string]string{}, stopped: map[string]bool{}}
+	return r, nil
+}
+
+func (r *runner) start() { go r.loop() }
+
+// stop ends the runner and every copy, and waits for them.
+func (r *runner) stop() {
+	r.cancel()
+	<-r.done
+	r.mu.Lock()
+	var all []*partRun
+	for _, ps := range r.parts {
+		all = append(all, ps...)
+	}
+	r.mu.Unlock()
+	for _, pr := range all {
+		pr.halt()
+	}
+	r.src.Close()
+}
+
+// poke asks for a sync round now.
+func (r *runner) poke() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (r *runner) interval() time.Duration {
+	if ms := r.meta.Config.SyncIntervalMs; ms > 0 {
+		return time.Duration(ms) * time.Millisecond
+	}
+	return r.m.syncInterval
+}
+
+// loop runs a sync round every interval, or when poked.
+func (r *runner) loop() {
+	defer close(r.done)
+	for {
+		r.syncRound(r.ctx)
+		wctx, cancel := context.WithCancel(r.ctx)
+		go func() {
+			select {
+			case <-r.wake:
+				cancel()
+			case <-wctx.Done():
+			}
+		}()
+		err := r.m.clock.Sleep(wctx, r.interval())
+		cancel()
+		if r.ctx.Err() != nil {
+			return
+		}
+		_ = err
+	}
+}
+
+// syncRound discovers the source's topics and brings the mirror in line:
+// topics created, partitions added, copies started, stopped topics
+// noted. Then the sync hook (link-sync's continuous sync) runs.
+func (r *runner) syncRound(ctx context.Context) {
+	md, err := r.src.Metadata(ctx, nil)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.setLinkState(linkUnavailable, fmt.Sprintf("source %s: %v", r.src.Seed(), err))
+			r.log.Warn("link source unavailable", "err", err)
+		}
+		return
+	}
+	r.setLinkState(linkActive, "")
+	r.mu.Lock()
+	r.srcClusterID = r.src.ClusterID()
+	r.mu.Unlock()
+	names := make([]string, 0, len(md))
+	for n := range md {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var start []*partRun
+	for _, n := range names {
+		if !r.wants(n) {
+			continue
+		}
+		tm := md[n]
+		if tm.Err != nil {
+			continue
+		}
+		start = append(start, r.ensureTopic(ctx, n, tm)...)
+	}
+	r.startCopies(ctx, start)
+	if h := r.m.syncHook; h != nil {
+		h(ctx, r)
+	}
+}
+
+// wants reports whether the link mirrors source topic name: named by
+// StartMirrorTopics, or matching Topics and not Exclude.
+func (r *runner) wants(name string) bool {
+	r.mu.Lock()
+	tm := r.meta.Topics[name]
+	r.mu.Unlock()
+	if tm != nil && (tm.Added || tm.Mirrored) {
+		return true
+	}
+	return r.include != nil && r.include.MatchString(name) && (r.exclude == nil || !r.exclude.MatchString(name))
+}
+
+func (r *runner) setLinkState(state, reason string) {
+	r.mu.Lock()
+	r.state, r.reason = state, reason
+	r.mu.Unlock()
+}
+
+// ensureTopic makes the destination topic of source topic name a
+// pull-mode mirror of this link like the source's, or records why it is
+// skipped, and returns the partitions whose copy should start.
+func (r *runner) ensureTopic(ctx context.Context, name string, sm *client.TopicMeta) []*partRun {
+	if strings.HasPrefix(name, "__") {
+		r.skip(name, reasonInternal)
+		return nil
+	}
+	h := r.m.host
+	info, ok := h.LinkTopic(name)
+	switch {
+	case !ok:
+		cfgs, err := client.TopicConfigs(ctx, r.src, name)
+		if err != nil {
+			r.log.Warn("reading the source topic's configs", "topic", name, "err", err)
+			return nil
+		}
+		clusterID := r.src.ClusterID()
+		if clusterID == "" {
+			clusterID = "unknown"
+		}
+		if _, err := h.CreatePullTopic(r.name, name, int32(len(sm.Partitions)), sm.ID, cfgs, clusterID); err != nil {
+			r.log.Warn("creating the pull-mode topic", "topic", name, "err", err)
+			return nil
+		}
+		if info, ok = h.LinkTopic(name); !ok {
+			return nil
+		}
+	case info.MirrorMode == "pull" && info.MirrorLink == r.name:
+		if n := int32(len(sm.Partitions)); info.Partitions < n {
+			if err := h.AddPullPartitions(r.name, name, n); err != nil {
+				r.log.Warn("adding partitions", "topic", name, "err", err)
+			} else {
+				info.Partitions = n
+			}
+		}
+	case info.MirrorMode == "" && info.MirrorState != "" && r.mirrored(name):
+		r.markStopped(name)
+		return nil
+	case info.MirrorMode == "":
+		r.skip(name, reasonOrdinary)
+		return nil
+	default:
+		r.skip(name, fmt.Sprintf("a mirror topic of another writer (mirror.mode=%s, mirror.link=%s)", info.MirrorMode, info.MirrorLink))
+		return nil
+	}
+	return r.adopt(name, info)
+}
+
+func (r *runner) mirrored(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	tm := r.meta.Topics[name]
+	return tm != nil && tm.Mirrored
+}
+
+func (r *runner) skip(name, reason string) {
+	r.mu.Lock()
+	r.skipped[name] = reason
+	r.mu.Unlock()
+}
+
+// markStopped notes a topic of the link that was stopped: its copies end
+// and its partitions are STOPPED.
+func (r *runner) markStopped(name string) {
+	r.mu.Lock()
+	ps := r.parts[name]
+	r.stopped[name] = true
+	r.mu.Unlock()
+	for _, pr := range ps {
+		pr.halt()
+	}
+}
+
+// adopt records info (the link's pull-mode topic) as mirrored, persisted,
+// and returns its partitions whose copy should start: not running, not
+// paused, not failed (unless the failure is retried).
+func (r *runner) adopt(name string, info broker.LinkTopicInfo) []*partRun {
+	if !r.mirrored(name) {
+		if err := r.update(func(lm *linkMeta) { lm.topic(name).Mirrored = true }); err != nil {
+			r.log.Warn("persisting the link's topic", "topic", name, "err", err)
+			return nil
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.skipped, name)
+	if info.MirrorState == broker.MirrorStateStopping || info.MirrorState == broker.MirrorStateStopped {
+		return nil
+	}
+	ps := r.parts[name]
+	for i := int32(len(ps)); i < info.Partitions; i++ {
+		ps = append(ps, newPartRun(r, name, i))
+	}
+	r.parts[name] = ps
+	tm := r.meta.Topics[name]
+	if tm.Paused {
+		return nil
+	}
+	var out []*partRun
+	for _, pr := range ps {
+		f, failed := tm.Failed[pr.partition]
+		if pr.running() || failed && !f.Retry {
+			continue
+		}
+		out = append(out, pr)
+	}
+	return out
+}
+
+// update applies fn to a copy of the persisted state, persists it and
+// makes it current.
+func (r *runner) update(fn func(lm *linkMeta)) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.updateLocked(fn)
+}
+
+func (r *runner) updateLocked(fn func(lm *linkMeta)) error {
+	next := r.meta.clone()
+	fn(next)
+	if err := r.m.store.save(next); err != nil {
+		return err
+	}
+	r.meta = next
+	return nil
+}
+
+// startCopies registers the link as the writer of ps, all in one
+// registration, and starts their copies.
+func (r *runner) startCopies(ctx context.Context, ps []*partRun) {
+	if len(ps) == 0 || ctx.Err() != nil {
+		return
+	}
+	parts := make([]broker.LinkPartition, len(ps))
+	for i, pr := range ps {
+		parts[i] = broker.LinkPartition{Topic: pr.topic, Partition: pr.partition}
+	}
+	epoch, errs := r.m.host.RegisterLinkWriter(r.name, r.id, parts)
+	for i, pr := range ps {
+		if errs[i] != nil {
+			pr.ended(errs[i])
+			continue
+		}
+		pr.begin(mirror.Writer{Epoch: epoch, ID: r.id})
+	}
+}
+
+// sourceFor is the source of one partition's copy.
+func (r *runner) sourceFor(topic string, partition int32) mirror.Source {
+	return mirror.ClusterSource{Cluster: r.src, Topic: topic, Partition: partition}
+}
+
+// Topics returns the names of the link's mirrored topics (for the sync
+// hook), sorted.
+func (r *runner) Topics() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for n, tm := range r.meta.Topics {
+		if tm.Mirrored {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Name is the link's name; Source its source cluster (for the sync
+// hook); Config its definition.
+func (r *runner) Name() string            { return r.name }
+func (r *runner) Source() *client.Cluster { return r.src }
+func (r *runner) Config() wireext.LinkConfig {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.meta.Config
+}
+
+// failPartition puts a partition in FAILED with reason (persisted) and
+// ends its copy: link-sync calls it for a source topic deleted or
+// re-created.
+func (r *runner) failPartition(topic string, partition int32, reason string) {
+	r.fail(topic, partition, failure{Reason: reason, Divergence: -1})
+	r.mu.Lock()
+	var pr *partRun
+	if ps := r.parts[topic]; int(partition) < len(ps) {
+		pr = ps[partition]
+	}
+	r.mu.Unlock()
+	if pr != nil {
+		pr.halt()
+	}
+}
+
+// fail persists a partition's failure.
+func (r *runner) fail(topic string, partition int32, f failure) {
+	err := r.update(func(lm *linkMeta) {
+		tm := lm.topic(topic)
+		if tm.Failed == nil {
+			tm.Failed = map[int32]failure{}
+		}
+		tm.Failed[partition] = f
+	})
+	if err != nil {
+		r.log.Error("persisting a partition's failure", "topic", topic, "partition", partition, "err", err)
+	}
+	r.log.Warn("mirror partition failed", "topic", topic, "partition", partition, "reason", f.Reason)
+}
+
+// clearFailure forgets a partition's failure (persisted).
+func (r *runner) clearFailure(topic string, partition int32) error {
+	return r.update(func(lm *linkMeta) {
+		if tm := lm.Topics[topic]; tm != nil {
+			delete(tm.Failed, partition)
+		}
+	})
+}
+
+// setPaused pauses or resumes topic (persisted); pausing ends its copies,
+// resuming starts them again (failures an operator must clear except
+// divergence are cleared too).
+func (r *runner) setPaused(ctx context.Context, topic string, pause bool) error {
+	err := r.update(func(lm *linkMeta) {
+		tm := lm.topic(topic)
+		tm.Paused = pause
+		if !pause {
+			for p, f := range tm.Failed {
+				if f.Divergence < 0 {
+					delete(tm.Failed, p)
+				}
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	ps := append([]*partRun(nil), r.parts[topic]...)
+	r.mu.Unlock()
+	if pause {
+		for _, pr := range ps {
+			pr.halt()
+		}
+		return nil
+	}
+	r.poke()
+	return nil
+}
+
+// errNotMirrored refuses an operation on a topic the link does not
+// mirror.
+var errNotMirrored = errors.New("not a mirror topic of this link")
