@@ -21,4 +21,7 @@ type repairHost interface {
 	// ConvertToPullMirror makes a writable topic a pull-mode mirror of
 	// link (the failback), clients' produces refused from then on.
 	ConvertToPullMirror(ctx context.Context, topic, link, sourceClusterID string) error
+	// MirrorStopPoint is the last offset and epoch the partition mirrored
+	// before its mirror stop, as the stop persisted them.
+	MirrorStopPoint(topic string, partition int32) (offset int64, epoch int32, ok bool)
 }

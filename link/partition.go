@@ -243,6 +243,11 @@ func (pr *partRun) status(info broker.LinkTopicInfo, tm *topicMeta, stopped bool
 		st.State = wireext.StateStopping
 	case stopped || info.MirrorMode == "" || info.MirrorState == broker.MirrorStateStopped:
 		st.State = wireext.StateStopped
+		// link-repair: a stopped partition's last mirrored point is the
+		// one its stop persisted (the failback's cross-check).
+		if off, epoch, ok := h.MirrorStopPoint(pr.topic, pr.partition); ok {
+			st.LastMirroredOffset, st.LastMirroredEpoch = off, epoch
+		}
 	case failed:
 		st.State, st.Reason, st.DivergenceOffset = wireext.StateFailed, f.Reason, f.Divergence
 	case tm.Paused:
