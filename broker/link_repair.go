@@ -85,6 +85,10 @@ func (s *Server) TruncateKeepingCut(ctx context.Context, topic string, partition
 	if to < 0 {
 		return res, kafkaErr(kerr.OffsetOutOfRange, fmt.Sprintf("%s/%d: truncation to negative offset %d", topic, partition, to))
 	}
+	if to >= l.LogEndOffset() {
+		// Nothing to cut (checked again under the lock): no keep topic.
+		return res, nil
+	}
 	kt, err := s.ensureKeepTopic(keepTopic, t)
 	if err != nil {
 		return res, err

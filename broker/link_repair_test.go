@@ -112,9 +112,12 @@ func TestTruncateKeepingCut(t *testing.T) {
 	if want := []int64{5, 6, 7, 9, 10}; !equalInt64s(offs, want) {
 		t.Fatalf("consumer read offsets %v, want %v", offs, want)
 	}
-	// Nothing more to cut.
+	// Nothing more to cut; nothing to cut creates no keep topic.
 	if res, err := b.srv.TruncateKeepingCut(ctxT(t), "m", 1, 5, ""); err != nil || res.TruncatedTo != -1 {
 		t.Fatalf("repeated truncation: %+v %v", res, err)
+	}
+	if res, err := b.srv.TruncateKeepingCut(ctxT(t), "m", 0, 0, "never"); err != nil || res.TruncatedTo != -1 || b.srv.cluster.topic("never") != nil {
+		t.Fatalf("truncating an empty partition: %+v %v", res, err)
 	}
 	// The mirror resumes at the cut.
 	mirrorTo(t, b, "m", 1, data(5, 6, 1).encode(t), 5)
