@@ -182,13 +182,15 @@ func (m *Manager) failbackTopic(ctx context.Context, r *runner, name, keep strin
 	}); err != nil {
 		return nil, kafkaErr(kerr.KafkaStorageError, "persisting link %s's topic %s: %v", r.name, name, err)
 	}
+	if err := m.host.ConvertToPullMirror(ctx, name, r.name, r.src.ClusterID()); err != nil {
+		return nil, err
+	}
+	// After the conversion: until then a sync round may have taken the
+	// topic (a mirror state, no mirror.mode) for the link's stopped one.
 	r.mu.Lock()
 	delete(r.stopped, name)
 	delete(r.skipped, name)
 	r.mu.Unlock()
-	if err := m.host.ConvertToPullMirror(ctx, name, r.name, r.src.ClusterID()); err != nil {
-		return nil, err
-	}
 	var parts []wireext.TruncatedPartition
 	for p := int32(0); p < info.Partitions; p++ {
 		limit := int64(-1)
