@@ -94,8 +94,18 @@ type pending struct {
 	frame hotpath.Frame
 	// req is the decoded request, allocated with its pending entry.
 	req Request
-	// start is when the frame was decoded, for the request metrics.
-	start time.Time
+	// start is when the frame was decoded, for the request metrics;
+	// queued how long it waited for the handler goroutine, handled when
+	// the handler returned and ready when the answer was ready to write
+	// (zero: none written).
+	start, handled, ready time.Time
+	queued                time.Duration
+}
+
+// handedFrame is a frame handed to the handler goroutine and when.
+type handedFrame struct {
+	frame hotpath.Frame
+	at    time.Time
 }
 
 // conn serves one client connection with three goroutines: the reader
@@ -135,7 +145,7 @@ type conn struct {
 	// frames handed off and not yet queued for the writer; while it is
 	// above zero every frame is handed off, so requests are handled, and
 	// answered, in arrival order.
-	handoff     chan hotpath.Frame
+	handoff     chan handedFrame
 	handing     atomic.Int32
 	handlerDone chan struct{} // closed when the handler goroutine fails
 	handlerErr  error         // set before handlerDone is closed
@@ -185,7 +195,7 @@ func newConn(s *Server, nc net.Conn, p *peer, l *Listener) (*conn, error) {
 		id:          id,
 		log:         s.log.With("conn", id, "remote", nc.RemoteAddr().String()),
 		queue:       make(chan *pending, s.cfg.MaxInFlightPerConn),
-		handoff:     make(chan hotpath.Frame),
+		handoff:     make(chan handedFrame),
 		handlerDone: make(chan struct{}),
 		frames:      fr,
 		peer:        p,
@@ -325,14 +335,14 @@ func (c *conn) readLoop() error {
 		if len(frame.Buf) >= handoffBytes && c.mayHandOff() || c.handing.Load() > 0 {
 			c.handing.Add(1)
 			select {
-			case c.handoff <- frame:
+			case c.handoff <- handedFrame{frame, time.Now()}:
 				continue
 			case <-c.handlerDone:
 				frame.Release()
 				return nil // serve reports the handler's error
 			}
 		}
-		p, err := c.handleFrame(frame)
+		p, err := c.handleFrame(frame, time.Time{})
 		if p != nil {
 			c.queue <- p
 		}
@@ -348,12 +358,12 @@ func (c *conn) readLoop() error {
 // whatever is still handed to it.
 func (c *conn) handleLoop() {
 	failed := false
-	for frame := range c.handoff {
+	for hf := range c.handoff {
 		if failed {
-			frame.Release()
+			hf.frame.Release()
 			continue
 		}
-		p, err := c.handleFrame(frame)
+		p, err := c.handleFrame(hf.frame, hf.at)
 		if p != nil {
 			c.queue <- p
 		}
@@ -400,7 +410,10 @@ func (f *frameDeadlines) SetReadDeadline(t time.Time) error {
 // written; on error (which closes the connection) it is released here,
 // except for a SASL refusal that is answered first: then the pending
 // entry comes back with the error.
-func (c *conn) handleFrame(frame hotpath.Frame) (*pending, error) {
+//
+// handedAt is when the reader handed the frame to the handler goroutine
+// (zero: handled by the reader itself).
+func (c *conn) handleFrame(frame hotpath.Frame, handedAt time.Time) (*pending, error) {
 	if c.sasl != nil {
 		if err := c.sasl.admit(frame.Buf); err != nil {
 			frame.Release()
@@ -414,6 +427,10 @@ func (c *conn) handleFrame(frame hotpath.Frame) (*pending, error) {
 	}
 	p.frame = frame
 	p.start = time.Now()
+	p.handled, p.ready, p.queued = time.Time{}, time.Time{}, 0
+	if !handedAt.IsZero() {
+		p.queued = p.start.Sub(handedAt)
+	}
 	p.ctx.init(c.s.baseCtx, p.start.Add(c.s.cfg.RequestTimeout))
 	p.ctx.w = c.wait
 	if p.reply != nil {
@@ -424,6 +441,7 @@ func (c *conn) handleFrame(frame hotpath.Frame) (*pending, error) {
 	req.sasl = c.sasl
 	req.frame = &p.frame
 	reply, err := callHandler(&p.ctx, c.s, e, req)
+	p.handled = time.Now()
 	req.frame = nil
 	if req.kept {
 		// The handler owns the frame now.
@@ -544,6 +562,7 @@ func (c *conn) writeLoop() {
 			c.finish(p, nil)
 			continue
 		}
+		p.ready = time.Now()
 		var err error
 		buf, err = c.writeResponse(bw, buf[:0], p, reply)
 		if err == nil && len(c.queue) == 0 {
@@ -581,7 +600,7 @@ func (c *conn) finish(p *pending, reply Reply) {
 			r.Release()
 		}
 	}
-	c.s.requestDone(p.key, p.start)
+	c.s.requestDone(p)
 	p.ctx.release()
 	p.frame.Release()
 }

@@ -23,6 +23,13 @@
 // the mirror permission (CLUSTER_ACTION on CLUSTER); the ACL APIs
 // (29-31) manage the persisted ACL set.
 //
+// It hosts the cluster links (package link, an application above it):
+// the link admin requests reach the installed LinkService (links.go), and
+// what a link needs of the broker are exported methods (link_*.go): for
+// the copies, pull-mode topics (mirror.mode=pull, mirror.link) and the
+// in-process mirror append, which shares the wire mirror produce's path
+// (prepareMirrorAppend, link_data.go).
+//
 // It runs the background work over the logs: retention (partition_log.go)
 // and the log cleaner threads, which choose the compacted log to clean and
 // have storage clean it (log_cleaner.go).

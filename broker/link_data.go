@@ -265,17 +265,18 @@ type AppendWaiter interface {
 
 // LinkMirrorAppend queues the mirror append of set (whole batches as the
 // source holds them) to link's pull-mode partition as writer w, stating
-// the log end it expects, through the wire mirror produce's path
+// the log end it expects (and the source high watermark it was fetched
+// under, 0 unknown, for the partition's lag), through the wire mirror produce's path
 // (prepareMirrorAppend). It blocks while the partition's queue is full
 // (back-pressure) or until ctx ends; the outcome is Wait's.
-func (s *Server) LinkMirrorAppend(ctx context.Context, link, topic string, partition int32, w LinkWriter, set []byte, expect int64) AppendWaiter {
+func (s *Server) LinkMirrorAppend(ctx context.Context, link, topic string, partition int32, w LinkWriter, set []byte, expect, sourceHW int64) AppendWaiter {
 	la := &LinkAppend{s: s}
 	p, h, err := s.pullPartition(link, topic, partition)
 	if err != nil {
 		la.err = err
 		return la
 	}
-	vr, err := prepareMirrorAppend(s, p, h.log, set, w.mirrorWriter(), expect, s.flushPolicy() == storage.FlushAlways, &la.a, &la.guard)
+	vr, err := prepareMirrorAppend(s, p, h.log, set, w.mirrorWriter(), expect, sourceHW, s.flushPolicy() == storage.FlushAlways, &la.a, &la.guard)
 	if err != nil {
 		la.err = linkDataErr(err)
 		return la

@@ -56,14 +56,30 @@ func (s *Server) topicMetrics(t *Topic) *metrics.Topic {
 	return t.metrics.Load()
 }
 
-// requestDone records a request answered (or dropped) at now.
-func (s *Server) requestDone(key int16, start time.Time) {
-	if key < 0 || int(key) >= len(s.apiMetrics) || start.IsZero() {
+// requestDone records request p answered (or dropped) at now, its time
+// split into Kafka's RequestMetrics phases (metrics.Phases).
+func (s *Server) requestDone(p *pending) {
+	key := p.key
+	if key < 0 || int(key) >= len(s.apiMetrics) || p.start.IsZero() {
 		return
 	}
-	if m := s.apiMetrics[key]; m != nil {
-		m.Done(time.Since(start))
+	m := s.apiMetrics[key]
+	if m == nil {
+		return
 	}
+	now := time.Now()
+	ph := metrics.Phases{Queue: p.queued}
+	handled := p.handled
+	if handled.IsZero() { // answered at decode (a version refusal)
+		handled = p.start
+	}
+	ph.Local = handled.Sub(p.start)
+	if p.ready.IsZero() { // nothing written
+		ph.Wait = now.Sub(handled)
+	} else {
+		ph.Wait, ph.Send = p.ready.Sub(handled), now.Sub(p.ready)
+	}
+	m.Done(now.Sub(p.start)+p.queued, ph)
 }
 
 var (
@@ -120,7 +136,8 @@ func (s *Server) totals() metrics.Totals {
 				if !ok {
 					epoch = -1
 				}
-				t.Mirror = append(t.Mirror, metrics.MirrorPartition{Topic: tp.Name, Partition: p.Index, LogEnd: h.log.LogEndOffset(), LeaderEpoch: epoch})
+				t.Mirror = append(t.Mirror, metrics.MirrorPartition{Topic: tp.Name, Partition: p.Index, LogEnd: h.log.LogEndOffset(), LeaderEpoch: epoch,
+					SourceHighWatermark: p.SourceHighWatermark()})
 			}
 		}
 	}

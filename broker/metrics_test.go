@@ -19,6 +19,9 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
 // get returns the status and body of GET url.
@@ -179,6 +182,25 @@ func TestMetricsEndpoint(t *testing.T) {
 	if h := series(mfs, "verbatim_request_total_time_seconds", map[string]string{"request": "Produce"}); h == nil || h.GetHistogram().GetSampleCount() < 3 {
 		t.Errorf("verbatim_request_total_time_seconds{Produce}: %v, want 3 observations", h)
 	}
+	// The phases of Kafka's RequestMetrics: every answered request is
+	// split, and the parts never exceed the total.
+	var parts float64
+	for _, ph := range []string{"queue", "local", "wait"} {
+		h := series(mfs, "verbatim_request_"+ph+"_time_seconds", map[string]string{"request": "Produce"})
+		if h == nil || h.GetHistogram().GetSampleCount() != m.GetSummary().GetSampleCount() {
+			t.Errorf("verbatim_request_%s_time_seconds{Produce}: %v, want as many observations as the total", ph, h)
+			continue
+		}
+		parts += h.GetHistogram().GetSampleSum()
+	}
+	if h := series(mfs, "verbatim_response_send_time_seconds", map[string]string{"request": "Produce"}); h == nil || h.GetHistogram().GetSampleCount() != m.GetSummary().GetSampleCount() {
+		t.Errorf("verbatim_response_send_time_seconds{Produce}: %v, want as many observations as the total", h)
+	} else {
+		parts += h.GetHistogram().GetSampleSum()
+	}
+	if total := m.GetSummary().GetSampleSum() / 1000; parts > total*1.0001+1e-6 || parts < total*0.9999-1e-6 {
+		t.Errorf("the phases of Produce sum to %vs, the total to %vs", parts, total)
+	}
 	if v := series(mfs, "verbatim_inflight_bytes_limit", nil); v == nil || v.GetGauge().GetValue() != 300<<20 {
 		t.Errorf("verbatim_inflight_bytes_limit: %v, want %d", v, 300<<20)
 	}
@@ -323,6 +345,51 @@ func TestMetricsAuthentication(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 		mfs = scrape(t, hs.URL)
+	}
+}
+
+// TestMetricsMirrorLag: the source high watermark a pusher sends with its
+// mirror produces (docs/protocol.md) makes the partition's lag: it rises
+// when the source is ahead and goes to 0 once the copy catches up.
+func TestMetricsMirrorLag(t *testing.T) {
+	b := startBroker(t, t.TempDir(), nil)
+	createTopic(t, b, "m", 1, map[string]*string{"mirror.mode": sp("push")})
+	hs := httptest.NewServer(b.srv.MetricsHandler())
+	defer hs.Close()
+	p := map[string]string{"topic": "m", "partition": "0"}
+	send := func(set []byte, expected, hw int64) {
+		t.Helper()
+		req := mirrorProduce(11, "m", 0, set, expected, -1)
+		mp := wireext.MirrorPartition{ExpectedLogEndOffset: expected, CurrentLeaderEpoch: -1, SourceHighWatermark: hw}
+		req.Topics[0].Partitions[0].UnknownTags.Set(wireext.MirrorTag, mp.AppendTo(nil))
+		if pr := rawRequest[*kmsg.ProduceResponse](t, b, req).Topics[0].Partitions[0]; pr.ErrorCode != 0 {
+			t.Fatalf("mirror produce at %d: %v", expected, kerr.ErrorForCode(pr.ErrorCode))
+		}
+	}
+	lag := func() float64 {
+		m := series(scrape(t, hs.URL), "verbatim_mirror_partition_lag", p)
+		if m == nil {
+			return -1
+		}
+		return m.GetGauge().GetValue()
+	}
+	if v := lag(); v != -1 {
+		t.Fatalf("lag before any source high watermark was reported: %v, want no series", v)
+	}
+	send(data(0, 1, 2).encode(t), 0, 10)
+	if v := lag(); v != 8 {
+		t.Fatalf("lag after copying 2 of 10: %v, want 8", v)
+	}
+	send(data(2, 1, 8).encode(t), 2, 10)
+	if v := lag(); v != 0 {
+		t.Fatalf("lag after catching up: %v, want 0", v)
+	}
+	send(data(10, 1, 1).encode(t), 10, 30) // the source was written meanwhile
+	if v := lag(); v != 19 {
+		t.Fatalf("lag with the source ahead again: %v, want 19", v)
+	}
+	if m := series(scrape(t, hs.URL), "verbatim_mirror_partition_source_high_watermark", p); m == nil || m.GetGauge().GetValue() != 30 {
+		t.Fatalf("source high watermark: %v, want 30", m)
 	}
 }
 

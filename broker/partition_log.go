@@ -44,7 +44,21 @@ type partData struct {
 	// appendMu orders a mirror partition's appends with the leader-epoch
 	// bookkeeping that follows them.
 	appendMu sync.Mutex
+	// sourceHW is a mirror partition's source high watermark as its
+	// writer last reported it (0: never), for its lag.
+	sourceHW atomic.Int64
 }
+
+// NoteSourceHighWatermark records the source high watermark a mirror
+// partition's writer reported with an accepted append (0: none).
+func (p *Partition) NoteSourceHighWatermark(hw int64) {
+	if hw > 0 {
+		p.data.sourceHW.Store(hw)
+	}
+}
+
+// SourceHighWatermark is the last one recorded (0: none yet).
+func (p *Partition) SourceHighWatermark() int64 { return p.data.sourceHW.Load() }
 
 // addWaiter makes the next append to p signal ch (buffered, capacity 1).
 func (p *Partition) addWaiter(ch chan struct{}) {

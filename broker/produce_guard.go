@@ -35,6 +35,8 @@ type produceGuard struct {
 	expected int64
 	last     int64
 	maxEpoch int32
+	// sourceHW is the source high watermark the writer sent (0: none).
+	sourceHW int64
 	// leo is the log end Begin found (mirror).
 	leo int64
 }
@@ -98,6 +100,7 @@ func (g *produceGuard) settleMirror(err error) error {
 	// The validation summary has the set's largest batch epoch: the set
 	// is not walked again.
 	p := g.p
+	p.NoteSourceHighWatermark(g.sourceHW)
 	if cur, want := p.LeaderEpoch(), storage.MirrorLeaderEpoch(p.LeaderEpoch(), g.maxEpoch); want != cur {
 		if err := g.s.SetLeaderEpochAtLeast(p, want); err != nil {
 			// The batches are stored; the epoch catches up on the next

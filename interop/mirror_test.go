@@ -202,65 +202,7 @@ func TestMirrorFromKafka(t *testing.T) {
 	dst := v.Addr
 	cl := k.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 
-	// Source data. Topics that need time (the cleaner, restarts) are
-	// prepared first.
-	k.CreateTopic(t, "compacted", 1, 1, map[string]string{"cleanup.policy": "compact", "segment.ms": "100",
-		"min.cleanable.dirty.ratio": "0.01", "min.compaction.lag.ms": "0", "delete.retention.ms": "0"})
-	for round := 0; round < 4; round++ {
-		rs := keyed("compacted", 40, fmt.Sprintf("r%d", round))
-		rs = append(rs, &kgo.Record{Topic: "compacted", Key: []byte("key-3")}) // a tombstone
-		produceSync(t, cl, rs...)
-		time.Sleep(150 * time.Millisecond)
-	}
-	k.CreateTopic(t, "epochs", 2, 1, nil)
-	k.CreateTopic(t, "codecs", 1, 1, nil)
-	for _, c := range []kgo.CompressionCodec{kgo.NoCompression(), kgo.GzipCompression(), kgo.SnappyCompression(), kgo.Lz4Compression(), kgo.ZstdCompression()} {
-		produceSync(t, k.Client(t, kgo.ProducerBatchCompression(c)), keyed("codecs", 50, "codec")...)
-	}
-	k.CreateTopic(t, "logappend", 1, 1, map[string]string{"message.timestamp.type": "LogAppendTime"})
-	produceSync(t, cl, keyed("logappend", 30, "lat")...)
-	k.CreateTopic(t, "txn", 2, 1, nil)
-	tx := k.Client(t, kgo.TransactionalID("mirror-txn"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	for i, commit := range []bool{true, false, true, false} {
-		produceTxn(t, tx, "txn", fmt.Sprintf("txn%d", i), commit)
-		produceSync(t, cl, &kgo.Record{Topic: "txn", Partition: int32(i % 2), Value: []byte("plain between transactions")})
-	}
-	k.CreateTopic(t, "deleted", 1, 1, nil)
-	produceSync(t, cl, keyed("deleted", 50, "del")...)
-	produceSync(t, cl, keyed("deleted", 50, "del2")...)
-	off := kadm.Offsets{}
-	off.Add(kadm.Offset{Topic: "deleted", Partition: 0, At: 60})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	if _, err := k.Admin(t).DeleteRecords(ctx, off); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
-	// Leader epochs: data, restart (new epochs), data, restart, data.
-	for i := 0; i < 3; i++ {
-		for p := int32(0); p < 2; p++ {
-			rs := keyed("epochs", 20, fmt.Sprintf("e%d", i))
-			for _, r := range rs {
-				r.Partition = p
-			}
-			produceSync(t, cl, rs...)
-		}
-		if i < 2 {
-			k.Nodes[0].Restart(t)
-		}
-	}
-	// The cleaner must have run on the compacted topic.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		gaps, end := partitionGaps(t, src, "compacted")
-		if gaps > 0 {
-			t.Logf("compacted: %d of %d offsets cleaned away", gaps, end)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the Kafka cleaner did not compact the topic within 60s")
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	prepareMirrorSources(t, k, cl)
 
 	for _, topic := range []string{"codecs", "txn", "logappend", "epochs", "compacted"} {
 		t.Run(topic, func(t *testing.T) { pushAndVerify(t, bin, src, dst, topic) })
@@ -518,6 +460,77 @@ func TestMirrorFromKafka(t *testing.T) {
 		t.Logf("serve killed; restarted with log end %d", destEnd(t, v3.Addr, "big2"))
 		pushAndVerify(t, bin, src, v3.Addr, "big2")
 	})
+}
+
+// prepareMirrorSources writes the source topics every exactness proof
+// copies (push and link alike) on the single Kafka node k: "compacted"
+// (cleaned by Kafka's cleaner before it returns), "epochs" (2 partitions,
+// three leader epochs from two restarts), "codecs" (every codec),
+// "logappend" (LogAppendTime), "txn" (2 partitions, committed and aborted
+// transactions) and "deleted" (DeleteRecords to 60, inside a batch). cl
+// uses a manual partitioner.
+func prepareMirrorSources(t *testing.T, k *Kafka, cl *kgo.Client) {
+	t.Helper()
+	src := k.Bootstrap()
+	// Topics that need time (the cleaner, restarts) are prepared first.
+	k.CreateTopic(t, "compacted", 1, 1, map[string]string{"cleanup.policy": "compact", "segment.ms": "100",
+		"min.cleanable.dirty.ratio": "0.01", "min.compaction.lag.ms": "0", "delete.retention.ms": "0"})
+	for round := 0; round < 4; round++ {
+		rs := keyed("compacted", 40, fmt.Sprintf("r%d", round))
+		rs = append(rs, &kgo.Record{Topic: "compacted", Key: []byte("key-3")}) // a tombstone
+		produceSync(t, cl, rs...)
+		time.Sleep(150 * time.Millisecond)
+	}
+	k.CreateTopic(t, "epochs", 2, 1, nil)
+	k.CreateTopic(t, "codecs", 1, 1, nil)
+	for _, c := range []kgo.CompressionCodec{kgo.NoCompression(), kgo.GzipCompression(), kgo.SnappyCompression(), kgo.Lz4Compression(), kgo.ZstdCompression()} {
+		produceSync(t, k.Client(t, kgo.ProducerBatchCompression(c)), keyed("codecs", 50, "codec")...)
+	}
+	k.CreateTopic(t, "logappend", 1, 1, map[string]string{"message.timestamp.type": "LogAppendTime"})
+	produceSync(t, cl, keyed("logappend", 30, "lat")...)
+	k.CreateTopic(t, "txn", 2, 1, nil)
+	tx := k.Client(t, kgo.TransactionalID("mirror-txn"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for i, commit := range []bool{true, false, true, false} {
+		produceTxn(t, tx, "txn", fmt.Sprintf("txn%d", i), commit)
+		produceSync(t, cl, &kgo.Record{Topic: "txn", Partition: int32(i % 2), Value: []byte("plain between transactions")})
+	}
+	k.CreateTopic(t, "deleted", 1, 1, nil)
+	produceSync(t, cl, keyed("deleted", 50, "del")...)
+	produceSync(t, cl, keyed("deleted", 50, "del2")...)
+	off := kadm.Offsets{}
+	off.Add(kadm.Offset{Topic: "deleted", Partition: 0, At: 60})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	if _, err := k.Admin(t).DeleteRecords(ctx, off); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	// Leader epochs: data, restart (new epochs), data, restart, data.
+	for i := 0; i < 3; i++ {
+		for p := int32(0); p < 2; p++ {
+			rs := keyed("epochs", 20, fmt.Sprintf("e%d", i))
+			for _, r := range rs {
+				r.Partition = p
+			}
+			produceSync(t, cl, rs...)
+		}
+		if i < 2 {
+			k.Nodes[0].Restart(t)
+		}
+	}
+	// The cleaner must have run on the compacted topic.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		gaps, end := partitionGaps(t, src, "compacted")
+		if gaps > 0 {
+			t.Logf("compacted: %d of %d offsets cleaned away", gaps, end)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Kafka cleaner did not compact the topic within 60s")
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+
 }
 
 // waitMidCopy waits until the destination holds part of topic.

@@ -59,8 +59,8 @@ func (d *dest) Fetch(_ context.Context, a client.FetchArgs) (client.FetchResult,
 	return client.FetchResult{Records: recs, HighWatermark: end, LogStart: start, DivergingEpoch: client.EpochEnd{LeaderEpoch: -1, EndOffset: -1}}, nil
 }
 
-func (d *dest) SendProduce(ctx context.Context, w mirror.Writer, set []byte, expect int64, _ int32) (mirror.ProduceWait, error) {
-	return produceWait{d.h.LinkMirrorAppend(ctx, d.link, d.topic, d.partition, broker.LinkWriter{Epoch: w.Epoch, ID: w.ID}, set, expect)}, nil
+func (d *dest) SendProduce(ctx context.Context, w mirror.Writer, set []byte, expect int64, _ int32, sourceHW int64) (mirror.ProduceWait, error) {
+	return produceWait{d.h.LinkMirrorAppend(ctx, d.link, d.topic, d.partition, broker.LinkWriter{Epoch: w.Epoch, ID: w.ID}, set, expect, sourceHW)}, nil
 }
 
 func (d *dest) DeleteRecords(_ context.Context, w mirror.Writer, offset int64) (int32, error) {

@@ -29,6 +29,12 @@
 //     cut records kept in a side topic), and the per-partition status and
 //     metrics.
 //
+// Where (core): manager.go is the Manager (Open, Close, the LinkService
+// methods that change links), describe.go the per-topic requests and the
+// statuses, runner.go a link's runner (discovery, pull-mode topics, the
+// writer registration), partition.go a partition's copy and its states,
+// dest.go the in-process mirror.Dest, state.go the link meta files.
+//
 // It must not touch storage or the wire protocol directly: the broker's
 // exported methods (Host) and package client are its only I/O, and time
 // comes from a Clock so its seeded simulation can drive it.

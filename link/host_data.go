@@ -25,7 +25,7 @@ type dataHost interface {
 	// LinkMirrorAppend queues a mirror append (the wire mirror
 	// produce's path, the bytes as given); it blocks while the
 	// partition's queue is full.
-	LinkMirrorAppend(ctx context.Context, link, topic string, partition int32, w broker.LinkWriter, set []byte, expect int64) broker.AppendWaiter
+	LinkMirrorAppend(ctx context.Context, link, topic string, partition int32, w broker.LinkWriter, set []byte, expect, sourceHW int64) broker.AppendWaiter
 	// LinkForwardLogStart is the mirror DeleteRecords (offset 0: the
 	// writer check alone).
 	LinkForwardLogStart(link, topic string, partition int32, w broker.LinkWriter, offset int64) (int64, error)

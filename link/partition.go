@@ -80,14 +80,16 @@ func (pr *partRun) begin(w mirror.Writer) {
 		defer close(done)
 		pr.readFirstHW(ctx)
 		err := c.Run(ctx)
+		if ctx.Err() == nil { // else halted (paused, stopped, failed by sync) or closing: not a failure
+			pr.ended(err)
+		}
+		cancel()
+		// Not running only once its end is accounted for, so the next
+		// sync round cannot start a copy the failure would then
+		// overwrite.
 		pr.mu.Lock()
 		pr.done, pr.cancel = nil, nil
 		pr.mu.Unlock()
-		cancel()
-		if ctx.Err() != nil {
-			return // halted (paused, stopped, failed by sync) or closing: not a failure
-		}
-		pr.ended(err)
 	}()
 }
 
@@ -220,7 +222,9 @@ func (pr *partRun) status(info broker.LinkTopicInfo, tm *topicMeta, stopped bool
 	if pr.copy != nil {
 		snap := pr.copy.Snapshot()
 		st.SourceHighWatermark = max(pr.firstHW, snap.Target)
-		if pr.firstHW >= 0 && snap.End >= pr.firstHW && running {
+		// Caught up once at the high watermark read at the start (or,
+		// when it could not be read, the first one fetched).
+		if hw := pr.firstHW; running && (hw >= 0 && snap.End >= hw || hw < 0 && snap.Target > 0 && snap.End >= snap.Target) {
 			pr.caught = true
 		}
 	}

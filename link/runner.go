@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/verbatim-kafka/verbatim/broker"
@@ -49,6 +50,8 @@ type runner struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	wake   chan struct{}
+	// rounds counts completed sync rounds.
+	rounds atomic.Int64
 
 	mu sync.Mutex
 	// meta is the persisted state; replaced (never mutated) once
@@ -153,7 +156,10 @@ func (r *runner) poke() {
 }
 
 func (r *runner) interval() time.Duration {
-	if ms := r.meta.Config.SyncIntervalMs; ms > 0 {
+	r.mu.Lock()
+	ms := r.meta.Config.SyncIntervalMs
+	r.mu.Unlock()
+	if ms > 0 {
 		return time.Duration(ms) * time.Millisecond
 	}
 	return r.m.syncInterval
@@ -217,6 +223,7 @@ func (r *runner) syncRound(ctx context.Context) {
 	if h := r.m.syncHook; h != nil {
 		h(ctx, r)
 	}
+	r.rounds.Add(1)
 }
 
 // wants reports whether the link mirrors source topic name: named by
@@ -256,7 +263,10 @@ func (r *runner) ensureTopic(ctx context.Context, name string, sm *client.TopicM
 		}
 		clusterID := r.src.ClusterID()
 		if clusterID == "" {
-			clusterID = "unknown"
+			// The mirror stop's barrier names it: wait for a source
+			// that reports one (Metadata v2+).
+			r.log.Warn("the source reports no cluster id; not creating the mirror topic", "topic", name)
+			return nil
 		}
 		if _, err := h.CreatePullTopic(r.name, name, int32(len(sm.Partitions)), sm.ID, cfgs, clusterID); err != nil {
 			r.log.Warn("creating the pull-mode topic", "topic", name, "err", err)

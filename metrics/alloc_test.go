@@ -36,13 +36,13 @@ func TestAllocRequestTime(t *testing.T) {
 	a := r.API("Produce")
 	d := func(i int) time.Duration { return time.Duration(50+i%4000) * time.Microsecond }
 	for i := range 10000 {
-		a.Done(d(i)) // every bucket the loop below observes exists
+		a.Done(d(i), Phases{Local: d(i)}) // every bucket the loop below observes exists
 	}
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
 	const n = 100000
 	for i := range n {
-		a.Done(d(i))
+		a.Done(d(i), Phases{Local: d(i)})
 	}
 	runtime.ReadMemStats(&m1)
 	if per := float64(m1.Mallocs-m0.Mallocs) / n; per > 0.05 {

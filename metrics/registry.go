@@ -20,6 +20,7 @@ type Registry struct {
 	requests, requestErrors       *prometheus.CounterVec
 	totalTime                     *prometheus.SummaryVec
 	latency                       *prometheus.HistogramVec
+	phases                        [4]*prometheus.HistogramVec // Phases: queue, local, wait, send
 	connections                   *prometheus.GaugeVec
 	connectionsCreated            *prometheus.CounterVec
 	authSuccess, authFailure      *prometheus.CounterVec
@@ -59,6 +60,18 @@ func New() *Registry {
 		NativeHistogramBucketFactor:     1.1,
 		NativeHistogramMaxBucketNumber:  160,
 		NativeHistogramMinResetDuration: time.Hour}, []string{"request"})
+	for i, ph := range [...]struct{ name, help string }{
+		{"verbatim_request_queue_time_seconds", "Seconds a request waited for its connection's handler goroutine (Kafka RequestQueueTimeMs), as a native histogram."},
+		{"verbatim_request_local_time_seconds", "Seconds of a request's handler run: decode, checks, submission (Kafka LocalTimeMs), as a native histogram."},
+		{"verbatim_request_wait_time_seconds", "Seconds from a request's handler return until its answer was ready to write: append queue, storage, group commit, long polls, answers ahead on the connection (Kafka RemoteTimeMs + ResponseQueueTimeMs), as a native histogram."},
+		{"verbatim_response_send_time_seconds", "Seconds writing a request's answer (Kafka ResponseSendTimeMs), as a native histogram."},
+	} {
+		r.phases[i] = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: ph.name, Help: ph.help,
+			NativeHistogramBucketFactor:     1.1,
+			NativeHistogramMaxBucketNumber:  160,
+			NativeHistogramMinResetDuration: time.Hour}, []string{"request"})
+		r.reg.MustRegister(r.phases[i])
+	}
 	r.connections = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kafka_server_socket_server_metrics_connection_count",
 		Help: "Open client connections, by listener and security protocol (Kafka socket-server-metrics connection-count)."}, []string{"listener", "security_protocol"})
 	r.connectionsCreated = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka_server_socket_server_metrics_connection_creation_total",
@@ -159,7 +172,22 @@ type API struct {
 	requests  prometheus.Counter
 	totalTime prometheus.Observer
 	latency   prometheus.Observer
-	errs      [errSlots]atomic.Pointer[prometheus.Counter]
+	// phases observe Phases (native histograms).
+	queue, local, wait, send prometheus.Observer
+	errs                     [errSlots]atomic.Pointer[prometheus.Counter]
+}
+
+// Phases splits a request's total time the way Kafka's RequestMetrics
+// does, for Verbatim's pipeline: Queue, waiting for the connection's
+// handler goroutine (frames of 512 KiB and more, and those behind them;
+// RequestQueueTimeMs); Local, the handler's own run (decode, checks,
+// submission; LocalTimeMs); Wait, from the handler's return until the
+// answer is ready to write: the append queue, storage, group commit,
+// long polls and the answers ahead on the connection (Kafka's
+// RemoteTimeMs plus ResponseQueueTimeMs); Send, writing the answer
+// (ResponseSendTimeMs).
+type Phases struct {
+	Queue, Local, Wait, Send time.Duration
 }
 
 // API returns the handles of the API Kafka names request (RequestMetrics'
@@ -169,17 +197,24 @@ func (r *Registry) API(request string) *API {
 		return nil
 	}
 	return &API{r: r, name: request, requests: r.requests.WithLabelValues(request),
-		totalTime: r.totalTime.WithLabelValues(request), latency: r.latency.WithLabelValues(request)}
+		totalTime: r.totalTime.WithLabelValues(request), latency: r.latency.WithLabelValues(request),
+		queue: r.phases[0].WithLabelValues(request), local: r.phases[1].WithLabelValues(request),
+		wait: r.phases[2].WithLabelValues(request), send: r.phases[3].WithLabelValues(request)}
 }
 
-// Done records one answered request that took d (nothing on a nil API).
-func (a *API) Done(d time.Duration) {
+// Done records one answered request that took d in all, split as ph
+// (nothing on a nil API).
+func (a *API) Done(d time.Duration, ph Phases) {
 	if a == nil {
 		return
 	}
 	a.requests.Inc()
 	a.totalTime.Observe(float64(d) / float64(time.Millisecond))
 	a.latency.Observe(d.Seconds())
+	a.queue.Observe(ph.Queue.Seconds())
+	a.local.Observe(ph.Local.Seconds())
+	a.wait.Observe(ph.Wait.Seconds())
+	a.send.Observe(ph.Send.Seconds())
 }
 
 // Error counts one error code in a response (0 counts as NONE, as

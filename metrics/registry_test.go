@@ -80,7 +80,7 @@ func TestNilRegistry(t *testing.T) {
 	r.Topic("t").BytesIn.Add(1)
 	r.DropTopic("t")
 	r.LogFlush(time.Millisecond)
-	r.API("Produce").Done(time.Millisecond)
+	r.API("Produce").Done(time.Millisecond, Phases{Local: time.Millisecond})
 	r.API("Produce").Error(3)
 	r.Listener("L", "PLAINTEXT").Opened()
 	r.Policy("t").Accepted(time.Millisecond)

@@ -25,13 +25,15 @@ type Totals struct {
 const MaxPartitionSeries = 1000
 
 // MirrorPartition is one mirror topic partition's state: its log end
-// offset (the next offset a push writes) and the leader epoch of its last
-// batch (-1 when empty).
+// offset (the next offset a push writes), the leader epoch of its last
+// batch (-1 when empty) and the source's high watermark its writer last
+// reported (0: none; then no lag is exported).
 type MirrorPartition struct {
-	Topic       string
-	Partition   int32
-	LogEnd      int64
-	LeaderEpoch int32
+	Topic               string
+	Partition           int32
+	LogEnd              int64
+	LeaderEpoch         int32
+	SourceHighWatermark int64
 }
 
 // ListenerCert is a TLS listener's certificate expiry.
@@ -50,6 +52,8 @@ var (
 	descLogBytes    = prometheus.NewDesc("verbatim_log_size_bytes", "Bytes of all partition logs (Kafka has it per partition as Log Size).", nil, nil)
 	descMirrorEnd   = prometheus.NewDesc("verbatim_mirror_partition_log_end_offset", "Log end offset of each mirror topic partition: the next offset its pusher writes.", []string{"topic", "partition"}, nil)
 	descMirrorEpoch = prometheus.NewDesc("verbatim_mirror_partition_leader_epoch", "Leader epoch of each mirror topic partition's last batch (-1: empty).", []string{"topic", "partition"}, nil)
+	descMirrorHW    = prometheus.NewDesc("verbatim_mirror_partition_source_high_watermark", "The source partition's high watermark as the mirror's writer (pusher or link) last reported it with a mirror write.", []string{"topic", "partition"}, nil)
+	descMirrorLag   = prometheus.NewDesc("verbatim_mirror_partition_lag", "Offsets the mirror partition is behind its source: the reported source high watermark minus the log end, at least 0 (Kafka's replica lag, across clusters).", []string{"topic", "partition"}, nil)
 	descMirrorOmit  = prometheus.NewDesc("verbatim_mirror_partition_series_omitted", "Mirror partitions beyond the per-partition series bound, not exported.", nil, nil)
 	descCertExpiry  = prometheus.NewDesc("verbatim_tls_certificate_expiry_timestamp_seconds", "NotAfter of the certificate each TLS listener serves, as a Unix time.", []string{"listener"}, nil)
 )
@@ -57,7 +61,7 @@ var (
 type totalsCollector func() Totals
 
 func (f totalsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPartitions, descLeaders, descTopics, descGlobalParts, descOffline, descSegments, descLogBytes, descMirrorEnd, descMirrorEpoch, descMirrorOmit, descCertExpiry} {
+	for _, d := range []*prometheus.Desc{descPartitions, descLeaders, descTopics, descGlobalParts, descOffline, descSegments, descLogBytes, descMirrorEnd, descMirrorEpoch, descMirrorHW, descMirrorLag, descMirrorOmit, descCertExpiry} {
 		ch <- d
 	}
 }
@@ -78,6 +82,10 @@ func (f totalsCollector) Collect(ch chan<- prometheus.Metric) {
 		p := strconv.Itoa(int(m.Partition))
 		gauge(descMirrorEnd, float64(m.LogEnd), m.Topic, p)
 		gauge(descMirrorEpoch, float64(m.LeaderEpoch), m.Topic, p)
+		if m.SourceHighWatermark > 0 {
+			gauge(descMirrorHW, float64(m.SourceHighWatermark), m.Topic, p)
+			gauge(descMirrorLag, float64(max(0, m.SourceHighWatermark-m.LogEnd)), m.Topic, p)
+		}
 	}
 	gauge(descMirrorOmit, float64(t.MirrorOmitted))
 	for _, c := range t.CertExpiry {

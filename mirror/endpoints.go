@@ -91,8 +91,8 @@ func (d *destConn) DeleteRecords(ctx context.Context, w Writer, offset int64) (i
 
 func (d *destConn) Broken() bool { return d.cn.Broken() }
 
-func (d *destConn) SendProduce(ctx context.Context, w Writer, set []byte, expect int64, epoch int32) (ProduceWait, error) {
-	req := d.produceRequest(w, set, expect, epoch)
+func (d *destConn) SendProduce(ctx context.Context, w Writer, set []byte, expect int64, epoch int32, sourceHW int64) (ProduceWait, error) {
+	req := d.produceRequest(w, set, expect, epoch, sourceHW)
 	p, err := d.cn.Send(ctx, req, 12)
 	if err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ type chunk struct {
 	batches  int
 	epoch    int32 // leader epoch of the last batch
 	logStart int64 // the source's log start when fetched
+	hw       int64 // the source's high watermark when fetched
 }
 
 // fetcher is the fetch side of a partition copy: it reads the source from
@@ -238,7 +239,7 @@ func (f *fetcher) cut(res client.FetchResult) (chunk, int, error) {
 	}
 	last := bs[len(bs)-1]
 	c := chunk{set: set, first: kbatch.BaseOffset(bs[0]), end: LastOffset(last) + 1, batches: len(bs),
-		epoch: kbatch.LeaderEpoch(last), logStart: res.LogStart}
+		epoch: kbatch.LeaderEpoch(last), logStart: res.LogStart, hw: res.HighWatermark}
 	for _, b := range bs {
 		e := kbatch.LeaderEpoch(b)
 		if e < f.lastEpoch {

@@ -7,7 +7,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/internal/testkit"
 )
 
@@ -33,45 +32,7 @@ func produceN(t *testing.T, cl *kgo.Client, topic string, n int, keyed bool) {
 
 // rawLog reads a whole partition with read_uncommitted as raw bytes.
 func rawLog(t *testing.T, addr, topic string, part int32) []byte {
-	t.Helper()
-	ctx := testkit.Ctx(t)
-	cl, err := client.NewCluster(addr, client.Options{ClientID: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	cn, _, err := cl.Leader(ctx, topic, part)
-	if err != nil {
-		t.Fatal(err)
-	}
-	end, err := client.ListOffset(ctx, cn, topic, part, client.Latest, client.ReadUncommitted)
-	if err != nil {
-		t.Fatal(err)
-	}
-	start, err := client.ListOffset(ctx, cn, topic, part, client.Earliest, client.ReadUncommitted)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []byte
-	for next := start.Offset; next < end.Offset; {
-		res, err := client.FetchPartition(ctx, cn, client.FetchArgs{Topic: topic, Partition: part, Offset: next, MaxBytes: 1 << 20, CurrentEpoch: -1, LastFetchedEpoch: -1})
-		if err == nil {
-			err = res.Err
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		bs, span, _, err := Split(res.Records, next)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(bs) == 0 {
-			break
-		}
-		out = append(out, span...)
-		next = LastOffset(bs[len(bs)-1]) + 1
-	}
-	return out
+	return testkit.RawLog(t, addr, topic, part)
 }
 
 // produceBatches writes n batches of per records each (one ProduceSync per

@@ -60,10 +60,12 @@ type DestConn interface {
 	ListOffset(ctx context.Context, ts int64) (client.OffsetAnswer, error)
 	Fetch(ctx context.Context, a client.FetchArgs) (client.FetchResult, error)
 	// SendProduce writes a mirror produce of set as writer w stating the
-	// log end it expects and the leader epoch, without waiting: the
+	// log end it expects and the leader epoch, and the source's high
+	// watermark when set was fetched (for the destination's lag; 0
+	// unknown), without waiting: the
 	// answers of produces sent on one connection come in the order sent.
 	// A partition error of the answer is a *ProduceError.
-	SendProduce(ctx context.Context, w Writer, set []byte, expect int64, epoch int32) (ProduceWait, error)
+	SendProduce(ctx context.Context, w Writer, set []byte, expect int64, epoch int32, sourceHW int64) (ProduceWait, error)
 	// DeleteRecords sends a mirror DeleteRecords to offset as writer w
 	// (offset 0 deletes nothing). With w.Epoch RegisterEpoch it is a
 	// registration and returns the writer epoch the destination

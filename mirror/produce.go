@@ -115,7 +115,7 @@ func (p *producer) launch(ctx context.Context, c chunk) {
 			return
 		}
 	}
-	f.w, f.sendErr = p.cn.SendProduce(ctx, p.c.writer, c.set, f.expect, p.epoch)
+	f.w, f.sendErr = p.cn.SendProduce(ctx, p.c.writer, c.set, f.expect, p.epoch, c.hw)
 	p.q = append(p.q, f)
 }
 
@@ -187,7 +187,7 @@ func (p *producer) produceSync(ctx context.Context, c chunk, expect int64) error
 				return err
 			}
 		}
-		w, err := p.cn.SendProduce(ctx, p.c.writer, c.set, expect, p.epoch)
+		w, err := p.cn.SendProduce(ctx, p.c.writer, c.set, expect, p.epoch, c.hw)
 		if err == nil {
 			err = p.c.produceErr(w.Wait(ctx), expect)
 		}

@@ -112,6 +112,9 @@ func simulate(t *testing.T, seed int64, concurrent bool) map[string]int {
 		if msg != "" {
 			t.Fatalf("seed %d run %d (err %v): %s\n%s", seed, run, err, msg, w.describe())
 		}
+		if w.hwViolation != "" {
+			t.Fatalf("seed %d run %d: %s", seed, run, w.hwViolation)
+		}
 		switch {
 		case err == nil:
 			if !stale && w.caughtUp() && w.quiet() {

@@ -59,6 +59,9 @@ var errSimConn = errors.New("simulated connection failure")
 // simWorld is the source and the destination partition and what happens
 // to them between the copy's calls.
 type simWorld struct {
+	// hwViolation is the first mirror produce whose reported source
+	// high watermark did not cover its batches ("" none).
+	hwViolation string
 	// mu serialises the calls of a copy that runs its fetch and produce
 	// sides concurrently.
 	mu    sync.Mutex
@@ -501,11 +504,17 @@ func (s simWait) Wait(context.Context) error {
 	return s.err
 }
 
-func (c *simDstConn) SendProduce(ctx context.Context, wr Writer, set []byte, expect int64, epoch int32) (ProduceWait, error) {
+func (c *simDstConn) SendProduce(ctx context.Context, wr Writer, set []byte, expect int64, epoch int32, sourceHW int64) (ProduceWait, error) {
 	c.w.mu.Lock()
 	defer c.w.mu.Unlock()
 	if err := c.call(ctx); err != nil {
 		return nil, err
+	}
+	// The source high watermark a chunk was fetched under covers it.
+	if bs, _, _, err := Split(set, 0); err == nil && len(bs) > 0 && c.w.hwViolation == "" {
+		if end := LastOffset(bs[len(bs)-1]) + 1; sourceHW < end {
+			c.w.hwViolation = fmt.Sprintf("a mirror produce of offsets up to %d reported source high watermark %d", end-1, sourceHW)
+		}
 	}
 	res := simWait{err: c.w.mirrorAppend(wr, set, expect, epoch)}
 	if c.w.chance(c.w.faultPct) {

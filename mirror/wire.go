@@ -42,11 +42,11 @@ func topicIDTag(id [16]byte) []byte {
 	return (&wireext.MirrorTopicID{TopicID: id}).AppendTo(nil)
 }
 
-func partitionTag(expect int64, epoch int32) []byte {
-	return (&wireext.MirrorPartition{ExpectedLogEndOffset: expect, CurrentLeaderEpoch: epoch}).AppendTo(nil)
+func partitionTag(expect int64, epoch int32, sourceHW int64) []byte {
+	return (&wireext.MirrorPartition{ExpectedLogEndOffset: expect, CurrentLeaderEpoch: epoch, SourceHighWatermark: max(sourceHW, 0)}).AppendTo(nil)
 }
 
-func (d *destConn) produceRequest(w Writer, set []byte, expect int64, epoch int32) *kmsg.ProduceRequest {
+func (d *destConn) produceRequest(w Writer, set []byte, expect int64, epoch int32, sourceHW int64) *kmsg.ProduceRequest {
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks = -1
 	req.TimeoutMillis = 30000
@@ -55,7 +55,7 @@ func (d *destConn) produceRequest(w Writer, set []byte, expect int64, epoch int3
 	rt.Topic = d.topic
 	rp := kmsg.NewProduceRequestTopicPartition()
 	rp.Partition, rp.Records = d.partition, set
-	rp.UnknownTags.Set(mirrorTag, partitionTag(expect, epoch))
+	rp.UnknownTags.Set(mirrorTag, partitionTag(expect, epoch, sourceHW))
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	return req

@@ -112,7 +112,21 @@ type MirrorPartition struct {
 	// CurrentLeaderEpoch is the sender's view of the partition leader
 	// epoch; -1 is no check.
 	CurrentLeaderEpoch int32
+	// SourceHighWatermark is the source partition's high watermark when
+	// the sender fetched these batches (tagged field
+	// SourceHighWatermarkTag), from which the destination reports the
+	// mirror's lag; 0 is "not sent" and is not encoded (an empty source
+	// has nothing to lag behind).
+	SourceHighWatermark int64
 }
+
+// SourceHighWatermarkTag is the tag of MirrorPartition.SourceHighWatermark
+// inside the value's own tagged fields (an int64).
+const SourceHighWatermarkTag = 0
+
+// ErrSourceHighWatermark refuses a SourceHighWatermark field that is not
+// a non-negative int64.
+var ErrSourceHighWatermark = fmt.Errorf("%w: SourceHighWatermark (field tag %d): want a non-negative int64", ErrMirrorPartition, SourceHighWatermarkTag)
 
 // NewMirrorPartition returns a value that checks nothing.
 func NewMirrorPartition() MirrorPartition {
@@ -124,12 +138,20 @@ func (m *MirrorPartition) AppendTo(dst []byte) []byte {
 	dst = binary.BigEndian.AppendUint16(dst, uint16(m.Version))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(m.ExpectedLogEndOffset))
 	dst = binary.BigEndian.AppendUint32(dst, uint32(m.CurrentLeaderEpoch))
-	return append(dst, 0)
+	if m.SourceHighWatermark == 0 {
+		return append(dst, 0)
+	}
+	dst = append(dst, 1)
+	var hw [8]byte
+	binary.BigEndian.PutUint64(hw[:], uint64(m.SourceHighWatermark))
+	return appendTag(dst, SourceHighWatermarkTag, hw[:])
 }
 
 // ReadFrom decodes b into m: Version (int16, >= 0), ExpectedLogEndOffset
-// (int64), CurrentLeaderEpoch (int32), a tag section (skipped). Bytes after
-// the tag section are ignored.
+// (int64), CurrentLeaderEpoch (int32), a tag section in which a
+// SourceHighWatermarkTag field must be a non-negative int64 (the last one
+// counts; other tags are skipped). Bytes after the tag section are
+// ignored. On error m is the zero value.
 func (m *MirrorPartition) ReadFrom(b []byte) error {
 	*m = MirrorPartition{}
 	if len(b) < 14 {
@@ -140,7 +162,18 @@ func (m *MirrorPartition) ReadFrom(b []byte) error {
 		ExpectedLogEndOffset: int64(binary.BigEndian.Uint64(b[2:])),
 		CurrentLeaderEpoch:   int32(binary.BigEndian.Uint32(b[10:])),
 	}
-	if _, err := skipTags(b[14:]); err != nil || v.Version < 0 {
+	t := ReadTags(b[14:])
+	for t.Next() {
+		if t.Tag() != SourceHighWatermarkTag {
+			continue
+		}
+		val := t.Value()
+		if len(val) != 8 || int64(binary.BigEndian.Uint64(val)) < 0 {
+			return ErrSourceHighWatermark
+		}
+		v.SourceHighWatermark = int64(binary.BigEndian.Uint64(val))
+	}
+	if t.Err() != nil || v.Version < 0 {
 		return ErrMirrorPartition
 	}
 	*m = v

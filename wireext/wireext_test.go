@@ -40,7 +40,8 @@ func TestRoundTrip(t *testing.T) {
 	for _, m := range []MirrorProduce{{}, {WriterEpoch: 1_700_000_000}, {WriterEpoch: -1, WriterID: id}, {Version: 3, WriterEpoch: 7, WriterID: [16]byte{15: 1}}} {
 		roundTrip(t, m)
 	}
-	for _, m := range []MirrorPartition{{}, NewMirrorPartition(), {ExpectedLogEndOffset: 1 << 40, CurrentLeaderEpoch: 12}, {Version: 1, ExpectedLogEndOffset: -5}} {
+	for _, m := range []MirrorPartition{{}, NewMirrorPartition(), {ExpectedLogEndOffset: 1 << 40, CurrentLeaderEpoch: 12}, {Version: 1, ExpectedLogEndOffset: -5},
+		{ExpectedLogEndOffset: 10, CurrentLeaderEpoch: -1, SourceHighWatermark: 1<<62 + 3}} {
 		roundTrip(t, m)
 	}
 	for _, m := range []MirrorTopicID{{}, {TopicID: id}, {Version: 2, TopicID: [16]byte{15: 1}}} {
@@ -50,6 +51,27 @@ func TestRoundTrip(t *testing.T) {
 		roundTrip(t, m)
 	}
 	roundTrip(t, MirrorProduce{WriterEpoch: RegisterWriterEpoch, WriterID: id})
+}
+
+// TestSourceHighWatermarkLayout pins the partition value's bytes with a
+// source high watermark and refuses a malformed one.
+func TestSourceHighWatermarkLayout(t *testing.T) {
+	m := MirrorPartition{ExpectedLogEndOffset: 5, CurrentLeaderEpoch: 2, SourceHighWatermark: 9}
+	want := []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 2, 1, SourceHighWatermarkTag, 8, 0, 0, 0, 0, 0, 0, 0, 9}
+	if got := m.AppendTo(nil); string(got) != string(want) {
+		t.Fatalf("encoded % x, want % x", got, want)
+	}
+	bad := append([]byte{}, want[:14]...)
+	bad = append(bad, 1, SourceHighWatermarkTag, 4, 0, 0, 0, 9)
+	var d MirrorPartition
+	if err := d.ReadFrom(bad); !errors.Is(err, ErrSourceHighWatermark) {
+		t.Fatalf("a 4-byte high watermark: %v", err)
+	}
+	neg := append([]byte{}, want...)
+	neg[17] = 0x80
+	if err := d.ReadFrom(neg); !errors.Is(err, ErrSourceHighWatermark) || d != (MirrorPartition{}) {
+		t.Fatalf("a negative high watermark: %v %+v", err, d)
+	}
 }
 
 // TestWriterEpochLayout pins the registration's bytes: a MirrorProduce

@@ -21,7 +21,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/broker"
+	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/internal/testwasm"
+	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
 // Dest is an in-process Verbatim broker.
@@ -134,4 +136,55 @@ func ServeSASL(t testing.TB, srv *broker.Server) string {
 		<-done
 	})
 	return ln.Addr().String()
+}
+
+// RawLog reads a whole partition of the cluster at addr, from its log
+// start, with read_uncommitted, as the raw bytes of its whole batches.
+func RawLog(t testing.TB, addr, topic string, part int32) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := client.NewCluster(addr, client.Options{ClientID: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	cn, _, err := cl.Leader(ctx, topic, part)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, err := client.ListOffset(ctx, cn, topic, part, client.Latest, client.ReadUncommitted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, err := client.ListOffset(ctx, cn, topic, part, client.Earliest, client.ReadUncommitted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	for next := start.Offset; next < end.Offset; {
+		res, err := client.FetchPartition(ctx, cn, client.FetchArgs{Topic: topic, Partition: part, Offset: next, MaxBytes: 1 << 20, CurrentEpoch: -1, LastFetchedEpoch: -1})
+		if err == nil {
+			err = res.Err
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := len(out)
+		for rest := res.Records; len(rest) > 0; {
+			b, r, err := kbatch.Next(rest)
+			if err != nil {
+				break // a partial trailing batch
+			}
+			rest = r
+			if last := kbatch.BaseOffset(b) + int64(kbatch.LastOffsetDelta(b)); last >= next {
+				out = append(out, b...)
+				next = last + 1
+			}
+		}
+		if len(out) == n {
+			break
+		}
+	}
+	return out
 }

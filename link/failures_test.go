@@ -1,0 +1,82 @@
+package link
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/internal/testkit"
+	"github.com/verbatim-kafka/verbatim/wireext"
+)
+
+// A source that no longer holds what was mirrored (here the source topic
+// deleted and re-created shorter) puts the partition in FAILED by
+// divergence with the offset where the logs part; the failure survives a
+// restart and a resume (only truncation or a stop clears it). A source
+// that goes away puts the link UNAVAILABLE and, after the retry bound,
+// the partitions in FAILED "source unreachable".
+func TestLinkFailures(t *testing.T) {
+	src := testkit.StartSource(t, kfake.SeedTopics(1, "t", "u"))
+	sa := src.ListenAddrs()[0]
+	d := testkit.StartDest(t, t.TempDir())
+	ctx := context.Background()
+	cl := testkit.Client(t, sa, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	produce(t, cl, "t", 0, 50, "before")
+	produce(t, cl, "u", 0, 5, "u")
+	m := openManagerRetry(t, d, time.Second)
+	if err := m.CreateLink(ctx, "User:admin", wireext.LinkConfig{Name: "f", SourceBootstrap: sa, Topics: "t|u"}, false); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, m, "f", wireext.StateMirroring, "t/0", "u/0")
+
+	adm := testkit.Client(t, sa)
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.TopicNames = []string{"t"}
+	dt := kmsg.NewDeleteTopicsRequestTopic()
+	dt.Topic = kmsg.StringPtr("t")
+	del.Topics = append(del.Topics, dt)
+	if _, err := del.RequestWith(testkit.Ctx(t), adm); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kadmCreate(ctx, adm, "t"); err != nil {
+		t.Fatal(err)
+	}
+	produce(t, testkit.Client(t, sa, kgo.RecordPartitioner(kgo.ManualPartitioner())), "t", 0, 10, "after")
+	t1 := time.Now()
+	st := waitState(t, m, "f", wireext.StateFailed, "t/0")["t/0"]
+	t.Logf("divergence detected after %v", time.Since(t1))
+	if !strings.HasPrefix(st.Reason, "divergence") || st.DivergenceOffset != 10 {
+		t.Fatalf("diverged partition: %+v", st)
+	}
+	m, d = restart(t, m, d)
+	if _, err := m.PauseMirrorTopics(ctx, "User:admin", wireext.PauseMirrorTopicsRequest{Link: "f", Topics: []string{"t"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitRounds(t, m, "f", 2)
+	if st := statuses(t, m, "f")["t/0"]; st.State != wireext.StateFailed || st.DivergenceOffset != 10 {
+		t.Fatalf("divergence after restart and resume: %+v", st)
+	}
+	waitState(t, m, "f", wireext.StateMirroring, "u/0")
+
+	t0 := time.Now()
+	src.Close()
+	defer func() { t.Logf("unreachable detected after %v", time.Since(t0)) }()
+	st = waitState(t, m, "f", wireext.StateFailed, "u/0")["u/0"]
+	if !strings.HasPrefix(st.Reason, "source unreachable") {
+		t.Fatalf("partition of a vanished source: %+v", st)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		ds, _ := m.DescribeLinks(ctx, []string{"f"})
+		if ds[0].State == linkUnavailable && ds[0].Reason != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("link of a vanished source: %+v", ds[0])
+		}
+	}
+}
