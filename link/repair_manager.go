@@ -110,7 +110,7 @@ func (m *Manager) truncateTopic(ctx context.Context, name, keep string) ([]wiree
 		if pr := r.part(name, p); pr != nil {
 			pr.halt()
 		}
-		tp, cp, err := TruncateToCommon(ctx, m.host, name, p, keep, -1, SourceEpochs(ctx, r.src, name, p))
+		tp, cp, err := TruncateToCommon(ctx, m.host, name, p, keep, -1, SourceEpochs(ctx, r.src, name, p), nil)
 		if err != nil {
 			return parts, fmt.Errorf("%s/%d: %w", name, p, err)
 		}
@@ -197,7 +197,9 @@ func (m *Manager) failbackTopic(ctx context.Context, r *runner, name, keep strin
 		if l, ok := limits[p]; ok {
 			limit = l
 		}
-		tp, cp, err := TruncateToCommon(ctx, m.host, name, p, keep, limit, SourceEpochs(ctx, r.src, name, p))
+		read := func(off int64) ([]byte, error) { return m.host.ReadMirrorLog(name, p, off, 1<<20) }
+		sameAt := func(off int64) (bool, error) { return SameBatchAt(ctx, read, r.src, name, p, off) }
+		tp, cp, err := TruncateToCommon(ctx, m.host, name, p, keep, limit, SourceEpochs(ctx, r.src, name, p), sameAt)
 		if err != nil {
 			return parts, fmt.Errorf("%s/%d: %w (the topic stays a paused mirror of link %s: mirror create --truncate-to-common again, or mirror resume)", name, p, err, r.name)
 		}

@@ -1,9 +1,13 @@
 package link
 
 import (
+	"context"
 	"errors"
 	"math/rand"
 	"testing"
+
+	"github.com/verbatim-kafka/verbatim/storage"
+	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
 // fakeEpochSource answers OffsetForLeaderEpoch as Kafka's leader does
@@ -160,6 +164,55 @@ func TestFindCommonPointRandomHistories(t *testing.T) {
 		}
 		if got.Offset != want {
 			t.Fatalf("iter %d: dest %v end %d, source %v end %d: common point %+v, want %d", iter, dest, destEnd, src, srcEnd, got, want)
+		}
+	}
+}
+
+// fakeRepairHost records the truncation TruncateToCommon asks for.
+type fakeRepairHost struct {
+	entries []storage.EpochEntry
+	end     int64
+	cutTo   int64
+}
+
+func (h *fakeRepairHost) PartitionEpochs(string, int32) ([]storage.EpochEntry, int64, int64, error) {
+	return h.entries, 0, h.end, nil
+}
+
+func (h *fakeRepairHost) TruncateKeepingCut(_ context.Context, _ string, p int32, to int64, _ string) (wireext.TruncatedPartition, error) {
+	h.cutTo = to
+	return wireext.TruncatedPartition{Partition: p, TruncatedTo: to}, nil
+}
+
+func (h *fakeRepairHost) ConvertToPullMirror(context.Context, string, string, string) error { return nil }
+
+func (h *fakeRepairHost) MirrorStopPoint(string, int32) (int64, int32, bool) { return -1, -1, false }
+
+// The cross-check with a Verbatim source's last mirrored point: above it
+// the destination shares the source's history only where its batch at
+// the point is the source's (it mirrored the source's own later writes);
+// otherwise (both wrote in an equal epoch number) the point is capped.
+func TestTruncateToCommonCrossCheck(t *testing.T) {
+	// Both sides hold epoch 11 from offset 8 on: OffsetForLeaderEpoch
+	// alone says 13 is common.
+	src := &fakeEpochSource{epochs: []EpochStart{{0, 0}, {11, 8}}, leo: 13}
+	cases := []struct {
+		name   string
+		limit  int64
+		sameAt func(int64) (bool, error)
+		want   int64
+	}{
+		{"no cross-check", -1, nil, 13},
+		{"limit above the point", 20, nil, 13},
+		{"the batch at the limit is the source's", 8, func(off int64) (bool, error) { return off == 8, nil }, 13},
+		{"the batch at the limit differs", 8, func(int64) (bool, error) { return false, nil }, 8},
+		{"no way to compare", 8, nil, 8},
+	}
+	for _, c := range cases {
+		h := &fakeRepairHost{entries: []storage.EpochEntry{{Epoch: 0, StartOffset: 0}, {Epoch: 11, StartOffset: 8}}, end: 13, cutTo: -2}
+		tp, _, err := TruncateToCommon(context.Background(), h, "t", 0, "", c.limit, src.ask, c.sameAt)
+		if err != nil || h.cutTo != c.want || tp.TruncatedTo != c.want {
+			t.Errorf("%s: cut to %d (%+v, %v), want %d", c.name, h.cutTo, tp, err, c.want)
 		}
 	}
 }
