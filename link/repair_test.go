@@ -184,7 +184,9 @@ func (h *fakeRepairHost) TruncateKeepingCut(_ context.Context, _ string, p int32
 	return wireext.TruncatedPartition{Partition: p, TruncatedTo: to}, nil
 }
 
-func (h *fakeRepairHost) ConvertToPullMirror(context.Context, string, string, string) error { return nil }
+func (h *fakeRepairHost) ConvertToPullMirror(context.Context, string, string, string) error {
+	return nil
+}
 
 func (h *fakeRepairHost) MirrorStopPoint(string, int32) (int64, int32, bool) { return -1, -1, false }
 
