@@ -4,7 +4,7 @@ BIN       := bin/verbatim
 PKGS_UNIT := $(shell $(GO) list ./... | grep -v /interop)
 FUZZTIME  ?= 20s
 
-.PHONY: build run test vet unit alloc interop peers bench bench-quick bench-hotpath bench-ingest bench-ingest-tls bench-cleaner fuzz clean
+.PHONY: build run test vet unit alloc interop peers bench bench-quick bench-hotpath bench-ingest bench-ingest-tls bench-cleaner scale fuzz clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/verbatim
@@ -78,6 +78,11 @@ bench-cleaner: build
 	$(GO) build -o bin/bench-cleaner ./benchmarks/cmd/bench-cleaner
 	mkdir -p benchmarks/tmp
 	./bin/bench-cleaner -verbatim $(BIN) $(BENCH_CLEANER_ARGS) | tee benchmarks/tmp/cleaner.jsonl
+
+# The cluster link at 10,000 partitions (not in `make test`, ~15 min):
+# catch-up time, idle CPU, RSS, open files, stop time (scripts/scale.sh).
+scale: peers build
+	./scripts/scale.sh
 
 fuzz:
 	./scripts/fuzz.sh $(FUZZTIME)

@@ -4,7 +4,11 @@
 // IncrementalAlterConfigs, Metadata, DescribeConfigs, ListGroups,
 // DescribeGroups, OffsetFetch, ListOffsets, DeleteGroups, and the
 // standalone OffsetCommit of reset-offsets) sent through package client,
-// so it answers the same against Verbatim and Apache Kafka. It returns
+// so it answers the same against Verbatim and Apache Kafka. The cluster
+// link's commands (`link ...`, `mirror status|pause|resume|create|
+// truncate`: links.go) send Verbatim's link admin requests instead
+// (wireext's codecs over client.RawRequest), only to a broker that
+// advertises the feature verbatim.mirror.link (ErrNoLinks otherwise). It returns
 // plain result values with JSON tags and renders them as human tables
 // (Table) or JSON.
 //

@@ -124,6 +124,9 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 			ot.Partitions = append(ot.Partitions, op)
 		}
 		resp.Topics = append(resp.Topics, ot)
+		if mirror && mreq.WriterEpoch == wireext.RegisterWriterEpoch {
+			s.auditRegistration(r, &ot, writer)
+		}
 	}
 	return resp, nil
 }

@@ -16,7 +16,10 @@ import (
 //
 // Recorded: CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
 // IncrementalAlterConfigs, CreateAcls, DeleteAcls,
-// AlterUserScramCredentials, DeleteGroups.
+// AlterUserScramCredentials, DeleteGroups, and the cluster link's
+// state-changing requests (link_admin.go: never a source config value),
+// and mirror writer registrations (a pusher taking over a mirror topic's
+// partitions with a new writer epoch, one record per topic).
 
 // auditLogger is the logger audit records go to.
 func (s *Server) auditLogger() *slog.Logger {
@@ -69,4 +72,19 @@ func auditString(s string) string {
 		return s[:1000] + "..."
 	}
 	return s
+}
+
+// auditRegistration records a mirror writer registration of one topic
+// (DeleteRecords with the mirror tag and RegisterWriterEpoch): the epoch
+// assigned, the writer id, and the first partition error as the outcome.
+func (s *Server) auditRegistration(r *Request, t *kmsg.DeleteRecordsResponseTopic, w mirrorWriter) {
+	var code int16
+	for _, p := range t.Partitions {
+		if p.ErrorCode != 0 {
+			code = p.ErrorCode
+			break
+		}
+	}
+	id, _ := w.ID.MarshalText()
+	s.auditRecord(r, "register mirror writer", "TOPIC", t.Topic, code, "writer_epoch", w.Epoch, "writer_id", string(id), "partitions", len(t.Partitions))
 }

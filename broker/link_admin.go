@@ -5,7 +5,7 @@ package broker
 // handler decodes the raw body with wireext (malformed: the connection
 // is closed, as for any malformed request), authorizes
 // (docs/security.md), calls the installed LinkService and maps its error
-// to Kafka's code (linkErr); every state-changing request writes audit
+// to Kafka's code (linkAnswer); every state-changing request writes audit
 // records (validate-only creations do not). Without a LinkService every
 // request answers INVALID_REQUEST "this broker runs no cluster links".
 //
@@ -73,10 +73,10 @@ const auditLinkType = "CLUSTER_LINK"
 // service.
 var errNoLinks = kafkaErr(kerr.InvalidRequest, "this broker runs no cluster links")
 
-// linkErr maps an error of a link request to Kafka's code and message:
+// linkAnswer maps an error of a link request to Kafka's code and message:
 // mapError's boundary; a wrapped bare kerr code keeps the wrapper's text;
 // a deadline is REQUEST_TIMED_OUT.
-func linkErr(err error) (int16, string) {
+func linkAnswer(err error) (int16, string) {
 	if err == nil {
 		return 0, ""
 	}
@@ -122,7 +122,7 @@ func handleCreateMirrorLink(ctx context.Context, s *Server, r *Request) (Reply, 
 	default:
 		err = svc.CreateLink(ctx, r.Principal, req.Link, req.ValidateOnly)
 	}
-	resp.ErrorCode, resp.ErrorMessage = linkErr(err)
+	resp.ErrorCode, resp.ErrorMessage = linkAnswer(err)
 	if !req.ValidateOnly {
 		c := &req.Link
 		s.auditRecord(r, "create link", auditLinkType, c.Name, resp.ErrorCode,
@@ -148,7 +148,7 @@ func handleDeleteMirrorLink(ctx context.Context, s *Server, r *Request) (Reply, 
 	default:
 		err = svc.DeleteLink(ctx, r.Principal, req.Name, req.Force)
 	}
-	resp.ErrorCode, resp.ErrorMessage = linkErr(err)
+	resp.ErrorCode, resp.ErrorMessage = linkAnswer(err)
 	s.auditRecord(r, "delete link", auditLinkType, req.Name, resp.ErrorCode, "force", req.Force)
 	return linkReply{resp}, nil
 }
@@ -173,7 +173,7 @@ func handleDescribeMirrorLinks(ctx context.Context, s *Server, r *Request) (Repl
 	if err = s.describeRefusal(r); err == nil {
 		resp.Links, err = s.linkSvc().DescribeLinks(ctx, req.Names)
 	}
-	resp.ErrorCode, resp.ErrorMessage = linkErr(err)
+	resp.ErrorCode, resp.ErrorMessage = linkAnswer(err)
 	if err != nil {
 		resp.Links = nil
 	}
@@ -203,7 +203,7 @@ func handleDescribeMirrors(ctx context.Context, s *Server, r *Request) (Reply, e
 	if err = s.describeRefusal(r); err == nil {
 		resp.Partitions, err = s.linkSvc().DescribeMirrors(ctx, *req)
 	}
-	resp.ErrorCode, resp.ErrorMessage = linkErr(err)
+	resp.ErrorCode, resp.ErrorMessage = linkAnswer(err)
 	if err != nil {
 		resp.Partitions = nil
 	}

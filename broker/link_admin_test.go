@@ -354,3 +354,25 @@ func TestLinkAdminAuditSecrets(t *testing.T) {
 
 // noError is code 0 in wantings of a *kerr.Error.
 var noError = &kerr.Error{Message: "NONE", Code: 0}
+
+// TestAuditMirrorRegistration: a pusher's writer registration is one
+// audit record per topic with the epoch assigned; a refused one records
+// the refusal.
+func TestAuditMirrorRegistration(t *testing.T) {
+	var audit logBuffer
+	b := startBroker(t, t.TempDir(), func(c *Config) { c.AuditLog = &audit })
+	createTopic(t, b, "m", 2, map[string]*string{"mirror.mode": sp("push")})
+	epoch := registerAs(t, b, "m", writerID{7}, 0, 1)
+	rawRequest[*kmsg.DeleteRecordsResponse](t, b, registration("none", writerID{7}, 0))
+	var regs []map[string]any
+	for _, r := range auditRecords(t, &audit) {
+		if r["action"] == "register mirror writer" {
+			regs = append(regs, r)
+		}
+	}
+	if len(regs) != 2 || regs[0]["resource"] != "m" || regs[0]["outcome"] != "OK" || regs[0]["writer_epoch"] != float64(epoch) ||
+		regs[0]["writer_id"] != "07000000000000000000000000000000" || regs[0]["partitions"] != 2.0 ||
+		regs[1]["resource"] != "none" || regs[1]["outcome"] != "UNKNOWN_TOPIC_OR_PARTITION" {
+		t.Fatalf("registration records %v", regs)
+	}
+}

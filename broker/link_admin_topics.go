@@ -53,11 +53,11 @@ func (sp *topicSplit) results(got []wireext.MirrorTopicResult, err error) []wire
 		named[t] = true
 		res := wireext.MirrorTopicResult{Topic: t}
 		if rerr, ok := sp.refused[t]; ok {
-			res.ErrorCode, res.ErrorMessage = linkErr(rerr)
+			res.ErrorCode, res.ErrorMessage = linkAnswer(rerr)
 		} else if g, ok := byName[t]; ok && err == nil {
 			res = g
 		} else if err != nil {
-			res.ErrorCode, res.ErrorMessage = linkErr(err)
+			res.ErrorCode, res.ErrorMessage = linkAnswer(err)
 		} else {
 			res.ErrorCode, res.ErrorMessage = kerr.UnknownServerError.Code, "the link service answered nothing for this topic"
 		}
@@ -82,33 +82,63 @@ func (s *Server) topicsRefusal(r *Request, action string) error {
 	return nil
 }
 
+// namedTopics is a topic request that names its topics (start,
+// truncate): the request-level checks, then each topic's, then the
+// service with the permitted ones; audited per topic (the request as a
+// whole when refused before).
+type namedTopics struct {
+	action    string // audit action per topic: "start mirror topic"
+	refusal   string // what the mirror permission's refusal names
+	invalid   string // an INVALID_REQUEST message, "" when the request is well formed
+	link      string // audited with a refusal of the whole request
+	topics    []string
+	mayCreate bool
+	call      func(allowed []string) ([]wireext.MirrorTopicResult, error)
+	attrs     func(t *wireext.MirrorTopicResult) []any
+}
+
+func (s *Server) runNamedTopics(r *Request, n namedTopics) (int16, string, []wireext.MirrorTopicResult) {
+	err := s.topicsRefusal(r, n.refusal)
+	if err == nil && n.invalid != "" {
+		err = kafkaErr(kerr.InvalidRequest, n.invalid)
+	}
+	if err != nil {
+		code, msg := linkAnswer(err)
+		s.auditRecord(r, n.action+"s", auditLinkType, n.link, code, "topics", n.topics)
+		return code, msg, nil
+	}
+	sp := s.splitMirrorTopics(r, n.topics, n.mayCreate)
+	var got []wireext.MirrorTopicResult
+	if len(sp.allowed) > 0 {
+		got, err = n.call(sp.allowed)
+	}
+	res := sp.results(got, err)
+	for i := range res {
+		s.auditRecord(r, n.action, "TOPIC", res[i].Topic, res[i].ErrorCode, n.attrs(&res[i])...)
+	}
+	return 0, "", res
+}
+
 func handleStartMirrorTopics(ctx context.Context, s *Server, r *Request) (Reply, error) {
 	req, err := decodeLink[wireext.StartMirrorTopicsRequest](r)
 	if err != nil {
 		return nil, err
 	}
+	n := namedTopics{action: "start mirror topic", refusal: "starting mirror topics of cluster link " + req.Link, link: req.Link,
+		topics: req.Topics, mayCreate: true,
+		call: func(allowed []string) ([]wireext.MirrorTopicResult, error) {
+			sub := *req
+			sub.Topics = allowed
+			return s.linkSvc().StartMirrorTopics(ctx, r.Principal, sub)
+		},
+		attrs: func(t *wireext.MirrorTopicResult) []any {
+			return []any{"link", req.Link, "truncate_to_common", req.TruncateToCommon, "keep_topic", auditString(req.KeepTopic), "truncated", truncations(t.Partitions)}
+		}}
+	if req.Link == "" || len(req.Topics) == 0 {
+		n.invalid = "StartMirrorTopics needs a link and at least one topic"
+	}
 	resp := &wireext.StartMirrorTopicsResponse{}
-	err = s.topicsRefusal(r, "starting mirror topics of cluster link "+req.Link)
-	if err == nil && (req.Link == "" || len(req.Topics) == 0) {
-		err = kafkaErr(kerr.InvalidRequest, "StartMirrorTopics needs a link and at least one topic")
-	}
-	if err != nil {
-		resp.ErrorCode, resp.ErrorMessage = linkErr(err)
-		s.auditRecord(r, "start mirror topics", auditLinkType, req.Link, resp.ErrorCode, "topics", req.Topics)
-		return linkReply{resp}, nil
-	}
-	sp := s.splitMirrorTopics(r, req.Topics, true)
-	var got []wireext.MirrorTopicResult
-	if len(sp.allowed) > 0 {
-		sub := *req
-		sub.Topics = sp.allowed
-		got, err = s.linkSvc().StartMirrorTopics(ctx, r.Principal, sub)
-	}
-	resp.Topics = sp.results(got, err)
-	for _, t := range resp.Topics {
-		s.auditRecord(r, "start mirror topic", "TOPIC", t.Topic, t.ErrorCode, "link", req.Link,
-			"truncate_to_common", req.TruncateToCommon, "keep_topic", auditString(req.KeepTopic), "truncated", truncations(t.Partitions))
-	}
+	resp.ErrorCode, resp.ErrorMessage, resp.Topics = s.runNamedTopics(r, n)
 	return linkReply{resp}, nil
 }
 
@@ -137,7 +167,7 @@ func handlePauseMirrorTopics(ctx context.Context, s *Server, r *Request) (Reply,
 		}
 	}
 	if err != nil {
-		resp.ErrorCode, resp.ErrorMessage = linkErr(err)
+		resp.ErrorCode, resp.ErrorMessage = linkAnswer(err)
 		s.auditRecord(r, action+"s", auditLinkType, req.Link, resp.ErrorCode, "topics", req.Topics)
 		return linkReply{resp}, nil
 	}
@@ -152,7 +182,7 @@ func handlePauseMirrorTopics(ctx context.Context, s *Server, r *Request) (Reply,
 		got, err = s.linkSvc().PauseMirrorTopics(ctx, r.Principal, sub)
 	}
 	if whole && len(sp.order) == 0 && err != nil {
-		resp.ErrorCode, resp.ErrorMessage = linkErr(err)
+		resp.ErrorCode, resp.ErrorMessage = linkAnswer(err)
 	}
 	resp.Topics = sp.results(got, err)
 	if whole {
@@ -169,28 +199,20 @@ func handleTruncateMirrorTopics(ctx context.Context, s *Server, r *Request) (Rep
 	if err != nil {
 		return nil, err
 	}
+	n := namedTopics{action: "truncate mirror topic", refusal: "truncating mirror topics", topics: req.Topics,
+		call: func(allowed []string) ([]wireext.MirrorTopicResult, error) {
+			sub := *req
+			sub.Topics = allowed
+			return s.linkSvc().TruncateMirrorTopics(ctx, r.Principal, sub)
+		},
+		attrs: func(t *wireext.MirrorTopicResult) []any {
+			return []any{"keep_topic", auditString(req.KeepTopic), "truncated", truncations(t.Partitions)}
+		}}
+	if len(req.Topics) == 0 {
+		n.invalid = "TruncateMirrorTopics needs at least one topic"
+	}
 	resp := &wireext.TruncateMirrorTopicsResponse{}
-	err = s.topicsRefusal(r, "truncating mirror topics")
-	if err == nil && len(req.Topics) == 0 {
-		err = kafkaErr(kerr.InvalidRequest, "TruncateMirrorTopics needs at least one topic")
-	}
-	if err != nil {
-		resp.ErrorCode, resp.ErrorMessage = linkErr(err)
-		s.auditRecord(r, "truncate mirror topics", "TOPIC", "", resp.ErrorCode, "topics", req.Topics)
-		return linkReply{resp}, nil
-	}
-	sp := s.splitMirrorTopics(r, req.Topics, false)
-	var got []wireext.MirrorTopicResult
-	if len(sp.allowed) > 0 {
-		sub := *req
-		sub.Topics = sp.allowed
-		got, err = s.linkSvc().TruncateMirrorTopics(ctx, r.Principal, sub)
-	}
-	resp.Topics = sp.results(got, err)
-	for _, t := range resp.Topics {
-		s.auditRecord(r, "truncate mirror topic", "TOPIC", t.Topic, t.ErrorCode,
-			"keep_topic", auditString(req.KeepTopic), "truncated", truncations(t.Partitions))
-	}
+	resp.ErrorCode, resp.ErrorMessage, resp.Topics = s.runNamedTopics(r, n)
 	return linkReply{resp}, nil
 }
 

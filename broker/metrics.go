@@ -116,6 +116,13 @@ func (s *Server) Ready() error {
 // topic snapshot and the listeners' certificates.
 func (s *Server) totals() metrics.Totals {
 	var t metrics.Totals
+	logSeries := s.cfg.MetricsPartitionSeries
+	switch {
+	case logSeries == 0:
+		logSeries = metrics.MaxPartitionSeries
+	case logSeries < 0:
+		logSeries = 0
+	}
 	for _, tp := range s.cluster.topics() {
 		t.Topics++
 		for _, p := range tp.Partitions() {
@@ -125,8 +132,15 @@ func (s *Server) totals() metrics.Totals {
 				t.OfflinePartitions++
 				continue
 			}
-			t.Segments += h.log.NumSegments()
-			t.LogBytes += h.log.Size()
+			segs, size := h.log.NumSegments(), h.log.Size()
+			t.Segments += segs
+			t.LogBytes += size
+			if len(t.Logs) < logSeries {
+				t.Logs = append(t.Logs, metrics.PartitionLog{Topic: tp.Name, Partition: p.Index,
+					LogStart: h.log.LogStartOffset(), LogEnd: h.log.LogEndOffset(), Size: size, Segments: segs})
+			} else {
+				t.LogsOmitted++
+			}
 			if tp.Config().Mirror {
 				if len(t.Mirror) == metrics.MaxPartitionSeries {
 					t.MirrorOmitted++

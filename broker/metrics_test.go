@@ -348,6 +348,45 @@ func TestMetricsAuthentication(t *testing.T) {
 	}
 }
 
+// TestMetricsPartitionLogs: every partition's log start, end, size and
+// segments under Kafka's kafka.log:type=Log names, up to the configured
+// number of partitions; the rest are counted as omitted.
+func TestMetricsPartitionLogs(t *testing.T) {
+	b := startBroker(t, t.TempDir(), func(c *Config) { c.MetricsPartitionSeries = 2 })
+	createTopic(t, b, "a", 3, nil)
+	ctx := ctxT(t)
+	cl := b.client(kgo.DefaultProduceTopic("a"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for _, v := range []string{"x", "y"} {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Partition: 1, Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hs := httptest.NewServer(b.srv.MetricsHandler())
+	defer hs.Close()
+	mfs := scrape(t, hs.URL)
+	if n := len(mfs["kafka_log_log_logendoffset"].GetMetric()); n != 2 {
+		t.Fatalf("%d partitions with log series, want the bound 2", n)
+	}
+	if m := series(mfs, "verbatim_log_partition_series_omitted", nil); m == nil || m.GetGauge().GetValue() != 1 {
+		t.Fatalf("omitted: %v, want 1", m)
+	}
+	// Partitions come in topic and partition order: a/0 and a/1.
+	if m := series(mfs, "kafka_log_log_logendoffset", map[string]string{"topic": "a", "partition": "1"}); m == nil || m.GetGauge().GetValue() != 2 {
+		t.Errorf("a/1 log end %v, want 2", m)
+	} else {
+		if sz := series(mfs, "kafka_log_log_size", map[string]string{"topic": "a", "partition": "1"}); sz == nil || sz.GetGauge().GetValue() < 2*61 {
+			t.Errorf("a/1 size %v, want two batches' bytes", sz)
+		}
+	}
+	none := startBroker(t, t.TempDir(), func(c *Config) { c.MetricsPartitionSeries = -1 })
+	createTopic(t, none, "a", 1, nil)
+	nhs := httptest.NewServer(none.srv.MetricsHandler())
+	defer nhs.Close()
+	if mf := scrape(t, nhs.URL)["kafka_log_log_logendoffset"]; mf != nil {
+		t.Fatalf("per-partition series with the bound at none: %v", mf)
+	}
+}
+
 // TestMetricsMirrorLag: the source high watermark a pusher sends with its
 // mirror produces (docs/protocol.md) makes the partition's lag: it rises
 // when the source is ahead and goes to 0 once the copy catches up.
@@ -459,5 +498,11 @@ func TestMetricsPolicies(t *testing.T) {
 	}
 	if h := series(mfs, "verbatim_policy_judge_seconds", nil); h == nil || h.GetHistogram().GetSampleCount() != 2 {
 		t.Errorf("verbatim_policy_judge_seconds: %v, want 2 observations", h)
+	}
+	// Each of the two default modules judged both record sets.
+	for _, mod := range []string{"epoch-monotonic", "control-records"} {
+		if h := series(mfs, "verbatim_policy_module_seconds", map[string]string{"policy": mod}); h == nil || h.GetHistogram().GetSampleCount() != 2 {
+			t.Errorf("verbatim_policy_module_seconds{policy=%s}: %v, want 2 observations", mod, h)
+		}
 	}
 }

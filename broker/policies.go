@@ -79,7 +79,11 @@ func openPolicies(ctx context.Context, cfg Config, log *slog.Logger, m *metrics.
 	if testPolicyCacheDir != "" {
 		cache = testPolicyCacheDir
 	}
-	h, err := wasmpolicy.NewHost(wasmpolicy.Options{PolicyDir: cfg.PolicyDir, CacheDir: cache, Logger: log})
+	opts := wasmpolicy.Options{PolicyDir: cfg.PolicyDir, CacheDir: cache, Logger: log}
+	if m != nil {
+		opts.ModuleTimer = m.PolicyModuleTimer
+	}
+	h, err := wasmpolicy.NewHost(opts)
 	if err != nil {
 		return nil, err
 	}

@@ -204,6 +204,11 @@ type Config struct {
 	// /metrics, /healthz and /readyz (MetricsHandler); "": none. The
 	// broker itself does not bind it.
 	MetricsListen string
+	// MetricsPartitionSeries bounds how many partitions get the
+	// per-partition log series (kafka_log_log_logendoffset, ...) of a
+	// scrape: 0 is the default (metrics.MaxPartitionSeries), negative
+	// none.
+	MetricsPartitionSeries int
 
 	// FS is the filesystem under the data dir: metadata files and
 	// partition logs (default storage.OSFS{}; the data dir lock always

@@ -3,6 +3,7 @@ package brokerconf
 import (
 	"fmt"
 	"net"
+	"strconv"
 
 	"github.com/verbatim-kafka/verbatim/broker"
 )
@@ -17,6 +18,17 @@ func init() {
 			}
 		}
 		cfg.MetricsListen = v
+		return nil
+	})
+	registerBroker("metrics.partition.series", 5, "how many partitions get per-partition log series on /metrics (kafka_log_log_logendoffset, ...; --metrics-partition-series); 0: none. Default 1000.", func(cfg *broker.Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%q: must be a count >= 0", v)
+		}
+		cfg.MetricsPartitionSeries = n
+		if n == 0 {
+			cfg.MetricsPartitionSeries = -1
+		}
 		return nil
 	})
 }

@@ -5,15 +5,13 @@
 // connection per broker re-dialled after failures), the raw one-partition
 // requests the mirroring tools need (ListOffsets, OffsetForLeaderEpoch,
 // sessionless Fetch, topic configs, consumer group listing, coordinator
-// lookup, offset fetch and commit), requests of extension keys whose
-// bodies the caller encodes (RawRequest, RequestRaw: sent as built, no
-// version negotiation), the classification of errors worth
+// lookup, offset fetch and commit), the classification of errors worth
 // retrying (Transient) and the pacing of retries (Clock, Backoff, Retry)
 // for callers that retry.
 //
 // It owns no policy: no request is retried implicitly, and it does not
 // decide exit codes, split record sets into batches, or know Verbatim's
-// wire extensions' bytes (the mirror produce and topic-id tags belong to the
+// wire extensions (the mirror produce and topic-id tags belong to the
 // callers). It never rewrites a request's acks, isolation level or record
 // bytes. Dial and NewCluster take an Options struct: TLS, SASL through a
 // franz-go sasl.Mechanism (PLAIN, SCRAM) with KIP-368 re-authentication
@@ -23,4 +21,9 @@
 // sasl.jaas.config; other Kafka client names accepted, unknown names
 // refused). Authentication failures are AuthError, never Transient, and
 // no error or log line carries a password.
+//
+// Requests of extension keys kmsg does not know travel as RawRequest
+// (RequestRaw: the caller encodes the body and chose the version after
+// checking the broker's supported features; no negotiation); the client
+// still does not know their bytes.
 package client

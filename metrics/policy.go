@@ -11,6 +11,7 @@ type policyMetrics struct {
 	judgments  *prometheus.CounterVec // topic, verdict
 	rejections *prometheus.CounterVec // policy
 	latency    prometheus.Histogram
+	modules    *prometheus.HistogramVec // policy
 }
 
 func newPolicyMetrics() *policyMetrics {
@@ -24,11 +25,27 @@ func newPolicyMetrics() *policyMetrics {
 			NativeHistogramBucketFactor:     1.1,
 			NativeHistogramMaxBucketNumber:  160,
 			NativeHistogramMinResetDuration: time.Hour}),
+		modules: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "verbatim_policy_module_seconds",
+			Help:                            "Seconds of each judge call of one policy module (one of a topic's modules over one record set), by module, as a native histogram.",
+			NativeHistogramBucketFactor:     1.1,
+			NativeHistogramMaxBucketNumber:  160,
+			NativeHistogramMinResetDuration: time.Hour}, []string{"policy"}),
 	}
 }
 
+// PolicyModuleTimer returns the function that records one judge call of
+// policy module name (wasmpolicy.Options.ModuleTimer), its series
+// resolved now; nil on a nil Registry.
+func (r *Registry) PolicyModuleTimer(name string) func(time.Duration) {
+	if r == nil {
+		return nil
+	}
+	o := r.policy.modules.WithLabelValues(name)
+	return func(d time.Duration) { o.Observe(d.Seconds()) }
+}
+
 func (p *policyMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{p.judgments, p.rejections, p.latency}
+	return []prometheus.Collector{p.judgments, p.rejections, p.latency, p.modules}
 }
 
 // Policy is one topic's judge-call handles, resolved when its policies

@@ -19,6 +19,21 @@ type Totals struct {
 	// MaxPartitionSeries of them; MirrorOmitted counts the rest.
 	Mirror        []MirrorPartition
 	MirrorOmitted int
+	// Logs is every partition's log (ordinary, mirror and internal
+	// topics), at most the broker's per-partition series bound of them;
+	// LogsOmitted counts the rest.
+	Logs        []PartitionLog
+	LogsOmitted int
+}
+
+// PartitionLog is one partition log's offsets and size (Kafka's
+// kafka.log:type=Log MBeans).
+type PartitionLog struct {
+	Topic            string
+	Partition        int32
+	LogStart, LogEnd int64
+	Size             int64
+	Segments         int
 }
 
 // MaxPartitionSeries bounds the per-partition series of one scrape.
@@ -55,13 +70,18 @@ var (
 	descMirrorHW    = prometheus.NewDesc("verbatim_mirror_partition_source_high_watermark", "The source partition's high watermark as the mirror's writer (pusher or link) last reported it with a mirror write.", []string{"topic", "partition"}, nil)
 	descMirrorLag   = prometheus.NewDesc("verbatim_mirror_partition_lag", "Offsets the mirror partition is behind its source: the reported source high watermark minus the log end, at least 0 (Kafka's replica lag, across clusters).", []string{"topic", "partition"}, nil)
 	descMirrorOmit  = prometheus.NewDesc("verbatim_mirror_partition_series_omitted", "Mirror partitions beyond the per-partition series bound, not exported.", nil, nil)
+	descLogStart    = prometheus.NewDesc("kafka_log_log_logstartoffset", "Log start offset of each partition (Kafka kafka.log:type=Log,name=LogStartOffset).", []string{"topic", "partition"}, nil)
+	descLogEnd      = prometheus.NewDesc("kafka_log_log_logendoffset", "Log end offset of each partition (Kafka kafka.log:type=Log,name=LogEndOffset).", []string{"topic", "partition"}, nil)
+	descLogSize     = prometheus.NewDesc("kafka_log_log_size", "Bytes of each partition's log (Kafka kafka.log:type=Log,name=Size).", []string{"topic", "partition"}, nil)
+	descLogSegs     = prometheus.NewDesc("kafka_log_log_numlogsegments", "Segments of each partition's log (Kafka kafka.log:type=Log,name=NumLogSegments).", []string{"topic", "partition"}, nil)
+	descLogsOmit    = prometheus.NewDesc("verbatim_log_partition_series_omitted", "Partitions beyond the per-partition series bound (metrics.partition.series), whose kafka_log_log_* series are not exported.", nil, nil)
 	descCertExpiry  = prometheus.NewDesc("verbatim_tls_certificate_expiry_timestamp_seconds", "NotAfter of the certificate each TLS listener serves, as a Unix time.", []string{"listener"}, nil)
 )
 
 type totalsCollector func() Totals
 
 func (f totalsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPartitions, descLeaders, descTopics, descGlobalParts, descOffline, descSegments, descLogBytes, descMirrorEnd, descMirrorEpoch, descMirrorHW, descMirrorLag, descMirrorOmit, descCertExpiry} {
+	for _, d := range []*prometheus.Desc{descPartitions, descLeaders, descTopics, descGlobalParts, descOffline, descSegments, descLogBytes, descMirrorEnd, descMirrorEpoch, descMirrorHW, descMirrorLag, descMirrorOmit, descLogStart, descLogEnd, descLogSize, descLogSegs, descLogsOmit, descCertExpiry} {
 		ch <- d
 	}
 }
@@ -88,6 +108,14 @@ func (f totalsCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	gauge(descMirrorOmit, float64(t.MirrorOmitted))
+	for _, l := range t.Logs {
+		p := strconv.Itoa(int(l.Partition))
+		gauge(descLogStart, float64(l.LogStart), l.Topic, p)
+		gauge(descLogEnd, float64(l.LogEnd), l.Topic, p)
+		gauge(descLogSize, float64(l.Size), l.Topic, p)
+		gauge(descLogSegs, float64(l.Segments), l.Topic, p)
+	}
+	gauge(descLogsOmit, float64(t.LogsOmitted))
 	for _, c := range t.CertExpiry {
 		gauge(descCertExpiry, float64(c.NotAfter.Unix()), c.Listener)
 	}

@@ -164,7 +164,16 @@ func (b *Binding) Judge(ctx context.Context, pc PartitionContext, batches []byte
 		return v, err
 	}
 	for _, bm := range b.mods {
-		if err := bm.pool.Load().judge(ctx, &pc, batches, &v); err != nil {
+		p := bm.pool.Load()
+		var start time.Time
+		if p.observe != nil {
+			start = time.Now()
+		}
+		err := p.judge(ctx, &pc, batches, &v)
+		if p.observe != nil {
+			p.observe(time.Since(start))
+		}
+		if err != nil {
 			return Verdicts{}, err
 		}
 	}
@@ -182,6 +191,9 @@ type pool struct {
 	cfgTable []byte
 	ncfg     int
 	sem      chan struct{}
+	// observe receives each judge call's duration (Options.ModuleTimer;
+	// nil: not timed).
+	observe func(time.Duration)
 
 	mu struct {
 		sync.Mutex
@@ -195,6 +207,9 @@ type pool struct {
 // compiled), so binding many topics at start-up costs no instantiation.
 func (h *Host) newPool(m *module, topic string, cfg map[string]string) (*pool, error) {
 	p := &pool{h: h, m: m, topic: topic, sem: make(chan struct{}, h.opts.MaxInstances)}
+	if h.opts.ModuleTimer != nil {
+		p.observe = h.opts.ModuleTimer(m.desc.Name)
+	}
 	p.cfgTable, p.ncfg = abi.EncodeConfigs(m.desc.Configs, cfg)
 	return p, nil
 }

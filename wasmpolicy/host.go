@@ -49,6 +49,10 @@ type Options struct {
 	Interpreter bool
 	// Logger receives reloads and instance failures (default: discard).
 	Logger *slog.Logger
+	// ModuleTimer, when set, is asked once per (module, topic) binding
+	// for the function that receives how long each of that module's
+	// judge calls took (the broker's per-module latency metric).
+	ModuleTimer func(module string) func(time.Duration)
 
 	// privateCache gives the Host a cache of its own (start-up benchmarks
 	// measure the disk cache, not the process's shared one).

@@ -421,24 +421,25 @@ type LinkMessage interface {
 	ReadFrom(b []byte) error
 }
 
+// linkAPIs names each link key and makes its empty messages.
+var linkAPIs = map[int16]struct {
+	name      string
+	req, resp func() LinkMessage
+}{
+	APIKeyCreateMirrorLink:     {"CreateMirrorLink", func() LinkMessage { return new(CreateMirrorLinkRequest) }, func() LinkMessage { return new(CreateMirrorLinkResponse) }},
+	APIKeyDeleteMirrorLink:     {"DeleteMirrorLink", func() LinkMessage { return new(DeleteMirrorLinkRequest) }, func() LinkMessage { return new(DeleteMirrorLinkResponse) }},
+	APIKeyDescribeMirrorLinks:  {"DescribeMirrorLinks", func() LinkMessage { return new(DescribeMirrorLinksRequest) }, func() LinkMessage { return new(DescribeMirrorLinksResponse) }},
+	APIKeyStartMirrorTopics:    {"StartMirrorTopics", func() LinkMessage { return new(StartMirrorTopicsRequest) }, func() LinkMessage { return new(StartMirrorTopicsResponse) }},
+	APIKeyPauseMirrorTopics:    {"PauseMirrorTopics", func() LinkMessage { return new(PauseMirrorTopicsRequest) }, func() LinkMessage { return new(PauseMirrorTopicsResponse) }},
+	APIKeyDescribeMirrors:      {"DescribeMirrors", func() LinkMessage { return new(DescribeMirrorsRequest) }, func() LinkMessage { return new(DescribeMirrorsResponse) }},
+	APIKeyTruncateMirrorTopics: {"TruncateMirrorTopics", func() LinkMessage { return new(TruncateMirrorTopicsRequest) }, func() LinkMessage { return new(TruncateMirrorTopicsResponse) }},
+}
+
 // NewLinkRequest returns an empty request of a link API key, nil for a
 // key that is not one.
 func NewLinkRequest(key int16) LinkMessage {
-	switch key {
-	case APIKeyCreateMirrorLink:
-		return new(CreateMirrorLinkRequest)
-	case APIKeyDeleteMirrorLink:
-		return new(DeleteMirrorLinkRequest)
-	case APIKeyDescribeMirrorLinks:
-		return new(DescribeMirrorLinksRequest)
-	case APIKeyStartMirrorTopics:
-		return new(StartMirrorTopicsRequest)
-	case APIKeyPauseMirrorTopics:
-		return new(PauseMirrorTopicsRequest)
-	case APIKeyDescribeMirrors:
-		return new(DescribeMirrorsRequest)
-	case APIKeyTruncateMirrorTopics:
-		return new(TruncateMirrorTopicsRequest)
+	if a, ok := linkAPIs[key]; ok {
+		return a.req()
 	}
 	return nil
 }
@@ -446,42 +447,11 @@ func NewLinkRequest(key int16) LinkMessage {
 // NewLinkResponse returns an empty response of a link API key, nil for a
 // key that is not one.
 func NewLinkResponse(key int16) LinkMessage {
-	switch key {
-	case APIKeyCreateMirrorLink:
-		return new(CreateMirrorLinkResponse)
-	case APIKeyDeleteMirrorLink:
-		return new(DeleteMirrorLinkResponse)
-	case APIKeyDescribeMirrorLinks:
-		return new(DescribeMirrorLinksResponse)
-	case APIKeyStartMirrorTopics:
-		return new(StartMirrorTopicsResponse)
-	case APIKeyPauseMirrorTopics:
-		return new(PauseMirrorTopicsResponse)
-	case APIKeyDescribeMirrors:
-		return new(DescribeMirrorsResponse)
-	case APIKeyTruncateMirrorTopics:
-		return new(TruncateMirrorTopicsResponse)
+	if a, ok := linkAPIs[key]; ok {
+		return a.resp()
 	}
 	return nil
 }
 
 // LinkAPIName is the name of a link API key ("" for other keys).
-func LinkAPIName(key int16) string {
-	switch key {
-	case APIKeyCreateMirrorLink:
-		return "CreateMirrorLink"
-	case APIKeyDeleteMirrorLink:
-		return "DeleteMirrorLink"
-	case APIKeyDescribeMirrorLinks:
-		return "DescribeMirrorLinks"
-	case APIKeyStartMirrorTopics:
-		return "StartMirrorTopics"
-	case APIKeyPauseMirrorTopics:
-		return "PauseMirrorTopics"
-	case APIKeyDescribeMirrors:
-		return "DescribeMirrors"
-	case APIKeyTruncateMirrorTopics:
-		return "TruncateMirrorTopics"
-	}
-	return ""
-}
+func LinkAPIName(key int16) string { return linkAPIs[key].name }

@@ -77,7 +77,9 @@ func linkSamples() map[int16][]LinkMessage {
 	}
 }
 
-func newLike(m LinkMessage) LinkMessage { return reflect.New(reflect.TypeOf(m).Elem()).Interface().(LinkMessage) }
+func newLike(m LinkMessage) LinkMessage {
+	return reflect.New(reflect.TypeOf(m).Elem()).Interface().(LinkMessage)
+}
 
 // TestLinkCodecRoundTrip: ReadFrom(AppendTo(x)) == x for every message
 // of every key, and the canonical bytes re-encode to themselves.

@@ -47,24 +47,35 @@ Exit codes: 0 done, 1 refused by the broker, 2 usage or connection problems.
 type adminCmd struct {
 	fs                *flag.FlagSet
 	bootstrap, cmdCfg *string
-	timeout           *time.Duration
-	asJSON            *bool
-	name              string // the command's NAME argument, if it takes one
-	stdout, stderr    io.Writer
-	title             string // "verbatim topic create"
+	// serverFlag and configFlag name the two flags above in messages
+	// (--bootstrap-server and --command-config, or --dest and
+	// --dest-config for the cluster link's commands).
+	serverFlag, configFlag string
+	timeout                *time.Duration
+	asJSON                 *bool
+	name                   string // the command's NAME argument, if it takes one
+	stdout, stderr         io.Writer
+	title                  string // "verbatim topic create"
 }
 
 // newAdminCmd defines the flags every admin command shares.
 func newAdminCmd(title string, stdout, stderr io.Writer) *adminCmd {
+	return newServerCmd(title, "bootstrap-server", "127.0.0.1:9092", "a broker of the cluster (HOST:PORT)", "command-config", stdout, stderr)
+}
+
+// newServerCmd is newAdminCmd with its own names of the broker and
+// client-properties flags.
+func newServerCmd(title, serverFlag, serverDefault, serverHelp, configFlag string, stdout, stderr io.Writer) *adminCmd {
 	fs := flag.NewFlagSet(title, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	return &adminCmd{
-		fs:        fs,
-		bootstrap: fs.String("bootstrap-server", "127.0.0.1:9092", "a broker of the cluster (HOST:PORT)"),
-		cmdCfg:    fs.String("command-config", "", "Kafka client properties FILE (security.protocol, ssl.*, sasl.*)"),
-		timeout:   fs.Duration("timeout", 30*time.Second, "give up after this long"),
-		asJSON:    fs.Bool("json", false, "print the answer as JSON"),
-		stdout:    stdout, stderr: stderr, title: title,
+		fs:         fs,
+		bootstrap:  fs.String(serverFlag, serverDefault, serverHelp),
+		cmdCfg:     fs.String(configFlag, "", "Kafka client properties FILE (security.protocol, ssl.*, sasl.*)"),
+		serverFlag: serverFlag, configFlag: configFlag,
+		timeout: fs.Duration("timeout", 30*time.Second, "give up after this long"),
+		asJSON:  fs.Bool("json", false, "print the answer as JSON"),
+		stdout:  stdout, stderr: stderr, title: title,
 	}
 }
 
@@ -106,20 +117,23 @@ func (a *adminCmd) run(fn func(ctx context.Context, cl *client.Cluster) error) i
 	if *a.cmdCfg != "" {
 		var err error
 		if o, err = client.ReadConfig(*a.cmdCfg); err != nil {
-			fmt.Fprintf(a.stderr, "%s: --command-config: %v\n", a.title, err)
+			fmt.Fprintf(a.stderr, "%s: --%s: %v\n", a.title, a.configFlag, err)
 			return 2
 		}
 	}
 	cl, err := client.NewCluster(*a.bootstrap, o)
 	if err != nil {
-		fmt.Fprintf(a.stderr, "%s: --bootstrap-server: %v\n", a.title, err)
+		fmt.Fprintf(a.stderr, "%s: --%s: %v\n", a.title, a.serverFlag, err)
 		return 2
 	}
 	defer cl.Close()
 	ctx, cancel := signalContext()
 	defer cancel()
-	ctx, cancelT := context.WithTimeout(ctx, *a.timeout)
-	defer cancelT()
+	if *a.timeout > 0 { // 0: the command bounds its own requests
+		var cancelT context.CancelFunc
+		ctx, cancelT = context.WithTimeout(ctx, *a.timeout)
+		defer cancelT()
+	}
 	if err := fn(ctx, cl); err != nil {
 		if admin.IsRefused(err) {
 			fmt.Fprintf(a.stderr, "%s: refused: %v\n", a.title, err)

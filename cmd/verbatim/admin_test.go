@@ -23,7 +23,7 @@ import (
 	"github.com/verbatim-kafka/verbatim/internal/testkit"
 )
 
-// runAdmin runs `verbatim topic|group|cluster ARGS` and returns its exit
+// runAdmin runs `verbatim topic|group|cluster|link|mirror ARGS` and returns its exit
 // code, stdout and stderr.
 func runAdmin(args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
@@ -35,6 +35,10 @@ func runAdmin(args ...string) (int, string, string) {
 		code = groupMain(args[1:], &out, &errb)
 	case "cluster":
 		code = clusterMain(args[1:], &out, &errb)
+	case "link":
+		code = linkMain(args[1:], &out, &errb)
+	case "mirror":
+		code = mirrorMain(args[1:], &out, &errb)
 	}
 	return code, out.String(), errb.String()
 }

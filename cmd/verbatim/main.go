@@ -16,7 +16,9 @@ const usage = `usage: verbatim <command> [flags]
 commands:
   serve     run a broker (verbatim serve --listen 127.0.0.1:9092 --data-dir DIR)
   format    create a data dir with its first SCRAM users (verbatim format --data-dir DIR --add-scram ...)
-  mirror    copy topics from a Kafka cluster at their offsets (mirror push|stop)
+  mirror    copy topics from a Kafka cluster at their offsets (mirror push|stop),
+            and the cluster link's mirror topics (mirror status|pause|resume|create|truncate)
+  link      create, list, describe, delete cluster links (the broker mirrors a source by itself)
   verify    prove that a destination holds a source's topics exactly
   policy    inspect and test mirror policy modules
   topic     create, list, describe, delete, alter-config, add-partitions topics
@@ -56,6 +58,8 @@ func run(args []string) int {
 		return groupCmd(args[1:])
 	case "cluster":
 		return clusterCmd(args[1:])
+	case "link":
+		return linkCmd(args[1:])
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return 0

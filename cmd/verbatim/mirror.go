@@ -12,17 +12,26 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/verbatim-kafka/verbatim/admin"
 	"github.com/verbatim-kafka/verbatim/mirror"
 )
 
 const mirrorUsage = `usage:
   verbatim mirror push --source HOST:PORT --dest HOST:PORT --topics a,b [--create-topics] [--follow] [--groups REGEX]
                        [--source-config FILE] [--dest-config FILE]
-  verbatim mirror stop --dest HOST:PORT --topics a,b [--dest-config FILE]
+  verbatim mirror stop --dest HOST:PORT (--topics a,b | --link NAME) [--dest-config FILE]
+
+the cluster link's mirror topics (the broker mirrors them itself; see
+verbatim link):
+  verbatim mirror status --dest HOST:PORT [--link NAME] [--topics a,b] [--json] [--once]
+  verbatim mirror pause|resume --dest HOST:PORT (--topics a,b | --link NAME)
+  verbatim mirror create --dest HOST:PORT --link NAME --topics a,b [--truncate-to-common] [--keep-topic T]
+  verbatim mirror truncate --dest HOST:PORT --topics t --to-divergence [--keep-topic T]
 
 --source-config and --dest-config name Kafka client properties files
 (security.protocol, ssl.*, sasl.mechanism, sasl.jaas.config) for the
-connections to the source and the destination.
+connections to the source and the destination. Exit codes: 0 done,
+1 divergence or refused by the broker, 2 usage or connection problems.
 `
 
 // mirrorCmd runs `verbatim mirror push|stop`. Exit codes: 0 done, 1
@@ -41,6 +50,8 @@ func mirrorMain(args []string, stdout, stderr io.Writer) int {
 		return mirrorPush(args[1:], stderr)
 	case "stop":
 		return mirrorStop(args[1:], stdout, stderr)
+	case "status", "pause", "resume", "create", "truncate":
+		return mirrorLinkMain(args[0], args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, mirrorUsage)
 		return 0
@@ -161,6 +172,7 @@ func mirrorStop(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	dest := fs.String("dest", "", "the Verbatim destination (host:port)")
 	topics := fs.String("topics", "", "comma-separated mirror topics to stop (fail over)")
+	link := fs.String("link", "", "stop every mirror topic of cluster link NAME")
 	dstCfg := fs.String("dest-config", "", "Kafka client properties FILE for the destination (security.protocol, ssl.*, sasl.*)")
 	if code, ok := parseArgs(fs, args, stderr, "verbatim mirror stop"); !ok {
 		return code
@@ -172,7 +184,15 @@ func mirrorStop(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
-	res, err := mirror.Stop(ctx, *dest, co, splitList(*topics))
+	stopTopics, err := mirrorStopTopics(ctx, *dest, co, *link, splitList(*topics))
+	if err != nil {
+		fmt.Fprintf(stderr, "verbatim mirror stop: %v\n", err)
+		if admin.IsRefused(err) {
+			return 1
+		}
+		return 2
+	}
+	res, err := mirror.Stop(ctx, *dest, co, stopTopics)
 	for _, r := range res {
 		fmt.Fprintln(stdout, r.String())
 	}

@@ -75,6 +75,7 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 	fs.Var(&overrides, "override", "name=value: a broker property winning over --config's (repeatable)")
 	// Metrics and health probes.
 	metricsListen := fs.String("metrics-listen", "", "host:port serving Prometheus /metrics, /healthz and /readyz (docs/operations.md); default: none")
+	partSeries := fs.Int("metrics-partition-series", 1000, "how many partitions get per-partition log series on /metrics (kafka_log_log_logendoffset, ...; metrics.partition.series); 0: none")
 	helpConfig := fs.Bool("help-config", false, "list the Kafka broker properties Verbatim implements (for --config and --override) and exit")
 	// Audit.
 	auditLog := fs.String("audit-log", "", "append the audit log of admin mutations (principal, client, resource, outcome) to FILE as JSON lines; default: the main log at INFO")
@@ -136,6 +137,7 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 		MaxPartitions:           *maxPartitions,
 		PolicyDir:               *policyDir,
 		MetricsListen:           *metricsListen,
+		MetricsPartitionSeries:  partitionSeries(*partSeries),
 	}
 	if *maxConnsPerIP < 0 || *frameMinRate < 0 || *frameGrace <= 0 {
 		fmt.Fprintf(stderr, "verbatim serve: bad --max-connections-per-ip %d, --frame-min-rate %d or --frame-grace %s\n", *maxConnsPerIP, *frameMinRate, *frameGrace)
@@ -207,6 +209,7 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 			"log-cleaner-io-max-bytes-per-second": func() { cfg.LogCleanerIOMaxBytesPerSecond = *cleanerIO },
 			"offsets-topic-segment-bytes":         func() { cfg.OffsetsTopicSegmentBytes = int32(*offsetsSegBytes) },
 			"metrics-listen":                      func() { cfg.MetricsListen = *metricsListen },
+			"metrics-partition-series":            func() { cfg.MetricsPartitionSeries = partitionSeries(*partSeries) },
 		}
 		for name := range explicit {
 			if f := reapply[name]; f != nil {
@@ -405,4 +408,14 @@ func printConfigHelp(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %s%s\n      %s\n", n, scope, p.Doc)
 	}
+}
+
+// partitionSeries maps --metrics-partition-series to
+// broker.Config.MetricsPartitionSeries (0 there is the default, so "none"
+// is negative).
+func partitionSeries(n int) int {
+	if n <= 0 {
+		return -1
+	}
+	return n
 }
