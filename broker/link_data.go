@@ -122,7 +122,7 @@ func (s *Server) CreatePullTopic(link, name string, partitions int32, id [16]byt
 		return nil, kafkaErr(kerr.InvalidRequest, "a pull-mode topic needs its link and the source cluster id")
 	}
 	if err := validateTopicName(name); err != nil {
-		return nil, linkDataErr(err)
+		return nil, linkErr(err)
 	}
 	overrides := make(map[string]string, len(sourceConfigs)+3)
 	for k, v := range sourceConfigs {
@@ -136,10 +136,10 @@ func (s *Server) CreatePullTopic(link, name string, partitions int32, id [16]byt
 	overrides[cfgMirrorMode], overrides[cfgMirrorLink], overrides[cfgMirrorSourceClusterID] = "pull", link, sourceClusterID
 	cfg, err := s.topicConfig(overrides)
 	if err != nil {
-		return skipped, linkDataErr(err)
+		return skipped, linkErr(err)
 	}
 	if err := s.checkTopicPolicies(cfg); err != nil {
-		return skipped, linkDataErr(err)
+		return skipped, linkErr(err)
 	}
 	if id == ([16]byte{}) {
 		_, err = s.cluster.createTopic(name, partitions, cfg, false)
@@ -147,7 +147,7 @@ func (s *Server) CreatePullTopic(link, name string, partitions int32, id [16]byt
 		_, err = s.createMirrorTopicWithID(name, partitions, cfg, false, id)
 	}
 	if err != nil {
-		return skipped, linkDataErr(err)
+		return skipped, linkErr(err)
 	}
 	s.log.Info("created pull-mode mirror topic", "topic", name, "link", link, "partitions", partitions, "topic_id", formatTopicID(id), "skipped_configs", skipped)
 	return skipped, nil
@@ -161,7 +161,7 @@ func (s *Server) AddPullPartitions(link, name string, count int32) error {
 		return err
 	}
 	if err := s.cluster.addPartitions(t, count, false); err != nil {
-		return linkDataErr(err)
+		return linkErr(err)
 	}
 	s.log.Info("added partitions to pull-mode mirror topic", "topic", name, "link", link, "partitions", count)
 	return nil
@@ -198,7 +198,7 @@ func (s *Server) pullPartition(link, topic string, partition int32) (*Partition,
 	}
 	h, err := partitionHandle(p)
 	if err != nil {
-		return nil, nil, linkDataErr(err)
+		return nil, nil, linkErr(err)
 	}
 	return p, h, nil
 }
@@ -240,7 +240,7 @@ func (s *Server) RegisterLinkWriter(link string, id [16]byte, parts []LinkPartit
 	epoch, rerrs := s.registerMirrorWriters(ps, writerID(id))
 	for j, err := range rerrs {
 		if err != nil {
-			errs[idx[j]] = linkDataErr(err)
+			errs[idx[j]] = linkErr(err)
 		}
 	}
 	return epoch, errs
@@ -278,7 +278,7 @@ func (s *Server) LinkMirrorAppend(ctx context.Context, link, topic string, parti
 	}
 	vr, err := prepareMirrorAppend(s, p, h.log, set, w.mirrorWriter(), expect, sourceHW, s.flushPolicy() == storage.FlushAlways, &la.a, &la.guard)
 	if err != nil {
-		la.err = linkDataErr(err)
+		la.err = linkErr(err)
 		return la
 	}
 	la.records = vr.Records
@@ -286,7 +286,7 @@ func (s *Server) LinkMirrorAppend(ctx context.Context, link, topic string, parti
 	la.g.Add(1)
 	if err := h.queue.Submit(ctx, &la.g, &la.a); err != nil {
 		if ctx.Err() == nil {
-			err = linkDataErr(fmt.Errorf("%w: %v", storage.ErrClosed, err))
+			err = linkErr(fmt.Errorf("%w: %v", storage.ErrClosed, err))
 		}
 		la.err = err
 	}
@@ -303,7 +303,7 @@ func (la *LinkAppend) Wait(ctx context.Context) (int64, error) {
 	}
 	if err := la.guard.settleMirror(la.a.Err); err != nil {
 		la.s.logDataFailure("link append", la.guard.p.Topic.Name, la.guard.p.Index, codeOf(err), err, clientInfo{}, "expected", la.guard.expected)
-		return -1, linkDataErr(err)
+		return -1, linkErr(err)
 	}
 	if ar := &la.a.Result; !ar.Duplicate && !ar.AlreadyPresent {
 		la.guard.p.notifyAppend()
@@ -323,11 +323,11 @@ func (s *Server) LinkForwardLogStart(link, topic string, partition int32, w Link
 		return -1, err
 	}
 	if err := s.admitMirrorDelete(p, w.mirrorWriter()); err != nil {
-		return -1, linkDataErr(err)
+		return -1, linkErr(err)
 	}
 	low, err := deleteRecordsAs(p, offset, true, link)
 	if err != nil {
-		return -1, linkDataErr(err)
+		return -1, linkErr(err)
 	}
 	return low, nil
 }
@@ -351,11 +351,11 @@ func (s *Server) ReadMirrorLog(topic string, partition int32, offset int64, maxB
 	}
 	sl, err := l.Read(offset, maxBytes)
 	if err != nil {
-		return nil, linkDataErr(err)
+		return nil, linkErr(err)
 	}
 	b, err := sl.Bytes(nil)
 	if err != nil {
-		return nil, linkDataErr(err)
+		return nil, linkErr(err)
 	}
 	return b, nil
 }
@@ -384,14 +384,14 @@ func (s *Server) linkLog(topic string, partition int32) (*storage.Log, error) {
 	}
 	l, err := partitionLog(p)
 	if err != nil {
-		return nil, linkDataErr(err)
+		return nil, linkErr(err)
 	}
 	return l, nil
 }
 
-// linkDataErr is err as the Kafka error a wire client would get: errors.Is
+// linkErr is err as the Kafka error a wire client would get: errors.Is
 // with its kerr code, the broker's message as text.
-func linkDataErr(err error) error {
+func linkErr(err error) error {
 	if err == nil {
 		return nil
 	}
