@@ -25,7 +25,7 @@ type javaRecord struct {
 func javaProduce(t *testing.T, addr, topic string, n, prefix int) []javaRecord {
 	t.Helper()
 	res := JavaTool(t, "kafka-verifiable-producer", "--bootstrap-server", addr, "--topic", topic,
-		"--max-messages", strconv.Itoa(n), "--value-prefix", strconv.Itoa(prefix), "--acks", "-1")
+		"--max-messages", strconv.Itoa(n), "--value-prefix", strconv.Itoa(prefix), "--repeating-keys", "16", "--acks", "-1")
 	var out []javaRecord
 	for _, line := range res.Lines() {
 		var ev struct {
@@ -105,7 +105,7 @@ func waitLinkCaughtUp(t *testing.T, bin, src, dest, topic, group string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			st, _ := json.Marshal(mirrorStatus(t, bin, dest, topic))
+			st, _ := json.Marshal(repairStatus(t, bin, dest, topic))
 			t.Fatalf("%s never caught up with %s: ends %v / %v, group %s %v / %v\n%s", dest, src, de, se, group, dg, sg, st)
 		}
 		time.Sleep(300 * time.Millisecond)

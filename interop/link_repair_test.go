@@ -19,8 +19,8 @@ import (
 // --to-divergence`, `mirror create --truncate-to-common`, `mirror stop`
 // and `verify`.
 
-// mirrorStatusJSON is `verbatim mirror status --json`.
-type mirrorStatusJSON struct {
+// repairStatusJSON is `verbatim mirror status --json`.
+type repairStatusJSON struct {
 	Partitions []struct {
 		Topic              string `json:"topic"`
 		Partition          int32  `json:"partition"`
@@ -45,10 +45,10 @@ func cli(t *testing.T, bin string, want int, args ...string) *Result {
 	return res
 }
 
-func mirrorStatus(t *testing.T, bin, dest, topic string) mirrorStatusJSON {
+func repairStatus(t *testing.T, bin, dest, topic string) repairStatusJSON {
 	t.Helper()
 	res := cli(t, bin, 0, "mirror", "status", "--dest", dest, "--topics", topic, "--json")
-	var st mirrorStatusJSON
+	var st repairStatusJSON
 	if err := json.Unmarshal([]byte(res.Stdout), &st); err != nil {
 		t.Fatalf("mirror status --json: %v\n%s", err, res.Stdout)
 	}
@@ -57,11 +57,11 @@ func mirrorStatus(t *testing.T, bin, dest, topic string) mirrorStatusJSON {
 
 // waitStatus polls mirror status until every partition of topic satisfies
 // ok, or fails after timeout with the last status.
-func waitStatus(t *testing.T, bin, dest, topic string, timeout time.Duration, what string, ok func(state string, logEnd int64) bool) mirrorStatusJSON {
+func waitStatus(t *testing.T, bin, dest, topic string, timeout time.Duration, what string, ok func(state string, logEnd int64) bool) repairStatusJSON {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		st := mirrorStatus(t, bin, dest, topic)
+		st := repairStatus(t, bin, dest, topic)
 		all := len(st.Partitions) > 0
 		for _, p := range st.Partitions {
 			all = all && p.Topic == topic && ok(p.State, p.LogEndOffset)
@@ -208,7 +208,7 @@ func TestLinkDivergenceRepair(t *testing.T) {
 	// A resume does not paper over it.
 	cli(t, bin, 0, "mirror", "resume", "--dest", v.Addr, "--topics", topic)
 	time.Sleep(2 * time.Second)
-	if st := mirrorStatus(t, bin, v.Addr, topic); st.Partitions[0].State != "FAILED" || st.Partitions[0].LogEndOffset != 150 {
+	if st := repairStatus(t, bin, v.Addr, topic); st.Partitions[0].State != "FAILED" || st.Partitions[0].LogEndOffset != 150 {
 		t.Fatalf("after resume: %+v", st.Partitions[0])
 	}
 
