@@ -21,6 +21,7 @@ import (
 	"github.com/verbatim-kafka/verbatim/hotpath"
 	"github.com/verbatim-kafka/verbatim/internal/lograte"
 	"github.com/verbatim-kafka/verbatim/metrics"
+	"github.com/verbatim-kafka/verbatim/secret"
 	"github.com/verbatim-kafka/verbatim/storage"
 	"github.com/verbatim-kafka/verbatim/txncoord"
 )
@@ -223,6 +224,15 @@ type Config struct {
 	// AuditLog receives the audit log of admin mutations (audit.go) as
 	// JSON lines; nil: the records go to Logger at INFO.
 	AuditLog io.Writer
+
+	// Cluster link secrets.
+	//
+	// LinkSecrets is password.encoder.*: the secret (and the old one while
+	// rotating) and algorithms with which the link manager stores its
+	// links' source credentials at rest (package secret, Kafka's
+	// encoding; link_sync.go). No Secret: a link whose source config holds
+	// a secret is refused.
+	LinkSecrets secret.Config
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -390,6 +400,9 @@ type Server struct {
 
 	// Cluster link: the link manager, when serve runs one (links.go).
 	links linkService
+	// linkSecrets encodes the links' source credentials (nil: no
+	// password.encoder.secret), link_sync.go.
+	linkSecrets *secret.Encoder
 }
 
 // Open takes the data dir (lock, format version, cluster id), recovers the
@@ -412,6 +425,9 @@ func Open(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	if s.peers, err = newPeerTable(cfg); err != nil {
+		return fail(err)
+	}
+	if s.linkSecrets, err = openLinkSecrets(cfg.LinkSecrets); err != nil {
 		return fail(err)
 	}
 	if err := checkFormat(s.fs, cfg.DataDir); err != nil {

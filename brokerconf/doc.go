@@ -13,7 +13,9 @@
 // per concern registering its names: listeners.go, tls.go (building each
 // TLS listener's configuration with tlsconf), server.go (identity, data
 // dir, limits), topics.go (the broker defaults of topic configs), cleaner.go
-// (the log cleaner), metrics.go (metrics.listen, Verbatim's own name).
+// (the log cleaner), metrics.go (metrics.listen, Verbatim's own name),
+// linksecrets.go (password.encoder.*, the cluster link's credentials at
+// rest; Kafka 3.x's names, gone from Kafka 4).
 //
 // It owns names and their translation, not behaviour: what a setting does
 // is the broker's. It must not open files other than those a property

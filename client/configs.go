@@ -15,13 +15,47 @@ func TopicConfigs(ctx context.Context, cl *Cluster, topic string) (map[string]st
 	if err != nil {
 		return nil, err
 	}
+	return explicitConfigs(res), nil
+}
+
+// explicitConfigs are a described topic's configs set explicitly
+// (DYNAMIC_TOPIC_CONFIG), sensitive ones excepted.
+func explicitConfigs(res kmsg.DescribeConfigsResponseResource) map[string]string {
 	out := map[string]string{}
 	for _, c := range res.Configs {
 		if c.Source == kmsg.ConfigSourceDynamicTopicConfig && !c.IsSensitive && c.Value != nil {
 			out[c.Name] = *c.Value
 		}
 	}
-	return out, nil
+	return out
+}
+
+// TopicsConfigs is TopicConfigs for several topics in one DescribeConfigs
+// request: per topic its explicitly set configs, or its error.
+func TopicsConfigs(ctx context.Context, cl *Cluster, topics []string) (map[string]map[string]string, map[string]error, error) {
+	cn, err := cl.Any(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	for _, t := range topics {
+		rr := kmsg.NewDescribeConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, t
+		req.Resources = append(req.Resources, rr)
+	}
+	resp, err := cn.Request(ctx, req, 4)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, errs := map[string]map[string]string{}, map[string]error{}
+	for _, res := range resp.(*kmsg.DescribeConfigsResponse).Resources {
+		if err := kerr.ErrorForCode(res.ErrorCode); err != nil {
+			errs[res.ResourceName] = fmt.Errorf("DescribeConfigs %s on %s: %w", res.ResourceName, cl.Seed(), err)
+			continue
+		}
+		out[res.ResourceName] = explicitConfigs(res)
+	}
+	return out, errs, nil
 }
 
 // TopicConfigValues returns the effective values of the named configs of

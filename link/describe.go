@@ -13,6 +13,7 @@ import (
 
 	"github.com/verbatim-kafka/verbatim/broker"
 	"github.com/verbatim-kafka/verbatim/client"
+	"github.com/verbatim-kafka/verbatim/secret"
 	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
@@ -182,20 +183,9 @@ func stateRank(s string) int {
 }
 
 // maskSecrets hides values of source properties that hold secrets.
-func maskSecrets(cfg map[string]string) map[string]string {
-	out := make(map[string]string, len(cfg))
-	for k, v := range cfg {
-		if isSecretProp(k) {
-			v = "[hidden]"
-		}
-		out[k] = v
-	}
-	return out
-}
-
-func isSecretProp(k string) bool {
-	return strings.Contains(k, "password") || strings.HasSuffix(k, "jaas.config") || strings.HasSuffix(k, ".key") || strings.Contains(k, "secret")
-}
+// maskSecrets shows a link's source config with its secrets hidden
+// (secret.IsSecretName), as Kafka's DescribeConfigs shows passwords.
+func maskSecrets(cfg map[string]string) map[string]string { return secret.MaskConfig(cfg) }
 
 // DescribeMirrors answers the mirror partitions' states: Link's topics,
 // the named ones, or every mirror topic (push mirrors too).

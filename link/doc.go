@@ -11,11 +11,13 @@
 // It owns:
 //   - the links' definitions and their persisted form (the broker's link
 //     meta files), the source credentials encrypted at rest with
-//     password.encoder.secret and masked when described;
+//     password.encoder.secret (package secret) and masked when described
+//     (secrets.go: sealed in memory too, opened only for the client);
 //   - one runner per link: the source cluster's client, topic discovery
 //     by the link's patterns, pull-mode mirror topics created like the
-//     source's, continuous sync (new partitions, configs, deletion and
-//     re-creation, consumer group offsets);
+//     source's, continuous sync (new partitions; in sync.go configs
+//     except the destination's own, deletion and re-creation as FAILED,
+//     consumer group offsets clamped as KIP-1279 does);
 //   - per partition, the copy state machine of package mirror
 //     (mirror.PartitionCopy: writer registration, resume from the log end,
 //     divergence detection, log-start forwarding) driven with a Source of

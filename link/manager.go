@@ -93,6 +93,7 @@ func Open(cfg Config) (*Manager, error) {
 	if m.fetchBytes <= 0 {
 		m.fetchBytes = 4 << 20
 	}
+	m.syncHook = syncRunner
 	names, err := m.store.names()
 	if err != nil {
 		return nil, err
@@ -105,6 +106,14 @@ func Open(cfg Config) (*Manager, error) {
 		}
 		if err != nil {
 			return nil, err
+		}
+		if changed, err := reencodeStored(m.host, lm); err != nil {
+			m.log.Error("re-encoding the link's source credentials with password.encoder.secret", "link", n, "err", err)
+		} else if changed {
+			if err := m.store.save(lm); err != nil {
+				return nil, fmt.Errorf("link %s: persisting its re-encoded credentials: %w", n, err)
+			}
+			m.log.Info("re-encoded the link's source credentials with the new password.encoder.secret", "link", n)
 		}
 		r, err := newRunner(m, lm)
 		if err != nil {
@@ -195,6 +204,10 @@ func (m *Manager) CreateLink(ctx context.Context, principal string, cfg wireext.
 	if err != nil {
 		return kafkaErr(kerr.InvalidConfig, "link %s: source config: %v", cfg.Name, err)
 	}
+	sealed, err := sealConfig(m.host, cfg)
+	if err != nil {
+		return err
+	}
 	if m.link(cfg.Name) != nil {
 		return kafkaErr(kerr.InvalidRequest, "link %s already exists", cfg.Name)
 	}
@@ -208,7 +221,7 @@ func (m *Manager) CreateLink(ctx context.Context, principal string, cfg wireext.
 	if _, err := rand.Read(id[:]); err != nil {
 		return err
 	}
-	lm := &linkMeta{Config: cfg, ID: hex.EncodeToString(id[:]), CreatedBy: principal}
+	lm := &linkMeta{Config: sealed, ID: hex.EncodeToString(id[:]), CreatedBy: principal}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {

@@ -61,7 +61,11 @@ func TestLinkLifecycle(t *testing.T) {
 		t.Fatalf("second create: %v", err)
 	}
 	all := []string{"zstd/0", "zstd/1", "txn/0"}
-	waitState(t, m, "l1", wireext.StateMirroring, all...)
+	for p, st := range waitState(t, m, "l1", wireext.StateMirroring, all...) {
+		if st.LastMirroredOffset != st.LogEndOffset-1 || st.LastMirroredEpoch < 0 || st.LagMs != 0 || st.Link != "l1" || st.DivergenceOffset != -1 {
+			t.Fatalf("%s mirroring: %+v", p, st)
+		}
+	}
 	for _, tp := range []struct {
 		t string
 		p int32
@@ -92,7 +96,8 @@ func TestLinkLifecycle(t *testing.T) {
 	paused := waitState(t, m, "l1", wireext.StatePaused, "zstd/0", "zstd/1")
 	produce(t, zc, "zstd", 0, 50, "while-paused")
 	waitRounds(t, m, "l1", 3)
-	if st := statuses(t, m, "l1")["zstd/0"]; st.State != wireext.StatePaused || st.LogEndOffset != paused["zstd/0"].LogEndOffset {
+	if st := statuses(t, m, "l1")["zstd/0"]; st.State != wireext.StatePaused || st.LogEndOffset != paused["zstd/0"].LogEndOffset ||
+		st.Lag != 50 || st.SourceHighWatermark != st.LogEndOffset+50 || st.LagMs <= 0 {
 		t.Fatalf("paused partition: %+v, was %+v", st, paused["zstd/0"])
 	}
 	if _, err := m.PauseMirrorTopics(ctx, "User:admin", wireext.PauseMirrorTopicsRequest{Link: "l1", Topics: []string{"zstd"}}); err != nil {

@@ -28,6 +28,9 @@ import (
 	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
+// rateStale is how long an append rate is shown without a new append.
+const rateStale = 5 * time.Second
+
 type partRun struct {
 	r         *runner
 	topic     string
@@ -41,6 +44,9 @@ type partRun struct {
 	// (-1 unknown); caught is set once the destination reached it.
 	firstHW int64
 	caught  bool
+	// idleHW is the source high watermark the sync round reads while no
+	// copy runs (paused, failed), for the lag (-1 unknown).
+	idleHW int64
 	// caughtUpAt is when the destination last was caught up (lag 0).
 	caughtUpAt time.Time
 	// rate: bytes appended per second over the last window.
@@ -50,7 +56,7 @@ type partRun struct {
 }
 
 func newPartRun(r *runner, topic string, partition int32) *partRun {
-	return &partRun{r: r, topic: topic, partition: partition, firstHW: -1, caughtUpAt: r.m.clock.Now()}
+	return &partRun{r: r, topic: topic, partition: partition, firstHW: -1, idleHW: -1, caughtUpAt: r.m.clock.Now()}
 }
 
 func (pr *partRun) running() bool {
@@ -96,17 +102,37 @@ func (pr *partRun) begin(w mirror.Writer) {
 // readFirstHW reads the source high watermark the copy catches up to
 // (PREPARING until the destination reaches it).
 func (pr *partRun) readFirstHW(ctx context.Context) {
+	if hw, err := pr.sourceHW(ctx); err == nil {
+		pr.mu.Lock()
+		pr.firstHW = hw
+		pr.mu.Unlock()
+	}
+}
+
+// sourceHW asks the source leader for the partition's high watermark.
+func (pr *partRun) sourceHW(ctx context.Context) (int64, error) {
 	cn, _, err := pr.r.src.Leader(ctx, pr.topic, pr.partition)
 	if err != nil {
-		return
+		return -1, err
 	}
 	a, err := client.ListOffset(ctx, cn, pr.topic, pr.partition, client.Latest, client.ReadUncommitted)
 	if err != nil {
+		return -1, err
+	}
+	return a.Offset, nil
+}
+
+// refreshIdle reads the source high watermark of a partition no copy
+// runs for (paused or failed), so its lag keeps growing.
+func (pr *partRun) refreshIdle(ctx context.Context) {
+	if pr.running() {
 		return
 	}
-	pr.mu.Lock()
-	pr.firstHW = a.Offset
-	pr.mu.Unlock()
+	if hw, err := pr.sourceHW(ctx); err == nil {
+		pr.mu.Lock()
+		pr.idleHW = hw
+		pr.mu.Unlock()
+	}
 }
 
 // halt ends the copy, if one runs, and waits for it.
@@ -219,9 +245,10 @@ func (pr *partRun) status(info broker.LinkTopicInfo, tm *topicMeta, stopped bool
 	now := pr.r.m.clock.Now()
 	pr.mu.Lock()
 	running := pr.done != nil
+	st.SourceHighWatermark = pr.idleHW
 	if pr.copy != nil {
 		snap := pr.copy.Snapshot()
-		st.SourceHighWatermark = max(pr.firstHW, snap.Target)
+		st.SourceHighWatermark = max(st.SourceHighWatermark, pr.firstHW, snap.Target)
 		// Caught up once at the high watermark read at the start (or,
 		// when it could not be read, the first one fetched).
 		if hw := pr.firstHW; running && (hw >= 0 && snap.End >= hw || hw < 0 && snap.Target > 0 && snap.End >= snap.Target) {
@@ -236,7 +263,7 @@ func (pr *partRun) status(info broker.LinkTopicInfo, tm *topicMeta, stopped bool
 			st.LagMs = now.Sub(pr.caughtUpAt).Milliseconds()
 		}
 	}
-	if running {
+	if running && now.Sub(pr.rateAt) < rateStale {
 		st.BytesPerSec = pr.rate
 	}
 	caught := pr.caught

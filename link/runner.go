@@ -43,6 +43,9 @@ type runner struct {
 	id   [16]byte
 	log  *slog.Logger
 	src  *client.Cluster
+	// secretErr: the stored source credentials could not be decoded
+	// (secrets.go); the link stays UNAVAILABLE with it as the reason.
+	secretErr error
 	// include and exclude are the link's patterns (nil: none).
 	include, exclude *regexp.Regexp
 
@@ -66,9 +69,13 @@ type runner struct {
 	skipped map[string]string
 	// stopped are the link's topics that were stopped (failed over).
 	stopped map[string]bool
+	// warned are the keys continuous sync logged a warning for (sync.go).
+	warned map[string]bool
 }
 
-// sourceOptions are the client options of a link's source.
+// sourceOptions are the client options of a link's source. cfg must be
+// clear: a stored definition (runner.meta.Config) is sealed and must be
+// opened first (openConfig, secrets.go).
 func sourceOptions(cfg wireext.LinkConfig) (client.Options, error) {
 	p := props.New()
 	keys := make([]string, 0, len(cfg.SourceConfig))
@@ -106,9 +113,15 @@ func newRunner(m *Manager, lm *linkMeta) (*runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	o, err := sourceOptions(lm.Config)
-	if err != nil {
-		return nil, err
+	// The stored definition is sealed (secrets.go): opened here for the
+	// client only. A link whose credentials cannot be decoded stays
+	// UNAVAILABLE (secretErr) and never connects.
+	var o client.Options
+	clear, secretErr := openConfig(m.host, lm.Config)
+	if secretErr == nil {
+		if o, err = sourceOptions(clear); err != nil {
+			return nil, err
+		}
 	}
 	src, err := client.NewCluster(lm.Config.SourceBootstrap, o)
 	if err != nil {
@@ -125,7 +138,10 @@ func newRunner(m *Manager, lm *linkMeta) (*runner, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &runner{m: m, name: lm.Config.Name, id: id, log: m.log.With("link", lm.Config.Name), src: src, include: inc, exclude: exc,
 		ctx: ctx, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1),
-		meta: lm, state: linkActive, parts: map[string][]*partRun{}, skipped: map[string]string{}, stopped: map[string]bool{}}
+		meta: lm, state: linkActive, secretErr: secretErr, parts: map[string][]*partRun{}, skipped: map[string]string{}, stopped: map[string]bool{}}
+	if secretErr != nil {
+		r.state, r.reason = linkUnavailable, secretErr.Error()
+	}
 	return r, nil
 }
 
@@ -191,6 +207,9 @@ func (r *runner) loop() {
 // topics created, partitions added, copies started, stopped topics
 // noted. Then the sync hook (link-sync's continuous sync) runs.
 func (r *runner) syncRound(ctx context.Context) {
+	if r.secretErr != nil {
+		return // UNAVAILABLE from the start (newRunner)
+	}
 	md, err := r.src.Metadata(ctx, nil)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -220,6 +239,7 @@ func (r *runner) syncRound(ctx context.Context) {
 		start = append(start, r.ensureTopic(ctx, n, tm)...)
 	}
 	r.startCopies(ctx, start)
+	r.refreshIdle(ctx)
 	if h := r.m.syncHook; h != nil {
 		h(ctx, r)
 	}
@@ -261,6 +281,11 @@ func (r *runner) ensureTopic(ctx context.Context, name string, sm *client.TopicM
 			r.log.Warn("reading the source topic's configs", "topic", name, "err", err)
 			return nil
 		}
+		for k := range cfgs {
+			if !SyncedTopicConfig(k) {
+				delete(cfgs, k) // the destination's own (sync.go)
+			}
+		}
 		clusterID := r.src.ClusterID()
 		if clusterID == "" {
 			// The mirror stop's barrier names it: wait for a source
@@ -276,6 +301,9 @@ func (r *runner) ensureTopic(ctx context.Context, name string, sm *client.TopicM
 			return nil
 		}
 	case info.MirrorMode == "pull" && info.MirrorLink == r.name:
+		if r.sourceReplaced(name, sm.ID) {
+			return nil // FAILED, never re-mirrored (sync.go)
+		}
 		if n := int32(len(sm.Partitions)); info.Partitions < n {
 			if err := h.AddPullPartitions(r.name, name, n); err != nil {
 				r.log.Warn("adding partitions", "topic", name, "err", err)
@@ -392,6 +420,22 @@ func (r *runner) startCopies(ctx context.Context, ps []*partRun) {
 			continue
 		}
 		pr.begin(mirror.Writer{Epoch: epoch, ID: r.id})
+	}
+}
+
+// refreshIdle reads the source high watermark of the partitions no copy
+// runs for, except stopped topics'.
+func (r *runner) refreshIdle(ctx context.Context) {
+	r.mu.Lock()
+	var idle []*partRun
+	for t, ps := range r.parts {
+		if !r.stopped[t] {
+			idle = append(idle, ps...)
+		}
+	}
+	r.mu.Unlock()
+	for _, pr := range idle {
+		pr.refreshIdle(ctx)
 	}
 }
 

@@ -52,6 +52,10 @@ type topicMeta struct {
 	Paused   bool `json:"paused,omitempty"`
 	// Failed are the partitions in FAILED, by index.
 	Failed map[int32]failure `json:"failed,omitempty"`
+	// SourceID is the source topic's id (as Kafka prints it) when the
+	// link first mirrored the topic: a source topic with another id was
+	// re-created (sync.go).
+	SourceID string `json:"source_id,omitempty"`
 }
 
 // failure is a FAILED partition's reason. Divergence is where the logs
