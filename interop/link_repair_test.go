@@ -167,7 +167,8 @@ func TestLinkDivergenceRepair(t *testing.T) {
 	produceValues(t, prod, topic, 0, valuesN("before", 100)...)
 
 	v := StartVerbatim(t, bin, VerbatimOptions{})
-	cli(t, bin, 0, "link", "create", "src", "--dest", v.Addr, "--source", k.Bootstrap(), "--topics", topic, "--sync-interval", "1s")
+	// The seed is node 3, which stays up while 1 and 2 go and come.
+	cli(t, bin, 0, "link", "create", "src", "--dest", v.Addr, "--source", k.Nodes[2].Addr, "--topics", topic, "--sync-interval", "1s")
 	waitStatus(t, bin, v.Addr, topic, 60*time.Second, "MIRRORING at 100", func(s string, end int64) bool { return s == "MIRRORING" && end == 100 })
 
 	// Node 2 leaves the ISR; node 1 alone takes 50 more, mirrored.
