@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -228,6 +229,15 @@ func TestLinkDivergenceRepair(t *testing.T) {
 	for i, val := range lost {
 		if kept[int64(100+i)] != val {
 			t.Fatalf("keep topic at %d: %q, want %q", 100+i, kept[int64(100+i)], val)
+		}
+	}
+	// Kafka's DumpLogSegments reads the keep topic's segment, which
+	// starts at the cut.
+	seg := filepath.Join(v.DataDir, topic+".truncated-0", "00000000000000000100.log")
+	dump := JavaTool(t, "kafka-dump-log", "--files", seg, "--print-data-log").Stdout
+	for _, want := range []string{"baseOffset: 100", "payload: " + lost[0], "payload: " + lost[len(lost)-1]} {
+		if !strings.Contains(dump, want) {
+			t.Fatalf("DumpLogSegments of %s lacks %q:\n%s", seg, want, tail(dump, 20))
 		}
 	}
 	got := readAll(t, v.Addr, topic, 0)
