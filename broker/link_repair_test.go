@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -109,7 +110,7 @@ func TestTruncateKeepingCut(t *testing.T) {
 		}
 		fs.EachRecord(func(r *kgo.Record) { offs = append(offs, r.Offset) })
 	}
-	if want := []int64{5, 6, 7, 9, 10}; !equalInt64s(offs, want) {
+	if want := []int64{5, 6, 7, 9, 10}; !slices.Equal(offs, want) {
 		t.Fatalf("consumer read offsets %v, want %v", offs, want)
 	}
 	// Nothing more to cut; nothing to cut creates no keep topic.
@@ -166,17 +167,6 @@ func TestTruncateKeepingCutResumesAndRefusesForeignKeep(t *testing.T) {
 	}
 }
 
-func equalInt64s(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
 
 // The failback's conversion: an ordinary topic and a stopped push mirror
 // become pull mirrors of a link (clients refused, state "mirroring" with
