@@ -167,7 +167,6 @@ func TestTruncateKeepingCutResumesAndRefusesForeignKeep(t *testing.T) {
 	}
 }
 
-
 // The failback's conversion: an ordinary topic and a stopped push mirror
 // become pull mirrors of a link (clients refused, state "mirroring" with
 // no writer, writer epochs kept so the link's registration is above
