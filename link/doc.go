@@ -37,6 +37,16 @@
 // writer registration), partition.go a partition's copy and its states,
 // dest.go the in-process mirror.Dest, state.go the link meta files.
 //
+// Where (repair): repair.go the common point (Kafka's follower truncation
+// rule across clusters, a pure function over the destination's epoch
+// cache and the source's OffsetForLeaderEpoch answers), repair_ops.go the
+// truncation to it through the host (the cut kept in a keep topic by
+// the broker) and the failback's cross-check with a Verbatim source,
+// repair_manager.go the Manager's TruncateMirrorTopics and
+// StartMirrorTopics with TruncateToCommon (the failback). It names
+// storage.EpochEntry (a plain value the host answers) but never calls
+// storage.
+//
 // It must not touch storage or the wire protocol directly: the broker's
 // exported methods (Host) and package client are its only I/O, and time
 // comes from a Clock so its seeded simulation can drive it.
