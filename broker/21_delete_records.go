@@ -29,8 +29,13 @@ package broker
 // request's mirror partitions one new writer epoch, persists it, and
 // answers it in each partition's tag wireext.MirrorTag
 // (wireext.MirrorWriterEpoch); the offset is then applied as that writer's
-// (0, the pusher's, moves nothing). After the stop the topic is ordinary
-// and clients' DeleteRecords are accepted.
+// (0, the pusher's, moves nothing). A mirror DeleteRecords' partition may
+// carry wireext.MirrorStartEpoch (tag wireext.MirrorTag, feature version
+// 3): the source's leader epoch at the forwarded offset, recorded in the
+// leader-epoch cache when it agrees with the stored batches
+// (mirror_start_epoch.go); one that does not is POLICY_VIOLATION and
+// moves nothing. After the stop the topic is ordinary and clients'
+// DeleteRecords are accepted.
 
 import (
 	"context"
@@ -58,6 +63,11 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 	})
 	if tagErr != nil {
 		return nil, tagErr
+	}
+	if mirror {
+		if err := checkStartEpochTags(req); err != nil {
+			return nil, err
+		}
 	}
 	// A log-start forward and a writer registration need the mirror
 	// permission (CLUSTER_ACTION on CLUSTER) and WRITE on the topic; a
@@ -110,7 +120,7 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 			}
 			var low int64
 			if err == nil {
-				low, err = deleteRecords(p, rp.Offset, mirror)
+				low, err = deleteRecordsAt(p, rp.Offset, mirror, startEpochOf(&rp, mirror))
 			}
 			if err != nil {
 				op.ErrorCode, _ = dataErrorToKafka(err)
@@ -160,13 +170,20 @@ func (s *Server) registerDeleteRecords(req *kmsg.DeleteRecordsRequest, id writer
 }
 
 func deleteRecords(p *Partition, offset int64, mirror bool) (int64, error) {
-	return deleteRecordsAs(p, offset, mirror, "")
+	return deleteRecordsAs(p, offset, mirror, "", -1)
 }
 
-// deleteRecordsAs is deleteRecords by a cluster link (link != "", its
+// deleteRecordsAt is deleteRecords whose mirror log-start forward may
+// carry the source's leader epoch at offset (startEpoch >= 0,
+// mirror_start_epoch.go).
+func deleteRecordsAt(p *Partition, offset int64, mirror bool, startEpoch int32) (int64, error) {
+	return deleteRecordsAs(p, offset, mirror, "", startEpoch)
+}
+
+// deleteRecordsAs is deleteRecordsAt by a cluster link (link != "", its
 // log-start forward to its pull-mode topic: link_data.go) or by a wire
 // client (link "").
-func deleteRecordsAs(p *Partition, offset int64, mirror bool, link string) (int64, error) {
+func deleteRecordsAs(p *Partition, offset int64, mirror bool, link string, startEpoch int32) (int64, error) {
 	l, err := partitionLog(p)
 	if err != nil {
 		return -1, err
@@ -192,7 +209,7 @@ func deleteRecordsAs(p *Partition, offset int64, mirror bool, link string) (int6
 	if offset < 0 || offset > hw {
 		return -1, kafkaErr(kerr.OffsetOutOfRange, fmt.Sprintf("cannot delete records of %s up to %d: the high watermark is %d", p.Dir(), offset, hw))
 	}
-	if _, err := l.DeleteRecords(offset); err != nil {
+	if err := moveLogStart(l, offset, startEpoch); err != nil {
 		return -1, err
 	}
 	return l.LogStartOffset(), nil

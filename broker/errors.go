@@ -56,6 +56,8 @@ var errorCodes = []struct {
 	{storage.ErrTransactionCoordinatorFenced, kerr.TransactionCoordinatorFenced, true},
 	{storage.ErrUnsupportedControlType, kerr.InvalidRecord, true},
 	{storage.ErrMalformedControl, kerr.InvalidRecord, true},
+	// A mirror's source leader epoch that contradicts the stored batches.
+	{storage.ErrEpochInconsistent, kerr.PolicyViolation, true},
 
 	{errTopicExists, kerr.TopicAlreadyExists, false},
 	{errUnknownTopic, kerr.UnknownTopicOrPartition, false},

@@ -325,7 +325,7 @@ func (s *Server) LinkForwardLogStart(link, topic string, partition int32, w Link
 	if err := s.admitMirrorDelete(p, w.mirrorWriter()); err != nil {
 		return -1, linkErr(err)
 	}
-	low, err := deleteRecordsAs(p, offset, true, link)
+	low, err := deleteRecordsAs(p, offset, true, link, -1)
 	if err != nil {
 		return -1, linkErr(err)
 	}

@@ -273,7 +273,7 @@ func TestApiVersionsAdvertisesMirrorProduce(t *testing.T) {
 		resp := rawApiVersions(t, b, v)
 		found := false
 		for _, f := range resp.SupportedFeatures {
-			found = found || f.Name == "verbatim.mirror.produce" && f.MinVersion == 2 && f.MaxVersion == 2
+			found = found || f.Name == "verbatim.mirror.produce" && f.MinVersion == 2 && f.MaxVersion == 3
 		}
 		if found != (v >= 3) {
 			t.Fatalf("v%d: verbatim.mirror.produce listed = %v", v, found)

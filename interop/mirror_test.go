@@ -207,6 +207,7 @@ func TestMirrorFromKafka(t *testing.T) {
 	for _, topic := range []string{"codecs", "txn", "logappend", "epochs", "compacted"} {
 		t.Run(topic, func(t *testing.T) { pushAndVerify(t, bin, src, dst, topic) })
 	}
+	t.Run("compacted-earliest-epoch", func(t *testing.T) { checkEarliestEpoch(t, bin, src, "compacted") })
 	t.Run("java-transactions", func(t *testing.T) {
 		// Kafka's TransactionalMessageCopier (the Java producer with
 		// transactions, random aborts and offsets committed in the

@@ -72,6 +72,14 @@ func (d *dest) DeleteRecords(_ context.Context, w mirror.Writer, offset int64) (
 	return -1, err
 }
 
+// ForwardStartEpoch: the in-process dest does not take the source's
+// epoch at its log start yet (merge of main's start-epoch forward into
+// link-repair's branch; the copy forwards the log start without it and
+// logs once, as against an older destination).
+func (d *dest) ForwardStartEpoch(context.Context, mirror.Writer, int64, int32) error {
+	return mirror.ErrStartEpochUnsupported
+}
+
 func (d *dest) Broken() bool { return false }
 
 type produceWait struct{ w broker.AppendWaiter }

@@ -10,5 +10,9 @@
 // resolves per-topic and per-API handles once (Topic, API) and keeps them
 // on its topic and API entries, so that counting on the hot path is an
 // atomic add, never a label lookup or an allocation. Readiness and
-// gauges read the broker through the functions it passes in.
+// gauges read the broker through the functions it passes in; so do the
+// mirror partition and cluster link metrics (mirrors.go, RegisterMirrors:
+// lag, state, Confluent's MaxLag per link), read from the status the serve
+// process hands in as wireext.MirrorPartitionStatus, the one type it
+// imports besides the Prometheus client.
 package metrics

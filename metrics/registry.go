@@ -17,6 +17,8 @@ type Registry struct {
 
 	bytesIn, bytesOut, messagesIn *prometheus.CounterVec
 	mirrorFenced                  *prometheus.CounterVec
+	replicationBytesIn            *prometheus.CounterVec
+	mirrorDivergences             *prometheus.CounterVec
 	requests, requestErrors       *prometheus.CounterVec
 	totalTime                     *prometheus.SummaryVec
 	latency                       *prometheus.HistogramVec
@@ -48,6 +50,9 @@ func New() *Registry {
 	r.messagesIn = topicCounter("messagesin", "Records appended by produce requests (Kafka BrokerTopicMetrics MessagesInPerSec).")
 	r.mirrorFenced = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "verbatim_mirror_fenced_writes_total",
 		Help: "Mirror writes (produce, log-start forward) refused PRODUCER_FENCED: a writer another pusher superseded."}, []string{"topic"})
+	r.replicationBytesIn = topicCounter("replicationbytesin", "Record bytes a cluster link fetched from the source for the topic's mirror partitions (Kafka BrokerTopicMetrics ReplicationBytesInPerSec: a mirror is a remote follower).")
+	r.mirrorDivergences = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "verbatim_mirror_divergences_total",
+		Help: "Mirror partitions of the topic found diverged from their source (the source truncated what was mirrored): each one FAILED."}, []string{"topic"})
 	r.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka_network_requestmetrics_requests_total",
 		Help: "Requests answered, by API (Kafka RequestMetrics RequestsPerSec)."}, []string{"request"})
 	r.requestErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka_network_requestmetrics_errors_total",
@@ -91,7 +96,7 @@ func New() *Registry {
 	r.reg.MustRegister(r.flushTime, r.flushLatency)
 	r.policy = newPolicyMetrics()
 	r.reg.MustRegister(r.policy.collectors()...)
-	r.reg.MustRegister(r.bytesIn, r.bytesOut, r.messagesIn, r.mirrorFenced,
+	r.reg.MustRegister(r.bytesIn, r.bytesOut, r.messagesIn, r.mirrorFenced, r.replicationBytesIn, r.mirrorDivergences,
 		r.requests, r.requestErrors, r.totalTime, r.latency, r.connections, r.connectionsCreated, r.authSuccess, r.authFailure,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return r
@@ -120,12 +125,16 @@ type Topic struct {
 	BytesIn, BytesOut, MessagesIn prometheus.Counter
 	// MirrorFenced counts the topic's fenced mirror writes.
 	MirrorFenced prometheus.Counter
+	// ReplicationBytesIn counts the record bytes a cluster link fetched
+	// from the source for the topic; MirrorDivergences its partitions
+	// found diverged from the source.
+	ReplicationBytesIn, MirrorDivergences prometheus.Counter
 }
 
 // discardTopic counts into nothing: a nil Registry's topics.
 var discardTopic = func() *Topic {
 	c := func() prometheus.Counter { return prometheus.NewCounter(prometheus.CounterOpts{Name: "discard"}) }
-	return &Topic{BytesIn: c(), BytesOut: c(), MessagesIn: c(), MirrorFenced: c()}
+	return &Topic{BytesIn: c(), BytesOut: c(), MessagesIn: c(), MirrorFenced: c(), ReplicationBytesIn: c(), MirrorDivergences: c()}
 }()
 
 // Topic returns the handles of topic name, resolving them the first time.
@@ -141,7 +150,8 @@ func (r *Registry) Topic(name string) *Topic {
 		return t
 	}
 	t := &Topic{BytesIn: r.bytesIn.WithLabelValues(name), BytesOut: r.bytesOut.WithLabelValues(name),
-		MessagesIn: r.messagesIn.WithLabelValues(name), MirrorFenced: r.mirrorFenced.WithLabelValues(name)}
+		MessagesIn: r.messagesIn.WithLabelValues(name), MirrorFenced: r.mirrorFenced.WithLabelValues(name),
+		ReplicationBytesIn: r.replicationBytesIn.WithLabelValues(name), MirrorDivergences: r.mirrorDivergences.WithLabelValues(name)}
 	r.topics[name] = t
 	return t
 }
@@ -155,7 +165,7 @@ func (r *Registry) DropTopic(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.topics, name)
-	for _, v := range []*prometheus.CounterVec{r.bytesIn, r.bytesOut, r.messagesIn, r.mirrorFenced} {
+	for _, v := range []*prometheus.CounterVec{r.bytesIn, r.bytesOut, r.messagesIn, r.mirrorFenced, r.replicationBytesIn, r.mirrorDivergences} {
 		v.DeleteLabelValues(name)
 	}
 	r.policy.judgments.DeletePartialMatch(prometheus.Labels{"topic": name})

@@ -7,7 +7,9 @@
 //     machine that registers as the partition's writer, resumes from the
 //     destination's log end, refuses a source that diverged
 //     (OffsetForLeaderEpoch at the start, DivergingEpoch while copying),
-//     follows the source's log start, and writes whole source batches as
+//     follows the source's log start (forwarding the source's leader
+//     epoch there, so EARLIEST answers alike where the source's first
+//     batches are gone), and writes whole source batches as
 //     mirror produces, pipelined and retried. It takes its I/O as the
 //     Source, Dest and Clock interfaces and knows nothing of flags or
 //     output, so other drivers (a simulation, an in-broker link) can run

@@ -20,6 +20,9 @@ type chunk struct {
 	epoch    int32 // leader epoch of the last batch
 	logStart int64 // the source's log start when fetched
 	hw       int64 // the source's high watermark when fetched
+	// firstEpoch is the leader epoch of the first batch; startEpoch the
+	// one the source answers at logStart (-1: not known).
+	firstEpoch, startEpoch int32
 }
 
 // fetcher is the fetch side of a partition copy: it reads the source from
@@ -40,10 +43,15 @@ type fetcher struct {
 	epoch int32
 
 	backoff *client.Backoff // restarted by every useful answer
+
+	// start is the source's log start last asked for with its epoch
+	// (ListOffsets EARLIEST), asked again when a fetch answer reports
+	// another log start.
+	start client.OffsetAnswer
 }
 
 func (c *PartitionCopy) newFetcher(rp resumePoint) *fetcher {
-	f := &fetcher{c: c, next: rp.leo, destEnd: rp.leo, lastEpoch: rp.lastEpoch, maxBytes: c.cfg.FetchBytes, wait: 100, cn: rp.src, epoch: rp.srcEpoch}
+	f := &fetcher{c: c, next: rp.leo, destEnd: rp.leo, lastEpoch: rp.lastEpoch, maxBytes: c.cfg.FetchBytes, wait: 100, cn: rp.src, epoch: rp.srcEpoch, start: rp.start}
 	if c.cfg.Follow {
 		f.wait = 500
 	}
@@ -118,6 +126,7 @@ func (f *fetcher) nextChunk(ctx context.Context) (c chunk, ok bool, err error) {
 		case st == cutDone:
 			return chunk{}, false, nil
 		case st == cutChunk:
+			c.startEpoch = f.startEpoch(ctx, c.logStart)
 			return c, true, nil
 		}
 	}
@@ -239,7 +248,7 @@ func (f *fetcher) cut(res client.FetchResult) (chunk, int, error) {
 	}
 	last := bs[len(bs)-1]
 	c := chunk{set: set, first: kbatch.BaseOffset(bs[0]), end: LastOffset(last) + 1, batches: len(bs),
-		epoch: kbatch.LeaderEpoch(last), logStart: res.LogStart, hw: res.HighWatermark}
+		epoch: kbatch.LeaderEpoch(last), logStart: res.LogStart, hw: res.HighWatermark, firstEpoch: kbatch.LeaderEpoch(bs[0]), startEpoch: -1}
 	for _, b := range bs {
 		e := kbatch.LeaderEpoch(b)
 		if e < f.lastEpoch {
@@ -274,4 +283,27 @@ func (f *fetcher) outOfRange(ctx context.Context) (int64, error) {
 		return 0, &Error{Code: ExitRefused, Err: fmt.Errorf("%w: %s: the destination holds offsets up to %d but the source's log ends at %d: the source truncated its log; refusing to continue", ErrDivergence, f.c.name(), f.next, end.Offset)}
 	}
 	return f.next, nil
+}
+
+// startEpoch is the leader epoch the source answers at its log start
+// start, asked (ListOffsets EARLIEST) only when start is not the one
+// asked last; -1 when the answer is for another log start (it moved in
+// between: the next chunk asks again) or failed (the forward then goes
+// without the epoch).
+func (f *fetcher) startEpoch(ctx context.Context, start int64) int32 {
+	if f.c.cfg.NoStartEpoch {
+		return -1
+	}
+	if start != f.start.Offset {
+		a, err := f.cn.ListOffset(ctx, client.Earliest)
+		if err != nil {
+			f.c.log().Debug("reading the source's epoch at its log start failed", "partition", f.c.name(), "err", err)
+			return -1
+		}
+		f.start = a
+	}
+	if start != f.start.Offset {
+		return -1
+	}
+	return f.start.LeaderEpoch
 }

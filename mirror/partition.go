@@ -71,6 +71,11 @@ type DestConn interface {
 	// registration and returns the writer epoch the destination
 	// assigned.
 	DeleteRecords(ctx context.Context, w Writer, offset int64) (int32, error)
+	// ForwardStartEpoch is DeleteRecords to offset (a log-start forward,
+	// never a registration) that also carries the source's leader epoch
+	// at offset, epoch >= 0 (wireext.MirrorStartEpoch). A destination
+	// that cannot take it is ErrStartEpochUnsupported, with nothing sent.
+	ForwardStartEpoch(ctx context.Context, w Writer, offset int64, epoch int32) error
 	Broken() bool
 }
 
@@ -126,6 +131,10 @@ type CopyConfig struct {
 	// registration was answered.
 	ChunkDone func(PartitionStats)
 	Claimed   func(err error)
+	// NoStartEpoch leaves the source's leader epoch at its log start out
+	// of the log-start forwards (what a pusher before feature version 3
+	// sent): for tests that need such a destination.
+	NoStartEpoch bool
 }
 
 // PartitionCopy copies one partition. Its counters may be read (Snapshot)
@@ -194,6 +203,11 @@ type resumePoint struct {
 	lastEpoch     int32
 	src           SourceConn
 	srcEpoch      int32 // the source leader epoch metadata reported for src
+	// start is the source's log start and the epoch its ListOffsets
+	// EARLIEST answers there; startEpoch the epoch the destination
+	// answers at its log start.
+	start      client.OffsetAnswer
+	startEpoch int32
 }
 
 // Run copies the partition: until the source's high watermark read at the
@@ -214,10 +228,16 @@ func (c *PartitionCopy) run(ctx context.Context, concurrent bool) error {
 	c.log().Info("partition start", "partition", c.name(), "dest_log_end", rp.leo, "dest_log_start", rp.logStart, "last_epoch", rp.lastEpoch, "target", c.target.Load(), "follow", c.cfg.Follow)
 	f := c.newFetcher(rp)
 	defer f.close()
+	pr := c.newProducer(rp.leo, rp.logStart)
+	if rp.start.Offset == rp.logStart && rp.start.LeaderEpoch == rp.startEpoch {
+		pr.epochSent = startAt{rp.start.Offset, rp.start.LeaderEpoch}
+	}
+	if err := pr.forwardLogStart(ctx, rp.start.Offset, rp.start.LeaderEpoch); err != nil {
+		return err
+	}
 	if !c.cfg.Follow && rp.leo >= c.target.Load() {
 		return nil
 	}
-	pr := c.newProducer(rp.leo, rp.logStart)
 	if concurrent {
 		err = c.pipeline(ctx, f, pr)
 	} else {
@@ -298,7 +318,7 @@ func (c *PartitionCopy) resume(ctx context.Context) (resumePoint, error) {
 	}
 	err := c.retry(ctx, "reading the destination log end", func() error {
 		var err error
-		rp.leo, rp.logStart, rp.lastEpoch, err = c.destEnd(ctx)
+		rp.leo, rp.logStart, rp.lastEpoch, rp.startEpoch, err = c.destEnd(ctx)
 		return err
 	})
 	if err != nil {
@@ -315,46 +335,60 @@ func (c *PartitionCopy) resume(ctx context.Context) (resumePoint, error) {
 			rp.src = nil
 			return err
 		}
-		return c.checkSource(ctx, rp)
+		if err := c.checkSource(ctx, rp); err != nil {
+			return err
+		}
+		rp.start, err = rp.src.ListOffset(ctx, client.Earliest)
+		return err
 	})
 	return rp, err
 }
 
 // destEnd reads the destination's log end, log start and the leader epoch
-// of its last batch (-1 when empty).
-func (c *PartitionCopy) destEnd(ctx context.Context) (leo, logStart int64, lastEpoch int32, err error) {
+// of its last batch (-1 when empty) and the one it answers at its log
+// start.
+func (c *PartitionCopy) destEnd(ctx context.Context) (leo, logStart int64, lastEpoch, startEpoch int32, err error) {
+	leo, logStart, lastEpoch, startEpoch, err = 0, 0, -1, -1, nil
 	cn, _, err := c.cfg.Dest.Leader(ctx)
 	if err != nil {
-		return 0, 0, -1, err
+		return
 	}
 	a, err := cn.ListOffset(ctx, client.Latest)
 	if err != nil {
-		return 0, 0, -1, err
+		return
 	}
 	b, err := cn.ListOffset(ctx, client.Earliest)
 	if err != nil {
-		return 0, 0, -1, err
+		return
 	}
-	leo, logStart, lastEpoch = a.Offset, b.Offset, -1
+	leo, logStart, startEpoch = a.Offset, b.Offset, b.LeaderEpoch
+	lastEpoch, err = c.lastDestEpoch(ctx, cn, leo, logStart)
+	return
+}
+
+// lastDestEpoch reads the leader epoch of the destination's last batch
+// (-1 when empty).
+func (c *PartitionCopy) lastDestEpoch(ctx context.Context, cn DestConn, leo, logStart int64) (lastEpoch int32, err error) {
+	lastEpoch = -1
 	if leo > logStart {
 		res, err := cn.Fetch(ctx, client.FetchArgs{Topic: c.cfg.Topic, Partition: c.cfg.Partition, Offset: leo - 1,
 			MaxBytes: c.cfg.FetchBytes, CurrentEpoch: -1, LastFetchedEpoch: -1})
 		if err != nil {
-			return 0, 0, -1, err
+			return -1, err
 		}
 		if res.Err != nil {
-			return 0, 0, -1, res.Err
+			return -1, res.Err
 		}
 		bs, _, _, err := Split(res.Records, leo-1)
 		if err != nil {
-			return 0, 0, -1, Refusal("%s: the destination holds unreadable data: %v", c.name(), err)
+			return -1, Refusal("%s: the destination holds unreadable data: %v", c.name(), err)
 		}
 		if len(bs) == 0 {
-			return 0, 0, -1, Refusal("%s: the destination's last batch (below log end %d) could not be read", c.name(), leo)
+			return -1, Refusal("%s: the destination's last batch (below log end %d) could not be read", c.name(), leo)
 		}
 		lastEpoch = kbatch.LeaderEpoch(bs[0])
 	}
-	return leo, logStart, lastEpoch, nil
+	return lastEpoch, nil
 }
 
 // checkSource reads the target (the source high watermark, unless

@@ -38,10 +38,21 @@ type producer struct {
 	epoch                      int32
 	warnedLogStart             bool
 	q                          []flight
+	// epochSent is the source's (log start, epoch) the destination has
+	// (forwarded, or already answered); epochOff: the destination cannot
+	// take start epochs.
+	epochSent             startAt
+	epochOff, warnedEpoch bool
+}
+
+// startAt is a source's leader epoch at its log start.
+type startAt struct {
+	offset int64
+	epoch  int32
 }
 
 func (c *PartitionCopy) newProducer(expect, dstart int64) *producer {
-	return &producer{c: c, expect: expect, sendExpect: expect, dstart: dstart}
+	return &producer{c: c, expect: expect, sendExpect: expect, dstart: dstart, epochSent: startAt{-1, -1}}
 }
 
 func (p *producer) full() bool { return len(p.q) >= produceWindow }
@@ -158,22 +169,75 @@ func (p *producer) done(ctx context.Context, c chunk) error {
 	p.c.end.Store(c.end)
 	p.c.batches.Add(int64(c.batches))
 	p.c.nbytes.Add(int64(len(c.set)))
-	if c.logStart > p.dstart && c.logStart <= p.expect {
-		if _, err := p.c.deleteRecords(ctx, p.c.writer, c.logStart); errors.Is(err, kerr.ProducerFenced) {
-			return p.c.fenced("")
-		} else if err != nil {
-			if !p.warnedLogStart {
-				p.c.log().Warn("could not forward the source log start to the destination", "partition", p.c.name(), "log_start", c.logStart, "err", err)
-				p.warnedLogStart = true
-			}
-		} else {
-			p.dstart = c.logStart
-		}
+	if c.first == c.logStart && c.firstEpoch == c.startEpoch {
+		// The batch at the source's log start carries the epoch: the
+		// destination's cache starts there by itself.
+		p.epochSent = startAt{c.logStart, c.startEpoch}
+	}
+	if err := p.forwardLogStart(ctx, c.logStart, c.startEpoch); err != nil {
+		return err
 	}
 	if p.c.cfg.ChunkDone != nil {
 		p.c.cfg.ChunkDone(p.c.Snapshot())
 	}
 	return nil
+}
+
+// forwardLogStart forwards the source's log start to the destination when
+// it moved into what the destination holds, with the source's leader
+// epoch there (epoch >= 0) unless the destination has it already: where
+// the source's first batches are gone (compacted, deleted) the
+// destination's epoch cache learns the epoch no stored batch carries, so
+// ListOffsets EARLIEST answers as the source's. A refused forward is
+// logged once and copying goes on (verify reports what differs); only a
+// fenced writer ends the copy.
+func (p *producer) forwardLogStart(ctx context.Context, start int64, epoch int32) error {
+	move := start > p.dstart && start <= p.expect
+	withEpoch := epoch >= 0 && !p.epochOff && !p.c.cfg.NoStartEpoch && start >= p.dstart && start < p.expect &&
+		p.epochSent != (startAt{start, epoch})
+	if withEpoch {
+		err := p.forwardStartEpoch(ctx, start, epoch)
+		switch {
+		case err == nil:
+			p.epochSent = startAt{start, epoch}
+			if move {
+				p.dstart = start
+			}
+			return nil
+		case errors.Is(err, kerr.ProducerFenced):
+			return p.c.fenced("")
+		case errors.Is(err, ErrStartEpochUnsupported):
+			p.epochOff = true
+		case !transient(err):
+			p.epochSent = startAt{start, epoch} // refused: not again
+		}
+		if !p.warnedEpoch {
+			p.c.log().Warn("could not forward the source's leader epoch at its log start to the destination", "partition", p.c.name(), "log_start", start, "epoch", epoch, "err", err)
+			p.warnedEpoch = true
+		}
+	}
+	if !move {
+		return nil
+	}
+	if _, err := p.c.deleteRecords(ctx, p.c.writer, start); errors.Is(err, kerr.ProducerFenced) {
+		return p.c.fenced("")
+	} else if err != nil {
+		if !p.warnedLogStart {
+			p.c.log().Warn("could not forward the source log start to the destination", "partition", p.c.name(), "log_start", start, "err", err)
+			p.warnedLogStart = true
+		}
+	} else {
+		p.dstart = start
+	}
+	return nil
+}
+
+func (p *producer) forwardStartEpoch(ctx context.Context, start int64, epoch int32) error {
+	cn, _, err := p.c.cfg.Dest.Leader(ctx)
+	if err != nil {
+		return err
+	}
+	return cn.ForwardStartEpoch(ctx, p.c.writer, start, epoch)
 }
 
 // produceSync sends one chunk and waits, retrying transient failures

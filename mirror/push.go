@@ -55,6 +55,10 @@ type Options struct {
 	// partition every ProgressEvery (default 2s).
 	Progress      io.Writer
 	ProgressEvery time.Duration
+	// NoStartEpoch leaves the source's leader epoch at its log start out
+	// of the log-start forwards (CopyConfig.NoStartEpoch): for tests that
+	// need the destination a pusher before feature version 3 left.
+	NoStartEpoch bool
 }
 
 func (o *Options) defaults() error {
@@ -182,7 +186,7 @@ func (p *Pusher) newCopy(t tp) *PartitionCopy {
 		Source: ClusterSource{Cluster: p.src, Topic: t.topic, Partition: t.partition},
 		Dest:   ClusterDest{Cluster: p.dst, Topic: t.topic, Partition: t.partition},
 		Clock:  p.clock, Log: p.log, FetchBytes: p.o.FetchBytes, RetryFor: p.o.RetryFor, Follow: p.o.Follow, Writer: w,
-		ChunkDone: p.chunkDone}
+		ChunkDone: p.chunkDone, NoStartEpoch: p.o.NoStartEpoch}
 	if p.claimed != nil {
 		cfg.Claimed = func(err error) { p.claimed(t.topic, t.partition, err) }
 	}

@@ -37,7 +37,7 @@ func TestPartitionCopySimulation(t *testing.T) {
 	}
 	// The seeds must have exercised every path the test claims to cover.
 	for _, k := range []string{"leader_change", "retention", "fetch_below_log_start", "log_start_forwarded", "rival", "fenced",
-		"truncation", "divergence", "lost_answer", "identical_retry", "restart", "complete", "follow_stopped", "fetch_epoch_unknown", "dest_epoch_stale"} {
+		"truncation", "divergence", "lost_answer", "identical_retry", "restart", "complete", "follow_stopped", "fetch_epoch_unknown", "dest_epoch_stale", "start_epoch_forwarded"} {
 		if total[k] == 0 {
 			t.Errorf("no seed exercised %s (seen %v)", k, total)
 		}

@@ -87,7 +87,9 @@ type simWorld struct {
 	dnext     int64
 	depoch    int32
 	writer    Writer // the registered writer (epoch -1: none yet)
-	dstGen    int
+	// dstartEpoch is the source epoch forwarded last with its log start.
+	dstartEpoch startAt
+	dstGen      int
 
 	// budgets of events still to happen, and what happened.
 	appends, leaderChanges, retentions, truncations, rivals int
@@ -367,7 +369,17 @@ func (c *simSrcConn) Fetch(ctx context.Context, a client.FetchArgs) (client.Fetc
 func (c *simSrcConn) ListOffset(ctx context.Context, ts int64) (client.OffsetAnswer, error) {
 	c.w.mu.Lock()
 	defer c.w.mu.Unlock()
-	return listOffset(c.call(ctx), ts, c.w.logStart, c.w.next, c.w.epoch)
+	a, err := listOffset(c.call(ctx), ts, c.w.logStart, c.w.next, c.w.epoch)
+	if err == nil && ts == client.Earliest {
+		// Kafka answers the epoch of the cache entry covering the log
+		// start.
+		for _, e := range c.w.cache {
+			if e.start <= c.w.logStart {
+				a.LeaderEpoch = e.epoch
+			}
+		}
+	}
+	return a, err
 }
 
 // listOffset answers ListOffsets for the earliest or latest offset of a
@@ -446,7 +458,35 @@ func (w *simWorld) admitWriter(wr Writer) error {
 func (c *simDstConn) ListOffset(ctx context.Context, ts int64) (client.OffsetAnswer, error) {
 	c.w.mu.Lock()
 	defer c.w.mu.Unlock()
-	return listOffset(c.call(ctx), ts, c.w.dlogStart, c.w.dnext, c.w.depoch)
+	a, err := listOffset(c.call(ctx), ts, c.w.dlogStart, c.w.dnext, c.w.depoch)
+	if err == nil && ts == client.Earliest && c.w.dstartEpoch.offset == c.w.dlogStart {
+		a.LeaderEpoch = c.w.dstartEpoch.epoch
+	}
+	return a, err
+}
+
+// ForwardStartEpoch is a log-start forward that also records the
+// source's epoch at the log start (the destination's EARLIEST answers it
+// from then on).
+func (c *simDstConn) ForwardStartEpoch(ctx context.Context, wr Writer, offset int64, epoch int32) error {
+	c.w.mu.Lock()
+	if err := c.call(ctx); err != nil {
+		c.w.mu.Unlock()
+		return err
+	}
+	if err := c.w.admitWriter(wr); err != nil {
+		c.w.mu.Unlock()
+		return err
+	}
+	if offset < c.w.dlogStart || offset >= c.w.dnext {
+		c.w.mu.Unlock()
+		return kerr.PolicyViolation
+	}
+	c.w.dstartEpoch = startAt{offset, epoch}
+	c.w.seen["start_epoch_forwarded"]++
+	c.w.mu.Unlock()
+	_, err := c.DeleteRecords(ctx, wr, offset)
+	return err
 }
 
 func (c *simDstConn) Fetch(ctx context.Context, a client.FetchArgs) (client.FetchResult, error) {

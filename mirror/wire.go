@@ -146,3 +146,33 @@ func AssignedEpoch(rp *kmsg.DeleteRecordsResponseTopicPartition) (int32, error) 
 	})
 	return epoch, err
 }
+
+// ErrStartEpochUnsupported is the answer of a DestConn.ForwardStartEpoch
+// to a destination below feature version
+// wireext.FeatureMirrorProduceStartEpoch: it would ignore the value.
+var ErrStartEpochUnsupported = fmt.Errorf("the destination does not take the source's leader epoch at its log start (%s below version %d)", mirrorFeature, wireext.FeatureMirrorProduceStartEpoch)
+
+func (d *destConn) ForwardStartEpoch(ctx context.Context, w Writer, offset int64, epoch int32) error {
+	if d.cn.FeatureMaxVersion(mirrorFeature) < wireext.FeatureMirrorProduceStartEpoch {
+		return ErrStartEpochUnsupported
+	}
+	req := StartEpochRequest(w, d.topic, d.partition, offset, epoch)
+	resp, err := d.cn.Request(ctx, req, 2)
+	if err != nil {
+		return err
+	}
+	r := resp.(*kmsg.DeleteRecordsResponse)
+	if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
+		return fmt.Errorf("DeleteRecords %s/%d: malformed answer", d.topic, d.partition)
+	}
+	return kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode)
+}
+
+// StartEpochRequest is a mirror DeleteRecords of one partition to offset
+// as writer w, carrying the source's leader epoch at offset
+// (wireext.MirrorStartEpoch, feature version 3).
+func StartEpochRequest(w Writer, topic string, partition int32, offset int64, epoch int32) *kmsg.DeleteRecordsRequest {
+	req := DeleteRecordsRequest(w, map[string][]int32{topic: {partition}}, offset)
+	req.Topics[0].Partitions[0].UnknownTags.Set(mirrorTag, (&wireext.MirrorStartEpoch{LeaderEpoch: epoch}).AppendTo(nil))
+	return req
+}

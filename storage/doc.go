@@ -97,7 +97,8 @@
 //	segment_load.go             loading one segment: trusted (indexes checked) or validated batch by batch
 //	segment.go, index.go        segments and the offset/time indexes
 //	checkpoint.go               the log-start-offset checkpoint
-//	epochcache*.go              leader-epoch cache and its checkpoint
+//	epochcache*.go              leader-epoch cache and its checkpoint; the entry a mirror's
+//	                            source forwards for its log start (epochcache_source.go)
 //	producerstate*.go           producer state, snapshots, control records
 //	txnindex.go                 transaction index
 //	cleaner.go                  log compaction: the cleanable range, the offset map's build, groups

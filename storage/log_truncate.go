@@ -206,6 +206,12 @@ func (l *Log) deleteSegmentLocked(i int) error {
 // ErrOffsetOutOfRange; offset at or below the current start does nothing.
 // It returns the new log start offset.
 func (l *Log) DeleteRecords(offset int64) (int64, error) {
+	return l.deleteRecords(offset, UndefinedEpoch)
+}
+
+// deleteRecords is DeleteRecords, and with epoch >= 0 DeleteRecordsWithEpoch
+// (epochcache_source.go).
+func (l *Log) deleteRecords(offset int64, epoch int32) (int64, error) {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	l.mu.Lock()
@@ -215,6 +221,10 @@ func (l *Log) DeleteRecords(offset int64) (int64, error) {
 	}
 	if offset > l.leo || offset < 0 {
 		return l.logStart, fmt.Errorf("%w: %d not in [0, %d]", ErrOffsetOutOfRange, offset, l.leo)
+	}
+	if epoch >= 0 {
+		err := l.sourceStartLocked(offset, epoch)
+		return l.logStart, err
 	}
 	if offset <= l.logStart {
 		return l.logStart, nil

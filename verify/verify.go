@@ -320,6 +320,7 @@ func (v *partitionCheck) run(ctx context.Context) error {
 			v.mismatch(sv[i].Offset, "list_offsets."+w.name, "source offset %d timestamp %d, destination offset %d timestamp %d", sv[i].Offset, sv[i].Timestamp, dv[i].Offset, dv[i].Timestamp)
 		}
 	}
+	v.compareEarliestEpoch(sv[0], dv[0], dv[1].Offset)
 	if !v.compactedSince {
 		for _, ts := range v.sampleTimes {
 			s, err := client.ListOffset(ctx, v.sc, v.topic, v.part, ts, client.ReadUncommitted)
@@ -533,4 +534,21 @@ func epochsToAsk(seen map[int32]bool) []int32 {
 		}
 	}
 	return out
+}
+
+// compareEarliestEpoch compares the leader epochs ListOffsets EARLIEST
+// answers (I3, I4): the source's cache starts its first epoch where that
+// epoch began even when the batches there were compacted away, and the
+// destination must answer the same (the pusher forwards it with the log
+// start). A destination that holds no batch (log start = its log end
+// destEnd) cannot know an epoch nobody wrote batches in (a leader elected
+// with no writes), so it is not compared then.
+func (v *partitionCheck) compareEarliestEpoch(s, d client.OffsetAnswer, destEnd int64) {
+	if d.Offset >= destEnd {
+		return
+	}
+	v.rep.Checks = append(v.rep.Checks, "list_offsets.earliest.leader_epoch")
+	if s.LeaderEpoch != d.LeaderEpoch {
+		v.mismatch(s.Offset, "list_offsets.earliest.leader_epoch", "at the log start the source answers leader epoch %d, the destination %d", s.LeaderEpoch, d.LeaderEpoch)
+	}
 }

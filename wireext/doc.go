@@ -2,8 +2,10 @@
 // (docs/protocol.md): the values of the tagged field MirrorTag in Produce
 // (request level: MirrorProduce; partition level: MirrorPartition),
 // DeleteRecords (request level: MirrorProduce, the log-start forward and
-// the writer registration of a pusher; response partition level:
-// MirrorWriterEpoch, the writer epoch a registration was assigned) and
+// the writer registration of a pusher; request partition level:
+// MirrorStartEpoch, the source's leader epoch at the forwarded log start;
+// response partition level: MirrorWriterEpoch, the writer epoch a
+// registration was assigned) and
 // CreateTopics (topic entry: MirrorTopicID), the ApiVersions
 // feature names and versions that advertise them, and the walker of a
 // flexible-version tagged-field section (Tags) that the broker's request
@@ -17,8 +19,8 @@
 // value x, ReadFrom(AppendTo(x)) gives x back; bytes in canonical form
 // re-encode to themselves. ReadFrom skips unknown tags and, as Verbatim
 // has always done, ignores bytes after a Produce or DeleteRecords value's
-// tag section (MirrorTopicID and MirrorWriterEpoch values must end with
-// their tag section).
+// tag section (MirrorTopicID, MirrorWriterEpoch and MirrorStartEpoch
+// values must end with their tag section).
 //
 // The errors name the field and MirrorTag; callers wrap them into their
 // protocol error (a malformed Produce or DeleteRecords value closes the

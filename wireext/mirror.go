@@ -7,9 +7,9 @@ import (
 
 // MirrorTag (0x5642, "VB") is the tag of every Verbatim extension field:
 // Produce request level (MirrorProduce) and partition level
-// (MirrorPartition), DeleteRecords request level (MirrorProduce) and
-// response partition level (MirrorWriterEpoch), and CreateTopics topic
-// entries (MirrorTopicID).
+// (MirrorPartition), DeleteRecords request level (MirrorProduce), request
+// partition level (MirrorStartEpoch) and response partition level
+// (MirrorWriterEpoch), and CreateTopics topic entries (MirrorTopicID).
 const MirrorTag = 22082
 
 // WriterIDTag is the tag of MirrorProduce.WriterID inside the MirrorProduce
@@ -22,10 +22,13 @@ const (
 	// v9+, MirrorProduce in DeleteRecords v2. Version 1 added WriterID;
 	// version 2 (FeatureMirrorProduceAssigned) has the broker assign
 	// writer epochs (writer.go), and a broker of version 2 no longer
-	// admits client-chosen epochs, so its minimum is 2 as well.
+	// admits client-chosen epochs, so its minimum is 2 as well; version 3
+	// (FeatureMirrorProduceStartEpoch) reads MirrorStartEpoch in a mirror
+	// DeleteRecords' partitions (startepoch.go), an addition a version-2
+	// sender never uses, so the minimum stays 2.
 	FeatureMirrorProduce           = "verbatim.mirror.produce"
 	FeatureMirrorProduceMinVersion = 2
-	FeatureMirrorProduceMaxVersion = 2
+	FeatureMirrorProduceMaxVersion = 3
 	// FeatureMirrorProduceWriterID is the first feature version whose
 	// broker breaks writer-epoch ties by WriterID.
 	FeatureMirrorProduceWriterID = 1

@@ -35,9 +35,7 @@ type MirrorWriterEpoch struct {
 
 // AppendTo appends the encoded value to dst.
 func (m *MirrorWriterEpoch) AppendTo(dst []byte) []byte {
-	dst = binary.BigEndian.AppendUint16(dst, uint16(m.Version))
-	dst = binary.BigEndian.AppendUint32(dst, uint32(m.WriterEpoch))
-	return append(dst, 0)
+	return appendVersionInt32(dst, m.Version, m.WriterEpoch)
 }
 
 // ReadFrom decodes b into m: Version (int16, >= 0), WriterEpoch (int32),
@@ -45,13 +43,29 @@ func (m *MirrorWriterEpoch) AppendTo(dst []byte) []byte {
 // value.
 func (m *MirrorWriterEpoch) ReadFrom(b []byte) error {
 	*m = MirrorWriterEpoch{}
-	if len(b) < 6 {
+	v, x, ok := readVersionInt32(b)
+	if !ok {
 		return ErrMirrorWriterEpoch
 	}
-	v := MirrorWriterEpoch{Version: int16(binary.BigEndian.Uint16(b)), WriterEpoch: int32(binary.BigEndian.Uint32(b[2:]))}
-	if rest, err := skipTags(b[6:]); err != nil || len(rest) != 0 || v.Version < 0 {
-		return ErrMirrorWriterEpoch
-	}
-	*m = v
+	*m = MirrorWriterEpoch{Version: v, WriterEpoch: x}
 	return nil
+}
+
+// appendVersionInt32 appends a value of the shape Version (int16), one
+// int32, an empty tag section.
+func appendVersionInt32(dst []byte, version int16, x int32) []byte {
+	dst = binary.BigEndian.AppendUint16(dst, uint16(version))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(x))
+	return append(dst, 0)
+}
+
+// readVersionInt32 decodes a value of that shape: ok when b is exactly a
+// Version >= 0, the int32 and a tag section (skipped).
+func readVersionInt32(b []byte) (version int16, x int32, ok bool) {
+	if len(b) < 6 {
+		return 0, 0, false
+	}
+	version, x = int16(binary.BigEndian.Uint16(b)), int32(binary.BigEndian.Uint32(b[2:]))
+	rest, err := skipTags(b[6:])
+	return version, x, err == nil && len(rest) == 0 && version >= 0
 }
