@@ -99,38 +99,54 @@ func (s *Server) TruncateKeepingCut(ctx context.Context, topic string, partition
 		return res, err
 	}
 
-	p.data.appendMu.Lock()
-	defer p.data.appendMu.Unlock()
-	if to >= l.LogEndOffset() {
-		return res, nil
-	}
-	// 2. Keep what goes.
-	batches, bytes, maxEpoch, err := copyTail(ctx, l, kh.log, to)
-	if err != nil {
-		return res, fmt.Errorf("keeping %s/%d from offset %d in %s: %w", topic, partition, to, keepTopic, err)
+	// The append lock orders the copy and the cut against mirror
+	// appends. It is not held across the epoch bumps, which take the
+	// cluster lock (a topic deletion holds that lock while it closes a
+	// partition queue whose owner may wait for this one: mirror_stop.go).
+	batches, bytes, maxEpoch, end, err := s.keepAndCut(ctx, p, l, kh.log, to, keepTopic)
+	if err != nil || end < 0 {
+		return res, err
 	}
 	if batches > 0 {
-		if err := kh.log.Flush(); err != nil {
-			return res, fmt.Errorf("%w: syncing the keep topic %s/%d: %v", errStorage, keepTopic, partition, err)
-		}
 		if err := s.SetLeaderEpochAtLeast(kp, storage.MirrorLeaderEpoch(kp.LeaderEpoch(), maxEpoch)); err != nil {
 			return res, err
 		}
 		kp.notifyAppend()
-	}
-	// 3. Cut.
-	if err := l.Truncate(to); err != nil {
-		return res, fmt.Errorf("%w: truncating %s/%d to %d: %v", errStorage, topic, partition, to, err)
 	}
 	// 4. Consumers' positions past the cut are validated anew.
 	if err := s.SetLeaderEpochAtLeast(p, p.LeaderEpoch()+1); err != nil {
 		return res, err
 	}
 	p.notifyAppend()
-	res.TruncatedTo, res.RemovedBatches, res.RemovedBytes, res.KeptIn = l.LogEndOffset(), int32(batches), bytes, keepTopic
+	res.TruncatedTo, res.RemovedBatches, res.RemovedBytes, res.KeptIn = end, int32(batches), bytes, keepTopic
 	s.log.Warn("partition truncated, the removed batches kept", "topic", topic, "partition", partition,
 		"truncated_to", res.TruncatedTo, "removed_batches", batches, "removed_bytes", bytes, "kept_in", keepTopic)
 	return res, nil
+}
+
+// keepAndCut is steps 2 and 3 under p's append lock; end is the log end
+// after the cut, -1 when there was nothing to cut.
+func (s *Server) keepAndCut(ctx context.Context, p *Partition, l, keep *storage.Log, to int64, keepTopic string) (batches int, n int64, maxEpoch int32, end int64, err error) {
+	p.data.appendMu.Lock()
+	defer p.data.appendMu.Unlock()
+	if to >= l.LogEndOffset() {
+		return 0, 0, -1, -1, nil
+	}
+	// 2. Keep what goes.
+	batches, n, maxEpoch, err = copyTail(ctx, l, keep, to)
+	if err != nil {
+		return 0, 0, -1, -1, fmt.Errorf("keeping %s/%d from offset %d in %s: %w", p.Topic.Name, p.Index, to, keepTopic, err)
+	}
+	if batches > 0 {
+		if err := keep.Flush(); err != nil {
+			return 0, 0, -1, -1, fmt.Errorf("%w: syncing the keep topic %s/%d: %v", errStorage, keepTopic, p.Index, err)
+		}
+	}
+	// 3. Cut.
+	if err := l.Truncate(to); err != nil {
+		return 0, 0, -1, -1, fmt.Errorf("%w: truncating %s/%d to %d: %v", errStorage, p.Topic.Name, p.Index, to, err)
+	}
+	return batches, n, maxEpoch, l.LogEndOffset(), nil
 }
 
 // ensureKeepTopic returns the keep topic, creating it with t's partition
