@@ -174,12 +174,18 @@ func (m *Manager) failbackTopic(ctx context.Context, r *runner, name, keep strin
 	if err != nil {
 		r.log.Warn("failback: the source's last mirrored points are unavailable; OffsetForLeaderEpoch alone decides", "topic", name, "err", err)
 	}
-	// Paused first (persisted): no copy starts before the cut is done.
-	if err := r.update(func(lm *linkMeta) {
+	// Paused first (persisted, and a copy already running halted: a
+	// repeated failback of the link's own mirror): no copy appends before
+	// the cut is done.
+	err = r.update(func(lm *linkMeta) {
 		tm := lm.topic(name)
-		tm.Added, tm.Mirrored, tm.Paused = true, true, true
+		tm.Added, tm.Mirrored = true, true
 		tm.Failed = nil
-	}); err != nil {
+	})
+	if err == nil {
+		err = r.setPaused(ctx, name, true)
+	}
+	if err != nil {
 		return nil, kafkaErr(kerr.KafkaStorageError, "persisting link %s's topic %s: %v", r.name, name, err)
 	}
 	if err := m.host.ConvertToPullMirror(ctx, name, r.name, r.src.ClusterID()); err != nil {
