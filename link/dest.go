@@ -72,12 +72,18 @@ func (d *dest) DeleteRecords(_ context.Context, w mirror.Writer, offset int64) (
 	return -1, err
 }
 
-// ForwardStartEpoch: the in-process dest does not take the source's
-// epoch at its log start yet (merge of main's start-epoch forward into
-// link-repair's branch; the copy forwards the log start without it and
-// logs once, as against an older destination).
-func (d *dest) ForwardStartEpoch(context.Context, mirror.Writer, int64, int32) error {
-	return mirror.ErrStartEpochUnsupported
+// ForwardStartEpoch forwards the log start with the source's epoch at
+// it, through the broker's LinkForwardStartEpoch; a host without it (a
+// simulation's fake) answers unsupported, and the copy forwards the log
+// start without the epoch, as to an older destination.
+func (d *dest) ForwardStartEpoch(_ context.Context, w mirror.Writer, offset int64, epoch int32) error {
+	fh, ok := d.h.(interface {
+		LinkForwardStartEpoch(link, topic string, partition int32, w broker.LinkWriter, offset int64, epoch int32) error
+	})
+	if !ok {
+		return mirror.ErrStartEpochUnsupported
+	}
+	return fh.LinkForwardStartEpoch(d.link, d.topic, d.partition, broker.LinkWriter{Epoch: w.Epoch, ID: w.ID}, offset, epoch)
 }
 
 func (d *dest) Broken() bool { return false }
