@@ -120,7 +120,7 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 			}
 			var low int64
 			if err == nil {
-				low, err = deleteRecordsAt(p, rp.Offset, mirror, startEpochOf(&rp, mirror))
+				low, err = deleteRecordsAt(p, rp.Offset, mirror, startEpochOf(&rp, mirror), "")
 			}
 			if err != nil {
 				op.ErrorCode, _ = dataErrorToKafka(err)
@@ -170,20 +170,14 @@ func (s *Server) registerDeleteRecords(req *kmsg.DeleteRecordsRequest, id writer
 }
 
 func deleteRecords(p *Partition, offset int64, mirror bool) (int64, error) {
-	return deleteRecordsAs(p, offset, mirror, "", -1)
+	return deleteRecordsAt(p, offset, mirror, -1, "")
 }
 
 // deleteRecordsAt is deleteRecords whose mirror log-start forward may
 // carry the source's leader epoch at offset (startEpoch >= 0,
-// mirror_start_epoch.go).
-func deleteRecordsAt(p *Partition, offset int64, mirror bool, startEpoch int32) (int64, error) {
-	return deleteRecordsAs(p, offset, mirror, "", startEpoch)
-}
-
-// deleteRecordsAs is deleteRecordsAt by a cluster link (link != "", its
-// log-start forward to its pull-mode topic: link_data.go) or by a wire
-// client (link "").
-func deleteRecordsAs(p *Partition, offset int64, mirror bool, link string, startEpoch int32) (int64, error) {
+// mirror_start_epoch.go), by a cluster link (link != "", its forward to
+// its pull-mode topic: link_data.go) or by a wire client (link "").
+func deleteRecordsAt(p *Partition, offset int64, mirror bool, startEpoch int32, link string) (int64, error) {
 	l, err := partitionLog(p)
 	if err != nil {
 		return -1, err

@@ -316,8 +316,10 @@ func (la *LinkAppend) Wait(ctx context.Context) (int64, error) {
 
 // LinkForwardLogStart moves the log start of link's partition to offset
 // as writer w, as a pusher's mirror DeleteRecords does (offset 0 moves
-// nothing: the writer check alone); it returns the new log start.
-func (s *Server) LinkForwardLogStart(link, topic string, partition int32, w LinkWriter, offset int64) (int64, error) {
+// nothing: the writer check alone), with startEpoch >= 0 also recording
+// the source's leader epoch there (mirror_start_epoch.go; -1: none); it
+// returns the new log start.
+func (s *Server) LinkForwardLogStart(link, topic string, partition int32, w LinkWriter, offset int64, startEpoch int32) (int64, error) {
 	p, _, err := s.pullPartition(link, topic, partition)
 	if err != nil {
 		return -1, err
@@ -325,7 +327,7 @@ func (s *Server) LinkForwardLogStart(link, topic string, partition int32, w Link
 	if err := s.admitMirrorDelete(p, w.mirrorWriter()); err != nil {
 		return -1, linkErr(err)
 	}
-	low, err := deleteRecordsAs(p, offset, true, link, -1)
+	low, err := deleteRecordsAt(p, offset, true, startEpoch, link)
 	if err != nil {
 		return -1, linkErr(err)
 	}

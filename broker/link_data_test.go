@@ -69,7 +69,7 @@ func TestLinkMirrorAppend(t *testing.T) {
 		t.Fatalf("last batch epoch %d %v", e, err)
 	}
 	// The log-start forward, and a newer registration fencing w.
-	if low, err := s.LinkForwardLogStart("l1", "p", 0, w, 2); low != 2 || err != nil {
+	if low, err := s.LinkForwardLogStart("l1", "p", 0, w, 2, -1); low != 2 || err != nil {
 		t.Fatalf("log start forward: %d %v", low, err)
 	}
 	if _, errs := s.RegisterLinkWriter("l1", id, []LinkPartition{{"p", 0}}); errs[0] != nil {
@@ -78,7 +78,7 @@ func TestLinkMirrorAppend(t *testing.T) {
 	if _, err := s.LinkMirrorAppend(ctx, "l1", "p", 0, w, data(5, 4, 1).encode(t), 5, 0).Wait(ctx); !errors.Is(err, kerr.ProducerFenced) {
 		t.Fatalf("append by a fenced registration: %v", err)
 	}
-	if _, err := s.LinkForwardLogStart("l1", "p", 0, w, 3); !errors.Is(err, kerr.ProducerFenced) {
+	if _, err := s.LinkForwardLogStart("l1", "p", 0, w, 3, -1); !errors.Is(err, kerr.ProducerFenced) {
 		t.Fatalf("forward by a fenced registration: %v", err)
 	}
 	// After the stop the link's writes are refused and the topic reads as stopped.

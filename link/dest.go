@@ -68,22 +68,15 @@ func (d *dest) DeleteRecords(_ context.Context, w mirror.Writer, offset int64) (
 		e, errs := d.h.RegisterLinkWriter(d.link, w.ID, []broker.LinkPartition{{Topic: d.topic, Partition: d.partition}})
 		return e, errs[0]
 	}
-	_, err := d.h.LinkForwardLogStart(d.link, d.topic, d.partition, broker.LinkWriter{Epoch: w.Epoch, ID: w.ID}, offset)
+	_, err := d.h.LinkForwardLogStart(d.link, d.topic, d.partition, broker.LinkWriter{Epoch: w.Epoch, ID: w.ID}, offset, -1)
 	return -1, err
 }
 
-// ForwardStartEpoch forwards the log start with the source's epoch at
-// it, through the broker's LinkForwardStartEpoch; a host without it (a
-// simulation's fake) answers unsupported, and the copy forwards the log
-// start without the epoch, as to an older destination.
+// ForwardStartEpoch is the log-start forward carrying the source's
+// leader epoch at offset (the in-process broker always takes it).
 func (d *dest) ForwardStartEpoch(_ context.Context, w mirror.Writer, offset int64, epoch int32) error {
-	fh, ok := d.h.(interface {
-		LinkForwardStartEpoch(link, topic string, partition int32, w broker.LinkWriter, offset int64, epoch int32) error
-	})
-	if !ok {
-		return mirror.ErrStartEpochUnsupported
-	}
-	return fh.LinkForwardStartEpoch(d.link, d.topic, d.partition, broker.LinkWriter{Epoch: w.Epoch, ID: w.ID}, offset, epoch)
+	_, err := d.h.LinkForwardLogStart(d.link, d.topic, d.partition, broker.LinkWriter{Epoch: w.Epoch, ID: w.ID}, offset, epoch)
+	return err
 }
 
 func (d *dest) Broken() bool { return false }

@@ -27,8 +27,9 @@ type dataHost interface {
 	// partition's queue is full.
 	LinkMirrorAppend(ctx context.Context, link, topic string, partition int32, w broker.LinkWriter, set []byte, expect, sourceHW int64) broker.AppendWaiter
 	// LinkForwardLogStart is the mirror DeleteRecords (offset 0: the
-	// writer check alone).
-	LinkForwardLogStart(link, topic string, partition int32, w broker.LinkWriter, offset int64) (int64, error)
+	// writer check alone), with the source's leader epoch at offset when
+	// startEpoch >= 0.
+	LinkForwardLogStart(link, topic string, partition int32, w broker.LinkWriter, offset int64, startEpoch int32) (int64, error)
 	MirrorLogRange(topic string, partition int32) (logStart, logEnd int64, err error)
 	ReadMirrorLog(topic string, partition int32, offset int64, maxBytes int) ([]byte, error)
 	LastBatchEpoch(topic string, partition int32) (int32, error)

@@ -13,6 +13,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"sort"
 	"strings"
 	"sync"
@@ -189,8 +190,13 @@ func (m *Manager) CreateLink(ctx context.Context, principal string, cfg wireext.
 	if err := validateLinkName(cfg.Name); err != nil {
 		return err
 	}
-	if cfg.SourceBootstrap == "" {
+	if len(bootstrapList(cfg.SourceBootstrap)) == 0 {
 		return kafkaErr(kerr.InvalidRequest, "link %s: the source bootstrap address is missing", cfg.Name)
+	}
+	for _, a := range bootstrapList(cfg.SourceBootstrap) {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return kafkaErr(kerr.InvalidConfig, "link %s: source bootstrap address %q: %v", cfg.Name, a, err)
+		}
 	}
 	for what, re := range map[string]string{"topics": cfg.Topics, "exclude": cfg.Exclude, "groups": cfg.Groups} {
 		if _, err := compilePattern(what, re); err != nil {
@@ -255,16 +261,23 @@ func (m *Manager) namesLocked() []string {
 	return out
 }
 
-// reachable checks that the source answers Metadata.
+// reachable checks that the source answers Metadata through one of the
+// bootstrap list's addresses.
 func reachable(ctx context.Context, bootstrap string, o client.Options) error {
-	cl, err := client.NewCluster(bootstrap, o)
-	if err != nil {
-		return err
+	err := fmt.Errorf("no address in %q", bootstrap)
+	for _, a := range bootstrapList(bootstrap) {
+		var cl *client.Cluster
+		if cl, err = client.NewCluster(a, o); err != nil {
+			return err
+		}
+		actx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		_, err = cl.Metadata(actx, []string{})
+		cancel()
+		cl.Close()
+		if err == nil {
+			return nil
+		}
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	_, err = cl.Metadata(ctx, []string{})
 	return err
 }
 

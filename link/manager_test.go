@@ -201,7 +201,11 @@ func TestLinkStartTopicsAndPartitions(t *testing.T) {
 	cl := testkit.Client(t, sa, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	produce(t, cl, "a", 0, 20, "a")
 	m := openManager(t, d)
-	if err := m.CreateLink(ctx, "User:admin", wireext.LinkConfig{Name: "l2", SourceBootstrap: sa}, false); err != nil {
+	if err := m.CreateLink(ctx, "User:admin", wireext.LinkConfig{Name: "l2", SourceBootstrap: "nohost"}, false); !errors.Is(err, kerr.InvalidConfig) {
+		t.Fatalf("a bootstrap address without a port: %v", err)
+	}
+	// A bootstrap list whose first address does not answer.
+	if err := m.CreateLink(ctx, "User:admin", wireext.LinkConfig{Name: "l2", SourceBootstrap: "127.0.0.1:1, " + sa}, false); err != nil {
 		t.Fatal(err)
 	}
 	res, err := m.StartMirrorTopics(ctx, "User:admin", wireext.StartMirrorTopicsRequest{Link: "l2", Topics: []string{"a", "b", "missing", "__x"}})

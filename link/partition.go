@@ -47,6 +47,12 @@ type partRun struct {
 	// idleHW is the source high watermark the sync round reads while no
 	// copy runs (paused, failed), for the lag (-1 unknown).
 	idleHW int64
+	// fetchedHW is the high watermark of the copy's last fetch answer
+	// (-1: none yet), fetchErr the failure of its last fetch or leader
+	// lookup (nil after a success): while the source does not answer,
+	// its high watermark is unknown, never the stale one.
+	fetchedHW int64
+	fetchErr  error
 	// caughtUpAt is when the destination last was caught up (lag 0).
 	caughtUpAt time.Time
 	// rate: bytes appended per second over the last window.
@@ -56,7 +62,7 @@ type partRun struct {
 }
 
 func newPartRun(r *runner, topic string, partition int32) *partRun {
-	return &partRun{r: r, topic: topic, partition: partition, firstHW: -1, idleHW: -1, caughtUpAt: r.m.clock.Now()}
+	return &partRun{r: r, topic: topic, partition: partition, firstHW: -1, idleHW: -1, fetchedHW: -1, caughtUpAt: r.m.clock.Now()}
 }
 
 func (pr *partRun) running() bool {
@@ -70,13 +76,13 @@ func (pr *partRun) begin(w mirror.Writer) {
 	r := pr.r
 	ctx, cancel := context.WithCancel(r.ctx)
 	c := mirror.NewPartitionCopy(mirror.CopyConfig{Topic: pr.topic, Partition: pr.partition,
-		Source: r.sourceFor(pr.topic, pr.partition),
+		Source: trackedSource{r.sourceFor(pr.topic, pr.partition), pr},
 		Dest:   &dest{h: r.m.host, link: r.name, topic: pr.topic, partition: pr.partition},
 		Clock:  r.m.clock, Log: r.log, FetchBytes: r.m.fetchBytes, RetryFor: r.m.retryFor, Follow: true, Writer: w,
 		ChunkDone: func(st mirror.PartitionStats) { pr.progress(st) }})
 	done := make(chan struct{})
 	pr.mu.Lock()
-	pr.copy, pr.cancel, pr.done, pr.caught, pr.firstHW = c, cancel, done, false, -1
+	pr.copy, pr.cancel, pr.done, pr.caught, pr.firstHW, pr.fetchedHW, pr.fetchErr = c, cancel, done, false, -1, -1, nil
 	pr.rateAt, pr.rateBytes, pr.rate = r.m.clock.Now(), 0, 0
 	pr.mu.Unlock()
 	if err := r.clearFailure(pr.topic, pr.partition); err != nil {
@@ -154,7 +160,7 @@ func (pr *partRun) progress(st mirror.PartitionStats) {
 	if pr.firstHW >= 0 && st.End >= pr.firstHW {
 		pr.caught = true
 	}
-	if st.Target <= st.End {
+	if pr.fetchErr == nil && pr.fetchedHW >= 0 && pr.fetchedHW <= st.End {
 		pr.caughtUpAt = now
 	}
 	if d := now.Sub(pr.rateAt); d >= time.Second {
@@ -232,17 +238,29 @@ func (pr *partRun) status(info broker.LinkTopicInfo, tm *topicMeta, stopped bool
 	now := pr.r.m.clock.Now()
 	pr.mu.Lock()
 	running := pr.done != nil
-	st.SourceHighWatermark = pr.idleHW
-	if pr.copy != nil {
-		snap := pr.copy.Snapshot()
-		st.SourceHighWatermark = max(st.SourceHighWatermark, pr.firstHW, snap.Target)
+	switch {
+	case running && pr.fetchErr != nil:
+		st.SourceHighWatermark = -1 // the source does not answer: unknown
+	case running && pr.fetchedHW >= 0:
+		st.SourceHighWatermark = pr.fetchedHW
+	case running:
+		st.SourceHighWatermark = pr.firstHW
+	case pr.idleHW >= 0:
+		st.SourceHighWatermark = pr.idleHW
+	default:
+		st.SourceHighWatermark = max(pr.fetchedHW, pr.firstHW)
+	}
+	if pr.copy != nil && running && pr.fetchErr == nil {
 		// Caught up once at the high watermark read at the start (or,
 		// when it could not be read, the first one fetched).
-		if hw := pr.firstHW; running && (hw >= 0 && snap.End >= hw || hw < 0 && snap.Target > 0 && snap.End >= snap.Target) {
+		end := pr.copy.Snapshot().End
+		if hw := pr.firstHW; hw >= 0 && end >= hw || hw < 0 && pr.fetchedHW >= 0 && end >= pr.fetchedHW {
 			pr.caught = true
 		}
 	}
-	if st.SourceHighWatermark >= 0 && st.LogEndOffset >= 0 {
+	if st.SourceHighWatermark < 0 {
+		st.LagMs = now.Sub(pr.caughtUpAt).Milliseconds()
+	} else if st.LogEndOffset >= 0 {
 		st.Lag = max(0, st.SourceHighWatermark-st.LogEndOffset)
 		if st.Lag == 0 {
 			pr.caughtUpAt = now
@@ -290,4 +308,53 @@ func (r *runner) markStoppedAsync(topic string) {
 // kafkaErr is a LinkService error: code, with a message.
 func kafkaErr(code *kerr.Error, format string, args ...any) error {
 	return fmt.Errorf("%w: %s", code, fmt.Sprintf(format, args...))
+}
+
+// trackedSource is a copy's Source that records, for the partition's
+// status, the high watermark of each fetch answer and whether the source
+// answers at all.
+type trackedSource struct {
+	mirror.Source
+	pr *partRun
+}
+
+func (s trackedSource) Leader(ctx context.Context) (mirror.SourceConn, int32, error) {
+	cn, epoch, err := s.Source.Leader(ctx)
+	if err != nil {
+		s.pr.noteFetch(-1, err)
+		return nil, epoch, err
+	}
+	return trackedConn{cn, s.pr}, epoch, nil
+}
+
+type trackedConn struct {
+	mirror.SourceConn
+	pr *partRun
+}
+
+func (c trackedConn) Fetch(ctx context.Context, a client.FetchArgs) (client.FetchResult, error) {
+	res, err := c.SourceConn.Fetch(ctx, a)
+	switch {
+	case err != nil:
+		c.pr.noteFetch(-1, err)
+	case res.Err != nil:
+		c.pr.noteFetch(-1, res.Err)
+	default:
+		c.pr.noteFetch(res.HighWatermark, nil)
+	}
+	return res, err
+}
+
+// noteFetch records a fetch's outcome: its high watermark, or its
+// failure.
+func (pr *partRun) noteFetch(hw int64, err error) {
+	if err != nil && errors.Is(err, context.Canceled) {
+		return
+	}
+	pr.mu.Lock()
+	pr.fetchErr = err
+	if err == nil {
+		pr.fetchedHW = hw
+	}
+	pr.mu.Unlock()
 }

@@ -96,6 +96,41 @@ func sourceOptions(cfg wireext.LinkConfig) (client.Options, error) {
 	return o, nil
 }
 
+// bootstrapList splits a bootstrap list ("host:port,host:port").
+func bootstrapList(list string) []string {
+	var out []string
+	for _, a := range strings.Split(list, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// pickSeed is the address of a bootstrap list the source cluster is first
+// reached through: the first that accepts a connection (briefly tried,
+// in order), else the first. Once the cluster's metadata is known, its
+// client falls back to any of its brokers.
+func pickSeed(list string, o client.Options) string {
+	addrs := bootstrapList(list)
+	if len(addrs) == 0 {
+		return list
+	}
+	if len(addrs) == 1 {
+		return addrs[0]
+	}
+	for _, a := range addrs {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		cn, err := client.Dial(ctx, a, o)
+		cancel()
+		if err == nil {
+			cn.Close()
+			return a
+		}
+	}
+	return addrs[0]
+}
+
 // compilePattern compiles a link pattern matched against whole names.
 func compilePattern(what, re string) (*regexp.Regexp, error) {
 	if re == "" {
@@ -123,7 +158,7 @@ func newRunner(m *Manager, lm *linkMeta) (*runner, error) {
 			return nil, err
 		}
 	}
-	src, err := client.NewCluster(lm.Config.SourceBootstrap, o)
+	src, err := client.NewCluster(pickSeed(lm.Config.SourceBootstrap, o), o)
 	if err != nil {
 		return nil, err
 	}
