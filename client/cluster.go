@@ -21,6 +21,7 @@ type Cluster struct {
 
 	mu      sync.Mutex
 	conns   map[string]*Conn
+	dialing map[string]chan struct{} // closed when the dial ends
 	brokers map[int32]string
 	// ClusterID is the cluster id from the last Metadata response.
 	clusterID string
@@ -32,7 +33,7 @@ func NewCluster(seed string, o Options) (*Cluster, error) {
 	if _, _, err := net.SplitHostPort(seed); err != nil {
 		return nil, fmt.Errorf("address %q: %w", seed, err)
 	}
-	return &Cluster{seed: seed, opts: o, conns: map[string]*Conn{}, brokers: map[int32]string{}}, nil
+	return &Cluster{seed: seed, opts: o, conns: map[string]*Conn{}, dialing: map[string]chan struct{}{}, brokers: map[int32]string{}}, nil
 }
 
 // Options are the connection options the cluster dials with.
@@ -50,6 +51,15 @@ func (c *Cluster) BrokerAddrs() []string {
 	return addrs
 }
 
+// BrokerAddr is the address of the broker with the given node id, from
+// the last Metadata response.
+func (c *Cluster) BrokerAddr(id int32) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.brokers[id]
+	return a, ok
+}
+
 // Seed is the address the cluster is reached through.
 func (c *Cluster) Seed() string { return c.seed }
 
@@ -60,26 +70,39 @@ func (c *Cluster) ClusterID() string {
 	return c.clusterID
 }
 
-// Conn returns a live connection to addr, dialling when needed.
+// Conn returns a live connection to addr, dialling when needed; callers
+// asking at the same time share one dial, so a burst of requests to a
+// broker opens one connection.
 func (c *Cluster) Conn(ctx context.Context, addr string) (*Conn, error) {
-	c.mu.Lock()
-	cn := c.conns[addr]
-	c.mu.Unlock()
-	if cn != nil && !cn.Broken() {
-		return cn, nil
+	for {
+		c.mu.Lock()
+		cn := c.conns[addr]
+		if cn != nil && !cn.Broken() {
+			c.mu.Unlock()
+			return cn, nil
+		}
+		if wait, ok := c.dialing[addr]; ok {
+			c.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		done := make(chan struct{})
+		c.dialing[addr] = done
+		c.mu.Unlock()
+		cn, err := Dial(ctx, addr, c.opts)
+		c.mu.Lock()
+		delete(c.dialing, addr)
+		close(done)
+		if err == nil {
+			c.conns[addr] = cn
+		}
+		c.mu.Unlock()
+		return cn, err
 	}
-	cn, err := Dial(ctx, addr, c.opts)
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if old := c.conns[addr]; old != nil && !old.Broken() {
-		cn.Close()
-		return old, nil
-	}
-	c.conns[addr] = cn
-	return cn, nil
 }
 
 // Any returns a connection to the seed, or to any known broker when the

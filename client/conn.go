@@ -87,6 +87,9 @@ type Options struct {
 	SASL sasl.Mechanism
 	// Now is the clock of SASL session lifetimes (default time.Now).
 	Now func() time.Time
+	// DialContext, when set, opens the TCP connections instead of a
+	// net.Dialer (a proxy, a test's connection counter).
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 func (o Options) now() time.Time {
@@ -110,8 +113,12 @@ func (o Options) software() (string, string) {
 // Dial connects to addr (in TLS when o.TLS is set), negotiates API
 // versions and authenticates when o.SASL is set.
 func Dial(ctx context.Context, addr string, o Options) (*Conn, error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	dial := o.DialContext
+	if dial == nil {
+		var d net.Dialer
+		dial = d.DialContext
+	}
+	nc, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", addr, err)
 	}

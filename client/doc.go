@@ -4,8 +4,9 @@
 // cluster view (Cluster: Metadata, brokers, partition leaders, one
 // connection per broker re-dialled after failures), the raw one-partition
 // requests the mirroring tools need (ListOffsets, OffsetForLeaderEpoch,
-// sessionless Fetch, topic configs, consumer group listing, coordinator
-// lookup, offset fetch and commit), the classification of errors worth
+// sessionless Fetch, multi-partition Fetch in a KIP-227 incremental fetch
+// session with topic ids from Fetch v13 (FetchSession), topic configs,
+// consumer group listing, coordinator lookup, offset fetch and commit), the classification of errors worth
 // retrying (Transient) and the pacing of retries (Clock, Backoff, Retry)
 // for callers that retry.
 //
@@ -15,7 +16,8 @@
 // callers). It never rewrites a request's acks, isolation level or record
 // bytes. Dial and NewCluster take an Options struct: TLS, SASL through a
 // franz-go sasl.Mechanism (PLAIN, SCRAM) with KIP-368 re-authentication
-// on the connection before the session lifetime ends (auth.go), built
+// on the connection before the session lifetime ends (auth.go), an
+// optional dial function (a proxy, a test's connection counter), built
 // from Kafka client properties by FromProps / ReadConfig (props.go:
 // security.protocol, ssl.* through tlsconf, sasl.mechanism,
 // sasl.jaas.config; other Kafka client names accepted, unknown names

@@ -93,9 +93,9 @@ func groupOffsets(t *testing.T, addr, group, topic string) map[int32]int64 {
 	return out
 }
 
-// waitLinkCaughtUp waits until the mirror dest holds src's log end of topic
+// waitFailbackCaughtUp waits until the mirror dest holds src's log end of topic
 // and group's committed offsets equal src's.
-func waitLinkCaughtUp(t *testing.T, bin, src, dest, topic, group string) {
+func waitFailbackCaughtUp(t *testing.T, bin, src, dest, topic, group string) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -169,7 +169,7 @@ func TestLinkFailback(t *testing.T) {
 	consume(v1.Addr, b1, "earliest")
 	// V2 mirrors it, with the group's offsets, and takes over.
 	cli(t, bin, 0, "link", "create", "fwd", "--dest", v2.Addr, "--source", v1.Addr, "--topics", topic, "--groups", group, "--sync-interval", "1s")
-	waitLinkCaughtUp(t, bin, v1.Addr, v2.Addr, topic, group)
+	waitFailbackCaughtUp(t, bin, v1.Addr, v2.Addr, topic, group)
 	cli(t, bin, 0, "mirror", "stop", "--dest", v2.Addr, "--topics", topic)
 	// The old primary still takes writes nobody reads: its tail.
 	cut := javaProduce(t, v1.Addr, topic, n/4+1, 9)
@@ -182,7 +182,7 @@ func TestLinkFailback(t *testing.T) {
 	if !strings.Contains(res.Stdout, topic+".truncated") {
 		t.Fatalf("mirror create --truncate-to-common does not name the keep topic:\n%s", res.Stdout)
 	}
-	waitLinkCaughtUp(t, bin, v2.Addr, v1.Addr, topic, group)
+	waitFailbackCaughtUp(t, bin, v2.Addr, v1.Addr, topic, group)
 	cli(t, bin, 0, "mirror", "stop", "--dest", v1.Addr, "--topics", topic)
 	b3 := javaProduce(t, v1.Addr, topic, n, 3)
 	consume(v1.Addr, b3, "none")
@@ -192,7 +192,7 @@ func TestLinkFailback(t *testing.T) {
 	if strings.Contains(res.Stdout, topic+".truncated") {
 		t.Fatalf("V2 held nothing V1 lacks, yet something was cut:\n%s", res.Stdout)
 	}
-	waitLinkCaughtUp(t, bin, v1.Addr, v2.Addr, topic, group)
+	waitFailbackCaughtUp(t, bin, v1.Addr, v2.Addr, topic, group)
 	runVerify(t, bin, v1.Addr, v2.Addr, topic, 0)
 	runVerify(t, bin, v2.Addr, v1.Addr, topic, 0)
 

@@ -47,6 +47,12 @@
 // storage.EpochEntry (a plain value the host answers) but never calls
 // storage.
 //
+// The fetch side is source.go (sourceFetchers: a copy's Source, shared
+// metadata refreshes, admin requests over the cluster's connection per
+// broker), session.go (one fetch session's loop: who is in the next
+// request, delivery, re-dial with back-off) and throttle.go (the link's
+// rate cap); docs/mirroring.md "Fetching from the source".
+//
 // It must not touch storage or the wire protocol directly: the broker's
 // exported methods (Host) and package client are its only I/O, and time
 // comes from a Clock so its seeded simulation can drive it.
