@@ -37,6 +37,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"strings"
 	"time"
 
@@ -140,6 +141,11 @@ func (s *Server) keepAndCut(ctx context.Context, p *Partition, l, keep *storage.
 	if batches > 0 {
 		if err := keep.Flush(); err != nil {
 			return 0, 0, -1, -1, fmt.Errorf("%w: syncing the keep topic %s/%d: %v", errStorage, keepTopic, p.Index, err)
+		}
+		// A keep partition created just now: its directory's entry in
+		// the data dir must be durable before anything is cut.
+		if err := s.cfg.FS.SyncDir(path.Dir(keep.Dir())); err != nil {
+			return 0, 0, -1, -1, fmt.Errorf("%w: syncing the data dir after the keep topic %s: %v", errStorage, keepTopic, err)
 		}
 	}
 	// 3. Cut.
