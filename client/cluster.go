@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -17,7 +18,9 @@ import (
 // broker, re-dialled after failures.
 type Cluster struct {
 	seed string
-	opts Options
+	// seeds is the whole bootstrap list (seed is its first address).
+	seeds []string
+	opts  Options
 
 	mu      sync.Mutex
 	conns   map[string]*Conn
@@ -27,13 +30,26 @@ type Cluster struct {
 	clusterID string
 }
 
-// NewCluster returns a Cluster reached through seed (HOST:PORT); every
-// connection it makes is dialled with o.
+// NewCluster returns a Cluster reached through seed: HOST:PORT, or a
+// bootstrap list HOST:PORT,HOST:PORT,... whose addresses are tried in
+// order (Kafka's bootstrap.servers); every connection it makes is
+// dialled with o.
 func NewCluster(seed string, o Options) (*Cluster, error) {
-	if _, _, err := net.SplitHostPort(seed); err != nil {
-		return nil, fmt.Errorf("address %q: %w", seed, err)
+	var seeds []string
+	for _, a := range strings.Split(seed, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return nil, fmt.Errorf("address %q: %w", a, err)
+		}
+		seeds = append(seeds, a)
 	}
-	return &Cluster{seed: seed, opts: o, conns: map[string]*Conn{}, dialing: map[string]chan struct{}{}, brokers: map[int32]string{}}, nil
+	if len(seeds) == 0 {
+		return nil, fmt.Errorf("address %q: no HOST:PORT", seed)
+	}
+	return &Cluster{seed: seeds[0], seeds: seeds, opts: o, conns: map[string]*Conn{}, dialing: map[string]chan struct{}{}, brokers: map[int32]string{}}, nil
 }
 
 // Options are the connection options the cluster dials with.
@@ -105,12 +121,15 @@ func (c *Cluster) Conn(ctx context.Context, addr string) (*Conn, error) {
 	}
 }
 
-// Any returns a connection to the seed, or to any known broker when the
-// seed fails.
+// Any returns a connection to the first seed that answers, or to any
+// known broker when none does.
 func (c *Cluster) Any(ctx context.Context) (*Conn, error) {
-	cn, err := c.Conn(ctx, c.seed)
-	if err == nil {
-		return cn, nil
+	var err error
+	for _, s := range c.seeds {
+		var cn *Conn
+		if cn, err = c.Conn(ctx, s); err == nil {
+			return cn, nil
+		}
 	}
 	for _, a := range c.BrokerAddrs() {
 		if cn, err2 := c.Conn(ctx, a); err2 == nil {

@@ -100,15 +100,15 @@ func waitRounds(t *testing.T, m *Manager, link string, n int64) {
 	}
 }
 
-// rawPartitionLog reads a whole partition as its raw batches.
-func rawPartitionLog(t *testing.T, addr, topic string, part int32) []byte {
+// rawLog reads a whole partition as its raw batches.
+func rawLog(t *testing.T, addr, topic string, part int32) []byte {
 	return testkit.RawLog(t, addr, topic, part)
 }
 
 // sameLog wants topic/part byte for byte equal on both sides.
 func sameLog(t *testing.T, src, dst, topic string, part int32) {
 	t.Helper()
-	s, d := rawPartitionLog(t, src, topic, part), rawPartitionLog(t, dst, topic, part)
+	s, d := rawLog(t, src, topic, part), rawLog(t, dst, topic, part)
 	if len(s) == 0 || !bytes.Equal(s, d) {
 		t.Fatalf("%s/%d: source %d bytes, destination %d bytes, equal %v", topic, part, len(s), len(d), bytes.Equal(s, d))
 	}

@@ -97,7 +97,7 @@ func interleave(t *testing.T, seed int64, steps int) {
 	}
 	waitState(t, m, "sim", wireext.StateMirroring, "s/0", "s/1")
 	for p := int32(0); p < 2; p++ {
-		if len(rawPartitionLog(t, sa, "s", p)) > 0 {
+		if len(rawLog(t, sa, "s", p)) > 0 {
 			sameLog(t, sa, d.Addr, "s", p)
 		}
 	}
@@ -111,9 +111,9 @@ func checkPrefix(t *testing.T, src string, d *testkit.Dest, topic string, part i
 	t.Helper()
 	var dl []byte
 	if _, ok := d.Srv.LinkTopic(topic); ok {
-		dl = rawPartitionLog(t, d.Addr, topic, part)
+		dl = rawLog(t, d.Addr, topic, part)
 	}
-	sl := rawPartitionLog(t, src, topic, part)
+	sl := rawLog(t, src, topic, part)
 	if !bytes.HasPrefix(sl, dl) {
 		t.Fatalf("%s: %s/%d: the destination's %d bytes are not a prefix of the source's %d", when, topic, part, len(dl), len(sl))
 	}

@@ -46,6 +46,9 @@ type runner struct {
 	// secretErr: the stored source credentials could not be decoded
 	// (secrets.go); the link stays UNAVAILABLE with it as the reason.
 	secretErr error
+	// fetch serves every copy's Source over shared fetch sessions
+	// (source.go): one or two connections per source broker.
+	fetch *sourceFetchers
 	// include and exclude are the link's patterns (nil: none).
 	include, exclude *regexp.Regexp
 
@@ -177,6 +180,7 @@ func newRunner(m *Manager, lm *linkMeta) (*runner, error) {
 	if secretErr != nil {
 		r.state, r.reason = linkUnavailable, secretErr.Error()
 	}
+	r.fetch = newSourceFetchers(sourceConfig{Cluster: src, Clock: m.clock, Log: r.log, ThrottleBytesPerSec: lm.Config.ThrottleBytesPerSec})
 	return r, nil
 }
 
@@ -195,6 +199,7 @@ func (r *runner) stop() {
 	for _, pr := range all {
 		pr.halt()
 	}
+	r.fetch.Close()
 	r.src.Close()
 }
 
@@ -476,7 +481,7 @@ func (r *runner) refreshIdle(ctx context.Context) {
 
 // sourceFor is the source of one partition's copy.
 func (r *runner) sourceFor(topic string, partition int32) mirror.Source {
-	return mirror.ClusterSource{Cluster: r.src, Topic: topic, Partition: partition}
+	return r.fetch.Source(topic, partition)
 }
 
 // Topics returns the names of the link's mirrored topics (for the sync

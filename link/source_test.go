@@ -139,7 +139,7 @@ func waitCaughtUp(t *testing.T, ctx context.Context, seed string, d *memDest, tp
 	t.Helper()
 	cl := plainCluster(t, seed)
 	for _, tp := range tps {
-		_, hw := rawLog(t, ctx, cl, tp)
+		_, hw := rawLogEnd(t, ctx, cl, tp)
 		for {
 			if _, end := d.snapshot(tp); end >= hw {
 				break

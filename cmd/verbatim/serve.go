@@ -21,6 +21,7 @@ import (
 	"github.com/verbatim-kafka/verbatim/brokerconf"
 	"github.com/verbatim-kafka/verbatim/link"
 	"github.com/verbatim-kafka/verbatim/props"
+	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
 // serveCmd runs `verbatim serve`. Exit codes: 0 after a clean shutdown,
@@ -296,6 +297,15 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 		return 1
 	}
 	srv.SetLinkService(links)
+	// The mirror partitions' and links' metrics are read from the same
+	// status `mirror status` shows, at scrape time.
+	srv.RegisterMirrorMetrics(func() []wireext.MirrorPartitionStatus {
+		st, err := links.DescribeMirrors(context.Background(), wireext.DescribeMirrorsRequest{})
+		if err != nil {
+			return nil
+		}
+		return st
+	})
 	closeLinks := func() {
 		srv.SetLinkService(nil)
 		_ = links.Close()
