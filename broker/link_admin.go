@@ -38,6 +38,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/authz"
+	"github.com/verbatim-kafka/verbatim/secret"
 	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
@@ -218,15 +219,13 @@ func handleDescribeMirrors(ctx context.Context, s *Server, r *Request) (Reply, e
 }
 
 // isSecretConfig reports whether a source client property holds a secret
-// (its value is never answered or logged).
-func isSecretConfig(k string) bool {
-	k = strings.ToLower(k)
-	return k == "sasl.jaas.config" || strings.HasSuffix(k, ".password") || strings.Contains(k, "secret") ||
-		k == "ssl.keystore.key" || strings.Contains(k, "credentials")
-}
+// (its value is never answered or logged): the rule the link stores them
+// encrypted by (secret.IsSecretName, Kafka's PASSWORD-typed client
+// configs), applied case-insensitively here.
+func isSecretConfig(k string) bool { return secret.IsSecretName(strings.ToLower(k)) }
 
 // maskedValue replaces a secret's value in DescribeMirrorLinks.
-const maskedValue = "[hidden]"
+const maskedValue = secret.Hidden
 
 // maskSecrets returns m with its secret values masked (a copy; nil for
 // an empty m).

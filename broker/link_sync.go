@@ -60,26 +60,7 @@ func (s *Server) SetLinkTopicConfigs(link, topic string, next map[string]string)
 	for k, v := range next {
 		cp[k] = v
 	}
-	if err := s.alterTopicConfig(t, cp, false, false); err != nil {
-		return linkSyncErr(err)
-	}
-	return nil
-}
-
-// linkSyncErr keeps a refusal's Kafka code in the chain for the link.
-func linkSyncErr(err error) error {
-	var ke *kerr.Error
-	if errors.As(err, &ke) {
-		return err
-	}
-	code, msg := errorToKafka(err)
-	if e := kerr.ErrorForCode(code); e != nil {
-		if msg != nil {
-			return fmt.Errorf("%w: %s", e, *msg)
-		}
-		return e
-	}
-	return err
+	return linkErr(s.alterTopicConfig(t, cp, false, false))
 }
 
 // LinkGroupOffset is one committed offset of a consumer group as the link

@@ -43,12 +43,12 @@ type runner struct {
 	id   [16]byte
 	log  *slog.Logger
 	src  *client.Cluster
-	// secretErr: the stored source credentials could not be decoded
-	// (secrets.go); the link stays UNAVAILABLE with it as the reason.
-	secretErr error
 	// fetch serves every copy's Source over shared fetch sessions
 	// (source.go): one or two connections per source broker.
 	fetch *sourceFetchers
+	// secretErr: the stored source credentials could not be decoded
+	// (secrets.go); the link stays UNAVAILABLE with it as the reason.
+	secretErr error
 	// include and exclude are the link's patterns (nil: none).
 	include, exclude *regexp.Regexp
 
@@ -177,10 +177,10 @@ func newRunner(m *Manager, lm *linkMeta) (*runner, error) {
 	r := &runner{m: m, name: lm.Config.Name, id: id, log: m.log.With("link", lm.Config.Name), src: src, include: inc, exclude: exc,
 		ctx: ctx, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1),
 		meta: lm, state: linkActive, secretErr: secretErr, parts: map[string][]*partRun{}, skipped: map[string]string{}, stopped: map[string]bool{}}
+	r.fetch = newSourceFetchers(sourceConfig{Cluster: src, Clock: m.clock, Log: r.log, ThrottleBytesPerSec: lm.Config.ThrottleBytesPerSec})
 	if secretErr != nil {
 		r.state, r.reason = linkUnavailable, secretErr.Error()
 	}
-	r.fetch = newSourceFetchers(sourceConfig{Cluster: src, Clock: m.clock, Log: r.log, ThrottleBytesPerSec: lm.Config.ThrottleBytesPerSec})
 	return r, nil
 }
 
@@ -340,6 +340,7 @@ func (r *runner) ensureTopic(ctx context.Context, name string, sm *client.TopicM
 		if info, ok = h.LinkTopic(name); !ok {
 			return nil
 		}
+		r.createdTopic(name, sm.ID)
 	case info.MirrorMode == "pull" && info.MirrorLink == r.name:
 		if r.sourceReplaced(name, sm.ID) {
 			return nil // FAILED, never re-mirrored (sync.go)

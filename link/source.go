@@ -172,6 +172,10 @@ type partSource struct {
 
 	mu   sync.Mutex
 	addr string // the leader it was last bound to
+	// id is the source topic's id as first seen (zero: none yet, or a
+	// source without topic ids): a later answer with another id is the
+	// topic deleted and re-created, which the copy must not follow.
+	id [16]byte
 }
 
 // Leader reads fresh metadata (shared with the other partitions asking at
@@ -186,6 +190,15 @@ func (s *partSource) Leader(ctx context.Context) (mirror.SourceConn, int32, erro
 		return nil, -1, err
 	}
 	s.mu.Lock()
+	if id != ([16]byte{}) {
+		if s.id == ([16]byte{}) {
+			s.id = id
+		} else if id != s.id {
+			was := s.id
+			s.mu.Unlock()
+			return nil, -1, permanentError(fmt.Sprintf("source topic re-created: id %x, was %x (%s is not followed into a new topic)", id, was, s.tp))
+		}
+	}
 	if s.addr != "" && s.addr != addr {
 		s.f.moves.Add(1)
 	}

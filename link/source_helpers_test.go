@@ -237,9 +237,9 @@ func produceEach(t *testing.T, ctx context.Context, cl *kgo.Client, topics []str
 	}
 }
 
-// rawLog reads a source partition's bytes from its log start to its high
+// rawSourceLog reads a source partition's bytes from its log start to its high
 // watermark, sessionless, over its own connection.
-func rawLogEnd(t *testing.T, ctx context.Context, cl *client.Cluster, tp client.TopicPartition) ([]byte, int64) {
+func rawSourceLog(t *testing.T, ctx context.Context, cl *client.Cluster, tp client.TopicPartition) ([]byte, int64) {
 	t.Helper()
 	cn, _, err := cl.Leader(ctx, tp.Topic, tp.Partition)
 	if err != nil {
@@ -305,7 +305,7 @@ func sameAsSource(t *testing.T, ctx context.Context, seed string, d *memDest, tp
 	t.Helper()
 	cl := plainCluster(t, seed)
 	for _, tp := range tps {
-		want, hw := rawLogEnd(t, ctx, cl, tp)
+		want, hw := rawSourceLog(t, ctx, cl, tp)
 		got, end := d.snapshot(tp)
 		if end != hw || !bytes.Equal(got, want) {
 			t.Fatalf("%s: destination ends at %d with %d bytes, source high watermark %d with %d bytes (equal %v)", tp, end, len(got), hw, len(want), bytes.Equal(got, want))

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -139,7 +141,7 @@ func waitCaughtUp(t *testing.T, ctx context.Context, seed string, d *memDest, tp
 	t.Helper()
 	cl := plainCluster(t, seed)
 	for _, tp := range tps {
-		_, hw := rawLogEnd(t, ctx, cl, tp)
+		_, hw := rawSourceLog(t, ctx, cl, tp)
 		for {
 			if _, end := d.snapshot(tp); end >= hw {
 				break
@@ -381,5 +383,34 @@ func TestSourceThrottle(t *testing.T) {
 	t.Logf("%d bytes in %v of link time at %d B/s (bounds %v..%v)", total, elapsed, rate, lo, hi)
 	if total < 4*rate || elapsed < lo || elapsed > hi+time.Millisecond {
 		t.Fatalf("%d bytes took %v at %d B/s, want %v..%v", total, elapsed, rate, lo, hi)
+	}
+}
+
+// TestSourceRecreatedTopic: once a partition's source knows its topic's
+// id, a leader lookup that finds the topic under another id (deleted and
+// re-created between two lookups) is refused permanently, so no copy
+// follows a new topic's data into the old mirror.
+func TestSourceRecreatedTopic(t *testing.T) {
+	src := startCountedSource(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "r"))
+	seed := src.ListenAddrs()[0]
+	ctx := testCtx(t, time.Minute)
+	f := newTestFetchers(t, seed, sourceConfig{})
+	s := f.Source("r", 0)
+	cn, _, err := s.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cn.Close()
+	adm := kadm.NewClient(kgoClient(t, seed))
+	if _, err := adm.DeleteTopics(ctx, "r"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "r"); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = s.Leader(ctx)
+	var p interface{ Permanent() bool }
+	if err == nil || !errors.As(err, &p) || !strings.Contains(err.Error(), "re-created") {
+		t.Fatalf("leader lookup after the topic was re-created: %v, want a permanent re-creation error", err)
 	}
 }

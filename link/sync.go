@@ -128,7 +128,9 @@ func (r *runner) syncSourceTopics(ctx context.Context, topics []broker.LinkTopic
 	for _, t := range topics {
 		sm := md[t.Name]
 		switch {
-		case sm == nil || errors.Is(sm.Err, client.ErrTopicMissing):
+		case sm == nil:
+			// Not answered at all: nothing to conclude.
+		case errors.Is(sm.Err, client.ErrTopicMissing):
 			r.failTopic(t.Name, t.Partitions, reasonSourceDeleted, func(old string) bool {
 				return old == reasonSourceDeleted || strings.HasPrefix(old, reasonSourceRecreated)
 			})
@@ -176,6 +178,24 @@ func (r *runner) sourceReplaced(topic string, srcID [16]byte) bool {
 	reason := fmt.Sprintf("%s: id %s, was %s", reasonSourceRecreated, id, was)
 	r.failTopic(topic, info.Partitions, reason, func(old string) bool { return old == reason })
 	return true
+}
+
+// createdTopic records, for a mirror topic the link just created, the
+// source topic id it mirrors, and forgets the failures of an earlier
+// destination topic of that name (deleted since, e.g. to mirror a
+// re-created source topic anew).
+func (r *runner) createdTopic(topic string, srcID [16]byte) {
+	id := ""
+	if srcID != ([16]byte{}) {
+		id = formatID(srcID)
+	}
+	err := r.update(func(lm *linkMeta) {
+		tm := lm.topic(topic)
+		tm.SourceID, tm.Failed = id, nil
+	})
+	if err != nil {
+		r.log.Warn("persisting the source topic's id", "topic", topic, "err", err)
+	}
 }
 
 // failTopic puts partitions [0, n) of topic in FAILED with reason, in one

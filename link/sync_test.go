@@ -3,9 +3,6 @@ package link
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +15,6 @@ import (
 	"github.com/verbatim-kafka/verbatim/broker"
 	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/internal/testkit"
-	"github.com/verbatim-kafka/verbatim/internal/testwasm"
 	"github.com/verbatim-kafka/verbatim/secret"
 	"github.com/verbatim-kafka/verbatim/verify"
 	"github.com/verbatim-kafka/verbatim/wireext"
@@ -29,9 +25,9 @@ import (
 type syncEnv struct {
 	t      *testing.T
 	dir    string
+	dest   *testkit.Dest
 	srv    *broker.Server
 	addr   string
-	done   chan error
 	m      *Manager
 	src    *kfake.Cluster
 	rounds chan string
@@ -46,7 +42,6 @@ func secretConfig(s, old string) secret.Config {
 func newSyncEnv(t *testing.T, src *kfake.Cluster, secrets secret.Config) *syncEnv {
 	t.Helper()
 	e := &syncEnv{t: t, dir: t.TempDir(), src: src, rounds: make(chan string, 64)}
-	testwasm.LinkCache(t, e.dir)
 	syncRoundDone = func(r *runner) { e.rounds <- r.name }
 	t.Cleanup(func() { syncRoundDone = nil })
 	e.open(secrets)
@@ -59,23 +54,14 @@ func (e *syncEnv) open(secrets secret.Config) {
 	t := e.t
 	t.Helper()
 	zero := time.Duration(0)
-	srv, err := broker.Open(broker.Config{DataDir: e.dir, NodeID: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		LinkSecrets: secrets, GroupInitialRebalanceDelay: &zero})
-	if err != nil {
-		t.Fatalf("broker.Open: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.srv, e.addr, e.done = srv, ln.Addr().String(), make(chan error, 1)
-	go func() { e.done <- srv.Serve(ln) }()
-	m, err := Open(Config{Host: srv, SyncInterval: time.Hour})
+	e.dest = testkit.StartDestConfig(t, broker.Config{DataDir: e.dir, NodeID: 1, LinkSecrets: secrets, GroupInitialRebalanceDelay: &zero})
+	e.srv, e.addr = e.dest.Srv, e.dest.Addr
+	m, err := Open(Config{Host: e.srv, SyncInterval: time.Hour})
 	if err != nil {
 		t.Fatalf("link.Open: %v", err)
 	}
 	e.m = m
-	srv.SetLinkService(m)
+	e.srv.SetLinkService(m)
 }
 
 func (e *syncEnv) close() {
@@ -84,10 +70,7 @@ func (e *syncEnv) close() {
 	}
 	e.srv.SetLinkService(nil)
 	_ = e.m.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = e.srv.Shutdown(ctx)
-	<-e.done
+	e.dest.Stop()
 	e.srv = nil
 }
 
@@ -332,6 +315,24 @@ func TestSyncSourceTopicDeletedAndRecreated(t *testing.T) {
 	e.awaitRound("l")
 	if got := failedReasons(e.statuses("l"), "t"); len(got) != 2 || got[0] != want {
 		t.Fatalf("after a restart: %v", got)
+	}
+
+	// The operator deletes the destination's copy: the link mirrors the
+	// new source topic afresh (its id, its partitions, its records).
+	dadm := kadm.NewClient(testkit.Client(t, e.addr))
+	_, err = dadm.DeleteTopics(ctx, "t")
+	mustOK(t, err)
+	e.round("l")
+	e.awaitLogEnd("t", 0, 2)
+	e.awaitLogEnd("t", 2, 1)
+	if info, _ = e.srv.LinkTopic("t"); info.ID != newID || info.Partitions != 3 {
+		t.Fatalf("the new mirror topic: id %s, %d partitions", formatID(info.ID), info.Partitions)
+	}
+	e.round("l")
+	for _, st := range e.statuses("l") {
+		if st.Topic == "t" && st.State == wireext.StateFailed {
+			t.Fatalf("the new mirror's partition failed: %+v", st)
+		}
 	}
 }
 

@@ -38,8 +38,19 @@ type Dest struct {
 // the test ends (or Stop).
 func StartDest(t *testing.T, dir string) *Dest {
 	t.Helper()
+	return StartDestConfig(t, broker.Config{DataDir: dir, NodeID: 1})
+}
+
+// StartDestConfig is StartDest with cfg (its DataDir; a nil Logger
+// discards).
+func StartDestConfig(t *testing.T, cfg broker.Config) *Dest {
+	t.Helper()
+	dir := cfg.DataDir
 	testwasm.LinkCache(t, dir)
-	srv, err := broker.Open(broker.Config{DataDir: dir, NodeID: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	srv, err := broker.Open(cfg)
 	if err != nil {
 		t.Fatalf("broker.Open: %v", err)
 	}
