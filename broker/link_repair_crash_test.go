@@ -21,15 +21,8 @@ import (
 // copy.
 func TestTruncateKeepingCutCrashAtEveryStep(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	sets := [][]byte{
-		data(0, 2, 3).encode(t),
-		data(3, 2, 2).encode(t),
-		data(5, 5, 2).encode(t),
-		srcBatch{base: 7, epoch: 5, records: 1, pid: 9, txn: true, control: -1, timestampMs: 1_700_000_000_007}.encode(t),
-		srcBatch{base: 8, epoch: 5, pid: 9, control: 0, timestampMs: 1_700_000_000_008}.encode(t),
-		data(9, 6, 3).encode(t),
-	}
-	const to, oldEnd = 5, 12
+	sets := repairSets(t)
+	const to, oldEnd = 5, 11
 	ctx := context.Background()
 	open := func(dir string, fs storage.FS) *Server {
 		srv, err := Open(Config{DataDir: dir, FS: fs, Logger: quiet})

@@ -12,12 +12,11 @@ import (
 	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
-// repairLog mirrors into m/1 epochs 2 and 5, with an aborted transaction
-// and an open one in epoch 5, and answers the stored batches.
-func repairLog(t *testing.T, b *testBroker) [][]byte {
+// repairSets are a mirror's batches over epochs 2 and 5 (0..10), with an
+// aborted transaction and an open one in epoch 5.
+func repairSets(t *testing.T) [][]byte {
 	t.Helper()
-	createTopic(t, b, "m", 2, map[string]*string{"mirror.mode": sp("push")})
-	sets := [][]byte{
+	return [][]byte{
 		data(0, 2, 3).encode(t),
 		data(3, 2, 2).encode(t),
 		data(5, 5, 2).encode(t),
@@ -25,6 +24,13 @@ func repairLog(t *testing.T, b *testBroker) [][]byte {
 		srcBatch{base: 8, epoch: 5, pid: 9, control: 0, timestampMs: 1_700_000_000_008}.encode(t),
 		srcBatch{base: 9, epoch: 5, records: 2, pid: 11, txn: true, control: -1, timestampMs: 1_700_000_000_009}.encode(t),
 	}
+}
+
+// repairLog mirrors repairSets into m/1 and answers them.
+func repairLog(t *testing.T, b *testBroker) [][]byte {
+	t.Helper()
+	createTopic(t, b, "m", 2, map[string]*string{"mirror.mode": sp("push")})
+	sets := repairSets(t)
 	expect := int64(0)
 	for _, s := range sets {
 		mirrorTo(t, b, "m", 1, s, expect)
