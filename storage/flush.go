@@ -116,13 +116,14 @@ func (l *Log) Flush() error {
 }
 
 // unflushedSeg is a rolled segment whose files have not been synced yet.
-// The file handles are taken at the roll (under l.mu) so that the flusher
-// never reads segment fields that readers may change; they stay open until
-// the segment is deleted, which requires l.syncMu and drops the entry.
+// The .log handle is taken at the roll (under l.mu) so that the flusher
+// never reads segment fields that readers may change; it stays open until
+// the segment is deleted, which requires l.syncMu and drops the entry. The
+// index files are opened by name to be synced (segment.syncIndexFiles).
 type unflushedSeg struct {
-	log, idx, tidx File
-	txn            *TxnIndex
-	seg            *segment
+	log File
+	txn *TxnIndex
+	seg *segment
 	// upTo is the recovery point once this segment and every one before
 	// it are durable: the segment's end offset. size is its final size.
 	upTo, size int64
@@ -132,7 +133,7 @@ type unflushedSeg struct {
 // flusher. It must run before the next segment is published in syncSeg
 // (see syncActive). REQUIRES: l.mu.
 func (l *Log) pushUnflushedLocked(s *segment) {
-	e := unflushedSeg{log: s.log, idx: s.idx, tidx: s.tidx, txn: s.txn, seg: s, upTo: s.next, size: s.size}
+	e := unflushedSeg{log: s.log, txn: s.txn, seg: s, upTo: s.next, size: s.size}
 	l.unflushed = append(l.unflushed, e)
 	l.nUnflushed.Store(int32(len(l.unflushed)))
 	l.rollRecord = append(l.rollRecord, e)
@@ -194,16 +195,13 @@ func (l *Log) takeUnflushedLocked(dst []unflushedSeg) []unflushedSeg {
 func (l *Log) syncRolled(rolled []unflushedSeg, locked bool) error {
 	for i := range rolled {
 		e := &rolled[i]
-		for _, f := range [...]struct {
-			f    File
-			what string
-		}{{e.log, "sync of rolled segment"}, {e.idx, "index sync of rolled segment"}, {e.tidx, "time index sync of rolled segment"}} {
-			if f.f == nil {
-				continue
+		if e.log != nil {
+			if err := e.log.Sync(); err != nil {
+				return l.failMaybeLocked(locked, "sync of rolled segment", err)
 			}
-			if err := f.f.Sync(); err != nil {
-				return l.failMaybeLocked(locked, f.what, err)
-			}
+		}
+		if err := e.seg.syncIndexFiles(); err != nil {
+			return l.failMaybeLocked(locked, "index sync of rolled segment", err)
 		}
 		if err := e.txn.Flush(); err != nil {
 			return l.failMaybeLocked(locked, "transaction index sync of rolled segment", err)

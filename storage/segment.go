@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -62,7 +63,10 @@ type segment struct {
 	size int64 // bytes of whole batches in the file
 	next int64 // offset after the last batch, base when empty
 
-	idx, tidx     File      // opened when first written
+	// The .index and .timeindex files hold copies of offIdx and
+	// timeIdx for recovery; they are opened only to be written, synced or
+	// rewritten and closed again (withIndexFile), so an idle partition
+	// holds one descriptor (its .log), as Kafka's mapped indexes do.
 	txn           *TxnIndex // aborted transactions whose marker is here
 	offIdx        offsetIndex
 	timeIdx       timeIndex
@@ -100,13 +104,15 @@ func createSegment(fs FS, dir string, base int64, indexInterval int64, nowMs int
 		return nil, err
 	}
 	s.flushLog = s.log
-	if s.idx, err = fs.OpenFile(s.path(indexSuffix), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644); err != nil {
-		s.closeFiles()
-		return nil, err
-	}
-	if s.tidx, err = fs.OpenFile(s.path(timeIndexSuffix), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644); err != nil {
-		s.closeFiles()
-		return nil, err
+	for _, suffix := range [...]string{indexSuffix, timeIndexSuffix} {
+		var f File
+		if f, err = fs.OpenFile(s.path(suffix), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644); err == nil {
+			err = f.Close()
+		}
+		if err != nil {
+			s.closeFiles()
+			return nil, err
+		}
 	}
 	if err = fs.SyncDir(dir); err != nil {
 		s.closeFiles()
@@ -117,15 +123,25 @@ func createSegment(fs FS, dir string, base int64, indexInterval int64, nowMs int
 
 func (s *segment) closeFiles() error {
 	var first error
-	for _, f := range []*File{&s.log, &s.idx, &s.tidx} {
-		if *f != nil {
-			if err := (*f).Close(); err != nil && first == nil {
-				first = err
-			}
-			*f = nil
-		}
+	if s.log != nil {
+		first = s.log.Close()
+		s.log = nil
 	}
 	return first
+}
+
+// withIndexFile opens the segment's index file with suffix, runs fn on it
+// and closes it; fn's error wins over the close's.
+func (s *segment) withIndexFile(suffix string, fn func(f File) error) error {
+	f, err := s.fs.OpenFile(s.path(suffix), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	err = fn(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // noteBatch updates the indexes and timestamps for a batch of size bytes
@@ -158,73 +174,81 @@ func (s *segment) onRoll() {
 }
 
 // writeIndexes writes index entries not yet in the files.
-func (s *segment) writeIndexes() error {
-	if !s.indexesLoaded {
-		return nil
-	}
-	var err error
-	if s.offIdx.written < len(s.offIdx.buf) {
-		if s.idx == nil {
-			if s.idx, err = s.fs.OpenFile(s.path(indexSuffix), os.O_CREATE|os.O_RDWR, 0o644); err != nil {
-				return err
-			}
-		}
-		if _, err = s.idx.WriteAt(s.offIdx.buf[s.offIdx.written:], int64(s.offIdx.written)); err != nil {
-			return err
-		}
-		s.offIdx.written = len(s.offIdx.buf)
-	}
-	if s.timeIdx.written < len(s.timeIdx.buf) {
-		if s.tidx == nil {
-			if s.tidx, err = s.fs.OpenFile(s.path(timeIndexSuffix), os.O_CREATE|os.O_RDWR, 0o644); err != nil {
-				return err
-			}
-		}
-		if _, err = s.tidx.WriteAt(s.timeIdx.buf[s.timeIdx.written:], int64(s.timeIdx.written)); err != nil {
-			return err
-		}
-		s.timeIdx.written = len(s.timeIdx.buf)
-	}
-	return nil
-}
+func (s *segment) writeIndexes() error { return s.flushIndexes(false, false) }
 
 // syncIndexes writes and syncs both index files.
-func (s *segment) syncIndexes() error {
-	if err := s.writeIndexes(); err != nil {
-		return err
-	}
-	for _, f := range []File{s.idx, s.tidx} {
-		if f != nil {
-			if err := f.Sync(); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
+func (s *segment) syncIndexes() error { return s.flushIndexes(false, true) }
 
 // rewriteIndexes replaces both index files with the in-memory entries
 // (after a truncation or a rebuild).
-func (s *segment) rewriteIndexes() error {
-	var err error
-	if s.idx == nil {
-		if s.idx, err = s.fs.OpenFile(s.path(indexSuffix), os.O_CREATE|os.O_RDWR, 0o644); err != nil {
+func (s *segment) rewriteIndexes() error { return s.flushIndexes(true, false) }
+
+// flushIndexes writes the in-memory entries not yet in the index files
+// (all of them, over emptied files, with rewrite), syncing the files with
+// sync. A file with nothing to do is not opened, unless it must be
+// synced (entries written earlier may not be durable yet).
+func (s *segment) flushIndexes(rewrite, sync bool) error {
+	if !s.indexesLoaded && !rewrite {
+		return nil
+	}
+	for _, ix := range [...]struct {
+		suffix  string
+		buf     []byte
+		written *int
+	}{{indexSuffix, s.offIdx.buf, &s.offIdx.written}, {timeIndexSuffix, s.timeIdx.buf, &s.timeIdx.written}} {
+		if rewrite {
+			*ix.written = 0
+		}
+		if !rewrite && !sync && *ix.written == len(ix.buf) {
+			continue
+		}
+		err := s.withIndexFile(ix.suffix, func(f File) error {
+			if rewrite {
+				if err := f.Truncate(0); err != nil {
+					return err
+				}
+			}
+			if *ix.written < len(ix.buf) {
+				if _, err := f.WriteAt(ix.buf[*ix.written:], int64(*ix.written)); err != nil {
+					return err
+				}
+			}
+			if sync {
+				return f.Sync()
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		*ix.written = len(ix.buf)
+	}
+	return nil
+}
+
+// syncIndexFiles syncs both index files of a rolled segment (entries the
+// roll wrote). It reads no field a writer changes, so the flusher calls it
+// without the log's lock. A file that is gone (the segment was replaced
+// or deleted meanwhile) has nothing left to make durable; it is never
+// created again here.
+func (s *segment) syncIndexFiles() error {
+	for _, suffix := range [...]string{indexSuffix, timeIndexSuffix} {
+		f, err := s.fs.OpenFile(s.path(suffix), os.O_RDWR, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		err = f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
 			return err
 		}
 	}
-	if s.tidx == nil {
-		if s.tidx, err = s.fs.OpenFile(s.path(timeIndexSuffix), os.O_CREATE|os.O_RDWR, 0o644); err != nil {
-			return err
-		}
-	}
-	if err = s.idx.Truncate(0); err != nil {
-		return err
-	}
-	if err = s.tidx.Truncate(0); err != nil {
-		return err
-	}
-	s.offIdx.written, s.timeIdx.written = 0, 0
-	return s.writeIndexes()
+	return nil
 }
 
 // readFull reads len(p) bytes at off.
