@@ -193,6 +193,7 @@ func (pr *partRun) classify(err error) failure {
 	case errors.Is(err, mirror.ErrDivergence):
 		f.Reason = "divergence: " + err.Error()
 		f.Divergence = pr.divergencePoint()
+		pr.r.m.host.NoteMirrorDivergence(pr.topic)
 	case errors.As(err, &ae) || errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) ||
 		errors.Is(err, kerr.SaslAuthenticationFailed):
 		f.Reason = "authorization: " + err.Error()
