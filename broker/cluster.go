@@ -484,6 +484,34 @@ func (s *Server) SetLeaderEpochAtLeast(p *Partition, epoch int32) error {
 	return nil
 }
 
+// setLeaderEpochsAtLeast raises each ps[i]'s leader epoch to epochs[i]
+// with one metadata write for all of them (a topic's mirror stop), and
+// restores them all if it fails.
+func (s *Server) setLeaderEpochsAtLeast(ps []*Partition, epochs []int32) error {
+	c := s.cluster
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := make([]int32, len(ps))
+	changed := false
+	for i, p := range ps {
+		old[i] = p.LeaderEpoch()
+		if epochs[i] > old[i] {
+			p.leaderEpoch.Store(epochs[i])
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	if err := c.persistLocked(c.snap.Load()); err != nil {
+		for i, p := range ps {
+			p.leaderEpoch.Store(old[i])
+		}
+		return fmt.Errorf("%w: persisting leader epochs: %v", errStorage, err)
+	}
+	return nil
+}
+
 // Topic returns the named topic or nil (data-plane handlers).
 func (s *Server) Topic(name string) *Topic { return s.cluster.topic(name) }
 

@@ -99,9 +99,9 @@ type namedTopics struct {
 	mayCreate bool
 	// keep is the keep topic of a request that may truncate (nil: it
 	// does not): checked per topic (keepTopicRefusal).
-	keep *string
-	call      func(allowed []string) ([]wireext.MirrorTopicResult, error)
-	attrs     func(t *wireext.MirrorTopicResult) []any
+	keep  *string
+	call  func(allowed []string) ([]wireext.MirrorTopicResult, error)
+	attrs func(t *wireext.MirrorTopicResult) []any
 }
 
 func (s *Server) runNamedTopics(r *Request, n namedTopics) (int16, string, []wireext.MirrorTopicResult) {

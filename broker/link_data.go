@@ -319,7 +319,9 @@ func (la *LinkAppend) Wait(ctx context.Context) (int64, error) {
 
 // NoteMirrorDivergence counts a link partition that went FAILED because
 // its source diverged (verbatim_mirror_divergences_total).
-func (s *Server) NoteMirrorDivergence(topic string) { s.MirrorTopicMetrics(topic).MirrorDivergences.Inc() }
+func (s *Server) NoteMirrorDivergence(topic string) {
+	s.MirrorTopicMetrics(topic).MirrorDivergences.Inc()
+}
 
 // LinkForwardLogStart moves the log start of link's partition to offset
 // as writer w, as a pusher's mirror DeleteRecords does (offset 0 moves
