@@ -4,7 +4,7 @@ BIN       := bin/verbatim
 PKGS_UNIT := $(shell $(GO) list ./... | grep -v /interop)
 FUZZTIME  ?= 20s
 
-.PHONY: build run test vet unit alloc interop peers bench bench-quick bench-hotpath bench-ingest bench-ingest-tls bench-cleaner bench-link scale fuzz clean
+.PHONY: build run test vet unit alloc interop peers bench bench-quick bench-hotpath bench-ingest bench-ingest-tls bench-cleaner bench-link scale link-repair-long fuzz clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/verbatim
@@ -30,6 +30,11 @@ alloc:
 
 interop: peers build
 	$(GO) test -count=1 -timeout 25m ./interop/...
+
+# The link's failback acceptance with 2,000 records per producer step
+# (make test runs it with 60) and its divergence repair; not in make test.
+link-repair-long: peers
+	VERBATIM_LINK_FAILBACK_RECORDS=2000 $(GO) test -count=1 -timeout 15m -run '^(TestLinkFailback|TestLinkDivergenceRepair)$$' ./interop/
 
 # Installs the real peers idempotently (apt, Maven, pip caches).
 peers:

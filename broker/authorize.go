@@ -265,3 +265,25 @@ func (s *Server) mirrorTopicRefusal(req *Request, topic string, mayCreate bool) 
 	}
 	return kafkaErr(kerr.TopicAuthorizationFailed, kerr.TopicAuthorizationFailed.Message)
 }
+
+// keepTopicRefusal is the check of the topic a truncation keeps what it
+// cuts in (keep, or "<topic>.truncated" when keep is empty): the broker
+// writes batches there at offsets of the request's choosing, so the
+// principal needs WRITE on it, and CREATE (on the topic or the cluster)
+// when it does not exist yet, as a producer creating it would.
+func (s *Server) keepTopicRefusal(req *Request, topic, keep string) error {
+	if s.acl == nil {
+		return nil
+	}
+	if keep == "" {
+		keep = topic + ".truncated"
+	}
+	ok := s.authorized(req, authz.OpWrite, authz.ResourceTopic, keep)
+	if ok && s.cluster.topic(keep) == nil {
+		ok = s.authorizedCluster(req, authz.OpCreate) || s.authorized(req, authz.OpCreate, authz.ResourceTopic, keep)
+	}
+	if ok {
+		return nil
+	}
+	return kafkaErr(kerr.TopicAuthorizationFailed, fmt.Sprintf("not authorized to write (and create) %s, the topic that keeps what truncating %s cuts", keep, topic))
+}

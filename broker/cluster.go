@@ -95,6 +95,15 @@ type cluster struct {
 
 	snap atomic.Pointer[clusterSnap]
 	mu   sync.Mutex
+
+	// Leader-epoch raises are group-committed (SetLeaderEpochAtLeast):
+	// epochGen counts raises made in memory (under mu); epochPersist
+	// lets one raiser at a time write the metadata, covering every raise
+	// made before it took mu; epochPersisted is the highest raise a
+	// successful write covered (under epochPersist).
+	epochGen       uint64
+	epochPersist   sync.Mutex
+	epochPersisted uint64
 }
 
 type clusterSnap struct {
@@ -468,18 +477,70 @@ func (c *cluster) setConfig(t *Topic, cfg *TopicConfig) error {
 // SetLeaderEpochAtLeast raises p's leader epoch to at least epoch and
 // persists it before returning; the epoch never decreases. The mirror path
 // uses it to keep the current epoch ahead of every stored batch epoch.
+//
+// Raises of many partitions at once (a link's or a pusher's first
+// appends to a thousand partitions, each taking KIP-1279's epoch rule) are
+// group-committed: each waits for a metadata write that covers its raise,
+// and one write covers every raise made while the previous one ran,
+// instead of one whole-cluster write per partition.
 func (s *Server) SetLeaderEpochAtLeast(p *Partition, epoch int32) error {
 	c := s.cluster
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	old := p.LeaderEpoch()
 	if epoch <= old {
+		c.mu.Unlock()
 		return nil
 	}
 	p.leaderEpoch.Store(epoch)
-	if err := c.persistLocked(c.snap.Load()); err != nil {
-		p.leaderEpoch.Store(old)
+	c.epochGen++
+	gen := c.epochGen
+	c.mu.Unlock()
+
+	c.epochPersist.Lock()
+	defer c.epochPersist.Unlock()
+	if c.epochPersisted >= gen {
+		return nil // a write since our raise covered it
+	}
+	c.mu.Lock()
+	upTo := c.epochGen
+	err := c.persistLocked(c.snap.Load())
+	if err != nil {
+		// Only our own raise is undone (if nothing raised it further):
+		// the other raisers this write covered get the error from their
+		// own write.
+		p.leaderEpoch.CompareAndSwap(epoch, old)
+		c.mu.Unlock()
 		return fmt.Errorf("%w: persisting leader epoch: %v", errStorage, err)
+	}
+	c.mu.Unlock()
+	c.epochPersisted = upTo
+	return nil
+}
+
+// setLeaderEpochsAtLeast raises each ps[i]'s leader epoch to epochs[i]
+// with one metadata write for all of them (a topic's mirror stop), and
+// restores them all if it fails.
+func (s *Server) setLeaderEpochsAtLeast(ps []*Partition, epochs []int32) error {
+	c := s.cluster
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := make([]int32, len(ps))
+	changed := false
+	for i, p := range ps {
+		old[i] = p.LeaderEpoch()
+		if epochs[i] > old[i] {
+			p.leaderEpoch.Store(epochs[i])
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	if err := c.persistLocked(c.snap.Load()); err != nil {
+		for i, p := range ps {
+			p.leaderEpoch.Store(old[i])
+		}
+		return fmt.Errorf("%w: persisting leader epochs: %v", errStorage, err)
 	}
 	return nil
 }

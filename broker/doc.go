@@ -28,7 +28,9 @@
 // what a link needs of the broker are exported methods (link_*.go): for
 // the copies, pull-mode topics (mirror.mode=pull, mirror.link) and the
 // in-process mirror append, which shares the wire mirror produce's path
-// (prepareMirrorAppend, link_data.go).
+// (prepareMirrorAppend, link_data.go); for repair, the truncation that
+// first keeps what it cuts in a keep topic and the failback's conversion
+// of a writable topic into a pull mirror (link_repair.go).
 //
 // It runs the background work over the logs: retention (partition_log.go)
 // and the log cleaner threads, which choose the compacted log to clean and

@@ -288,6 +288,26 @@ func TestLinkAdminACLs(t *testing.T) {
 	if links.took() != nil || len(trunc.Topics) != 1 || trunc.Topics[0].ErrorCode != kerr.TopicAuthorizationFailed.Code {
 		t.Fatalf("truncate results %+v", trunc.Topics)
 	}
+	// A truncation writes what it cuts into the keep topic at offsets of
+	// the request's choosing: WRITE there, and CREATE while it does not
+	// exist, as a producer creating it would need.
+	grant(t, b, mallory, authz.PermDeny, "TOPIC:a.truncated:WRITE", "TOPIC:keep-new:CREATE")
+	for _, kt := range []string{"", "keep-new"} {
+		trunc = linkCall[wireext.TruncateMirrorTopicsResponse](t, b, malloryIP, wireext.APIKeyTruncateMirrorTopics, &wireext.TruncateMirrorTopicsRequest{Topics: []string{"a"}, KeepTopic: kt})
+		if links.took() != nil || len(trunc.Topics) != 1 || trunc.Topics[0].ErrorCode != kerr.TopicAuthorizationFailed.Code || !strings.Contains(trunc.Topics[0].ErrorMessage, "keeps what truncating a cuts") {
+			t.Fatalf("truncate keeping in %q: %+v", kt, trunc.Topics)
+		}
+		start = linkCall[wireext.StartMirrorTopicsResponse](t, b, malloryIP, wireext.APIKeyStartMirrorTopics,
+			&wireext.StartMirrorTopicsRequest{Link: "l", Topics: []string{"a"}, TruncateToCommon: true, KeepTopic: kt})
+		if links.took() != nil || len(start.Topics) != 1 || start.Topics[0].ErrorCode != kerr.TopicAuthorizationFailed.Code {
+			t.Fatalf("failback keeping in %q: %+v", kt, start.Topics)
+		}
+	}
+	createTopic(t, b, "keep-old", 1, nil) // exists: WRITE is enough
+	trunc = linkCall[wireext.TruncateMirrorTopicsResponse](t, b, malloryIP, wireext.APIKeyTruncateMirrorTopics, &wireext.TruncateMirrorTopicsRequest{Topics: []string{"a"}, KeepTopic: "keep-old"})
+	if got := links.took(); len(got) != 1 || trunc.Topics[0].ErrorCode != 0 {
+		t.Fatalf("truncate keeping in an existing writable topic: %+v (service asked %q)", trunc.Topics, got)
+	}
 	// A principal who may describe the cluster but not topic b sees
 	// only a's rows, and no secret.
 	b2 := startBroker(t, t.TempDir(), withACLs(func(c *Config) {

@@ -21,7 +21,7 @@ type topicSplit struct {
 	refused map[string]error
 }
 
-func (s *Server) splitMirrorTopics(r *Request, topics []string, mayCreate bool) topicSplit {
+func (s *Server) splitMirrorTopics(r *Request, topics []string, mayCreate bool, keep *string) topicSplit {
 	sp := topicSplit{refused: map[string]error{}}
 	seen := make(map[string]bool, len(topics))
 	for _, t := range topics {
@@ -30,7 +30,11 @@ func (s *Server) splitMirrorTopics(r *Request, topics []string, mayCreate bool) 
 		}
 		seen[t] = true
 		sp.order = append(sp.order, t)
-		if err := s.mirrorTopicRefusal(r, t, mayCreate); err != nil {
+		err := s.mirrorTopicRefusal(r, t, mayCreate)
+		if err == nil && keep != nil {
+			err = s.keepTopicRefusal(r, t, *keep)
+		}
+		if err != nil {
 			sp.refused[t] = err
 			continue
 		}
@@ -93,8 +97,11 @@ type namedTopics struct {
 	link      string // audited with a refusal of the whole request
 	topics    []string
 	mayCreate bool
-	call      func(allowed []string) ([]wireext.MirrorTopicResult, error)
-	attrs     func(t *wireext.MirrorTopicResult) []any
+	// keep is the keep topic of a request that may truncate (nil: it
+	// does not): checked per topic (keepTopicRefusal).
+	keep  *string
+	call  func(allowed []string) ([]wireext.MirrorTopicResult, error)
+	attrs func(t *wireext.MirrorTopicResult) []any
 }
 
 func (s *Server) runNamedTopics(r *Request, n namedTopics) (int16, string, []wireext.MirrorTopicResult) {
@@ -107,7 +114,7 @@ func (s *Server) runNamedTopics(r *Request, n namedTopics) (int16, string, []wir
 		s.auditRecord(r, n.action+"s", auditLinkType, n.link, code, "topics", n.topics)
 		return code, msg, nil
 	}
-	sp := s.splitMirrorTopics(r, n.topics, n.mayCreate)
+	sp := s.splitMirrorTopics(r, n.topics, n.mayCreate, n.keep)
 	var got []wireext.MirrorTopicResult
 	if len(sp.allowed) > 0 {
 		got, err = n.call(sp.allowed)
@@ -136,6 +143,9 @@ func handleStartMirrorTopics(ctx context.Context, s *Server, r *Request) (Reply,
 		}}
 	if req.Link == "" || len(req.Topics) == 0 {
 		n.invalid = "StartMirrorTopics needs a link and at least one topic"
+	}
+	if req.TruncateToCommon {
+		n.keep = &req.KeepTopic
 	}
 	resp := &wireext.StartMirrorTopicsResponse{}
 	resp.ErrorCode, resp.ErrorMessage, resp.Topics = s.runNamedTopics(r, n)
@@ -171,7 +181,7 @@ func handlePauseMirrorTopics(ctx context.Context, s *Server, r *Request) (Reply,
 		s.auditRecord(r, action+"s", auditLinkType, req.Link, resp.ErrorCode, "topics", req.Topics)
 		return linkReply{resp}, nil
 	}
-	sp := s.splitMirrorTopics(r, topics, false)
+	sp := s.splitMirrorTopics(r, topics, false, nil)
 	sub := *req
 	var got []wireext.MirrorTopicResult
 	if whole && len(sp.refused) == 0 {
@@ -199,7 +209,7 @@ func handleTruncateMirrorTopics(ctx context.Context, s *Server, r *Request) (Rep
 	if err != nil {
 		return nil, err
 	}
-	n := namedTopics{action: "truncate mirror topic", refusal: "truncating mirror topics", topics: req.Topics,
+	n := namedTopics{action: "truncate mirror topic", refusal: "truncating mirror topics", topics: req.Topics, keep: &req.KeepTopic,
 		call: func(allowed []string) ([]wireext.MirrorTopicResult, error) {
 			sub := *req
 			sub.Topics = allowed

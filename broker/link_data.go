@@ -310,8 +310,17 @@ func (la *LinkAppend) Wait(ctx context.Context) (int64, error) {
 		m := la.s.topicMetrics(la.guard.p.Topic)
 		m.BytesIn.Add(float64(len(la.a.Set)))
 		m.MessagesIn.Add(float64(la.records))
+		// Kafka counts a follower's fetched bytes as ReplicationBytesIn:
+		// the link is a remote follower.
+		m.ReplicationBytesIn.Add(float64(len(la.a.Set)))
 	}
 	return la.a.Result.FirstOffset, nil
+}
+
+// NoteMirrorDivergence counts a link partition that went FAILED because
+// its source diverged (verbatim_mirror_divergences_total).
+func (s *Server) NoteMirrorDivergence(topic string) {
+	s.MirrorTopicMetrics(topic).MirrorDivergences.Inc()
 }
 
 // LinkForwardLogStart moves the log start of link's partition to offset

@@ -98,6 +98,13 @@ func (s *Server) completeMirrorStop(t *Topic) error {
 	if st.State == mirrorStateStopped {
 		return nil
 	}
+	// Steps 0 and 1 of every partition at once: one state write and one
+	// metadata write for the topic, not one each per partition (a topic
+	// of thousands of partitions stops in seconds); stopPartition then
+	// finds them done and goes on with its markers.
+	if err := s.recordStops(t); err != nil {
+		return fmt.Errorf("mirror stop of %s: %w", t.Name, err)
+	}
 	for _, p := range t.Partitions() {
 		if err := s.stopPartition(p, st.SourceClusterID); err != nil {
 			return fmt.Errorf("mirror stop of %s: %w", p.Dir(), err)
@@ -125,6 +132,63 @@ func (s *Server) completeMirrorStop(t *Topic) error {
 	return nil
 }
 
+// recordStops records the stop point of every partition of t not yet
+// recorded (what stopPartition's first step records, under every
+// partition's append lock at once, so it sees every mirror append
+// admitted before the topic became "stopping" and none after) and raises
+// their leader epochs to the recorded new epochs.
+func (s *Server) recordStops(t *Topic) error {
+	parts := t.Partitions()
+	logs := make([]*logHandle, len(parts))
+	for i, p := range parts {
+		h, err := partitionHandle(p)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.Dir(), err)
+		}
+		logs[i] = h
+	}
+	for _, p := range parts {
+		p.data.appendMu.Lock()
+	}
+	epochs := make([]int32, len(parts))
+	err := s.updateMirrorState(t, func(st *mirrorTopicState) error {
+		for i, p := range parts {
+			cur := &st.Partitions[p.Index]
+			recordStopPoint(cur, p, logs[i].log)
+			epochs[i] = cur.NewEpoch
+		}
+		return nil
+	})
+	for _, p := range parts {
+		p.data.appendMu.Unlock()
+	}
+	if err != nil {
+		return err
+	}
+	// Not under the append locks: the epoch write takes the cluster lock
+	// (see stopPartition).
+	return s.setLeaderEpochsAtLeast(parts, epochs)
+}
+
+// recordStopPoint records p's stop point in cur unless recorded already:
+// the log end before the stop writes anything, the last mirrored offset
+// and its epoch, the epoch the stop moves to. REQUIRES: p's append lock.
+func recordStopPoint(cur *mirrorPartitionState, p *Partition, l *storage.Log) {
+	if cur.Stopping {
+		return
+	}
+	leo := l.LogEndOffset()
+	cur.Stopping, cur.StopFrom = true, leo
+	cur.LastMirroredOffset, cur.LastMirroredEpoch = -1, -1
+	if leo > 0 {
+		cur.LastMirroredOffset = leo - 1
+	}
+	if e, ok := l.EpochCache().LatestEpoch(); ok {
+		cur.LastMirroredEpoch = e
+	}
+	cur.NewEpoch = max(p.LeaderEpoch(), cur.LastMirroredEpoch) + 1
+}
+
 // stopPartition runs steps 1-3 for p.
 func (s *Server) stopPartition(p *Partition, sourceID string) error {
 	h, err := partitionHandle(p)
@@ -143,18 +207,7 @@ func (s *Server) stopPartition(p *Partition, sourceID string) error {
 	var ps mirrorPartitionState
 	err = s.updateMirrorState(p.Topic, func(st *mirrorTopicState) error {
 		cur := &st.Partitions[p.Index]
-		if !cur.Stopping {
-			leo := l.LogEndOffset()
-			cur.Stopping, cur.StopFrom = true, leo
-			cur.LastMirroredOffset, cur.LastMirroredEpoch = -1, -1
-			if leo > 0 {
-				cur.LastMirroredOffset = leo - 1
-			}
-			if e, ok := l.EpochCache().LatestEpoch(); ok {
-				cur.LastMirroredEpoch = e
-			}
-			cur.NewEpoch = max(p.LeaderEpoch(), cur.LastMirroredEpoch) + 1
-		}
+		recordStopPoint(cur, p, l)
 		ps = *cur
 		return nil
 	})

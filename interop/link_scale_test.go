@@ -84,12 +84,17 @@ func TestLinkScale10000(t *testing.T) {
 	time.Sleep(30 * time.Second)
 	cpu1, rss, files := procStat(t, v.Proc.PID())
 	idle := (cpu1 - cpu0) / 30
+	t.Logf("caught up in %v; %d connections to the source; idle %.3f cores; RSS %d MiB; %d open files", catchUp, conns, idle, rss>>20, files)
 	verifyStart := time.Now()
 	verifyExact(t, bin, src, dst, names)
 	verifyTook := time.Since(verifyStart)
+	t.Logf("verify exact in %v", verifyTook)
 	stopStart := time.Now()
-	linkCLI(t, bin, "mirror", "stop", "--dest", dst, "--link", "scale")
+	if res, _ := RunTool(t, Cmd{Timeout: 15 * time.Minute}, bin, "mirror", "stop", "--dest", dst, "--link", "scale"); res.ExitCode != 0 {
+		t.Fatalf("mirror stop --link: exit %d\n%s", res.ExitCode, tail(res.Stderr, 20))
+	}
 	stopTook := time.Since(stopStart)
+	t.Logf("mirror stop --link in %v", stopTook)
 	for _, p := range mirrorStatus(t, bin, dst, "--link", "scale").Partitions {
 		if p.State != "STOPPED" {
 			t.Fatalf("%s/%d after stop: %s", p.Topic, *p.Partition, p.State)

@@ -37,6 +37,16 @@
 // writer registration), partition.go a partition's copy and its states,
 // dest.go the in-process mirror.Dest, state.go the link meta files.
 //
+// Where (repair): repair.go the common point (Kafka's follower truncation
+// rule across clusters, a pure function over the destination's epoch
+// cache and the source's OffsetForLeaderEpoch answers), repair_ops.go the
+// truncation to it through the host (the cut kept in a keep topic by
+// the broker) and the failback's cross-check with a Verbatim source,
+// repair_manager.go the Manager's TruncateMirrorTopics and
+// StartMirrorTopics with TruncateToCommon (the failback). It names
+// storage.EpochEntry (a plain value the host answers) but never calls
+// storage.
+//
 // The fetch side is source.go (sourceFetchers: a copy's Source, shared
 // metadata refreshes, admin requests over the cluster's connection per
 // broker), session.go (one fetch session's loop: who is in the next

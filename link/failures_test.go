@@ -4,6 +4,9 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -58,6 +61,12 @@ func TestLinkFailures(t *testing.T) {
 	if !strings.HasPrefix(st.Reason, "divergence") || st.DivergenceOffset != 10 {
 		t.Fatalf("diverged partition: %+v", st)
 	}
+	if v := counterValue(d.Srv.MirrorTopicMetrics("t").MirrorDivergences); v != 1 {
+		t.Fatalf("verbatim_mirror_divergences_total{topic=t} = %v, want 1", v)
+	}
+	if v := counterValue(d.Srv.MirrorTopicMetrics("u").ReplicationBytesIn); v < 61 {
+		t.Fatalf("replicationbytesin{topic=u} = %v, want at least the mirrored batch's bytes", v)
+	}
 	m, d = restart(t, m, d)
 	if _, err := m.PauseMirrorTopics(ctx, "User:admin", wireext.PauseMirrorTopicsRequest{Link: "f", Topics: []string{"t"}}); err != nil {
 		t.Fatal(err)
@@ -84,4 +93,13 @@ func TestLinkFailures(t *testing.T) {
 			t.Fatalf("link of a vanished source: %+v", ds[0])
 		}
 	}
+}
+
+// counterValue reads a Prometheus counter.
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return -1
+	}
+	return m.GetCounter().GetValue()
 }

@@ -10,6 +10,9 @@ import (
 // the in-process mirror append and the reads a copy resumes from.
 // Its owner fills it in (methods the broker exports in broker/link_data.go).
 type dataHost interface {
+	// NoteMirrorDivergence counts a partition of topic FAILED because its
+	// source diverged (the broker's metrics).
+	NoteMirrorDivergence(topic string)
 	// LinkTopics lists every destination topic with its mirror configs
 	// and mirror state; LinkTopic one (false: absent).
 	LinkTopics() []broker.LinkTopicInfo

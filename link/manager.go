@@ -84,6 +84,7 @@ func Open(cfg Config) (*Manager, error) {
 	if m.clock == nil {
 		m.clock = mirror.SystemClock{}
 	}
+	m.installRepair() // link-repair: mirror truncate, failback
 	if m.syncInterval <= 0 {
 		m.syncInterval = 30 * time.Second
 	}

@@ -197,6 +197,7 @@ func (pr *partRun) classify(err error) failure {
 	case errors.Is(err, mirror.ErrDivergence):
 		f.Reason = "divergence: " + err.Error()
 		f.Divergence = pr.divergencePoint()
+		pr.r.m.host.NoteMirrorDivergence(pr.topic)
 	case errors.As(err, &ae) || errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) ||
 		errors.Is(err, kerr.SaslAuthenticationFailed):
 		f.Reason = "authorization: " + err.Error()
@@ -212,31 +213,18 @@ func (pr *partRun) classify(err error) failure {
 	return f
 }
 
-// divergencePoint is where the destination and the source part: the end
-// the source gives the epoch of the destination's last batch (Kafka's
-// follower rule), capped at the destination's log end; -1 when it cannot
-// be asked.
+// divergencePoint is where the destination and the source part: their
+// common point (Kafka's follower rule, every round of it: repair.go), the
+// offset `mirror truncate --to-divergence` cuts at; -1 when the source
+// cannot be asked.
 func (pr *partRun) divergencePoint() int64 {
-	h := pr.r.m.host
-	_, leo, err := h.MirrorLogRange(pr.topic, pr.partition)
-	if err != nil {
-		return -1
-	}
-	epoch, err := h.LastBatchEpoch(pr.topic, pr.partition)
-	if err != nil || epoch < 0 {
-		return -1
-	}
 	ctx, cancel := context.WithTimeout(pr.r.ctx, 10*time.Second)
 	defer cancel()
-	cn, _, err := pr.r.src.Leader(ctx, pr.topic, pr.partition)
+	cp, err := CommonPointOf(pr.r.m.host, pr.topic, pr.partition, SourceEpochs(ctx, pr.r.src, pr.topic, pr.partition))
 	if err != nil {
 		return -1
 	}
-	ee, err := client.OffsetForLeaderEpoch(ctx, cn, pr.topic, pr.partition, epoch)
-	if err != nil || ee.EndOffset < 0 {
-		return -1
-	}
-	return min(ee.EndOffset, leo)
+	return cp.Offset
 }
 
 // status is the partition's MirrorPartitionStatus; info is its topic as
@@ -296,6 +284,11 @@ func (pr *partRun) status(info broker.LinkTopicInfo, tm *topicMeta, stopped bool
 		st.State = wireext.StateStopping
 	case stopped || info.MirrorMode == "" || info.MirrorState == broker.MirrorStateStopped:
 		st.State = wireext.StateStopped
+		// link-repair: a stopped partition's last mirrored point is the
+		// one its stop persisted (the failback's cross-check).
+		if off, epoch, ok := h.MirrorStopPoint(pr.topic, pr.partition); ok {
+			st.LastMirroredOffset, st.LastMirroredEpoch = off, epoch
+		}
 	case failed:
 		st.State, st.Reason, st.DivergenceOffset = wireext.StateFailed, f.Reason, f.Divergence
 	case tm.Paused:

@@ -167,25 +167,34 @@ type permanentError string
 func (e permanentError) Error() string   { return string(e) }
 func (e permanentError) Permanent() bool { return true }
 
-// admin runs fn on the shared connection to addr with the fetchers'
+// adminCall runs fn on f's shared connection to addr with the fetchers'
 // context, so a caller that gives up does not tear the shared connection
-// down (a Conn drops itself when a waiter abandons a request).
-func (f *sourceFetchers) admin(ctx context.Context, addr string, fn func(ctx context.Context, cn *client.Conn) error) error {
-	done := make(chan error, 1)
+// down (a Conn drops itself when a waiter abandons a request). fn's
+// answer travels back on the channel only, so an abandoned call's late
+// answer is written nowhere the caller reads.
+func adminCall[T any](ctx context.Context, f *sourceFetchers, addr string, fn func(ctx context.Context, cn *client.Conn) (T, error)) (T, error) {
+	type answer struct {
+		v   T
+		err error
+	}
+	done := make(chan answer, 1)
 	go func() {
 		actx, cancel := context.WithTimeout(f.ctx, requestTimeout)
 		defer cancel()
+		var a answer
 		cn, err := f.cfg.Cluster.Conn(actx, addr)
 		if err == nil {
-			err = fn(actx, cn)
+			a.v, err = fn(actx, cn)
 		}
-		done <- err
+		a.err = err
+		done <- a
 	}()
 	select {
-	case err := <-done:
-		return err
+	case a := <-done:
+		return a.v, a.err
 	case <-ctx.Done():
-		return ctx.Err()
+		var zero T
+		return zero, ctx.Err()
 	}
 }
 
@@ -272,23 +281,15 @@ func (c *partConn) Fetch(ctx context.Context, a client.FetchArgs) (client.FetchR
 }
 
 func (c *partConn) ListOffset(ctx context.Context, ts int64) (client.OffsetAnswer, error) {
-	var a client.OffsetAnswer
-	err := c.s.f.admin(ctx, c.addr, func(ctx context.Context, cn *client.Conn) error {
-		var err error
-		a, err = client.ListOffset(ctx, cn, c.s.tp.Topic, c.s.tp.Partition, ts, client.ReadUncommitted)
-		return err
+	return adminCall(ctx, c.s.f, c.addr, func(ctx context.Context, cn *client.Conn) (client.OffsetAnswer, error) {
+		return client.ListOffset(ctx, cn, c.s.tp.Topic, c.s.tp.Partition, ts, client.ReadUncommitted)
 	})
-	return a, err
 }
 
 func (c *partConn) OffsetForLeaderEpoch(ctx context.Context, epoch int32) (client.EpochEnd, error) {
-	var e client.EpochEnd
-	err := c.s.f.admin(ctx, c.addr, func(ctx context.Context, cn *client.Conn) error {
-		var err error
-		e, err = client.OffsetForLeaderEpoch(ctx, cn, c.s.tp.Topic, c.s.tp.Partition, epoch)
-		return err
+	return adminCall(ctx, c.s.f, c.addr, func(ctx context.Context, cn *client.Conn) (client.EpochEnd, error) {
+		return client.OffsetForLeaderEpoch(ctx, cn, c.s.tp.Topic, c.s.tp.Partition, epoch)
 	})
-	return e, err
 }
 
 // Broken reports a closed binding; failures of the shared session are

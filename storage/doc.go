@@ -26,6 +26,7 @@
 //	rolled-segments-checkpoint      "0\n<n>\n<base> <size> <end offset>\n..." (Verbatim's own)
 //	cleaner-offset-checkpoint       "0\n1\n<topic> <partition> <first dirty offset>\n" (Kafka's format)
 //	cleaner-swap-checkpoint         "0\n1\n<base> <end>\n" during a cleaner swap (Verbatim's own)
+//	truncation-checkpoint           "0\n1\n<to>\n" during a truncation, completed by Open (Verbatim's own)
 //	*.cleaned, *.swap, *.deleted    a cleaner swap in progress (see cleaner_swap.go)
 //	.verbatim_cleanshutdown         present only while the Log is closed cleanly
 //
@@ -87,6 +88,7 @@
 //	                            budget and streamed through kbatch's record reader;
 //	                            CorruptBatchError for a stored batch that does not decode
 //	log_truncate.go             Truncate, TruncateFullyAndStartAt, DeleteRecords, ApplyRetention
+//	log_truncate_intent.go      the truncation record that makes Truncate all or nothing across a crash
 //	log_producer.go             glue to producer state and transaction indexes, LSO
 //	flush.go                    flush policies, group commit, background sync of rolled segments
 //	recoverypoint.go            the recovery point and the rolled-segments record

@@ -12,7 +12,10 @@ import (
 // rebuilt from the newest snapshot at or below the new end plus a replay.
 // If `to` is below the first segment the log is truncated fully and starts
 // at `to`. `to` >= LogEndOffset does nothing. The truncation is made
-// durable before returning.
+// durable before returning, and it is all or nothing across a crash: the
+// target is recorded first (truncation-checkpoint, log_truncate_intent.go)
+// and Open completes a truncation a crash interrupted, so a reopened log is
+// either the old one or the truncated one, never a longer prefix between.
 func (l *Log) Truncate(to int64) error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
@@ -27,6 +30,21 @@ func (l *Log) Truncate(to int64) error {
 	if to < 0 {
 		return fmt.Errorf("%w: truncation to negative offset %d", ErrOffsetOutOfRange, to)
 	}
+	if err := writeTruncationIntent(l.fs, l.dir, to); err != nil {
+		return l.failLocked("truncation checkpoint", err)
+	}
+	if err := l.truncateLocked(to); err != nil {
+		return err
+	}
+	if err := removeTruncationIntent(l.fs, l.dir); err != nil {
+		return l.failLocked("truncation checkpoint removal", err)
+	}
+	return nil
+}
+
+// truncateLocked is Truncate's work, 0 <= to < l.leo. REQUIRES: l.syncMu,
+// l.mu.
+func (l *Log) truncateLocked(to int64) error {
 	if to < l.segs[0].base {
 		return l.truncateFullyLocked(to)
 	}

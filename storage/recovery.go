@@ -75,6 +75,12 @@ func Open(fs FS, dir string, cfg Config) (*Log, error) {
 	if l.nUnflushed.Load() > 0 {
 		l.signal()
 	}
+	// A truncation a crash interrupted is completed before anyone reads
+	// or appends (log_truncate_intent.go).
+	if err := l.completeTruncation(); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("storage: open %s: completing an interrupted truncation: %w", dir, err)
+	}
 	return l, nil
 }
 
