@@ -4,7 +4,6 @@ package benchmarks
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -178,20 +177,8 @@ func TestLinkBench(t *testing.T) {
 			rep.Scenarios = append(rep.Scenarios, e)
 		}
 	}
-	rep.Machine.LoadAvg = DescribeMachine(work).LoadAvg + " (at the end; " + rep.Machine.LoadAvg + " at the start)"
-	if err := rep.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(root, "benchmarks", *linkBenchOut)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	b, err := json.MarshalIndent(rep, "", "  ")
+	name, err := rep.Write(work, filepath.Join(root, "benchmarks", *linkBenchOut), "-link")
 	if err != nil {
-		t.Fatal(err)
-	}
-	name := filepath.Join(dir, time.Now().UTC().Format("2006-01-02")+"-"+commit+"-link.json")
-	if err := os.WriteFile(name, append(b, '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range rep.Scenarios {

@@ -390,20 +390,8 @@ func TestPeerBench(t *testing.T) {
 		}
 	}
 
-	rep.Machine.LoadAvg = DescribeMachine(os.TempDir()).LoadAvg + " (at the end; " + rep.Machine.LoadAvg + " at the start)"
-	if err := rep.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(root, "benchmarks", *benchOut)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	b, err := json.MarshalIndent(rep, "", "  ")
+	name, err := rep.Write(os.TempDir(), filepath.Join(root, "benchmarks", *benchOut), "")
 	if err != nil {
-		t.Fatal(err)
-	}
-	name := filepath.Join(dir, time.Now().UTC().Format("2006-01-02")+"-"+commit+".json")
-	if err := os.WriteFile(name, append(b, '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("wrote %s", name)

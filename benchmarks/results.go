@@ -1,8 +1,12 @@
 package benchmarks
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"time"
 )
 
 // Report is the machine-readable result of `make bench`
@@ -89,4 +93,23 @@ func (r *Report) Validate() error {
 		}
 	}
 	return nil
+}
+
+// Write notes the load average at the end beside the one at the start
+// (loadDir: the disk DescribeMachine looks at), validates the report and
+// writes it to dir as <date>-<commit><suffix>.json, returning the path.
+func (r *Report) Write(loadDir, dir, suffix string) (string, error) {
+	r.Machine.LoadAvg = DescribeMachine(loadDir).LoadAvg + " (at the end; " + r.Machine.LoadAvg + " at the start)"
+	if err := r.Validate(); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	name := filepath.Join(dir, time.Now().UTC().Format("2006-01-02")+"-"+r.Commit+suffix+".json")
+	return name, os.WriteFile(name, append(b, '\n'), 0o644)
 }
