@@ -17,6 +17,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -146,8 +147,17 @@ func TestMetricsEndpoint(t *testing.T) {
 		got += fs.NumRecords()
 	}
 	cl.Close()
+	// A group commits its position.
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "m", Partition: 0, At: 3, LeaderEpoch: -1})
+	if resp, err := b.admin().CommitOffsets(ctx, "metrics-group", offs); err != nil || resp.Error() != nil {
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
 
 	mfs := scrape(t, hs.URL)
+	if v := counter(mfs, "kafka_network_requestmetrics_requests_total", map[string]string{"request": "OffsetCommit"}); v < 1 {
+		t.Errorf("requests{OffsetCommit} = %v, want at least 1", v)
+	}
 	topic := map[string]string{"topic": "m"}
 	if v := counter(mfs, "kafka_server_brokertopicmetrics_messagesin_total", topic); v != 3 {
 		t.Errorf("messagesin{topic=m} = %v, want 3", v)

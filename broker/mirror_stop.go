@@ -205,12 +205,17 @@ func (s *Server) stopPartition(p *Partition, sourceID string) error {
 	// waiting for this one.
 	p.data.appendMu.Lock()
 	var ps mirrorPartitionState
-	err = s.updateMirrorState(p.Topic, func(st *mirrorTopicState) error {
-		cur := &st.Partitions[p.Index]
-		recordStopPoint(cur, p, l)
-		ps = *cur
-		return nil
-	})
+	st, err := s.mirrorStateOf(p.Topic)
+	if err == nil && int(p.Index) < len(st.Partitions) && st.Partitions[p.Index].Stopping {
+		ps = st.Partitions[p.Index] // recorded already (recordStops): nothing to write
+	} else if err == nil {
+		err = s.updateMirrorState(p.Topic, func(st *mirrorTopicState) error {
+			cur := &st.Partitions[p.Index]
+			recordStopPoint(cur, p, l)
+			ps = *cur
+			return nil
+		})
+	}
 	p.data.appendMu.Unlock()
 	if err != nil {
 		return err
