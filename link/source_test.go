@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/client"
+	"github.com/verbatim-kafka/verbatim/internal/testkit"
 	"github.com/verbatim-kafka/verbatim/mirror"
 )
 
@@ -328,29 +329,6 @@ func TestSourceDivergingEpoch(t *testing.T) {
 	}
 }
 
-// fakeClock advances only when slept on: its time is the sum of the
-// sleeps.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-	return nil
-}
-
 // TestSourceThrottle: with a throttle of R bytes/s, fetching B bytes takes
 // (B - one second's burst)/R on the link's clock, within one response.
 func TestSourceThrottle(t *testing.T) {
@@ -360,7 +338,7 @@ func TestSourceThrottle(t *testing.T) {
 	seed := src.ListenAddrs()[0]
 	ctx := testCtx(t, time.Minute)
 	produceEach(t, ctx, kgoClient(t, seed), topics, parts, 400, 4)
-	clk := &fakeClock{now: time.Unix(1e9, 0)}
+	clk := testkit.NewSleepClock(time.Unix(1e9, 0))
 	const rate = 4 << 10
 	const fetchBytes = 1 << 10
 	f := newTestFetchers(t, seed, sourceConfig{Clock: clk, ThrottleBytesPerSec: rate})

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/verbatim-kafka/verbatim/internal/testkit"
 )
 
 // TestPartitionCopySimulation drives the partition copy, on simulated time
@@ -59,7 +61,7 @@ func TestPartitionCopySimulationConcurrent(t *testing.T) {
 // good; concurrent selects the copy's goroutine schedule.
 func simulate(t *testing.T, seed int64, concurrent bool) map[string]int {
 	rng := rand.New(rand.NewSource(seed))
-	w := &simWorld{writer: Writer{Epoch: -1}, rng: rng, clock: &simClock{now: time.Unix(1_700_000_000, 0)}, seen: map[string]int{},
+	w := &simWorld{writer: Writer{Epoch: -1}, rng: rng, clock: testkit.NewSleepClock(time.Unix(1_700_000_000, 0)), seen: map[string]int{},
 		appends: 30 + rng.Intn(30), leaderChanges: 1 + rng.Intn(4), retentions: rng.Intn(3), rivals: int(seed % 3 / 2),
 		truncations: int(seed%4) / 3, faultPct: 2 + rng.Intn(6)}
 	w.cache = []epochStart{{0, 0}}

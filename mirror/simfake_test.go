@@ -13,34 +13,13 @@ import (
 	"fmt"
 	"math/rand"
 	"sync"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/verbatim-kafka/verbatim/client"
+	"github.com/verbatim-kafka/verbatim/internal/testkit"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 )
-
-type simClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *simClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *simClock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	return nil
-}
 
 type simBatch struct {
 	base, last int64
@@ -66,7 +45,7 @@ type simWorld struct {
 	// sides concurrently.
 	mu    sync.Mutex
 	rng   *rand.Rand
-	clock *simClock
+	clock *testkit.SleepClock
 
 	// Source: log is what the leader holds (retention removes from its
 	// front), lineage every batch ever appended and not truncated away
