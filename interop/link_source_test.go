@@ -334,29 +334,6 @@ func waitLinkCaughtUp(t *testing.T, ctx context.Context, adm, dadm *kadm.Client,
 // end.
 func partitionBytes(t *testing.T, ctx context.Context, cl *client.Cluster, topic string, p int32) []byte {
 	t.Helper()
-	cn, _, err := cl.Leader(ctx, topic, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := client.ListOffset(ctx, cn, topic, p, client.Latest, client.ReadUncommitted)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []byte
-	for next := int64(0); next < e.Offset; {
-		res, err := client.FetchPartition(ctx, cn, client.FetchArgs{Topic: topic, Partition: p, Offset: next, MaxBytes: 1 << 20, CurrentEpoch: -1, LastFetchedEpoch: -1})
-		if err == nil {
-			err = res.Err
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		bs, span, _, err := mirror.Split(res.Records, next)
-		if err != nil || len(bs) == 0 {
-			t.Fatalf("%s/%d at %d: %d batches, %v", topic, p, next, len(bs), err)
-		}
-		out = append(out, span...)
-		next = mirror.LastOffset(bs[len(bs)-1]) + 1
-	}
+	out, _ := testkit.ReadLog(t, ctx, cl, topic, p)
 	return out
 }

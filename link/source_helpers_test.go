@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/verbatim-kafka/verbatim/client"
+	"github.com/verbatim-kafka/verbatim/internal/testkit"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/mirror"
 )
@@ -237,35 +238,11 @@ func produceEach(t *testing.T, ctx context.Context, cl *kgo.Client, topics []str
 	}
 }
 
-// rawSourceLog reads a source partition's bytes from its log start to its high
-// watermark, sessionless, over its own connection.
+// rawSourceLog reads a source partition's bytes from its log start to its
+// high watermark, sessionless.
 func rawSourceLog(t *testing.T, ctx context.Context, cl *client.Cluster, tp client.TopicPartition) ([]byte, int64) {
 	t.Helper()
-	cn, _, err := cl.Leader(ctx, tp.Topic, tp.Partition)
-	if err != nil {
-		t.Fatal(err)
-	}
-	end, err := client.ListOffset(ctx, cn, tp.Topic, tp.Partition, client.Latest, client.ReadUncommitted)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []byte
-	for next := int64(0); next < end.Offset; {
-		res, err := client.FetchPartition(ctx, cn, client.FetchArgs{Topic: tp.Topic, Partition: tp.Partition, Offset: next, MaxBytes: 1 << 20, CurrentEpoch: -1, LastFetchedEpoch: -1})
-		if err == nil {
-			err = res.Err
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		bs, span, _, err := mirror.Split(res.Records, next)
-		if err != nil || len(bs) == 0 {
-			t.Fatalf("%s at %d: %d batches, %v", tp, next, len(bs), err)
-		}
-		out = append(out, span...)
-		next = mirror.LastOffset(bs[len(bs)-1]) + 1
-	}
-	return out, end.Offset
+	return testkit.ReadLog(t, ctx, cl, tp.Topic, tp.Partition)
 }
 
 // copyAll runs one PartitionCopy per partition through f into d, until

@@ -160,6 +160,17 @@ func RawLog(t testing.TB, addr, topic string, part int32) []byte {
 		t.Fatal(err)
 	}
 	defer cl.Close()
+	out, _ := ReadLog(t, ctx, cl, topic, part)
+	return out
+}
+
+// ReadLog reads partition part of topic on cl from its log start to its
+// high watermark (read_uncommitted, sessionless, over the cluster's
+// connection to the leader) and returns the raw bytes of its whole
+// batches and the high watermark. A fetch below the high watermark that
+// yields no new whole batch fails the test.
+func ReadLog(t testing.TB, ctx context.Context, cl *client.Cluster, topic string, part int32) ([]byte, int64) {
+	t.Helper()
 	cn, _, err := cl.Leader(ctx, topic, part)
 	if err != nil {
 		t.Fatal(err)
@@ -194,8 +205,8 @@ func RawLog(t testing.TB, addr, topic string, part int32) []byte {
 			}
 		}
 		if len(out) == n {
-			break
+			t.Fatalf("%s/%d: a fetch at %d (high watermark %d) gave no whole batch", topic, part, next, end.Offset)
 		}
 	}
-	return out
+	return out, end.Offset
 }
