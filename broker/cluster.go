@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/verbatim-kafka/verbatim/clustermeta"
 	"github.com/verbatim-kafka/verbatim/metrics"
 	"github.com/verbatim-kafka/verbatim/storage"
 )
@@ -65,6 +66,11 @@ type Partition struct {
 	Log PartitionLog
 	// data is the data plane's per-partition state (partition_log.go).
 	data partData
+	// cstate is the partition's state in the cluster store (cluster mode
+	// only, cluster_mode.go sets it); repl its local replica's role and
+	// replication state (replica_role.go). Both nil on a single node.
+	cstate atomic.Pointer[clustermeta.PartitionState]
+	repl   atomic.Pointer[replState]
 }
 
 // PartitionLog is what the broker needs from a partition's storage log to

@@ -233,6 +233,10 @@ type Config struct {
 	// encoding; link_sync.go). No Secret: a link whose source config holds
 	// a secret is refused.
 	LinkSecrets secret.Config
+
+	// Cluster turns cluster mode on (cluster_config.go); nil: a single
+	// node with its metadata on local disk.
+	Cluster *ClusterConfig
 }
 
 func (c Config) withDefaults() (Config, error) {

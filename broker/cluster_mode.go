@@ -1,0 +1,19 @@
+package broker
+
+// Cluster mode's membership and metadata (owner: the cluster-metadata
+// work; see cluster_config.go for who owns what).
+
+import (
+	"context"
+	"errors"
+
+	"github.com/verbatim-kafka/verbatim/clustermeta"
+)
+
+// JoinCluster registers this broker in the cluster store with the
+// endpoints its listeners serve (after they are bound), then follows the
+// store: every snapshot is reconciled into topics, partitions, hosted
+// logs and roles until Shutdown. Cluster mode only.
+func (s *Server) JoinCluster(ctx context.Context, endpoints []clustermeta.Endpoint) error {
+	return errors.New("broker: cluster mode is not built yet")
+}

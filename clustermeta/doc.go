@@ -1,0 +1,17 @@
+// Package clustermeta owns the cluster's shared state in etcd when
+// Verbatim runs as several brokers (docs/cluster.md): the key layout under
+// one prefix, the records stored there (brokers, topics and their ids and
+// config overrides, partition assignments with leader, leader epoch, ISR
+// and partition epoch, the producer-id allocator, the controller's
+// election), their encoding, and the operations on them with etcd's
+// leases and transactions: broker registration held by a lease (its loss
+// fences the broker), compare-and-swap writes on a record's version so a
+// stale writer (a deposed controller, a leader with an old epoch) cannot
+// overwrite a newer decision, and a watch that turns etcd's events into
+// consistent snapshots. It also starts an embedded etcd member for
+// `verbatim serve` (embed.go).
+//
+// It must not import the broker, storage or the controller, decide
+// anything (who leads, who is in sync: the controller and the leaders
+// decide, this package stores), or keep state beyond the latest snapshot.
+package clustermeta
