@@ -17,3 +17,10 @@ import (
 func (s *Server) JoinCluster(ctx context.Context, endpoints []clustermeta.Endpoint) error {
 	return errors.New("broker: cluster mode is not built yet")
 }
+
+// clusterSnapshot is the latest snapshot of the cluster store the
+// reconciler applied (nil on a single node or before the first).
+func (s *Server) clusterSnapshot() *clustermeta.Snapshot { return nil }
+
+// brokerEpoch is this broker's registration epoch (0 before it joined).
+func (s *Server) brokerEpoch() int64 { return 0 }
