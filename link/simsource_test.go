@@ -503,7 +503,9 @@ func (s simSource) TopicsConfigs(ctx context.Context, topics []string) (map[stri
 	return out, map[string]error{}, nil
 }
 
-func (s simSource) ListGroups(ctx context.Context, re *regexp.Regexp) ([]string, error) { return nil, nil }
+func (s simSource) ListGroups(ctx context.Context, re *regexp.Regexp) ([]string, error) {
+	return nil, nil
+}
 
 func (s simSource) FetchGroupOffsets(ctx context.Context, group string, topics []string) ([]client.GroupOffset, error) {
 	return nil, nil
