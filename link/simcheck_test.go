@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"hash/crc32"
-	"sort"
 	"strings"
 
 	"github.com/verbatim-kafka/verbatim/client"
@@ -95,10 +94,17 @@ func (s *simRun) settled(pm *simPartModel, st wireext.MirrorPartitionStatus) str
 		return want(wireext.StateStopped)
 	case pm.failed:
 		return want(wireext.StateFailed)
+	case pm.unreachable:
+		if !strings.HasPrefix(st.Reason, "source unreachable") {
+			return fmt.Sprintf("state %s (%s), want FAILED, source unreachable", st.State, st.Reason)
+		}
+		return want(wireext.StateFailed)
 	case s.paused[pm.tp.Topic]:
 		return want(wireext.StatePaused)
 	case st.LogEndOffset != leo:
 		return fmt.Sprintf("status log end %d, the log's %d", st.LogEndOffset, leo) // read before an append
+	case st.State == wireext.StateFailed && !strings.HasPrefix(st.Reason, "divergence"):
+		return "" // a failure the world did not cause: check reports it
 	case !v.alive && v.refused == 0:
 		return "its copy has not met its dead leader yet"
 	case !v.alive:
@@ -169,7 +175,7 @@ func moveAllowed(from, to string, restarted, diverged bool) bool {
 // and records the observation.
 func (s *simRun) check(when string, sts map[client.TopicPartition]wireext.MirrorPartitionStatus) {
 	t := s.t
-	epochs := s.destLeaderEpochs()
+	views := s.destViews()
 	var line []string
 	for _, pm := range s.parts {
 		st := sts[pm.tp]
@@ -187,8 +193,23 @@ func (s *simRun) check(when string, sts map[client.TopicPartition]wireext.Mirror
 			}
 			maxEpoch = max(maxEpoch, d.epoch)
 		}
-		if e, ok := epochs[pm.tp]; !ok || e < maxEpoch {
-			t.Fatalf("%s: leader epoch %d (known %v) below the stored batch epoch %d", where, e, ok, maxEpoch)
+		view, ok := views[pm.tp]
+		if !ok || view.epoch < maxEpoch {
+			t.Fatalf("%s: leader epoch %d (known %v) below the stored batch epoch %d", where, view.epoch, ok, maxEpoch)
+		}
+		// I4, I5: the mirrored producers' transactions drive the last
+		// stable offset as on the source; I6: none is open after a stop.
+		if want := lastStable(ds, leo); view.lso != want {
+			t.Fatalf("%s: last stable offset %d, its batches make it %d (log end %d)", where, view.lso, want, leo)
+		}
+		if s.stopped[pm.tp.Topic] && view.lso != leo {
+			var bb []string
+			for _, b := range ds {
+				h, _ := kbatch.ParseHeader(b.raw)
+				typ, _ := kbatch.ControlType(b.raw)
+				bb = append(bb, fmt.Sprintf("%d-%d/e%d pid %d txn %v ctl %v/%d", b.base, b.last, b.epoch, h.ProducerID, h.IsTransactional(), h.IsControl(), typ))
+			}
+			t.Fatalf("%s: STOPPED with a transaction open at %d (log end %d; last crash %s)\n%s", where, view.lso, leo, s.lastCrash, strings.Join(bb, "\n"))
 		}
 		s.checkEpochCache(where, pm.tp, ds)
 		if s.stopped[pm.tp.Topic] {
@@ -222,7 +243,7 @@ func (s *simRun) check(when string, sts map[client.TopicPartition]wireext.Mirror
 		if !moveAllowed(pm.state, st.State, s.restarted, pm.failed) {
 			t.Fatalf("%s: state %s after %s (restarted %v): not a move docs/mirroring.md allows", where, st.State, pm.state, s.restarted)
 		}
-		if st.State == wireext.StateFailed && !pm.failed {
+		if st.State == wireext.StateFailed && !pm.failed && !pm.unreachable {
 			t.Fatalf("%s: FAILED for no reason the world gave: %s", where, st.Reason)
 		}
 		pm.state, pm.leo = st.State, leo
@@ -253,6 +274,10 @@ func (s *simRun) checkFailed(where string, pm *simPartModel, st wireext.MirrorPa
 	if st.State != wireext.StateFailed {
 		return
 	}
+	if pm.unreachable {
+		s.src.count("unreachable")
+		return
+	}
 	if prefix || !strings.HasPrefix(st.Reason, "divergence") || st.DivergenceOffset != part {
 		t.Fatalf("%s: FAILED (%s) at divergence offset %d; the destination parts from the source at %d (prefix %v)", where, st.Reason, st.DivergenceOffset, part, prefix)
 	}
@@ -278,6 +303,15 @@ func (s *simRun) checkStopped(where string, pm *simPartModel, st wireext.MirrorP
 			sb = append(sb, fmt.Sprintf("%d-%d/e%d", b.base, b.last, b.epoch))
 		}
 		t.Fatalf("%s: STOPPED, but the %d bytes mirrored before the stop are not the start of its %d (range %d-%d: %v; stop log %v)", where, len(pm.stopLog), len(dl), start, end, bases, sb)
+	}
+	barrier := false
+	for _, b := range splitBatches(dl[len(pm.stopLog):]) {
+		if typ, ok := kbatch.ControlType(b.raw); ok && typ == 7 {
+			barrier = true
+		}
+	}
+	if !barrier {
+		t.Fatalf("%s: STOPPED without the stop's barrier (MIRROR_PID_RESET) after its mirrored log", where)
 	}
 	if bs := splitBatches(pm.stopLog); len(bs) > 0 {
 		last := bs[len(bs)-1]
@@ -317,25 +351,62 @@ func (s *simRun) checkEpochCache(where string, tp client.TopicPartition, ds []de
 	}
 }
 
-// destLeaderEpochs reads the destination partitions' leader epochs from
-// its Metadata.
-func (s *simRun) destLeaderEpochs() map[client.TopicPartition]int32 {
+// destView is what the destination's clients see of a partition: its
+// leader epoch (Metadata) and its last stable offset (ListOffsets
+// latest, read_committed).
+type destView struct {
+	epoch int32
+	lso   int64
+}
+
+// destViews reads every partition's view over the destination's
+// listener.
+func (s *simRun) destViews() map[client.TopicPartition]destView {
+	ctx := context.Background()
 	cl, err := client.NewCluster(s.addr, client.Options{ClientID: "sim-check"})
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	defer cl.Close()
-	md, err := cl.Metadata(context.Background(), sortedKeys(simTopics))
+	md, err := cl.Metadata(ctx, sortedKeys(simTopics))
 	if err != nil {
 		s.t.Fatalf("seed %d step %d: the destination's metadata: %v", s.seed, s.step, err)
 	}
-	out := map[client.TopicPartition]int32{}
-	names := sortedKeys(md)
-	sort.Strings(names)
-	for _, n := range names {
+	out := map[client.TopicPartition]destView{}
+	for _, n := range sortedKeys(md) {
 		for p, pm := range md[n].Partitions {
-			out[client.TopicPartition{Topic: n, Partition: int32(p)}] = pm.LeaderEpoch
+			cn, err := cl.BrokerConn(ctx, pm.Leader)
+			if err != nil {
+				s.t.Fatal(err)
+			}
+			a, err := client.ListOffset(ctx, cn, n, int32(p), client.Latest, client.ReadCommitted)
+			if err != nil {
+				s.t.Fatalf("seed %d step %d: %s/%d: the destination's last stable offset: %v", s.seed, s.step, n, p, err)
+			}
+			out[client.TopicPartition{Topic: n, Partition: int32(p)}] = destView{epoch: pm.LeaderEpoch, lso: a.Offset}
 		}
 	}
 	return out
+}
+
+// lastStable is the last stable offset of a log ending at leo: the start
+// of its earliest transaction still open, else leo.
+func lastStable(ds []destBatch, leo int64) int64 {
+	open := map[int64]int64{}
+	for _, d := range ds {
+		h, err := kbatch.ParseHeader(d.raw)
+		if err != nil || !h.IsTransactional() {
+			continue
+		}
+		if h.IsControl() {
+			delete(open, h.ProducerID)
+		} else if _, ok := open[h.ProducerID]; !ok {
+			open[h.ProducerID] = d.base
+		}
+	}
+	lso := leo
+	for _, at := range open {
+		lso = min(lso, at)
+	}
+	return lso
 }

@@ -62,8 +62,20 @@ type simPart struct {
 	budget    int
 	delivered int64
 	// refused counts the requests for it a dead leader refused since
-	// the last change of the brokers' health.
-	refused int
+	// the last change of the brokers' health; answered the answers
+	// without an error since the last faultsOff.
+	refused, answered int
+	// idem and txn are the partition's idempotent and transactional
+	// producers; open is where the transactional one's open transaction
+	// starts (-1: none), the last stable offset.
+	idem, txn simProducer
+	open      int64
+}
+
+type simProducer struct {
+	pid   int64
+	epoch int16
+	seq   int32
 }
 
 type simTopic struct {
@@ -94,7 +106,9 @@ func newSimCluster(seed int64, brokers int, topics map[string]int) *simCluster {
 		st := &simTopic{}
 		c.rng.Read(st.id[:])
 		for p := 0; p < topics[name]; p++ {
-			st.parts = append(st.parts, &simPart{leader: int32(p % brokers), cache: []simEpoch{{0, 0}}, budget: -1, delivered: -1})
+			pid := int64(1000 + 10*len(c.topics) + 2*p)
+			st.parts = append(st.parts, &simPart{leader: int32(p % brokers), cache: []simEpoch{{0, 0}}, budget: -1, delivered: -1,
+				idem: simProducer{pid: pid}, txn: simProducer{pid: pid + 1}, open: -1})
 		}
 		c.topics[name] = st
 	}
@@ -153,10 +167,18 @@ func (c *simCluster) appendBatches(tp client.TopicPartition, n int) {
 	c.wakeLocked()
 }
 
+// appendLocked appends n batches: plain, idempotent or transactional
+// data in any codec, and now and then the end (commit or abort) of the
+// open transaction.
 func (c *simCluster) appendLocked(sp *simPart, n int) {
 	for i := 0; i < n; i++ {
 		if c.rng.Intn(10) == 0 {
 			sp.next += int64(1 + c.rng.Intn(3)) // a gap (compaction-like), kept by the copy
+		}
+		kind := c.rng.Intn(10)
+		if kind == 9 && sp.open >= 0 {
+			c.endTxnLocked(sp, c.rng.Intn(2) == 0)
+			continue
 		}
 		var recs []kbatch.Record
 		for j := 0; j < 1+c.rng.Intn(4); j++ {
@@ -165,15 +187,49 @@ func (c *simCluster) appendLocked(sp *simPart, n int) {
 			recs = append(recs, kbatch.Record{OffsetDelta: int32(j), Key: []byte{byte('k'), byte(j)}, Value: v})
 		}
 		b := kbatch.NewBatch(1_700_000_000_000+sp.next, recs...)
-		b.BaseOffset, b.LeaderEpoch = sp.next, sp.epoch
-		raw, err := kbatch.Encode(b)
-		if err != nil {
-			panic(err)
+		b.Attributes = int16([]kbatch.Codec{kbatch.CodecNone, kbatch.CodecGzip, kbatch.CodecSnappy, kbatch.CodecLZ4, kbatch.CodecZstd}[c.rng.Intn(5)])
+		var pr *simProducer
+		switch {
+		case kind >= 6:
+			pr = &sp.txn
+			b.Attributes |= kbatch.TransactionalBit
+			if sp.open < 0 {
+				sp.open = sp.next
+			}
+		case kind >= 4:
+			pr = &sp.idem
 		}
-		sb := simBatch{base: sp.next, last: sp.next + int64(len(recs)-1), epoch: sp.epoch, raw: raw}
-		sp.log = append(sp.log, sb)
-		sp.next = sb.last + 1
+		if pr != nil {
+			b.ProducerID, b.ProducerEpoch, b.BaseSequence = pr.pid, pr.epoch, pr.seq
+			pr.seq += int32(len(recs))
+		}
+		c.addLocked(sp, b)
 	}
+}
+
+// endTxnLocked writes the marker that ends the open transaction.
+func (c *simCluster) endTxnLocked(sp *simPart, commit bool) {
+	typ := int16(0) // ABORT
+	if commit {
+		typ = 1
+	}
+	b := kbatch.NewBatch(1_700_000_000_000+sp.next, kbatch.Record{Key: kbatch.ControlKey(typ), Value: kbatch.EndTxnMarkerValue(0)})
+	b.Attributes = kbatch.ControlBit | kbatch.TransactionalBit
+	b.ProducerID, b.ProducerEpoch = sp.txn.pid, sp.txn.epoch
+	c.addLocked(sp, b)
+	sp.open = -1
+}
+
+// addLocked appends b at the log end in the leader's epoch.
+func (c *simCluster) addLocked(sp *simPart, b kbatch.Batch) {
+	b.BaseOffset, b.LeaderEpoch = sp.next, sp.epoch
+	raw, err := kbatch.Encode(b)
+	if err != nil {
+		panic(err)
+	}
+	sb := simBatch{base: sp.next, last: sp.next + int64(kbatch.LastOffsetDelta(raw)), epoch: sp.epoch, raw: raw}
+	sp.log = append(sp.log, sb)
+	sp.next = sb.last + 1
 }
 
 // moveLeader elects another broker (a live one when there is one) leader
@@ -219,6 +275,15 @@ func (c *simCluster) truncate(tp client.TopicPartition) (old []simBatch, cut int
 	}
 	sp.next = cut
 	c.electLocked(sp)
+	// The new leader's producers: each fenced to a new epoch (their
+	// sequences lost with the tail), a transaction the cut left open
+	// aborted by its coordinator.
+	sp.open = openTxn(sp.log, sp.txn.pid)
+	sp.idem.epoch, sp.idem.seq = sp.idem.epoch+1, 0
+	sp.txn.epoch, sp.txn.seq = sp.txn.epoch+1, 0
+	if sp.open >= 0 {
+		c.endTxnLocked(sp, false)
+	}
 	c.appendLocked(sp, 1+c.rng.Intn(3))
 	c.seen["truncation"]++
 	c.wakeLocked()
@@ -232,6 +297,23 @@ func (c *simCluster) setBroker(id int32, dead, slow bool) {
 	c.brokers[id] = simBroker{dead: dead, slow: slow}
 	c.resetRefusedLocked()
 	c.wakeLocked()
+}
+
+func (c *simCluster) allDead() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range c.brokers {
+		if !b.dead {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *simCluster) dead(id int32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.brokers[id].dead
 }
 
 func (c *simCluster) resetRefusedLocked() {
@@ -261,6 +343,19 @@ func (c *simCluster) newStep(budgets map[client.TopicPartition]int, pct int) {
 	c.wakeLocked()
 }
 
+// faultsOff stops the faults and starts counting the answers each
+// partition is given.
+func (c *simCluster) faultsOff() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pct = 0
+	for _, st := range c.topics {
+		for _, sp := range st.parts {
+			sp.answered = 0
+		}
+	}
+}
+
 // simView is what the test reads of a source partition.
 type simView struct {
 	log []simBatch
@@ -269,6 +364,7 @@ type simView struct {
 	// refused.
 	alive     bool
 	refused   int
+	answered  int
 	budget    int
 	delivered int64
 }
@@ -277,7 +373,7 @@ func (c *simCluster) view(tp client.TopicPartition) simView {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	sp := c.part(tp)
-	return simView{log: append([]simBatch(nil), sp.log...), hw: sp.next, alive: !c.brokers[sp.leader].dead, refused: sp.refused, budget: sp.budget, delivered: sp.delivered}
+	return simView{log: append([]simBatch(nil), sp.log...), hw: sp.next, alive: !c.brokers[sp.leader].dead, refused: sp.refused, answered: sp.answered, budget: sp.budget, delivered: sp.delivered}
 }
 
 func (c *simCluster) count(what string) {
@@ -365,6 +461,9 @@ func (c *simCluster) answer(b int32, w client.SessionPartition, commit bool) (a 
 		return a, true
 	}
 	a.HighWatermark, a.LastStable, a.LogStart = sp.next, sp.next, 0
+	if sp.open >= 0 {
+		a.LastStable = sp.open
+	}
 	if w.LastFetchedEpoch >= 0 {
 		ee := sp.endForEpoch(w.LastFetchedEpoch)
 		if ee.LeaderEpoch < 0 {
@@ -391,6 +490,25 @@ func (c *simCluster) answer(b int32, w client.SessionPartition, commit bool) (a 
 		sp.delivered = end
 	}
 	return a, true
+}
+
+// openTxn is where pid's transaction open at the end of log starts (-1:
+// none).
+func openTxn(log []simBatch, pid int64) int64 {
+	open := int64(-1)
+	for _, b := range log {
+		h, err := kbatch.ParseHeader(b.raw)
+		if err != nil || h.ProducerID != pid || !h.IsTransactional() {
+			continue
+		}
+		switch {
+		case h.IsControl():
+			open = -1
+		case open < 0:
+			open = b.base
+		}
+	}
+	return open
 }
 
 // simSource is one link runner's view of the fake cluster.
@@ -567,6 +685,9 @@ func (s *simSession) Fetch(ctx context.Context, want []client.SessionPartition, 
 		if news || waited {
 			for _, w := range want {
 				a, _ := c.answer(s.b, w, true)
+				if sp := c.part(w.TopicPartition); sp != nil && a.Err == nil && a.DivergingEpoch.LeaderEpoch < 0 {
+					sp.answered++
+				}
 				resp.Answers = append(resp.Answers, a)
 			}
 		}
