@@ -1,13 +1,14 @@
 package link
 
-// The link simulation's fake source cluster, its world (simanswer_test.go
-// has its answers, as a sourceCluster and its fetch sessions): brokers that are alive, dead (every connection
-// refused; metadata, answered by the live ones, still names them leaders)
-// or slow (late answers with a quota throttle), topics whose partitions
-// have a leader and a leader epoch that move, a Kafka leader's epoch cache
-// and DivergingEpoch, unclean truncations, and per partition a budget of
-// answers with records for the current step, so that the destination
-// crashes in the middle of a copy at a point the seed fixes.
+// The link simulation's fake source cluster, its world (its answers, as a
+// sourceCluster and fetch sessions, are simanswer_test.go's): brokers that
+// are alive, dead (every connection refused; metadata, answered by the
+// live ones, still names them leaders) or slow (late answers with a quota
+// throttle), topics whose partitions have a leader and a leader epoch that
+// move, a Kafka leader's epoch cache, unclean truncations, idempotent and
+// transactional producers writing in every codec, and per partition a
+// budget of answers with records for the current step, so that the
+// destination crashes in the middle of a copy at a point the seed fixes.
 //
 // The world changes only when the test changes it (between the link's
 // steps, never while an answer is computed); what the copies are answered
