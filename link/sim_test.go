@@ -113,17 +113,14 @@ var simTopics = map[string]int{"a": 3, "b": 2}
 // fast the goroutines run); a sleep of an hour or more (the sync
 // interval) lasts until its context ends, a shorter one only yields.
 type simClock struct {
-	mu  sync.Mutex
-	now time.Time
+	// now is the time; it moves only when the test sleeps on it
+	// (advance).
+	now *testkit.SleepClock
 }
 
-func (c *simClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
+func (c simClock) Now() time.Time { return c.now.Now() }
 
-func (c *simClock) Sleep(ctx context.Context, d time.Duration) error {
+func (c simClock) Sleep(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -141,11 +138,7 @@ func (c *simClock) Sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func (c *simClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
+func (c simClock) advance(d time.Duration) { _ = c.now.Sleep(context.Background(), d) }
 
 // simPartModel is what the test knows of one mirrored partition.
 type simPartModel struct {
@@ -173,7 +166,7 @@ type simRun struct {
 	rng   *rand.Rand // the test's choices
 	crng  *rand.Rand // the crashes' torn lengths
 	src   *simCluster
-	clock *simClock
+	clock simClock
 	dir   string
 	fs    *storage.MemFS
 	srv   *broker.Server
@@ -197,7 +190,7 @@ var simQuiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func runSim(t *testing.T, seed int64, steps int) *simRun {
 	s := &simRun{t: t, seed: seed, rng: rand.New(rand.NewSource(seed * 7919)), crng: rand.New(rand.NewSource(seed * 104729)),
-		src: newSimCluster(seed, 3, simTopics), clock: &simClock{now: time.Unix(1_700_000_000, 0)},
+		src: newSimCluster(seed, 3, simTopics), clock: simClock{testkit.NewSleepClock(time.Unix(1_700_000_000, 0))},
 		dir: filepath.Join(t.TempDir(), "data"), fs: storage.NewMemFS(), paused: map[string]bool{}, stopped: map[string]bool{}}
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/verbatim-kafka/verbatim/client"
+	"github.com/verbatim-kafka/verbatim/internal/testkit"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
@@ -33,15 +34,7 @@ var errLost = errors.New("simulated: connection reset, the answer is lost")
 
 // endForEpoch answers OffsetForLeaderEpoch from the epoch cache.
 func (sp *simPart) endForEpoch(e int32) client.EpochEnd {
-	for i := len(sp.cache) - 1; i >= 0; i-- {
-		if sp.cache[i].epoch <= e {
-			if i+1 < len(sp.cache) {
-				return client.EpochEnd{LeaderEpoch: sp.cache[i].epoch, EndOffset: sp.cache[i+1].start}
-			}
-			return client.EpochEnd{LeaderEpoch: sp.cache[i].epoch, EndOffset: sp.next}
-		}
-	}
-	return client.EpochEnd{LeaderEpoch: -1, EndOffset: -1}
+	return testkit.EndForEpoch(sp.cache, sp.next, e)
 }
 
 // leaderCheck is the error of a request for tp to broker b, nil when b
@@ -220,7 +213,7 @@ func (s simSource) ListOffset(ctx context.Context, addr string, tp client.TopicP
 	case err != nil:
 		return client.OffsetAnswer{}, err
 	case ts == client.Earliest:
-		return client.OffsetAnswer{Offset: 0, Timestamp: -1, LeaderEpoch: sp.cache[0].epoch}, nil
+		return client.OffsetAnswer{Offset: 0, Timestamp: -1, LeaderEpoch: sp.cache[0].Epoch}, nil
 	case ts == client.Latest:
 		return client.OffsetAnswer{Offset: sp.next, Timestamp: -1, LeaderEpoch: sp.epoch}, nil
 	}

@@ -42,21 +42,14 @@ func (s *simRun) destLog(tp client.TopicPartition) ([]byte, int64) {
 	return out, end
 }
 
-// destBatch is one stored batch.
-type destBatch struct {
-	base, last int64
-	epoch      int32
-	raw        []byte
-}
-
-func splitBatches(b []byte) []destBatch {
-	var out []destBatch
+func splitBatches(b []byte) []simBatch {
+	var out []simBatch
 	for rest := b; len(rest) > 0; {
 		x, r, err := kbatch.Next(rest)
 		if err != nil {
 			panic(err) // destLog read whole batches
 		}
-		out = append(out, destBatch{base: kbatch.BaseOffset(x), last: mirror.LastOffset(x), epoch: kbatch.LeaderEpoch(x), raw: x})
+		out = append(out, simBatch{base: kbatch.BaseOffset(x), last: mirror.LastOffset(x), epoch: kbatch.LeaderEpoch(x), raw: x})
 		rest = r
 	}
 	return out
@@ -65,7 +58,7 @@ func splitBatches(b []byte) []destBatch {
 // prefixOf reports whether the destination's batches are the lineage's
 // first ones, byte for byte; when not, part is where they part (the base
 // of the first destination batch that is not the lineage's).
-func prefixOf(dest []destBatch, lineage []simBatch) (ok bool, part int64) {
+func prefixOf(dest []simBatch, lineage []simBatch) (ok bool, part int64) {
 	for i, d := range dest {
 		if i >= len(lineage) || !bytes.Equal(d.raw, lineage[i].raw) {
 			return false, d.base
@@ -328,7 +321,7 @@ func (s *simRun) checkStopped(where string, pm *simPartModel, st wireext.MirrorP
 // the epoch's first batch and after the batch before it (I3: the cache
 // follows the stored batches; where the source's epoch began in a gap
 // before its first batch, it may say so).
-func (s *simRun) checkEpochCache(where string, tp client.TopicPartition, ds []destBatch) {
+func (s *simRun) checkEpochCache(where string, tp client.TopicPartition, ds []simBatch) {
 	entries, _, _, err := s.srv.PartitionEpochs(tp.Topic, tp.Partition)
 	if err != nil {
 		s.t.Fatalf("%s: epoch cache: %v", where, err)
@@ -391,7 +384,7 @@ func (s *simRun) destViews() map[client.TopicPartition]destView {
 
 // lastStable is the last stable offset of a log ending at leo: the start
 // of its earliest transaction still open, else leo.
-func lastStable(ds []destBatch, leo int64) int64 {
+func lastStable(ds []simBatch, leo int64) int64 {
 	open := map[int64]int64{}
 	for _, d := range ds {
 		h, err := kbatch.ParseHeader(d.raw)

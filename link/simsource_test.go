@@ -26,6 +26,7 @@ import (
 	"sync"
 
 	"github.com/verbatim-kafka/verbatim/client"
+	"github.com/verbatim-kafka/verbatim/internal/testkit"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
@@ -35,17 +36,12 @@ type simBatch struct {
 	raw        []byte
 }
 
-type simEpoch struct {
-	epoch int32
-	start int64
-}
-
 type simPart struct {
 	leader int32
 	epoch  int32
-	log    []simBatch // the leader's log: the current lineage
-	cache  []simEpoch // its leader epoch cache
-	next   int64      // log end (= high watermark: every replica in sync)
+	log    []simBatch           // the leader's log: the current lineage
+	cache  []testkit.EpochStart // its leader epoch cache
+	next   int64                // log end (= high watermark: every replica in sync)
 	// budget is how many answers with records the partition still gets
 	// in this step (-1: unbounded); delivered the end of the last whole
 	// batch it was answered (-1: none this step).
@@ -97,7 +93,7 @@ func newSimCluster(seed int64, brokers int, topics map[string]int) *simCluster {
 		c.rng.Read(st.id[:])
 		for p := 0; p < topics[name]; p++ {
 			pid := int64(1000 + 10*len(c.topics) + 2*p)
-			st.parts = append(st.parts, &simPart{leader: int32(p % brokers), cache: []simEpoch{{0, 0}}, budget: -1, delivered: -1,
+			st.parts = append(st.parts, &simPart{leader: int32(p % brokers), cache: []testkit.EpochStart{{Epoch: 0, Start: 0}}, budget: -1, delivered: -1,
 				idem: simProducer{pid: pid}, txn: simProducer{pid: pid + 1}, open: -1})
 		}
 		c.topics[name] = st
@@ -236,7 +232,7 @@ func (c *simCluster) electLocked(sp *simPart) {
 	}
 	sp.leader = next
 	sp.epoch++
-	sp.cache = append(sp.cache, simEpoch{sp.epoch, sp.next})
+	sp.cache = append(sp.cache, testkit.EpochStart{Epoch: sp.epoch, Start: sp.next})
 }
 
 // truncate is an unclean election: the new leader's log ends at the base
@@ -253,7 +249,7 @@ func (c *simCluster) truncate(tp client.TopicPartition) (old []simBatch, cut int
 	k := c.rng.Intn(len(sp.log))
 	cut = sp.log[k].base
 	sp.log = sp.log[:k]
-	for len(sp.cache) > 1 && sp.cache[len(sp.cache)-1].start >= cut {
+	for len(sp.cache) > 1 && sp.cache[len(sp.cache)-1].Start >= cut {
 		sp.cache = sp.cache[:len(sp.cache)-1]
 	}
 	sp.next = cut
