@@ -68,7 +68,7 @@ func TestLinkSimulation(t *testing.T) {
 		return
 	}
 	// The seeds must have exercised what the test claims to cover.
-	for _, k := range []string{"leader_move", "truncation", "divergence", "dead_broker", "slow_answer", "lost_answer", "dial_refused",
+	for _, k := range []string{"leader_move", "truncation", "divergence", "dead_broker", "slow_answer", "lost_answer",
 		"pause", "resume", "stop", "retry_bound", "unreachable", "crash_process", "crash_power", "budget_cut", "caught_up", "moved_while_running"} {
 		if total[k] == 0 {
 			t.Errorf("no seed exercised %s (seen %v)", k, total)
@@ -265,7 +265,7 @@ func (s *simRun) crash() {
 	// VERBATIM_LINK_SIM_STOP_POWER_CUT=1 (which shows the loss).
 	stopPowerCut := os.Getenv("VERBATIM_LINK_SIM_STOP_POWER_CUT") == "1"
 	if s.rng.Intn(3) == 0 && (!s.stoppedSinceCrash || stopPowerCut) {
-		mode = []storage.CrashMode{storage.CrashDropUnsynced, storage.CrashTornWrite}[s.rng.Intn(2)]
+		mode = storage.CrashModes[s.rng.Intn(len(storage.CrashModes))]
 		s.src.count("crash_power")
 	} else {
 		s.src.count("crash_process")
@@ -408,8 +408,8 @@ func (s *simRun) expireRetries() {
 	s.src.faultsOff()
 	var waiting []*simPartModel
 	for _, pm := range s.parts {
-		if s.stopped[pm.tp.Topic] || s.paused[pm.tp.Topic] || pm.failed || pm.unreachable {
-			continue
+		if s.stopped[pm.tp.Topic] || s.paused[pm.tp.Topic] || pm.failed || pm.unreachable || s.m.link(simLinkName).rounds.Load() == 0 {
+			continue // no copy runs (no sync round read the source since the restart)
 		}
 		if s.src.view(pm.tp).alive {
 			waiting = append(waiting, pm)

@@ -42,9 +42,6 @@ func (sp *simPart) endForEpoch(e int32) client.EpochEnd {
 func (c *simCluster) leaderCheck(b int32, tp client.TopicPartition, what string) (*simPart, error) {
 	sp := c.part(tp)
 	if b < 0 || c.brokers[b].dead {
-		if sp != nil {
-			sp.refused++
-		}
 		return nil, errRefused
 	}
 	switch {
@@ -166,13 +163,6 @@ func (s simSource) Metadata(ctx context.Context, topics []string) (map[string]*c
 		topics = sortedKeys(c.topics)
 	}
 	if !alive {
-		for _, name := range topics {
-			if st := c.topics[name]; st != nil {
-				for _, sp := range st.parts {
-					sp.refused++
-				}
-			}
-		}
 		return nil, errRefused
 	}
 	out := map[string]*client.TopicMeta{}
@@ -300,11 +290,6 @@ func (s *simSession) Fetch(ctx context.Context, want []client.SessionPartition, 
 		}
 		c.mu.Lock()
 		if c.brokers[s.b].dead {
-			for _, w := range want {
-				if sp := c.part(w.TopicPartition); sp != nil {
-					sp.refused++
-				}
-			}
 			c.mu.Unlock()
 			s.Close()
 			return client.SessionResponse{}, errRefused

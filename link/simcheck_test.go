@@ -98,10 +98,8 @@ func (s *simRun) settled(pm *simPartModel, st wireext.MirrorPartitionStatus) str
 		return fmt.Sprintf("status log end %d, the log's %d", st.LogEndOffset, leo) // read before an append
 	case st.State == wireext.StateFailed && !strings.HasPrefix(st.Reason, "divergence"):
 		return "" // a failure the world did not cause: check reports it
-	case !v.alive && v.refused == 0:
-		return "its copy has not met its dead leader yet"
 	case !v.alive:
-		return "" // no copy can get anything
+		return "" // no copy can get anything (its leader died at a settled point, or before the restart)
 	}
 	if ok, part := prefixOf(splitBatches(dl), log); !ok {
 		if w := want(wireext.StateFailed); w != "" {

@@ -47,10 +47,9 @@ type simPart struct {
 	// batch it was answered (-1: none this step).
 	budget    int
 	delivered int64
-	// refused counts the requests for it a dead leader refused since
-	// the last change of the brokers' health; answered the answers
-	// without an error since the last faultsOff.
-	refused, answered int
+	// answered counts the answers without an error since the last
+	// faultsOff.
+	answered int
 	// idem and txn are the partition's idempotent and transactional
 	// producers; open is where the transactional one's open transaction
 	// starts (-1: none), the last stable offset.
@@ -274,7 +273,6 @@ func (c *simCluster) setBroker(id int32, dead, slow bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.brokers[id] = simBroker{dead: dead, slow: slow}
-	c.resetRefusedLocked()
 	c.wakeLocked()
 }
 
@@ -295,14 +293,6 @@ func (c *simCluster) dead(id int32) bool {
 	return c.brokers[id].dead
 }
 
-func (c *simCluster) resetRefusedLocked() {
-	for _, st := range c.topics {
-		for _, sp := range st.parts {
-			sp.refused = 0
-		}
-	}
-}
-
 // newStep sets the answers' budgets of a step (by partition, -1
 // unbounded) and the chance of faults.
 func (c *simCluster) newStep(budgets map[client.TopicPartition]int, pct int) {
@@ -318,7 +308,6 @@ func (c *simCluster) newStep(budgets map[client.TopicPartition]int, pct int) {
 		}
 	}
 	c.pct = pct
-	c.resetRefusedLocked()
 	c.wakeLocked()
 }
 
@@ -337,12 +326,9 @@ func (c *simCluster) faultsOff() {
 
 // simView is what the test reads of a source partition.
 type simView struct {
-	log []simBatch
-	hw  int64
-	// alive: its leader is; refused counts the requests the dead one
-	// refused.
-	alive     bool
-	refused   int
+	log       []simBatch
+	hw        int64
+	alive     bool // its leader is
 	answered  int
 	budget    int
 	delivered int64
@@ -352,7 +338,7 @@ func (c *simCluster) view(tp client.TopicPartition) simView {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	sp := c.part(tp)
-	return simView{log: append([]simBatch(nil), sp.log...), hw: sp.next, alive: !c.brokers[sp.leader].dead, refused: sp.refused, answered: sp.answered, budget: sp.budget, delivered: sp.delivered}
+	return simView{log: append([]simBatch(nil), sp.log...), hw: sp.next, alive: !c.brokers[sp.leader].dead, answered: sp.answered, budget: sp.budget, delivered: sp.delivered}
 }
 
 func (c *simCluster) count(what string) {
