@@ -1,6 +1,7 @@
 package link
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -69,7 +70,7 @@ func TestLinkSimulation(t *testing.T) {
 	}
 	// The seeds must have exercised what the test claims to cover.
 	for _, k := range []string{"leader_move", "truncation", "divergence", "dead_broker", "slow_answer", "lost_answer",
-		"pause", "resume", "stop", "retry_bound", "unreachable", "crash_process", "crash_power", "budget_cut", "caught_up", "moved_while_running"} {
+		"pause", "resume", "stop", "repair", "retry_bound", "unreachable", "crash_process", "crash_power", "budget_cut", "caught_up", "moved_while_running"} {
 		if total[k] == 0 {
 			t.Errorf("no seed exercised %s (seen %v)", k, total)
 		}
@@ -323,11 +324,16 @@ func (s *simRun) whileDown() {
 }
 
 // whileRunning changes the world while the link runs, at a settled
-// point: one of a leader moving, a broker dying or coming back, a
-// truncation, a pause, a resume or the stop of topic b; then source
-// appends.
+// point: the repair of a divergence (`mirror truncate --to-divergence`),
+// or one of a leader moving, a broker dying or coming back, a truncation,
+// a pause, a resume, the stop of topic b or the retry bound passing; then
+// source appends.
 func (s *simRun) whileRunning() {
-	s.runningOp()
+	if topic := s.repairable(); topic != "" && s.rng.Intn(2) == 0 {
+		s.repair(topic)
+	} else {
+		s.runningOp()
+	}
 	if r := s.m.link(simLinkName); r.rounds.Load() == 0 && !s.src.allDead() {
 		// No round could read the source's metadata since the restart;
 		// now one can (the sync interval would pass).
@@ -386,6 +392,68 @@ func (s *simRun) runningOp() {
 	default:
 		s.syncRound()
 	}
+}
+
+// repairable is a topic with a partition FAILED by divergence that a
+// truncation can repair now (running, its leader alive), "" when none.
+func (s *simRun) repairable() string {
+	for _, pm := range s.parts {
+		if pm.failed && !s.stopped[pm.tp.Topic] && !s.paused[pm.tp.Topic] && s.src.view(pm.tp).alive {
+			return pm.tp.Topic
+		}
+	}
+	return ""
+}
+
+// repair truncates topic's partitions FAILED by divergence to where they
+// part from the source (`mirror truncate --to-divergence`): each is cut
+// there, what it cut kept byte for byte at its offsets in the keep topic,
+// and copies again.
+func (s *simRun) repair(topic string) {
+	t := s.t
+	cuts := map[int32][]byte{}
+	for _, pm := range s.parts {
+		if pm.tp.Topic == topic && pm.failed {
+			dl, _ := s.destLog(pm.tp)
+			cuts[pm.tp.Partition] = nil
+			ok, part := prefixOf(splitBatches(dl), s.src.view(pm.tp).log)
+			for _, b := range splitBatches(dl) {
+				if !ok && b.base >= part { // (a power cut may have taken the divergent tail already)
+					cuts[pm.tp.Partition] = append(cuts[pm.tp.Partition], b.raw...)
+				}
+			}
+		}
+	}
+	res, err := s.m.TruncateMirrorTopics(context.Background(), "User:admin", wireext.TruncateMirrorTopicsRequest{Topics: []string{topic}})
+	if err != nil || len(res) != 1 || res[0].ErrorCode != 0 {
+		t.Fatalf("seed %d step %d: mirror truncate of %s: %v %+v", s.seed, s.step, topic, err, res)
+	}
+	for _, tp := range res[0].Partitions {
+		cut, ok := cuts[tp.Partition]
+		if !ok {
+			t.Fatalf("seed %d step %d: mirror truncate of %s cut partition %d, which had not diverged: %+v", s.seed, s.step, topic, tp.Partition, tp)
+		}
+		if len(cut) == 0 {
+			delete(cuts, tp.Partition)
+			continue
+		}
+		keep, _ := s.destLog(client.TopicPartition{Topic: tp.KeptIn, Partition: tp.Partition})
+		if !bytes.Contains(keep, cut) {
+			t.Fatalf("seed %d step %d: %s/%d truncated to %d: the %d bytes cut are not in %s (%d bytes)", s.seed, s.step, topic, tp.Partition, tp.TruncatedTo, len(cut), tp.KeptIn, len(keep))
+		}
+		delete(cuts, tp.Partition)
+	}
+	for p, cut := range cuts {
+		if len(cut) > 0 {
+			t.Fatalf("seed %d step %d: mirror truncate of %s did not cut diverged partition %d: %+v", s.seed, s.step, topic, p, res)
+		}
+	}
+	for _, pm := range s.parts {
+		if pm.tp.Topic == topic {
+			pm.failed, pm.failedLog = false, nil
+		}
+	}
+	s.src.count("repair")
 }
 
 // truncate truncates pm's source uncleanly, remembering the lineage it
