@@ -207,6 +207,7 @@ func runSim(t *testing.T, seed int64, steps int) *simRun {
 			s.src.appendBatches(tp, 1+s.rng.Intn(6))
 		}
 	}
+	s.src.logf = t.Logf
 	t.Cleanup(s.close)
 	s.open()
 	if err := s.m.CreateLink(context.Background(), "User:admin", wireext.LinkConfig{Name: simLinkName, SourceBootstrap: simAddr(0), Topics: "a|b"}, false); err != nil {
@@ -272,6 +273,7 @@ func (s *simRun) crash() {
 		s.src.count("crash_process")
 	}
 	s.lastCrash, s.stoppedSinceCrash = mode, false
+	s.t.Logf("seed %d step %d: crash (%s)", s.seed, s.step, mode)
 	next := s.fs.Crash(mode, s.crng)
 	s.close()
 	s.fs = next
@@ -347,7 +349,7 @@ func (s *simRun) whileRunning() {
 }
 
 func (s *simRun) runningOp() {
-	ctx := context.Background()
+	ctx, t := context.Background(), s.t
 	switch op := s.rng.Intn(9); op {
 	case 0, 1:
 		pm := s.parts[s.rng.Intn(len(s.parts))]
@@ -372,6 +374,7 @@ func (s *simRun) runningOp() {
 		if _, err := s.m.PauseMirrorTopics(ctx, "User:admin", wireext.PauseMirrorTopicsRequest{Link: simLinkName, Topics: []string{topic}, Pause: pause}); err != nil {
 			s.t.Fatalf("seed %d step %d: pause %v of %s: %v", s.seed, s.step, pause, topic, err)
 		}
+		t.Logf("seed %d step %d: pause %v of %s", s.seed, s.step, pause, topic)
 		s.paused[topic] = pause
 		for _, pm := range s.parts {
 			if pm.tp.Topic == topic && !pause {
@@ -424,6 +427,7 @@ func (s *simRun) repair(topic string) {
 			}
 		}
 	}
+	t.Logf("seed %d step %d: mirror truncate --to-divergence of %s", s.seed, s.step, topic)
 	res, err := s.m.TruncateMirrorTopics(context.Background(), "User:admin", wireext.TruncateMirrorTopicsRequest{Topics: []string{topic}})
 	if err != nil || len(res) != 1 || res[0].ErrorCode != 0 {
 		t.Fatalf("seed %d step %d: mirror truncate of %s: %v %+v", s.seed, s.step, topic, err, res)
@@ -497,6 +501,7 @@ func (s *simRun) expireRetries() {
 			s.t.Fatalf("seed %d step %d: the copies that reach their source were not all answered within 30s", s.seed, s.step)
 		}
 	}
+	s.t.Logf("seed %d step %d: the retry bound passes", s.seed, s.step)
 	s.clock.advance(2 * simRetryFor)
 	s.src.count("retry_bound")
 }
@@ -530,6 +535,7 @@ func (s *simRun) stop(topic string) {
 			pm.stopLog, _ = s.destLog(pm.tp)
 		}
 	}
+	s.t.Logf("seed %d step %d: mirror stop of %s", s.seed, s.step, topic)
 	stopTopic(s.t, s.addr, topic)
 	s.stopped[topic], s.stoppedSinceCrash = true, true
 	s.src.count("stop")

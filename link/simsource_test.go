@@ -82,11 +82,14 @@ type simCluster struct {
 	// waiting fetches answer again.
 	changed chan struct{}
 	seen    map[string]int
+	// logf logs the world's events (the test's t.Logf: shown when it
+	// fails).
+	logf func(format string, args ...any)
 }
 
 func newSimCluster(seed int64, brokers int, topics map[string]int) *simCluster {
 	c := &simCluster{rng: rand.New(rand.NewSource(seed)), faults: rand.New(rand.NewSource(seed + 1)), brokers: make([]simBroker, brokers),
-		topics: map[string]*simTopic{}, changed: make(chan struct{}), seen: map[string]int{}}
+		topics: map[string]*simTopic{}, changed: make(chan struct{}), seen: map[string]int{}, logf: func(string, ...any) {}}
 	for _, name := range sortedKeys(topics) {
 		st := &simTopic{}
 		c.rng.Read(st.id[:])
@@ -215,21 +218,29 @@ func (c *simCluster) addLocked(sp *simPart, b kbatch.Batch) {
 func (c *simCluster) moveLeader(tp client.TopicPartition) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.electLocked(c.part(tp))
+	sp := c.part(tp)
+	c.electLocked(sp)
+	c.logf("%s: leader %d, epoch %d, at %d", tp, sp.leader, sp.epoch, sp.next)
 	c.seen["leader_move"]++
 	c.wakeLocked()
 }
 
 func (c *simCluster) electLocked(sp *simPart) {
 	n := int32(len(c.brokers))
-	next := (sp.leader + 1 + int32(c.rng.Intn(int(n-1)))) % n
-	for i := int32(0); i < n && c.brokers[next].dead; i++ {
-		next = (next + 1) % n
+	// Another live broker when there is one, else the live leader again
+	// (a new epoch), else another, dead, one.
+	var live []int32
+	for i := int32(1); i < n; i++ {
+		if b := (sp.leader + i) % n; !c.brokers[b].dead {
+			live = append(live, b)
+		}
 	}
-	if next == sp.leader {
-		next = (next + 1) % n
+	switch {
+	case len(live) > 0:
+		sp.leader = live[c.rng.Intn(len(live))]
+	case c.brokers[sp.leader].dead:
+		sp.leader = (sp.leader + 1 + int32(c.rng.Intn(int(n-1)))) % n
 	}
-	sp.leader = next
 	sp.epoch++
 	sp.cache = append(sp.cache, testkit.EpochStart{Epoch: sp.epoch, Start: sp.next})
 }
@@ -263,6 +274,7 @@ func (c *simCluster) truncate(tp client.TopicPartition) (old []simBatch, cut int
 		c.endTxnLocked(sp, false)
 	}
 	c.appendLocked(sp, 1+c.rng.Intn(3))
+	c.logf("%s: truncated to %d uncleanly, leader %d, epoch %d, log end %d", tp, cut, sp.leader, sp.epoch, sp.next)
 	c.seen["truncation"]++
 	c.wakeLocked()
 	return old, cut
@@ -273,6 +285,7 @@ func (c *simCluster) setBroker(id int32, dead, slow bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.brokers[id] = simBroker{dead: dead, slow: slow}
+	c.logf("broker %d: dead %v, slow %v", id, dead, slow)
 	c.wakeLocked()
 }
 
