@@ -102,6 +102,10 @@ func envInt(name string, def int) int {
 
 const simLinkName = "sim"
 
+// simPatience bounds the wait for what must happen (a settled link, a
+// sync round): a hang fails the test, it does not stall it.
+const simPatience = time.Minute
+
 // simRetryFor is the copies' retry bound.
 const simRetryFor = time.Minute
 
@@ -397,12 +401,23 @@ func (s *simRun) runningOp() {
 	}
 }
 
-// repairable is a topic with a partition FAILED by divergence that a
-// truncation can repair now (running, its leader alive), "" when none.
+// repairable is a topic with partitions FAILED by divergence that a
+// truncation can repair now (running, the leaders of all its diverged
+// partitions alive), "" when none.
 func (s *simRun) repairable() string {
+	ok := map[string]bool{}
 	for _, pm := range s.parts {
-		if pm.failed && !s.stopped[pm.tp.Topic] && !s.paused[pm.tp.Topic] && s.src.view(pm.tp).alive {
-			return pm.tp.Topic
+		t := pm.tp.Topic
+		if pm.failed && !s.stopped[t] && !s.paused[t] {
+			if _, seen := ok[t]; !seen {
+				ok[t] = true
+			}
+			ok[t] = ok[t] && s.src.view(pm.tp).alive
+		}
+	}
+	for _, t := range sortedKeys(ok) {
+		if ok[t] {
+			return t
 		}
 	}
 	return ""
@@ -427,8 +442,11 @@ func (s *simRun) repair(topic string) {
 			}
 		}
 	}
-	t.Logf("seed %d step %d: mirror truncate --to-divergence of %s", s.seed, s.step, topic)
-	res, err := s.m.TruncateMirrorTopics(context.Background(), "User:admin", wireext.TruncateMirrorTopicsRequest{Topics: []string{topic}})
+	// Each repair keeps its cut in a topic of its own (a keep topic that
+	// holds other batches at those offsets is refused).
+	keep := fmt.Sprintf("%s.truncated.%d", topic, s.step)
+	t.Logf("seed %d step %d: mirror truncate --to-divergence of %s, kept in %s", s.seed, s.step, topic, keep)
+	res, err := s.m.TruncateMirrorTopics(context.Background(), "User:admin", wireext.TruncateMirrorTopicsRequest{Topics: []string{topic}, KeepTopic: keep})
 	if err != nil || len(res) != 1 || res[0].ErrorCode != 0 {
 		t.Fatalf("seed %d step %d: mirror truncate of %s: %v %+v", s.seed, s.step, topic, err, res)
 	}
@@ -489,7 +507,7 @@ func (s *simRun) expireRetries() {
 			pm.unreachable = true
 		}
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(simPatience); ; time.Sleep(time.Millisecond) {
 		all := true
 		for _, pm := range waiting {
 			all = all && s.src.view(pm.tp).answered > 0
@@ -498,7 +516,7 @@ func (s *simRun) expireRetries() {
 			break
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("seed %d step %d: the copies that reach their source were not all answered within 30s", s.seed, s.step)
+			s.t.Fatalf("seed %d step %d: the copies that reach their source were not all answered within %v", s.seed, s.step, simPatience)
 		}
 	}
 	s.t.Logf("seed %d step %d: the retry bound passes", s.seed, s.step)
@@ -520,9 +538,9 @@ func (s *simRun) syncRound() {
 	}
 	want := r.rounds.Load() + 1
 	r.poke()
-	for deadline := time.Now().Add(30 * time.Second); r.rounds.Load() < want; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(simPatience); r.rounds.Load() < want; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			s.t.Fatalf("seed %d step %d: no sync round within 30s", s.seed, s.step)
+			s.t.Fatalf("seed %d step %d: no sync round within %v", s.seed, s.step, simPatience)
 		}
 	}
 }
@@ -623,13 +641,13 @@ func (s *simRun) statusOf() map[client.TopicPartition]wireext.MirrorPartitionSta
 // then checks the invariants and records the observation.
 func (s *simRun) observe(phase string) {
 	when := fmt.Sprintf("seed %d step %d (%s)", s.seed, s.step, phase)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(simPatience)
 	if r := s.m.link(simLinkName); r != nil && s.restarted && !s.src.allDead() {
 		// The first sync round begins the copies (and those that had
 		// given up); until it ends, the persisted states show.
 		for r.rounds.Load() == 0 {
 			if time.Now().After(deadline) {
-				s.t.Fatalf("%s: no sync round within 30s", when)
+				s.t.Fatalf("%s: no sync round within %v", when, simPatience)
 			}
 			time.Sleep(time.Millisecond)
 		}
@@ -647,7 +665,7 @@ func (s *simRun) observe(phase string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("%s: not settled within 30s:\n%s", when, strings.Join(why, "\n"))
+			s.t.Fatalf("%s: not settled within %v:\n%s", when, simPatience, strings.Join(why, "\n"))
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
