@@ -52,7 +52,7 @@ import (
 // compares two runs of one seed). VERBATIM_LINK_SIM_SEEDS and
 // VERBATIM_LINK_SIM_STEPS run more (make sim-link).
 func TestLinkSimulation(t *testing.T) {
-	seeds, steps := envInt("VERBATIM_LINK_SIM_SEEDS", 4), envInt("VERBATIM_LINK_SIM_STEPS", 10)
+	seeds, steps := envInt("VERBATIM_LINK_SIM_SEEDS", 8), envInt("VERBATIM_LINK_SIM_STEPS", 12)
 	total := map[string]int{}
 	var mu sync.Mutex
 	for seed := int64(1); seed <= int64(seeds); seed++ {
