@@ -150,7 +150,11 @@ type memReplica struct {
 
 func (r *memReplica) LogStartOffset() int64 { r.mu.Lock(); defer r.mu.Unlock(); return r.log.start }
 func (r *memReplica) LogEndOffset() int64   { r.mu.Lock(); defer r.mu.Unlock(); return r.log.end }
-func (r *memReplica) LatestEpoch() int32    { r.mu.Lock(); defer r.mu.Unlock(); return r.log.latestEpoch() }
+func (r *memReplica) LatestEpoch() int32 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.log.latestEpoch()
+}
 
 func (r *memReplica) EndOffsetForEpoch(epoch int32) (int32, int64, error) {
 	r.mu.Lock()
