@@ -144,8 +144,9 @@ type memReplica struct {
 	log memLog
 	hw  int64
 	bad string
-	// appends counts Append calls that stored batches.
-	appends int
+	// appends counts Append calls that stored batches, truncates
+	// Truncate calls, resets TruncateFullyAndStartAt calls.
+	appends, truncates, resets int
 }
 
 func (r *memReplica) LogStartOffset() int64 { r.mu.Lock(); defer r.mu.Unlock(); return r.log.start }
@@ -202,6 +203,7 @@ func (r *memReplica) violate(format string, args ...any) {
 func (r *memReplica) Truncate(offset int64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.truncates++
 	r.log.truncate(offset)
 	r.hw = min(r.hw, r.log.end)
 	return nil
@@ -210,6 +212,7 @@ func (r *memReplica) Truncate(offset int64) error {
 func (r *memReplica) TruncateFullyAndStartAt(offset int64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.resets++
 	r.log = memLog{start: offset, end: offset}
 	r.hw = offset
 	return nil
@@ -278,3 +281,7 @@ func (h *memHost) replica(tp client.TopicPartition) *memReplica {
 }
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func clientTP(topic string, p int32) client.TopicPartition {
+	return client.TopicPartition{Topic: topic, Partition: p}
+}
