@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/broker"
+	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/internal/testkit"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 )
@@ -106,6 +107,16 @@ func (fx *leaderFixture) produce(n int, tag string) {
 			fx.t.Fatal(err)
 		}
 	}
+}
+
+// cluster is a client.Cluster on the leader, closed with the test.
+func (fx *leaderFixture) cluster() *client.Cluster {
+	cl, err := client.NewCluster(fx.dest.Addr, client.Options{})
+	if err != nil {
+		fx.t.Fatal(err)
+	}
+	fx.t.Cleanup(cl.Close)
+	return cl
 }
 
 // leaderLog is the partition's batches on the leader.
@@ -211,5 +222,62 @@ func TestManagerFetchers(t *testing.T) {
 	}
 	if len(used) != 2 {
 		t.Fatalf("6 partitions hash to %d of 2 fetchers", len(used))
+	}
+}
+
+// TestManagerOutOfRange: against the real leader, a replica whose log end
+// is beyond the leader's is truncated to the leader's end, and one below
+// the leader's log start (DeleteRecords) starts again at it (ListOffsets
+// as a replica, both).
+func TestManagerOutOfRange(t *testing.T) {
+	fx := newLeaderFixture(t, 2)
+	fx.produce(10, "o")
+	rep0 := fx.host.replica(clientTP("r", 0)) // empty, starts beyond the leader
+	if err := rep0.TruncateFullyAndStartAt(1000); err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = "r"
+	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	rp.Partition, rp.Offset = 1, 4
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(fx.ctx, fx.cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode); err != nil {
+		t.Fatal(err)
+	}
+	_, end0 := testkit.ReadLog(t, fx.ctx, fx.cluster(), "r", 0)
+	m := NewManager(Config{Host: fx.host, MaxWaitMs: 20, Log: quietLog()})
+	defer m.Close()
+	m.Follow(fx.parts)
+	// Partition 0 restarts at the leader's end, partition 1 at its log
+	// start.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s0, s1 := fx.host.replica(clientTP("r", 0)).snapshot(), fx.host.replica(clientTP("r", 1)).snapshot()
+		if s0.start == end0 && s1.start == 4 && bytes.Equal(fx.replicaBytes(1), fx.leaderLog(1)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replicas %s and %s; want partition 0 from %d, 1 from 4", describe(&s0), describe(&s1), end0)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// What follows is copied.
+	fx.produce(3, "p")
+	for {
+		s0 := fx.host.replica(clientTP("r", 0)).snapshot()
+		_, end := testkit.ReadLog(t, fx.ctx, fx.cluster(), "r", 0)
+		if s0.start == end0 && s0.end == end {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("partition 0: replica %s, leader ends at %d", describe(&s0), end)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
