@@ -99,6 +99,9 @@ func (s *sim) EpochEnds(_ context.Context, qs []epochQuery) ([]epochAnswer, erro
 			a.Err = err
 		} else {
 			a.End.LeaderEpoch, a.End.EndOffset = endOffsetFor(sp.leaderEntries(), q.Epoch, sp.lead().end)
+			if a.End.EndOffset >= 0 && a.End.EndOffset < s.host.replica(q.TopicPartition).LogEndOffset() {
+				s.stats["truncated below our end"]++
+			}
 		}
 		out = append(out, a)
 	}
@@ -116,6 +119,9 @@ func (s *sim) Offsets(_ context.Context, qs []offsetQuery) ([]offsetAnswer, erro
 	for _, q := range qs {
 		sp := s.parts[q.TopicPartition]
 		a := offsetAnswer{TopicPartition: q.TopicPartition, Err: sp.fence(q.Current)}
+		if a.Err == nil {
+			s.stats["offsets"]++
+		}
 		a.Start, a.End = sp.lead().start, sp.lead().end
 		out = append(out, a)
 	}
@@ -140,6 +146,7 @@ func (s *sim) Fetch(_ context.Context, want []client.SessionPartition) ([]client
 		out = append(out, a)
 		r := &out[len(out)-1].FetchResult
 		if r.Err = sp.fence(w.CurrentEpoch); r.Err != nil {
+			s.stats["fenced"]++
 			continue
 		}
 		if s.chance(0.04) {
@@ -161,6 +168,7 @@ func (s *sim) Fetch(_ context.Context, want []client.SessionPartition) ([]client
 		}
 		if w.Offset < l.start || w.Offset > l.end {
 			r.Err = kerr.OffsetOutOfRange
+			s.stats["out of range"]++
 			continue
 		}
 		var recs []byte
@@ -423,7 +431,7 @@ func TestFetcherSim(t *testing.T) {
 	}
 	t.Logf("over %d seeds: %v", seeds, total)
 	// The simulation must have exercised what it claims to.
-	for _, k := range []string{"lost", "cut", "elections", "delete records", "stale answers", "partition error"} {
+	for _, k := range []string{"lost", "cut", "fenced", "out of range", "offsets", "truncated below our end", "elections", "delete records", "stale answers", "partition error"} {
 		if total[k] == 0 {
 			t.Errorf("no %s in any seed", k)
 		}
