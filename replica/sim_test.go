@@ -86,9 +86,17 @@ func (s *sim) inFlight() {
 
 func (s *sim) Close() {}
 
-func (s *sim) EpochEnds(_ context.Context, qs []epochQuery) ([]epochAnswer, error) {
-	if s.chance(0.1) {
+// lost reports (and counts) a request whose answer is lost.
+func (s *sim) lost(p float64) bool {
+	if s.chance(p) {
 		s.stats["lost"]++
+		return true
+	}
+	return false
+}
+
+func (s *sim) EpochEnds(_ context.Context, qs []epochQuery) ([]epochAnswer, error) {
+	if s.lost(0.1) {
 		return nil, errLost
 	}
 	var out []epochAnswer
@@ -111,8 +119,7 @@ func (s *sim) EpochEnds(_ context.Context, qs []epochQuery) ([]epochAnswer, erro
 }
 
 func (s *sim) Offsets(_ context.Context, qs []offsetQuery) ([]offsetAnswer, error) {
-	if s.chance(0.1) {
-		s.stats["lost"]++
+	if s.lost(0.1) {
 		return nil, errLost
 	}
 	var out []offsetAnswer
@@ -133,8 +140,7 @@ func (s *sim) Offsets(_ context.Context, qs []offsetQuery) ([]offsetAnswer, erro
 // the diverging-epoch check, the range check, then batches from the one
 // holding the offset up to the partition's max bytes (the first whole).
 func (s *sim) Fetch(_ context.Context, want []client.SessionPartition) ([]client.SessionAnswer, error) {
-	if s.chance(0.08) {
-		s.stats["lost"]++
+	if s.lost(0.08) {
 		return nil, errLost
 	}
 	var out []client.SessionAnswer
