@@ -138,11 +138,14 @@ func appendAnswer(rep Replica, a client.FetchResult) error {
 	if len(set) > 0 {
 		end := rep.LogEndOffset()
 		if base := kbatch.BaseOffset(set); base < end {
-			// An empty log that starts inside the leader's first batch
-			// (a log start moved by DeleteRecords) starts again at the
-			// batch's base, as Kafka's follower does.
+			// The leader's log start is inside its first batch
+			// (DeleteRecords). An empty log starts again at the batch's
+			// base, as Kafka's follower does; so does a log that holds
+			// nothing at or above the leader's log start (all of it is
+			// deleted on the leader), where Kafka's follower would stop
+			// on the overlap.
 			last := base + int64(kbatch.LastOffsetDelta(set))
-			if rep.LogStartOffset() != end || last < end {
+			if last < end || (rep.LogStartOffset() != end && a.LogStart < end) {
 				return fmt.Errorf("%w: batch %d-%d, log end %d", errBelowEnd, base, last, end)
 			}
 			if err := rep.TruncateFullyAndStartAt(base); err != nil {

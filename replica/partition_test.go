@@ -107,6 +107,16 @@ func TestFetchAnswers(t *testing.T) {
 			t.Fatalf("log [%d,%d) bad %q", r.LogStartOffset(), r.LogEndOffset(), r.bad)
 		}
 	})
+	t.Run("log holding only what the leader deleted", func(t *testing.T) {
+		r := replicaWith(t, 1, 1) // [0,4); the leader deleted below 4, inside its batch 3-6
+		p := fetchingPart(r)
+		if o, err := p.onFetch(client.FetchResult{DivergingEpoch: noDiv, Records: batchAt(t, 3, 2, 4), HighWatermark: 7, LogStart: 4}, 4); o != goOn || err != nil {
+			t.Fatal(o, err)
+		}
+		if r.LogStartOffset() != 4 || r.LogEndOffset() != 7 || r.bad != "" {
+			t.Fatalf("log [%d,%d) bad %q", r.LogStartOffset(), r.LogEndOffset(), r.bad)
+		}
+	})
 	t.Run("batch below the end of a non-empty log", func(t *testing.T) {
 		r := replicaWith(t, 1, 1)
 		p := fetchingPart(r)
