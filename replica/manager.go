@@ -25,11 +25,11 @@ type Config struct {
 	// (1).
 	MaxBytes, PartitionMaxBytes, MinBytes int32
 	MaxWaitMs                             int32
-	// Backoff is replica.fetch.backoff.ms (Kafka's 1 s): how long a
+	// Backoff is replica.fetch.backoff.ms (Kafka's 1 s): the longest a
 	// partition whose fetch failed (UNKNOWN_LEADER_EPOCH,
-	// NOT_LEADER_OR_FOLLOWER, ...) waits before it is asked again. A
-	// broken connection backs the whole fetcher off (100 ms doubling to
-	// 2 s) before it is dialled again.
+	// NOT_LEADER_OR_FOLLOWER, ...) waits before it is asked again (100
+	// ms after progress, doubling). A broken connection backs the whole
+	// fetcher off (100 ms doubling to 2 s) before it is dialled again.
 	Backoff time.Duration
 	// Clock is the time source (nil: the wall clock).
 	Clock client.Clock

@@ -48,7 +48,23 @@ type partition struct {
 	gone  bool
 	rep   Replica // nil until Host.Replica answers
 	phase phase
-	delay time.Time // nothing is asked before
+	delay time.Time     // nothing is asked before
+	wait  time.Duration // the last backoff (0: none since progress)
+}
+
+// firstWait is a partition's first backoff after progress.
+const firstWait = 100 * time.Millisecond
+
+// backOff delays p: 100 ms after progress, doubling on each further
+// error up to limit (replica.fetch.backoff.ms).
+func (p *partition) backOff(now time.Time, limit time.Duration) {
+	if p.wait <= 0 {
+		p.wait = firstWait
+	} else {
+		p.wait *= 2
+	}
+	p.wait = min(p.wait, limit)
+	p.delay = now.Add(p.wait)
 }
 
 func newPartition(tp client.TopicPartition, id [16]byte, epoch int32) *partition {

@@ -2,7 +2,9 @@ package replica
 
 import (
 	"errors"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -191,5 +193,24 @@ func TestEpochEndAnswers(t *testing.T) {
 	p.phase = truncating
 	if o, _ := p.onEpochEnd(epochAnswer{Err: kerr.UnknownLeaderEpoch}); o != backOff || p.phase != truncating {
 		t.Fatalf("unknown leader epoch: %v %s", o, p.phase)
+	}
+}
+
+// TestPartitionBackoff: 100 ms after progress, doubling up to the limit.
+func TestPartitionBackoff(t *testing.T) {
+	p := newPartition(client.TopicPartition{Topic: "t"}, [16]byte{}, 1)
+	now := time.Unix(100, 0)
+	var got []time.Duration
+	for i := 0; i < 6; i++ {
+		p.backOff(now, time.Second)
+		got = append(got, p.delay.Sub(now))
+	}
+	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, time.Second, time.Second}
+	if !slices.Equal(got, want) {
+		t.Fatalf("waits %v, want %v", got, want)
+	}
+	p.wait = 0 // progress
+	if p.backOff(now, 50*time.Millisecond); p.delay.Sub(now) != 50*time.Millisecond {
+		t.Fatalf("a limit below 100 ms: waited %v", p.delay.Sub(now))
 	}
 }
