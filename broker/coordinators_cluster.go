@@ -3,14 +3,235 @@ package broker
 // The coordinators in cluster mode (owner: the coordinators work; see
 // cluster_config.go): a broker runs the group and transaction coordinator
 // of the internal topics' partitions it leads.
+//
+// As Kafka's GroupCoordinator and TransactionCoordinator onElection and
+// onResignation: becoming the leader of a partition of __consumer_offsets
+// or __transaction_state loads that partition's groups or transactional
+// ids from the local, replicated log (its requests answer
+// COORDINATOR_LOAD_IN_PROGRESS meanwhile), and losing it unloads them
+// (NOT_COORDINATOR from then on). The coordinators' writes are acks=all:
+// appendInternal waits for the high watermark (awaitReplicated) and a
+// write to a partition this broker no longer leads fails with
+// NOT_COORDINATOR, so a client looks the coordinator up again. Markers
+// for partitions led elsewhere travel as WriteTxnMarkers, produce-time
+// verification asks the coordinator's broker (coordinators_peers.go).
+//
+// The internal topics are created through the cluster store with
+// InternalReplicationFactor replicas (at most the live brokers), as
+// Kafka's controller creates them on the first FindCoordinator.
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/verbatim-kafka/verbatim/client"
+	"github.com/verbatim-kafka/verbatim/clustermeta"
+	"github.com/verbatim-kafka/verbatim/controller"
+)
+
+// coordCluster is the coordinators' cluster-mode state.
+type coordCluster struct {
+	mu sync.Mutex
+	// ctx ends when the coordinators stop: loads and requests to other
+	// brokers give up.
+	ctx    context.Context
+	cancel context.CancelFunc
+	closed bool
+	loads  sync.WaitGroup
+	// peers are the connections to other brokers (markers,
+	// verification), by node id.
+	peers map[int32]*client.Conn
+}
+
+// startCoordinatorsCluster prepares the cluster-mode state; the
+// coordinators then serve no partition until elected.
+func (s *Server) startCoordinatorsCluster() {
+	s.coord.ctx, s.coord.cancel = context.WithCancel(s.baseCtx)
+}
+
+// stopCoordinatorsCluster ends the loads in flight and the connections
+// to other brokers.
+func (s *Server) stopCoordinatorsCluster() {
+	c := &s.coord
+	c.mu.Lock()
+	if c.cancel == nil || c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	c.cancel()
+	peers := c.peers
+	c.peers = nil
+	c.mu.Unlock()
+	c.loads.Wait()
+	for _, p := range peers {
+		p.Close()
+	}
+}
 
 // coordinatorsElected is called when this broker becomes the leader of a
 // partition of __consumer_offsets or __transaction_state at epoch: the
 // coordinator loads that partition's state from its replicated log and
-// then serves it.
-func (s *Server) coordinatorsElected(p *Partition, epoch int32) {}
+// then serves it. It returns at once (the load runs on its own
+// goroutine); calls for one partition come in the order of its
+// leadership changes.
+func (s *Server) coordinatorsElected(p *Partition, epoch int32) {
+	if s.cfg.Cluster == nil || s.groups == nil {
+		return
+	}
+	var load func()
+	switch p.Topic.Name {
+	case offsetsTopic:
+		load = s.groups.LoadPartition(p.Index, epoch)
+	case txnStateTopic:
+		load = s.txns.LoadPartition(p.Index, epoch)
+	default:
+		return
+	}
+	c := &s.coord
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.loads.Add(1)
+	go func() {
+		defer c.loads.Done()
+		load()
+	}()
+}
 
 // coordinatorsResigned is called when this broker stops leading such a
 // partition: the coordinator unloads it (its requests answer
 // NOT_COORDINATOR from then on).
-func (s *Server) coordinatorsResigned(p *Partition) {}
+func (s *Server) coordinatorsResigned(p *Partition) {
+	if s.cfg.Cluster == nil || s.groups == nil {
+		return
+	}
+	switch p.Topic.Name {
+	case offsetsTopic:
+		s.groups.UnloadPartition(p.Index)
+	case txnStateTopic:
+		s.txns.UnloadPartition(p.Index)
+	}
+}
+
+// checkLeaderForCoordinator refuses a coordinator's write (its records,
+// a marker) to p unless this broker leads p in the cluster's current
+// state: NOT_LEADER_OR_FOLLOWER, which the coordinators answer as
+// NOT_COORDINATOR. A single node leads every partition.
+func (s *Server) checkLeaderForCoordinator(p *Partition) error {
+	if s.cfg.Cluster == nil {
+		return nil
+	}
+	if st := p.cstate.Load(); st != nil && st.Leader == s.cfg.NodeID {
+		return nil
+	}
+	return kafkaErr(kerr.NotLeaderForPartition, fmt.Sprintf("this broker does not lead %s", p.Dir()))
+}
+
+// coordinatorWriteCode maps the code of a coordinator write that failed
+// as Kafka's coordinators answer it: the partition moved
+// (NOT_LEADER_OR_FOLLOWER) or its disk failed is NOT_COORDINATOR, too few
+// in-sync replicas is COORDINATOR_NOT_AVAILABLE; the client looks the
+// coordinator up again or retries.
+func coordinatorWriteCode(code int16) int16 {
+	switch code {
+	case kerr.NotLeaderForPartition.Code, kerr.KafkaStorageError.Code:
+		return kerr.NotCoordinator.Code
+	case kerr.NotEnoughReplicas.Code, kerr.NotEnoughReplicasAfterAppend.Code, kerr.UnknownTopicOrPartition.Code:
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	return code
+}
+
+// internalTopicWait bounds how long a first lookup waits for an internal
+// topic it created in the store to reach this broker.
+const internalTopicWait = 10 * time.Second
+
+// internalTopicCluster returns the named internal topic, creating it in
+// the cluster store on first use with the internal replication factor
+// (lowered to the live broker count) and waiting until the reconciler
+// published it here.
+func (s *Server) internalTopicCluster(name string, partitions int32, configs map[string]string) (*Topic, error) {
+	if t := s.cluster.topic(name); t != nil {
+		return t, nil
+	}
+	ctx, cancel := context.WithTimeout(s.baseCtx, internalTopicWait)
+	defer cancel()
+	snap := s.clusterSnapshot()
+	if snap == nil {
+		return nil, errors.New("this broker has not joined the cluster yet")
+	}
+	if _, ok := snap.Topics[name]; !ok {
+		if err := s.createInternalTopicInStore(ctx, snap, name, partitions, configs); err != nil {
+			return nil, err
+		}
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if t := s.cluster.topic(name); t != nil {
+			return t, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("internal topic %s is not yet known to this broker", name)
+		case <-tick.C:
+		}
+	}
+}
+
+// createInternalTopicInStore writes the internal topic and its partition
+// states (leader the first replica, every replica in sync, epochs 0, as
+// Kafka's controller creates a topic). A topic created meanwhile by
+// another broker is fine.
+func (s *Server) createInternalTopicInStore(ctx context.Context, snap *clustermeta.Snapshot, name string, n int32, configs map[string]string) error {
+	var brokers []clustermeta.BrokerInfo
+	for _, b := range snap.Brokers {
+		if !b.ShuttingDown {
+			brokers = append(brokers, b)
+		}
+	}
+	sort.Slice(brokers, func(i, j int) bool { return brokers[i].NodeID < brokers[j].NodeID })
+	if len(brokers) == 0 {
+		return errors.New("no live broker to host the internal topic")
+	}
+	rf := s.cfg.Cluster.InternalReplicationFactor
+	if rf <= 0 {
+		rf = 3
+	}
+	rf = min(rf, int16(len(brokers)))
+	asg, err := controller.Assign(brokers, 0, n, rf, mrand.IntN(len(brokers)))
+	if err != nil {
+		return err
+	}
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return err
+	}
+	id[6] = id[6]&0x0f | 0x40
+	id[8] = id[8]&0x3f | 0x80
+	states := make([]clustermeta.PartitionState, len(asg))
+	for i, replicas := range asg {
+		states[i] = clustermeta.PartitionState{Topic: name, TopicID: id, Partition: int32(i), Replicas: replicas,
+			ISR: append([]int32(nil), replicas...), Leader: replicas[0]}
+	}
+	_, _, err = s.cfg.Cluster.Store.CreateTopic(ctx, clustermeta.TopicRecord{Name: name, ID: id, Partitions: n, Configs: configs}, states)
+	switch {
+	case errors.Is(err, clustermeta.ErrTopicExists):
+		return nil
+	case err != nil:
+		return fmt.Errorf("creating internal topic %s in the cluster store: %w", name, err)
+	}
+	s.log.Info("created internal topic", "topic", name, "partitions", n, "replication_factor", rf)
+	return nil
+}

@@ -39,6 +39,11 @@ func isInternalTopic(name string) bool { return coordlog.IsInternalTopic(name) }
 // metadata; CreatePartitions refuses internal topics, so it never
 // changes), else the count it will be created with.
 func (s *Server) internalPartitionCount(name string) int32 {
+	if snap := s.clusterSnapshot(); snap != nil {
+		if tr, ok := snap.Topics[name]; ok && tr.Partitions > 0 {
+			return tr.Partitions
+		}
+	}
 	if t := s.cluster.topic(name); t != nil {
 		if n := len(t.Partitions()); n > 0 {
 			return int32(n)
@@ -63,7 +68,11 @@ func (s *Server) internalTopic(name string) (*Topic, error) {
 	if name == offsetsTopic && s.cfg.OffsetsTopicSegmentBytes > 0 {
 		segBytes = strconv.Itoa(int(s.cfg.OffsetsTopicSegmentBytes))
 	}
-	cfg, err := newTopicConfig(map[string]string{"cleanup.policy": "compact", "segment.bytes": segBytes})
+	configs := map[string]string{"cleanup.policy": "compact", "segment.bytes": segBytes}
+	if s.cfg.Cluster != nil {
+		return s.internalTopicCluster(name, n, configs)
+	}
+	cfg, err := newTopicConfig(configs)
 	if err != nil {
 		return nil, err
 	}
@@ -96,10 +105,14 @@ func (s *Server) internalLog(name string, p int32) (*Partition, *storage.Log, er
 }
 
 // appendInternal writes recs as one batch to partition p of topic name and
-// returns the offset of the first record.
+// returns the offset of the first record once it is replicated (cluster
+// mode: acks=all, and only while this broker leads the partition).
 func (s *Server) appendInternal(name string, p int32, recs []coordlog.Record, how coordlog.Batch, now time.Time) (int64, error) {
 	part, l, err := s.internalLog(name, p)
 	if err != nil {
+		return -1, err
+	}
+	if err := s.checkLeaderForCoordinator(part); err != nil {
 		return -1, err
 	}
 	records := make([]kbatch.Record, len(recs))
@@ -126,11 +139,19 @@ func (s *Server) appendInternal(name string, p int32, recs []coordlog.Record, ho
 		return -1, err
 	}
 	part.notifyAppend()
+	if err := s.awaitReplicated(part, ar.LastOffset+1); err != nil {
+		return -1, err
+	}
 	return ar.FirstOffset, nil
 }
 
-// writeTxnMarker appends a COMMIT or ABORT marker for producer pid to p.
+// writeTxnMarker appends a COMMIT or ABORT marker for producer pid to p
+// and returns once it is replicated (cluster mode: Kafka writes markers
+// with acks=all, and only the partition's leader takes them).
 func (s *Server) writeTxnMarker(p *Partition, pid int64, epoch int16, commit bool, coordinatorEpoch int32, now time.Time) error {
+	if err := s.checkLeaderForCoordinator(p); err != nil {
+		return err
+	}
 	l, err := partitionLog(p)
 	if err != nil {
 		return err
@@ -146,11 +167,12 @@ func (s *Server) writeTxnMarker(p *Partition, pid int64, epoch int16, commit boo
 	if err != nil {
 		return err
 	}
-	if _, err := l.AppendCoordinator(set, p.LeaderEpoch(), now.UnixMilli(), 1); err != nil {
+	ar, err := l.AppendCoordinator(set, p.LeaderEpoch(), now.UnixMilli(), 1)
+	if err != nil {
 		return err
 	}
 	p.notifyAppend()
-	return nil
+	return s.awaitReplicated(p, ar.LastOffset+1)
 }
 
 // replayInternal calls fn for every record of partition p of an internal

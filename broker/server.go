@@ -347,6 +347,9 @@ type Server struct {
 	// groups and txns are the coordinators (coordinators.go).
 	groups *groupcoord.Coordinator
 	txns   *txncoord.Coordinator
+	// coord is the coordinators' cluster-mode state: partition loads,
+	// connections to other brokers (coordinators_cluster.go).
+	coord coordCluster
 	// policy runs the topics' mirror policies (policies.go).
 	policy *policyState
 	// mirror holds the mirror topics' persisted state: writer epochs and
