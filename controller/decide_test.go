@@ -85,6 +85,8 @@ func TestDecide(t *testing.T) {
 			wantReason: ReasonLeaderRestarted, wantLeader: 2, wantISR: ids(2, 3)},
 		{name: "leader restarted, alone in the ISR: re-elected in a new epoch", brokers: brokerSpec{1: "restarted", 2: "up", 3: "up"}, leader: 1, isr: ids(1),
 			wantReason: ReasonLeaderRestarted, wantLeader: 1, wantISR: ids(1)},
+		{name: "restarted ISR members only: the old leader first", brokers: brokerSpec{1: "restarted", 2: "restarted"}, leader: 2, isr: ids(1, 2),
+			wantReason: ReasonLeaderRestarted, wantLeader: 2, wantISR: ids(2)},
 		{name: "new leader in replica order, not ISR order", brokers: brokerSpec{2: "up", 3: "up"}, leader: 1, isr: ids(1, 3, 2),
 			wantReason: ReasonLeaderFenced, wantLeader: 2, wantISR: ids(3, 2)},
 		{name: "follower fenced", brokers: brokerSpec{1: "up", 2: "up"}, leader: 1, isr: r123,
