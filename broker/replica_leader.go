@@ -444,3 +444,42 @@ func (s *Server) startReplication(ctx context.Context) {
 		}
 	})
 }
+
+// produceLeaderCheck is Produce's check in cluster mode: the leader takes
+// the write; acks=all needs min.insync.replicas in the ISR.
+func (s *Server) produceLeaderCheck(p *Partition, acks int16) error {
+	rs, err := s.leaderCheck(p, -1)
+	if err != nil || acks != -1 {
+		return err
+	}
+	return rs.lead.checkMinISR()
+}
+
+// awaitISR is an acks=all produce's wait for its append to reach the high
+// watermark, bounded by the request's timeout (cluster mode).
+func (op *produceOp) awaitISR(ctx context.Context, pa *pendingAppend) error {
+	rs := pa.p.repl.Load()
+	if rs == nil {
+		return nil
+	}
+	if !rs.leader {
+		return errNotLeader(pa.p, "the leadership moved before the records were replicated")
+	}
+	deadline := time.UnixMilli(op.startMs + int64(max(op.timeoutMs, 0)))
+	return rs.lead.awaitHW(ctx, pa.a.Result.LastOffset+1, deadline)
+}
+
+// fetchLeaderCheck is Fetch's check in cluster mode: consumers and
+// followers fetch from the leader (no KIP-392 yet); a follower's fetch
+// records its progress (the leader's *leaderState is returned for it,
+// nil for a consumer).
+func (s *Server) fetchLeaderCheck(p *Partition, currentEpoch, replicaID int32, replicaEpoch, offset int64) (*leaderState, error) {
+	rs, err := s.leaderCheck(p, currentEpoch)
+	if err != nil || replicaID < 0 {
+		return nil, err
+	}
+	if err := rs.lead.followerFetched(replicaID, replicaEpoch, offset); err != nil {
+		return nil, err
+	}
+	return rs.lead, nil
+}
