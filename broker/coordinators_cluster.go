@@ -124,20 +124,6 @@ func (s *Server) coordinatorsResigned(p *Partition) {
 	}
 }
 
-// checkLeaderForCoordinator refuses a coordinator's write (its records,
-// a marker) to p unless this broker leads p in the cluster's current
-// state: NOT_LEADER_OR_FOLLOWER, which the coordinators answer as
-// NOT_COORDINATOR. A single node leads every partition.
-func (s *Server) checkLeaderForCoordinator(p *Partition) error {
-	if s.cfg.Cluster == nil {
-		return nil
-	}
-	if st := p.cstate.Load(); st != nil && st.Leader == s.cfg.NodeID {
-		return nil
-	}
-	return kafkaErr(kerr.NotLeaderForPartition, fmt.Sprintf("this broker does not lead %s", p.Dir()))
-}
-
 // coordinatorWriteCode maps the code of a coordinator write that failed
 // as Kafka's coordinators answer it: the partition moved
 // (NOT_LEADER_OR_FOLLOWER) or its disk failed is NOT_COORDINATOR, too few

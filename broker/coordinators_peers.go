@@ -20,8 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -199,7 +197,7 @@ func (s *Server) peerRequest(node int32, req kmsg.Request, maxVersion int16) (km
 // peerConn is the connection to broker node, dialled if there is none
 // (or it broke, or the broker's address changed).
 func (s *Server) peerConn(ctx context.Context, node int32) (*client.Conn, error) {
-	addr, ok := s.peerAddr(node)
+	addr, ok := s.LeaderAddr(node)
 	if !ok {
 		return nil, fmt.Errorf("broker %d is not registered", node)
 	}
@@ -214,7 +212,7 @@ func (s *Server) peerConn(ctx context.Context, node int32) (*client.Conn, error)
 		return pc, nil
 	}
 	c.mu.Unlock()
-	conn, err := client.Dial(ctx, addr, s.peerOptions())
+	conn, err := client.Dial(ctx, addr, s.InterBrokerClient())
 	if err != nil {
 		return nil, fmt.Errorf("broker %d: %w", node, err)
 	}
@@ -242,31 +240,6 @@ func (s *Server) dropPeer(node int32, conn *client.Conn) {
 	}
 	c.mu.Unlock()
 	conn.Close()
-}
-
-// peerAddr is broker node's inter-broker endpoint as HOST:PORT.
-func (s *Server) peerAddr(node int32) (string, bool) {
-	snap := s.clusterSnapshot()
-	if snap == nil {
-		return "", false
-	}
-	b, ok := snap.Brokers[node]
-	if !ok {
-		return "", false
-	}
-	ep, ok := b.Endpoint(b.InterBrokerListener)
-	if !ok {
-		if len(b.Endpoints) == 0 {
-			return "", false
-		}
-		ep = b.Endpoints[0]
-	}
-	return net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port))), true
-}
-
-// peerOptions is how the coordinators dial other brokers.
-func (s *Server) peerOptions() client.Options {
-	return client.Options{ClientID: "verbatim-broker-" + strconv.Itoa(int(s.cfg.NodeID))}
 }
 
 // sleepCtx waits d or until ctx ends.

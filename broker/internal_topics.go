@@ -112,8 +112,8 @@ func (s *Server) appendInternal(name string, p int32, recs []coordlog.Record, ho
 	if err != nil {
 		return -1, err
 	}
-	if err := s.checkLeaderForCoordinator(part); err != nil {
-		return -1, err
+	if _, err := s.leaderCheck(part, -1); err != nil {
+		return -1, err // cluster mode: the partition moved (NOT_COORDINATOR)
 	}
 	records := make([]kbatch.Record, len(recs))
 	for i, r := range recs {
@@ -149,7 +149,7 @@ func (s *Server) appendInternal(name string, p int32, recs []coordlog.Record, ho
 // and returns once it is replicated (cluster mode: Kafka writes markers
 // with acks=all, and only the partition's leader takes them).
 func (s *Server) writeTxnMarker(p *Partition, pid int64, epoch int16, commit bool, coordinatorEpoch int32, now time.Time) error {
-	if err := s.checkLeaderForCoordinator(p); err != nil {
+	if _, err := s.leaderCheck(p, -1); err != nil {
 		return err
 	}
 	l, err := partitionLog(p)
