@@ -450,9 +450,9 @@ func (s *Server) brokerEpoch() int64 {
 	return 0
 }
 
-// brokerSession is the current registration (nil: none), whose Fence
+// clusterSession is the current registration (nil: none), whose Fence
 // fences a leader's ISR writes.
-func (s *Server) brokerSession() *clustermeta.Session {
+func (s *Server) clusterSession() *clustermeta.Session {
 	if s.cm == nil {
 		return nil
 	}
