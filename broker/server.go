@@ -409,6 +409,9 @@ type Server struct {
 	// linkSecrets encodes the links' source credentials (nil: no
 	// password.encoder.secret), link_sync.go.
 	linkSecrets *secret.Encoder
+
+	// repl is cluster mode's replication state (replica_role.go).
+	repl replServer
 }
 
 // Open takes the data dir (lock, format version, cluster id), recovers the
@@ -477,6 +480,7 @@ func Open(cfg Config) (*Server, error) {
 	s.recoverMirrorStops()
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	go s.retentionLoop(s.baseCtx)
+	s.startReplication(s.baseCtx) // cluster mode only
 	s.startCleaners(s.baseCtx)
 	if s.policy, err = openPolicies(s.baseCtx, cfg, s.log, s.metrics); err != nil {
 		s.cancelBase()
@@ -632,6 +636,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	go s.policy.close()
 	s.stopCleaners()
 	s.leaveCluster(ctx)
+	s.shutdownReplication() // cluster mode: the last high-watermark checkpoint
 	s.cluster.close()
 	s.lock.release()
 	s.log.Info("broker stopped")
