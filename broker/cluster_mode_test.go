@@ -507,3 +507,22 @@ func TestClusterFencedBrokerRegistersAgain(t *testing.T) {
 	tc.stop(2)
 	tc.awaitAll(func(s *clustermeta.Snapshot) bool { _, ok := s.Brokers[2]; return !ok })
 }
+
+// hostTopicForTest publishes a topic on a cluster-mode server without the
+// store (tests that play the reconciler themselves): partitions
+// partitions, their logs open.
+func hostTopicForTest(t *testing.T, s *Server, name string, id [16]byte, partitions int32, cfg *TopicConfig) *Topic {
+	t.Helper()
+	top := &Topic{Name: name, ID: id}
+	top.cfg.Store(cfg)
+	parts := make([]*Partition, partitions)
+	for i := range parts {
+		parts[i] = &Partition{Topic: top, Index: int32(i)}
+		if err := s.openPartitionLog(parts[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	top.parts.Store(&parts)
+	s.cluster.publishTopic(top)
+	return top
+}

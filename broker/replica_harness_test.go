@@ -39,7 +39,21 @@ var errFakeStore = errors.New("fake store: not implemented")
 
 func (f *fakeStore) ClusterID() string { return "fake-cluster" }
 func (f *fakeStore) Snapshot(context.Context) (*clustermeta.Snapshot, error) {
-	return nil, errFakeStore
+	// What a restarted broker's Open reads: the partitions put so far.
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	snap := &clustermeta.Snapshot{ClusterID: f.ClusterID(), Controller: clustermeta.NoLeader, Revision: f.rev,
+		Topics: map[string]clustermeta.TopicRecord{}, Partitions: map[string][]clustermeta.PartitionState{}}
+	for tp, st := range f.parts {
+		ps := snap.Partitions[tp.Topic]
+		for int32(len(ps)) <= tp.Partition {
+			ps = append(ps, clustermeta.PartitionState{})
+		}
+		ps[tp.Partition] = st
+		snap.Partitions[tp.Topic] = ps
+		snap.Topics[tp.Topic] = clustermeta.TopicRecord{Name: tp.Topic, ID: st.TopicID, Partitions: int32(len(ps))}
+	}
+	return snap, nil
 }
 func (f *fakeStore) Watch(context.Context) <-chan *clustermeta.Snapshot { return nil }
 func (f *fakeStore) Register(context.Context, clustermeta.BrokerInfo, int64) (*clustermeta.Session, error) {
@@ -186,9 +200,7 @@ func (c *replCluster) hostTopic(n *replNode, name string, id [16]byte, configs m
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	if _, err := n.srv().cluster.createTopicWithID(name, 1, tc, false, id); err != nil {
-		c.t.Fatal(err)
-	}
+	hostTopicForTest(c.t, n.srv(), name, id, 1, tc)
 }
 
 // elect writes a new leader (epoch +1) with the given ISR and applies it.
