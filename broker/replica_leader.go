@@ -291,9 +291,9 @@ func (ls *leaderState) alterISR(st clustermeta.PartitionState, why string) {
 	next := st.ISR
 	err := errNoSession
 	var got []clustermeta.PartitionState
-	if sess := ls.s.clusterSession(); sess != nil && ls.s.cfg.Cluster != nil {
+	if fence, ok := ls.s.isrFence(); ok {
 		ctx, cancel := context.WithTimeout(ls.s.baseCtx, isrWriteTimeout)
-		got, err = ls.s.cfg.Cluster.Store.CASPartitions(ctx, sess.Fence(), []clustermeta.PartitionState{st})
+		got, err = ls.s.cfg.Cluster.Store.CASPartitions(ctx, fence, []clustermeta.PartitionState{st})
 		cancel()
 	}
 	ls.mu.Lock()
@@ -314,6 +314,18 @@ func (ls *leaderState) alterISR(st clustermeta.PartitionState, why string) {
 	} else {
 		ls.s.log.Info("ISR "+why+" not written", "topic", ls.p.Topic.Name, "partition", ls.p.Index, "isr", next, "err", err)
 	}
+}
+
+// isrFence is what fences the leader's ISR writes: the broker's session
+// (false before it registered).
+func (s *Server) isrFence() (clustermeta.Fence, bool) {
+	if f := s.repl.fence.Load(); f != nil {
+		return *f, true
+	}
+	if sess := s.clusterSession(); sess != nil {
+		return sess.Fence(), true
+	}
+	return clustermeta.Fence{}, false
 }
 
 // isrWriteTimeout bounds one ISR write to the store.

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -46,7 +47,10 @@ type replServer struct {
 	followers Followers
 	// now is the clock of the ISR's lag accounting (tests inject one;
 	// nil: time.Now).
-	now func() time.Time
+	now atomic.Pointer[func() time.Time]
+	// fence, when set, fences the ISR writes instead of the session's
+	// (tests without a registration).
+	fence atomic.Pointer[clustermeta.Fence]
 	// ckpt is the high-watermark checkpoint read at open
 	// (replica_checkpoint.go).
 	ckptOnce sync.Once
@@ -56,8 +60,8 @@ type replServer struct {
 }
 
 func (r *replServer) clock() time.Time {
-	if r.now != nil {
-		return r.now()
+	if now := r.now.Load(); now != nil {
+		return (*now)()
 	}
 	return time.Now()
 }
