@@ -15,26 +15,14 @@ package broker
 // NOT_COORDINATOR, so a client looks the coordinator up again. Markers
 // for partitions led elsewhere travel as WriteTxnMarkers, produce-time
 // verification asks the coordinator's broker (coordinators_peers.go).
-//
-// The internal topics are created through the cluster store with
-// InternalReplicationFactor replicas (at most the live brokers), as
-// Kafka's controller creates them on the first FindCoordinator.
 
 import (
 	"context"
-	"crypto/rand"
-	"errors"
-	"fmt"
-	mrand "math/rand/v2"
-	"sort"
 	"sync"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/verbatim-kafka/verbatim/client"
-	"github.com/verbatim-kafka/verbatim/clustermeta"
-	"github.com/verbatim-kafka/verbatim/controller"
 )
 
 // coordCluster is the coordinators' cluster-mode state.
@@ -137,87 +125,4 @@ func coordinatorWriteCode(code int16) int16 {
 		return kerr.CoordinatorNotAvailable.Code
 	}
 	return code
-}
-
-// internalTopicWait bounds how long a first lookup waits for an internal
-// topic it created in the store to reach this broker.
-const internalTopicWait = 10 * time.Second
-
-// internalTopicCluster returns the named internal topic, creating it in
-// the cluster store on first use with the internal replication factor
-// (lowered to the live broker count) and waiting until the reconciler
-// published it here.
-func (s *Server) internalTopicCluster(name string, partitions int32, configs map[string]string) (*Topic, error) {
-	if t := s.cluster.topic(name); t != nil {
-		return t, nil
-	}
-	ctx, cancel := context.WithTimeout(s.baseCtx, internalTopicWait)
-	defer cancel()
-	snap := s.clusterSnapshot()
-	if snap == nil {
-		return nil, errors.New("this broker has not joined the cluster yet")
-	}
-	if _, ok := snap.Topics[name]; !ok {
-		if err := s.createInternalTopicInStore(ctx, snap, name, partitions, configs); err != nil {
-			return nil, err
-		}
-	}
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if t := s.cluster.topic(name); t != nil {
-			return t, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("internal topic %s is not yet known to this broker", name)
-		case <-tick.C:
-		}
-	}
-}
-
-// createInternalTopicInStore writes the internal topic and its partition
-// states (leader the first replica, every replica in sync, epochs 0, as
-// Kafka's controller creates a topic). A topic created meanwhile by
-// another broker is fine.
-func (s *Server) createInternalTopicInStore(ctx context.Context, snap *clustermeta.Snapshot, name string, n int32, configs map[string]string) error {
-	var brokers []clustermeta.BrokerInfo
-	for _, b := range snap.Brokers {
-		if !b.ShuttingDown {
-			brokers = append(brokers, b)
-		}
-	}
-	sort.Slice(brokers, func(i, j int) bool { return brokers[i].NodeID < brokers[j].NodeID })
-	if len(brokers) == 0 {
-		return errors.New("no live broker to host the internal topic")
-	}
-	rf := s.cfg.Cluster.InternalReplicationFactor
-	if rf <= 0 {
-		rf = 3
-	}
-	rf = min(rf, int16(len(brokers)))
-	asg, err := controller.Assign(brokers, 0, n, rf, mrand.IntN(len(brokers)))
-	if err != nil {
-		return err
-	}
-	var id [16]byte
-	if _, err := rand.Read(id[:]); err != nil {
-		return err
-	}
-	id[6] = id[6]&0x0f | 0x40
-	id[8] = id[8]&0x3f | 0x80
-	states := make([]clustermeta.PartitionState, len(asg))
-	for i, replicas := range asg {
-		states[i] = clustermeta.PartitionState{Topic: name, TopicID: id, Partition: int32(i), Replicas: replicas,
-			ISR: append([]int32(nil), replicas...), Leader: replicas[0]}
-	}
-	_, _, err = s.cfg.Cluster.Store.CreateTopic(ctx, clustermeta.TopicRecord{Name: name, ID: id, Partitions: n, Configs: configs}, states)
-	switch {
-	case errors.Is(err, clustermeta.ErrTopicExists):
-		return nil
-	case err != nil:
-		return fmt.Errorf("creating internal topic %s in the cluster store: %w", name, err)
-	}
-	s.log.Info("created internal topic", "topic", name, "partitions", n, "replication_factor", rf)
-	return nil
 }

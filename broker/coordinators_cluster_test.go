@@ -7,8 +7,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/verbatim-kafka/verbatim/clustermeta"
-	"github.com/verbatim-kafka/verbatim/clustermeta/memstore"
 )
 
 // writeMarkers sends one WriteTxnMarkers v1 marker for pid/epoch to the
@@ -70,36 +68,8 @@ func TestWriteTxnMarkersServed(t *testing.T) {
 	}
 }
 
-// clusterBroker is a broker in cluster mode over an in-memory store that
-// no reconciler drives: the test applies partition roles itself.
-func clusterBroker(t *testing.T) *testBroker {
-	t.Helper()
-	return startBroker(t, t.TempDir(), func(c *Config) { c.Cluster = &ClusterConfig{Store: memstore.New()} })
-}
-
-// localInternalTopic creates the internal topic on b alone (as the
-// reconciler would from the store).
-func localInternalTopic(t *testing.T, b *testBroker, name string) *Topic {
-	t.Helper()
-	cfg, err := newTopicConfig(map[string]string{"cleanup.policy": "compact"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp, err := b.srv.cluster.createTopic(name, 10, cfg, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tp
-}
-
-// lead applies the role st describes (leader or follower) to p, as the
-// reconciler does.
-func lead(b *testBroker, p *Partition, leader, epoch int32) {
-	b.srv.applyRole(p, clustermeta.PartitionState{Topic: p.Topic.Name, TopicID: p.Topic.ID, Partition: p.Index,
-		Replicas: []int32{1, 2}, ISR: []int32{leader}, Leader: leader, LeaderEpoch: epoch})
-}
-
-// awaitOwned waits until the group coordinator serves p (its load ran).
+// awaitOwned waits until b's group coordinator serves __consumer_offsets
+// partition p (its load ran).
 func awaitOwned(t *testing.T, b *testBroker, p int32) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -111,8 +81,7 @@ func awaitOwned(t *testing.T, b *testBroker, p int32) {
 	}
 }
 
-func offsetCommit(t *testing.T, b *testBroker, group, topic string, off int64) int16 {
-	t.Helper()
+func offsetCommitReq(group, topic string, off int64) *kmsg.OffsetCommitRequest {
 	req := kmsg.NewPtrOffsetCommitRequest()
 	req.Version = 8
 	req.Group, req.Generation = group, -1
@@ -122,7 +91,38 @@ func offsetCommit(t *testing.T, b *testBroker, group, topic string, off int64) i
 	rp.Partition, rp.Offset, rp.LeaderEpoch = 0, off, -1
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	return rawRequest[*kmsg.OffsetCommitResponse](t, b, req).Topics[0].Partitions[0].ErrorCode
+	return req
+}
+
+// replicatedCommit commits off on b (the leader of the group's offsets
+// partition) while the followers fetch, since the commit is answered
+// only once it is replicated (acks=all).
+func replicatedCommit(t *testing.T, c *replCluster, b *testBroker, group, topic string, off int64) int16 {
+	t.Helper()
+	type answer struct {
+		resp kmsg.Response
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		resp, err := rawRoundTrip(b.addr, offsetCommitReq(group, topic, off))
+		done <- answer{resp, err}
+	}()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case a := <-done:
+			if a.err != nil {
+				t.Fatal(a.err)
+			}
+			return a.resp.(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+		case <-deadline:
+			t.Fatal("the commit was never answered")
+		default:
+			c.replicate(1)
+			time.Sleep(time.Millisecond)
+		}
+	}
 }
 
 // offsetFetch is the group's committed offset of topic/0 (v7: one group,
@@ -140,71 +140,47 @@ func offsetFetch(t *testing.T, b *testBroker, group, topic string) (int16, int64
 	return resp.Topics[0].Partitions[0].ErrorCode, resp.Topics[0].Partitions[0].Offset
 }
 
-// In cluster mode the group coordinator serves exactly the offsets
-// partitions this broker leads: nothing before its election, the group's
-// commits while it leads, NOT_COORDINATOR once the partition moved (its
-// writes refused by the log even before the coordinator heard of it),
-// and the committed offsets again, loaded from the log, when it leads
-// the partition once more.
-func TestCoordinatorsFollowInternalLeadership(t *testing.T) {
-	b := clusterBroker(t)
-	offsets := localInternalTopic(t, b, offsetsTopic)
-	data := localTopic(t, b, "data")
+// A group's coordinator follows the leadership of its __consumer_offsets
+// partition (replicated on two brokers): the leader serves the group, a
+// commit is answered once replicated, and when the partition's leader
+// changes the old leader answers NOT_COORDINATOR while the new one loads
+// the committed offsets from its replica of the log; and back again.
+func TestGroupCoordinatorMovesWithLeadership(t *testing.T) {
+	c := newReplCluster(t, 2, nil)
+	c.createTopic("data", []int32{1, 2}, nil)
+	// One offsets partition: every group maps to it.
+	c.createTopic(offsetsTopic, []int32{1, 2}, map[string]string{"cleanup.policy": "compact"})
+	b1, b2 := c.nodes[1].b, c.nodes[2].b
 	const group = "moving"
-	p := offsets.Partition(b.srv.groups.PartitionFor(group))
-	if code, _ := offsetFetch(t, b, group, "data"); code != kerr.NotCoordinator.Code {
-		t.Fatalf("before any election: %d, want NOT_COORDINATOR", code)
+	awaitOwned(t, b1, 0)
+	if code, _ := offsetFetch(t, b2, group, "data"); code != kerr.NotCoordinator.Code {
+		t.Fatalf("the follower answers the group: %d, want NOT_COORDINATOR", code)
 	}
-	lead(b, p, 1, 1)
-	awaitOwned(t, b, p.Index)
-	if code := offsetCommit(t, b, group, "data", 42); code != 0 {
-		t.Fatalf("commit: %d", code)
+	if code := replicatedCommit(t, c, b1, group, "data", 42); code != 0 {
+		t.Fatalf("commit on broker 1: %d", code)
 	}
-	if code, off := offsetFetch(t, b, group, "data"); code != 0 || off != 42 {
-		t.Fatalf("fetch while leading: %d %d", code, off)
+	c.elect(offsetsTopic, 2, []int32{1, 2})
+	if code, _ := offsetFetch(t, b1, group, "data"); code != kerr.NotCoordinator.Code {
+		t.Fatalf("the old leader still answers: %d, want NOT_COORDINATOR", code)
 	}
-	// Leadership is gone before the coordinator unloads: the write is
-	// refused by the log (NOT_COORDINATOR to the client) and nothing is
-	// appended.
-	l, err := partitionLog(p)
-	if err != nil {
-		t.Fatal(err)
+	if code := offsetCommit(t, b1, group, "data", 7); code != kerr.NotCoordinator.Code {
+		t.Fatalf("commit on the old leader: %d, want NOT_COORDINATOR", code)
 	}
-	end := l.LogEndOffset()
-	p.repl.Store(&replState{epoch: 2, leaderID: 2})
-	if code := offsetCommit(t, b, group, "data", 99); code != kerr.NotCoordinator.Code {
-		t.Fatalf("commit after the leadership moved: %d, want NOT_COORDINATOR", code)
+	awaitOwned(t, b2, 0)
+	if code, off := offsetFetch(t, b2, group, "data"); code != 0 || off != 42 {
+		t.Fatalf("the new leader's group: %d %d, want 42", code, off)
 	}
-	if got := l.LogEndOffset(); got != end {
-		t.Fatalf("log end %d after a refused commit, want %d", got, end)
+	if code := replicatedCommit(t, c, b2, group, "data", 43); code != 0 {
+		t.Fatalf("commit on broker 2: %d", code)
 	}
-	b.srv.coordinatorsResigned(p)
-	if code, _ := offsetFetch(t, b, group, "data"); code != kerr.NotCoordinator.Code {
-		t.Fatalf("fetch after resignation: %d, want NOT_COORDINATOR", code)
-	}
-	// Elected again at a newer epoch: loaded from the log as committed.
-	lead(b, p, 1, 3)
-	awaitOwned(t, b, p.Index)
-	if code, off := offsetFetch(t, b, group, "data"); code != 0 || off != 42 {
-		t.Fatalf("fetch after re-election: %d %d, want 42", code, off)
-	}
-	// A follower refuses markers for its partitions.
-	lead(b, data.Partition(0), 2, 1)
-	if c := writeMarkers(t, b, 1, 0, true, 0, "data", 0); c[0] != kerr.NotLeaderForPartition.Code {
-		t.Fatalf("marker on a follower: %v, want NOT_LEADER_OR_FOLLOWER", c)
+	c.elect(offsetsTopic, 1, []int32{1, 2})
+	awaitOwned(t, b1, 0)
+	if code, off := offsetFetch(t, b1, group, "data"); code != 0 || off != 43 {
+		t.Fatalf("back on broker 1: %d %d, want 43", code, off)
 	}
 }
 
-// localTopic creates a one-partition topic on b alone.
-func localTopic(t *testing.T, b *testBroker, name string) *Topic {
+func offsetCommit(t *testing.T, b *testBroker, group, topic string, off int64) int16 {
 	t.Helper()
-	cfg, err := newTopicConfig(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp, err := b.srv.cluster.createTopic(name, 1, cfg, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tp
+	return rawRequest[*kmsg.OffsetCommitResponse](t, b, offsetCommitReq(group, topic, off)).Topics[0].Partitions[0].ErrorCode
 }

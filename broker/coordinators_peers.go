@@ -47,8 +47,8 @@ func (s *Server) writeMarkerCluster(tp coordlog.TopicPartition, pid int64, epoch
 	var err error
 	for try := 0; try < markerTries; try++ {
 		if try > 0 {
-			if werr := sleepCtx(s.coord.ctx, markerBackoff); werr != nil {
-				return errors.Join(err, werr)
+			if !sleepCtx(s.coord.ctx, markerBackoff) {
+				return errors.Join(err, s.coord.ctx.Err())
 			}
 		}
 		var leader int32
@@ -240,16 +240,4 @@ func (s *Server) dropPeer(node int32, conn *client.Conn) {
 	}
 	c.mu.Unlock()
 	conn.Close()
-}
-
-// sleepCtx waits d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

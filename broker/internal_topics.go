@@ -39,11 +39,6 @@ func isInternalTopic(name string) bool { return coordlog.IsInternalTopic(name) }
 // metadata; CreatePartitions refuses internal topics, so it never
 // changes), else the count it will be created with.
 func (s *Server) internalPartitionCount(name string) int32 {
-	if snap := s.clusterSnapshot(); snap != nil {
-		if tr, ok := snap.Topics[name]; ok && tr.Partitions > 0 {
-			return tr.Partitions
-		}
-	}
 	if t := s.cluster.topic(name); t != nil {
 		if n := len(t.Partitions()); n > 0 {
 			return int32(n)
@@ -68,11 +63,7 @@ func (s *Server) internalTopic(name string) (*Topic, error) {
 	if name == offsetsTopic && s.cfg.OffsetsTopicSegmentBytes > 0 {
 		segBytes = strconv.Itoa(int(s.cfg.OffsetsTopicSegmentBytes))
 	}
-	configs := map[string]string{"cleanup.policy": "compact", "segment.bytes": segBytes}
-	if s.cfg.Cluster != nil {
-		return s.internalTopicCluster(name, n, configs)
-	}
-	cfg, err := newTopicConfig(configs)
+	cfg, err := newTopicConfig(map[string]string{"cleanup.policy": "compact", "segment.bytes": segBytes})
 	if err != nil {
 		return nil, err
 	}
