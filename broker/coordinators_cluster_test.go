@@ -6,7 +6,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
 )
 
 // writeMarkers sends one WriteTxnMarkers v1 marker for pid/epoch to the
