@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -182,4 +183,60 @@ func TestGroupCoordinatorMovesWithLeadership(t *testing.T) {
 func offsetCommit(t *testing.T, b *testBroker, group, topic string, off int64) int16 {
 	t.Helper()
 	return rawRequest[*kmsg.OffsetCommitResponse](t, b, offsetCommitReq(group, topic, off)).Topics[0].Partitions[0].ErrorCode
+}
+
+// A transaction over two partitions led by two brokers commits with a
+// marker on each: the coordinator (on the leader of the id's
+// __transaction_state partition) writes its own broker's marker locally
+// and sends the other over WriteTxnMarkers; the produce to the partition
+// on the other broker is verified by asking the coordinator's broker.
+func TestTxnSpansPartitionsOfTwoLeaders(t *testing.T) {
+	tc := startTestCluster(t, 2, func(c *ClusterConfig) { c.InternalReplicationFactor = 1 })
+	b1, b2 := tc.brokers[1], tc.brokers[2]
+	if r := createTopicOn(t, b1, createTopicReq("span", 2, 1)); r.ErrorCode != 0 {
+		t.Fatalf("create: %d", r.ErrorCode)
+	}
+	tc.awaitCurrent()
+	leaderOf := func(p int32) *testBroker {
+		return tc.brokers[b1.srv.Topic("span").Partition(p).cstate.Load().Leader]
+	}
+	if leaderOf(0) == leaderOf(1) {
+		t.Fatal("both partitions on one broker")
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b1.addr, b2.addr), kgo.TransactionalID("span-tx"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := ctxT(t)
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for p := int32(0); p < 2; p++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "span", Partition: p, Value: []byte{'v', byte('0' + p)}}).FirstErr(); err != nil {
+			t.Fatalf("produce to partition %d: %v", p, err)
+		}
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	// The coordinator is on one of the two leaders, so one marker and
+	// one produce's verification crossed to the other broker.
+	coord := tc.brokers[b1.srv.txnCoordinatorNode("span-tx")]
+	for p := int32(0); p < 2; p++ {
+		l := leaderOf(p)
+		// One record and the COMMIT marker; the last stable offset is
+		// past the marker.
+		if end := listOffsetsPart(t, l, 7, "span", p, -1, 0).Offset; end != 2 {
+			t.Fatalf("partition %d: log end %d, want 2", p, end)
+		}
+		if lso := listOffsetsPart(t, l, 7, "span", p, -1, 1).Offset; lso != 2 {
+			t.Fatalf("partition %d: last stable offset %d, want 2 (no COMMIT marker?)", p, lso)
+		}
+		t.Logf("partition %d led by broker %d, coordinator on broker %d", p, l.srv.cfg.NodeID, coord.srv.cfg.NodeID)
+	}
+	if d := describeTxn(t, coord, "span-tx"); d.ErrorCode != 0 || d.State != "CompleteCommit" {
+		t.Fatalf("transaction on its coordinator: %+v", d)
+	}
 }
