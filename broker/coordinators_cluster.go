@@ -19,6 +19,7 @@ package broker
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -45,8 +46,13 @@ func (s *Server) startCoordinatorsCluster() {
 	s.coord.ctx, s.coord.cancel = context.WithCancel(s.baseCtx)
 }
 
-// stopCoordinatorsCluster ends the loads in flight and the connections
-// to other brokers.
+// stopLoadWait bounds how long shutdown waits for partition loads in
+// flight (a load completing a transaction may wait on replication).
+const stopLoadWait = 2 * time.Second
+
+// stopCoordinatorsCluster ends the loads in flight (waiting a bounded
+// time; a later one finds the coordinators shut and installs nothing) and
+// the connections to other brokers.
 func (s *Server) stopCoordinatorsCluster() {
 	c := &s.coord
 	c.mu.Lock()
@@ -59,7 +65,15 @@ func (s *Server) stopCoordinatorsCluster() {
 	peers := c.peers
 	c.peers = nil
 	c.mu.Unlock()
-	c.loads.Wait()
+	done := make(chan struct{})
+	go func() { c.loads.Wait(); close(done) }()
+	t := time.NewTimer(stopLoadWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		s.log.Warn("coordinators stopped with partition loads still running")
+	}
 	for _, p := range peers {
 		p.Close()
 	}

@@ -5,7 +5,10 @@
 // and transaction coordinators (groupcoord, txncoord) are state machines
 // it builds and calls from its handlers; it implements the narrow
 // interface they write through (coordinators.go: internal-topic appends,
-// transaction markers, replay, producer ids) and runs their timers.
+// transaction markers, replay, producer ids) and runs their timers. In
+// cluster mode they serve the internal partitions this broker leads and
+// reach other brokers for markers and verification
+// (coordinators_cluster.go, coordinators_peers.go, WriteTxnMarkers).
 //
 // Its metrics are package metrics' (metrics.go): it resolves the handles
 // once (per API at Open, per topic on first use, per listener per

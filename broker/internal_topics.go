@@ -7,7 +7,9 @@ package broker
 // OffsetCommitKey/Value, GroupMetadataKey/Value, TxnMetadataKey/Value), so
 // a dump of the topics reads as a Kafka one. They are ordinary partition
 // logs created on first use (FindCoordinator or the first write) with
-// cleanup.policy=compact; on start the coordinators replay them.
+// cleanup.policy=compact; on start the coordinators replay them (in
+// cluster mode, each partition when this broker is elected its leader:
+// coordinators_cluster.go).
 //
 // Keys map to partitions as Kafka maps them: abs(Java String.hashCode) mod
 // the partition count (coordlog.PartitionForKey).

@@ -1,6 +1,6 @@
 package groupcoord
 
-// The group coordinator: Kafka's classic group protocol on one node.
+// The group coordinator: Kafka's classic group protocol.
 //
 // Every group this broker coordinates lives in memory in a group struct,
 // guarded by the coordinator's one mutex; its durable form is the group's

@@ -1,5 +1,5 @@
 // Package groupcoord is the classic group coordinator (Kafka's
-// GroupCoordinator for the classic protocol on one node): group
+// GroupCoordinator for the classic protocol): group
 // membership, rebalances, static members, committed and transactional
 // offsets, offset retention and group deletion, with its durable state in
 // __consumer_offsets in Kafka's record schemas, recovered by replay: of
