@@ -68,11 +68,10 @@ type Coordinator struct {
 	// appended; driving is set while a goroutine appends them (drive.go).
 	outbox  []*write
 	driving bool
-	// perPartition is Config.PerPartition; owned are the partitions
-	// served or loading then, loadGen the last load's generation.
-	perPartition bool
-	owned        map[int32]*partOwner
-	loadGen      uint64
+	// owned are the partitions served (partitions.go); loadingTxns the
+	// transaction markers written to a partition while it loads.
+	owned       *coordlog.Owned
+	loadingTxns map[int32][]txnCompletion
 }
 
 // New returns a coordinator with no groups; Load recovers them.
@@ -85,7 +84,7 @@ func New(cfg Config) *Coordinator {
 		log: cfg.Log, clock: cfg.Clock, lg: lg, groups: map[string]*group{},
 		initialRebalanceDelay: cfg.InitialRebalanceDelay, retention: offsetsRetention,
 		lastRetention: cfg.Clock.Now(),
-		perPartition:  cfg.PerPartition, owned: map[int32]*partOwner{},
+		owned:         coordlog.NewOwned(cfg.PerPartition), loadingTxns: map[int32][]txnCompletion{},
 	}
 }
 

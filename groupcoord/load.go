@@ -20,7 +20,7 @@ import (
 // before the coordinator serves requests, on a single node only (with
 // Config.PerPartition, LoadPartition loads each partition it leads).
 func (c *Coordinator) Load() error {
-	if c.perPartition {
+	if c.owned.PerPartition() {
 		return nil
 	}
 	parts := c.log.Partitions(coordlog.OffsetsTopic)

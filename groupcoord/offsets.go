@@ -236,9 +236,9 @@ func (c *Coordinator) txnCommitOffsets(groupID, memberID string, instanceID *str
 func (c *Coordinator) CompleteTxn(part int32, pid int64, commit bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if o := c.owned[part]; o != nil && !o.loaded {
+	if c.owned.Loading(part) {
 		// Its groups are being replayed: applied once they are in.
-		o.completions = append(o.completions, txnCompletion{pid, commit})
+		c.loadingTxns[part] = append(c.loadingTxns[part], txnCompletion{pid, commit})
 		return
 	}
 	for _, g := range c.groups {

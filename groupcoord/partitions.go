@@ -20,19 +20,6 @@ import (
 	"github.com/verbatim-kafka/verbatim/coordlog"
 )
 
-// partOwner is a partition the coordinator serves or is loading.
-type partOwner struct {
-	// epoch is the leader epoch it was loaded at; gen orders the loads.
-	epoch int32
-	gen   uint64
-	// loaded is false while its log is replayed.
-	loaded bool
-	// completions are transaction markers written to the partition
-	// while it loaded, applied once its groups are installed (a marker
-	// the replay already read applies to nothing the second time).
-	completions []txnCompletion
-}
-
 type txnCompletion struct {
 	pid    int64
 	commit bool
@@ -46,17 +33,7 @@ func (c *Coordinator) refusal(groupID string) *kerr.Error {
 	if c.closed {
 		return kerr.NotCoordinator
 	}
-	if !c.perPartition {
-		return nil
-	}
-	o := c.owned[c.PartitionFor(groupID)]
-	switch {
-	case o == nil:
-		return kerr.NotCoordinator
-	case !o.loaded:
-		return kerr.CoordinatorLoadInProgress
-	}
-	return nil
+	return c.owned.Refusal(c.PartitionFor(groupID))
 }
 
 // LoadPartition makes the coordinator serve the groups of
@@ -69,17 +46,15 @@ func (c *Coordinator) refusal(groupID string) *kerr.Error {
 func (c *Coordinator) LoadPartition(p, epoch int32) (load func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || !c.perPartition {
+	if c.closed {
 		return func() {}
 	}
-	if o := c.owned[p]; o != nil && o.epoch == epoch {
+	gen, ok := c.owned.Begin(p, epoch)
+	if !ok {
 		return func() {}
 	}
 	c.dropPartitionLocked(p)
-	c.loadGen++
-	o := &partOwner{epoch: epoch, gen: c.loadGen}
-	c.owned[p] = o
-	return func() { c.finishLoad(p, o.gen) }
+	return func() { c.finishLoad(p, gen) }
 }
 
 // finishLoad replays partition p and installs its groups unless p was
@@ -89,19 +64,17 @@ func (c *Coordinator) finishLoad(p int32, gen uint64) {
 	groups := c.replayPartition(p, now)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	o := c.owned[p]
-	if c.closed || o == nil || o.gen != gen {
+	if c.closed || !c.owned.Finish(p, gen) {
 		return
 	}
-	for _, tc := range o.completions {
+	for _, tc := range c.loadingTxns[p] {
 		for _, g := range groups {
 			completeTxn(g, tc.pid, tc.commit)
 		}
 	}
-	o.completions = nil
+	delete(c.loadingTxns, p)
 	c.installLocked(groups, now)
-	o.loaded = true
-	c.lg.Info("group coordinator loaded a partition", "topic", coordlog.OffsetsTopic, "partition", p, "epoch", o.epoch, "groups", len(groups))
+	c.lg.Info("group coordinator loaded a partition", "topic", coordlog.OffsetsTopic, "partition", p, "epoch", c.owned.Epoch(p), "groups", len(groups))
 }
 
 // UnloadPartition stops serving the groups of __consumer_offsets
@@ -112,16 +85,17 @@ func (c *Coordinator) finishLoad(p int32, gen uint64) {
 func (c *Coordinator) UnloadPartition(p int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.perPartition {
+	if !c.owned.PerPartition() {
 		return
 	}
 	c.dropPartitionLocked(p)
-	delete(c.owned, p)
+	c.owned.Drop(p)
 }
 
 // dropPartitionLocked removes the groups of partition p from memory.
 // Called with c.mu held.
 func (c *Coordinator) dropPartitionLocked(p int32) {
+	delete(c.loadingTxns, p)
 	for id, g := range c.groups {
 		if c.PartitionFor(id) != p {
 			continue
@@ -134,15 +108,11 @@ func (c *Coordinator) dropPartitionLocked(p int32) {
 }
 
 // Owns reports whether the coordinator serves __consumer_offsets
-// partition p now (loaded): always on a single node.
+// partition p now (loaded): always on a single node until Shutdown.
 func (c *Coordinator) Owns(p int32) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.perPartition {
-		return !c.closed
-	}
-	o := c.owned[p]
-	return o != nil && o.loaded
+	return !c.closed && c.owned.Serves(p)
 }
 
 // LoadInProgress reports whether a partition is being loaded (ListGroups
@@ -150,10 +120,5 @@ func (c *Coordinator) Owns(p int32) bool {
 func (c *Coordinator) LoadInProgress() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, o := range c.owned {
-		if !o.loaded {
-			return true
-		}
-	}
-	return false
+	return c.owned.AnyLoading()
 }

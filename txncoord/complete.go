@@ -173,7 +173,7 @@ func (c *Coordinator) Tick(now time.Time) {
 // serves requests, on a single node only (with Config.PerPartition,
 // LoadPartition loads each partition it leads).
 func (c *Coordinator) Load() error {
-	if c.perPartition {
+	if c.owned.PerPartition() {
 		return nil
 	}
 	c.mu.Lock()

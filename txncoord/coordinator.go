@@ -86,11 +86,8 @@ type Coordinator struct {
 	closed bool
 	// lastPidScan is when Tick last scanned the logs' producer ids.
 	lastPidScan time.Time
-	// perPartition is Config.PerPartition; owned are the partitions
-	// served or loading then, loadGen the last load's generation.
-	perPartition bool
-	owned        map[int32]*partOwner
-	loadGen      uint64
+	// owned are the partitions served (partitions.go).
+	owned *coordlog.Owned
 }
 
 // New returns a coordinator with no transactions; Load recovers them.
@@ -100,7 +97,7 @@ func New(cfg Config) *Coordinator {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	return &Coordinator{host: cfg.Host, clock: cfg.Clock, lg: lg, txns: map[string]*txnMeta{},
-		perPartition: cfg.PerPartition, owned: map[int32]*partOwner{}}
+		owned: coordlog.NewOwned(cfg.PerPartition)}
 }
 
 // PartitionFor is the __transaction_state partition of a transactional id.

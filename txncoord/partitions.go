@@ -23,14 +23,6 @@ import (
 	"github.com/verbatim-kafka/verbatim/coordlog"
 )
 
-// partOwner is a partition the coordinator serves or is loading.
-type partOwner struct {
-	// epoch is the leader epoch it was loaded at; gen orders the loads.
-	epoch  int32
-	gen    uint64
-	loaded bool
-}
-
 // refusal is why the coordinator does not serve id now (nil: it does):
 // NOT_COORDINATOR after Shutdown or for a partition it does not lead,
 // COORDINATOR_LOAD_IN_PROGRESS while the partition loads. Called with
@@ -39,17 +31,7 @@ func (c *Coordinator) refusal(id string) *kerr.Error {
 	if c.closed {
 		return kerr.NotCoordinator
 	}
-	if !c.perPartition {
-		return nil
-	}
-	o := c.owned[c.PartitionFor(id)]
-	switch {
-	case o == nil:
-		return kerr.NotCoordinator
-	case !o.loaded:
-		return kerr.CoordinatorLoadInProgress
-	}
-	return nil
+	return c.owned.Refusal(c.PartitionFor(id))
 }
 
 // LoadPartition makes the coordinator serve the transactional ids of
@@ -62,17 +44,15 @@ func (c *Coordinator) refusal(id string) *kerr.Error {
 func (c *Coordinator) LoadPartition(p, epoch int32) (load func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || !c.perPartition {
+	if c.closed {
 		return func() {}
 	}
-	if o := c.owned[p]; o != nil && o.epoch == epoch {
+	gen, ok := c.owned.Begin(p, epoch)
+	if !ok {
 		return func() {}
 	}
 	c.dropPartitionLocked(p)
-	c.loadGen++
-	o := &partOwner{epoch: epoch, gen: c.loadGen}
-	c.owned[p] = o
-	return func() { c.finishLoad(p, o.gen) }
+	return func() { c.finishLoad(p, gen) }
 }
 
 // finishLoad replays partition p, installs its transactions unless p was
@@ -90,18 +70,17 @@ func (c *Coordinator) finishLoad(p int32, gen uint64) {
 	}
 	now := c.clock.Now()
 	c.mu.Lock()
-	o := c.owned[p]
-	if c.closed || o == nil || o.gen != gen {
+	if c.closed || !c.owned.Finish(p, gen) {
 		c.mu.Unlock()
 		return
 	}
 	for id, m := range txns {
 		c.txns[id] = m
 	}
-	o.loaded = true
 	redo := c.claimInterruptedLocked(txns)
+	epoch := c.owned.Epoch(p)
 	c.mu.Unlock()
-	c.lg.Info("transaction coordinator loaded a partition", "topic", coordlog.TxnStateTopic, "partition", p, "epoch", o.epoch,
+	c.lg.Info("transaction coordinator loaded a partition", "topic", coordlog.TxnStateTopic, "partition", p, "epoch", epoch,
 		"transactional_ids", len(txns), "completing", len(redo))
 	c.completeInterrupted(redo, now)
 }
@@ -112,11 +91,11 @@ func (c *Coordinator) finishLoad(p int32, gen uint64) {
 func (c *Coordinator) UnloadPartition(p int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.perPartition {
+	if !c.owned.PerPartition() {
 		return
 	}
 	c.dropPartitionLocked(p)
-	delete(c.owned, p)
+	c.owned.Drop(p)
 }
 
 // dropPartitionLocked removes the transactions of partition p from
@@ -130,13 +109,9 @@ func (c *Coordinator) dropPartitionLocked(p int32) {
 }
 
 // Owns reports whether the coordinator serves __transaction_state
-// partition p now (loaded): always on a single node.
+// partition p now (loaded): always on a single node until Shutdown.
 func (c *Coordinator) Owns(p int32) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.perPartition {
-		return !c.closed
-	}
-	o := c.owned[p]
-	return o != nil && o.loaded
+	return !c.closed && c.owned.Serves(p)
 }
