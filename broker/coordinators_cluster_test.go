@@ -1,12 +1,15 @@
 package broker
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/clustermeta"
 )
 
 // writeMarkers sends one WriteTxnMarkers v1 marker for pid/epoch to the
@@ -236,7 +239,98 @@ func TestTxnSpansPartitionsOfTwoLeaders(t *testing.T) {
 		}
 		t.Logf("partition %d led by broker %d, coordinator on broker %d", p, l.srv.cfg.NodeID, coord.srv.cfg.NodeID)
 	}
-	if d := describeTxn(t, coord, "span-tx"); d.ErrorCode != 0 || d.State != "CompleteCommit" {
+	d := describeTxn(t, coord, "span-tx")
+	if d.ErrorCode != 0 || d.State != "CompleteCommit" {
 		t.Fatalf("transaction on its coordinator: %+v", d)
+	}
+	// The transaction is over: a further transactional batch to the
+	// partition on the other broker is refused by the coordinator's
+	// broker's verification, and not appended.
+	var far int32
+	if leaderOf(far) == coord {
+		far = 1
+	}
+	preq := produceRequest(9, "span", far, rawTxnBatch(t, d.ProducerID, d.ProducerEpoch, 1, "late"))
+	id := "span-tx"
+	preq.TransactionID = &id
+	if r := rawRequest[*kmsg.ProduceResponse](t, leaderOf(far), preq).Topics[0].Partitions[0]; r.ErrorCode != kerr.InvalidTxnState.Code {
+		t.Fatalf("produce after the commit, verified remotely: %+v", r)
+	}
+	if end := listOffsetsPart(t, leaderOf(far), 7, "span", far, -1, 0).Offset; end != 2 {
+		t.Fatalf("log end %d after a refused produce", end)
+	}
+}
+
+// Transactional offsets committed to a group whose __consumer_offsets
+// partition is led by another broker than the transaction's coordinator
+// become visible with the COMMIT marker the coordinator sends there.
+func TestTxnOffsetsOnAnotherBrokersGroup(t *testing.T) {
+	tc := startTestCluster(t, 2, func(c *ClusterConfig) { c.InternalReplicationFactor = 1 })
+	b1, b2 := tc.brokers[1], tc.brokers[2]
+	if r := createTopicOn(t, b1, createTopicReq("src", 1, 1)); r.ErrorCode != 0 {
+		t.Fatalf("create: %d", r.ErrorCode)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b1.addr, b2.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := ctxT(t)
+	const id = "offsets-tx"
+	ireq := kmsg.NewPtrInitProducerIDRequest()
+	ireq.TransactionalID, ireq.TransactionTimeoutMillis = kmsg.StringPtr(id), 60000
+	iresp, err := ireq.RequestWith(ctx, cl)
+	if err != nil || iresp.ErrorCode != 0 {
+		t.Fatalf("init: %v %+v", err, iresp)
+	}
+	// Both internal topics exist now (the group lookup creates
+	// __consumer_offsets): pick a group coordinated elsewhere.
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKey = "probe"
+	if _, err := fc.RequestWith(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	tc.awaitAll(func(s *clustermeta.Snapshot) bool { return len(s.Partitions[offsetsTopic]) > 0 })
+	txnNode := b1.srv.txnCoordinatorNode(id)
+	snap := b1.srv.clusterSnapshot()
+	group := ""
+	for i := 0; group == ""; i++ {
+		g := fmt.Sprint("grp-", i)
+		if st, _ := snap.Partition(offsetsTopic, b1.srv.groups.PartitionFor(g)); st.Leader != txnNode {
+			group = g
+		}
+	}
+	aoreq := kmsg.NewPtrAddOffsetsToTxnRequest()
+	aoreq.TransactionalID, aoreq.ProducerID, aoreq.ProducerEpoch, aoreq.Group = id, iresp.ProducerID, iresp.ProducerEpoch, group
+	if r, err := aoreq.RequestWith(ctx, cl); err != nil || r.ErrorCode != 0 {
+		t.Fatalf("add offsets: %v %+v", err, r)
+	}
+	toreq := kmsg.NewPtrTxnOffsetCommitRequest()
+	toreq.TransactionalID, toreq.Group, toreq.ProducerID, toreq.ProducerEpoch, toreq.Generation = id, group, iresp.ProducerID, iresp.ProducerEpoch, -1
+	toreq.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "src", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: 5, LeaderEpoch: -1}}}}
+	if r, err := toreq.RequestWith(ctx, cl); err != nil || r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("txn offset commit: %v %+v", err, r)
+	}
+	fetch := func() int64 {
+		t.Helper()
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Group = group
+		req.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "src", Partitions: []int32{0}}}
+		r, err := req.RequestWith(ctx, cl)
+		if err != nil || r.ErrorCode != 0 {
+			t.Fatalf("offset fetch: %v %+v", err, r)
+		}
+		return r.Topics[0].Partitions[0].Offset
+	}
+	if off := fetch(); off != -1 {
+		t.Fatalf("offset %d visible before the commit", off)
+	}
+	ereq := kmsg.NewPtrEndTxnRequest()
+	ereq.TransactionalID, ereq.ProducerID, ereq.ProducerEpoch, ereq.Commit = id, iresp.ProducerID, iresp.ProducerEpoch, true
+	if r, err := ereq.RequestWith(ctx, cl); err != nil || r.ErrorCode != 0 {
+		t.Fatalf("end txn: %v %+v", err, r)
+	}
+	if off := fetch(); off != 5 {
+		t.Fatalf("offset %d after the commit, want 5", off)
 	}
 }

@@ -136,12 +136,12 @@ func markerCodeError(code int16) error {
 // in the ongoing transaction of pid/epoch (AddPartitionsToTxn v4
 // VerifyOnly); it returns the code for p, NETWORK_EXCEPTION when the
 // coordinator's broker could not be asked.
-func (s *Server) verifyTxnRemote(node int32, txnID string, pid int64, epoch int16, p *Partition) int16 {
+func (s *Server) verifyTxnRemote(node int32, txnID string, pid int64, epoch int16, p coordlog.TopicPartition) int16 {
 	req := kmsg.NewPtrAddPartitionsToTxnRequest()
 	tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
 	tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tx.VerifyOnly = txnID, pid, epoch, true
 	tt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
-	tt.Topic, tt.Partitions = p.Topic.Name, []int32{p.Index}
+	tt.Topic, tt.Partitions = p.Topic, []int32{p.Partition}
 	tx.Topics = append(tx.Topics, tt)
 	req.Transactions = append(req.Transactions, tx)
 	kresp, err := s.peerRequest(node, req, 4)
@@ -155,13 +155,29 @@ func (s *Server) verifyTxnRemote(node int32, txnID string, pid int64, epoch int1
 	for _, rtx := range resp.Transactions {
 		for _, rt := range rtx.Topics {
 			for _, rp := range rt.Partitions {
-				if rt.Topic == p.Topic.Name && rp.Partition == p.Index {
+				if rt.Topic == p.Topic && rp.Partition == p.Partition {
 					return rp.ErrorCode
 				}
 			}
 		}
 	}
 	return kerr.UnknownServerError.Code
+}
+
+// verifyTxnOffsetsRemote checks a TxnOffsetCommit against a transaction
+// coordinated on broker node: the group's offsets partition tp must be in
+// the ongoing transaction. What the coordinator's broker could not answer
+// is COORDINATOR_NOT_AVAILABLE, which the client retries.
+func (s *Server) verifyTxnOffsetsRemote(node int32, txnID string, pid int64, epoch int16, tp coordlog.TopicPartition) int16 {
+	if node == clustermeta.NoLeader {
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	switch code := s.verifyTxnRemote(node, txnID, pid, epoch, tp); code {
+	case kerr.NetworkException.Code, kerr.NotCoordinator.Code, kerr.CoordinatorLoadInProgress.Code:
+		return kerr.CoordinatorNotAvailable.Code
+	default:
+		return code
+	}
 }
 
 // txnCoordinatorNode is the broker coordinating txnID: the leader of its

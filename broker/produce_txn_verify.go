@@ -28,6 +28,7 @@ func (s *Server) verifyTxnProduce(txnID []byte, p *Partition, set []byte) error 
 	}
 	pid := int64(binary.BigEndian.Uint64(set[kbatch.ProducerIDOffset:]))
 	epoch := int16(binary.BigEndian.Uint16(set[kbatch.ProducerEpochOffset:]))
+	tp := coordlog.TopicPartition{Topic: p.Topic.Name, Partition: p.Index}
 	switch node := s.txnCoordinatorNode(string(txnID)); node {
 	case s.cfg.NodeID:
 	case clustermeta.NoLeader:
@@ -35,9 +36,9 @@ func (s *Server) verifyTxnProduce(txnID []byte, p *Partition, set []byte) error 
 	default:
 		// Cluster mode: the coordinator is on another broker
 		// (coordinators_peers.go).
-		return txnVerifyError(s.verifyTxnRemote(node, string(txnID), pid, epoch, p))
+		return txnVerifyError(s.verifyTxnRemote(node, string(txnID), pid, epoch, tp))
 	}
-	codes := s.txns.AddPartitions(string(txnID), pid, epoch, []coordlog.TopicPartition{{Topic: p.Topic.Name, Partition: p.Index}}, true)
+	codes := s.txns.AddPartitions(string(txnID), pid, epoch, []coordlog.TopicPartition{tp}, true)
 	return txnVerifyError(codes[0])
 }
 
