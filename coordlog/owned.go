@@ -49,13 +49,18 @@ func (o *Owned) Refusal(p int32) *kerr.Error {
 }
 
 // Begin starts loading partition p at leader epoch epoch and returns the
-// load's generation; ok is false when there is nothing to load (not per
-// partition, or p is already served or loading at that epoch).
+// load's generation; ok is false when there is nothing to load: not per
+// partition, or p is already served or loading. A partition elected
+// again without a resignation in between (a newer epoch, the same
+// leader) keeps its state: the coordinator's memory has followed its log
+// all along, and writes of the old epoch still in flight would be missed
+// by a replay begun now. It takes the new epoch.
 func (o *Owned) Begin(p, epoch int32) (gen uint64, ok bool) {
 	if !o.perPartition {
 		return 0, false
 	}
-	if op := o.parts[p]; op != nil && op.epoch == epoch {
+	if op := o.parts[p]; op != nil {
+		op.epoch = epoch
 		return 0, false
 	}
 	o.gen++

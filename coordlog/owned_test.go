@@ -23,14 +23,18 @@ func TestOwnedLifecycle(t *testing.T) {
 	if !ok || o.Refusal(3) != kerr.CoordinatorLoadInProgress || !o.Loading(3) || !o.AnyLoading() {
 		t.Fatal("a begun partition is not loading")
 	}
-	if _, ok := o.Begin(3, 1); ok {
-		t.Fatal("the same epoch begun twice")
+	if _, ok := o.Begin(3, 2); ok {
+		t.Fatal("a re-election without a resignation begins a second load")
 	}
-	g2, ok := o.Begin(3, 2) // a newer election overtakes the first load
-	if !ok || o.Finish(3, g1) {
+	if !o.Finish(3, g1) || !o.Serves(3) || o.AnyLoading() || o.Epoch(3) != 2 {
+		t.Fatal("the load did not finish at the newer epoch")
+	}
+	o.Drop(3)
+	g2, _ := o.Begin(3, 4) // resigned, then elected again
+	if o.Finish(3, g1) {
 		t.Fatal("a stale load finished")
 	}
-	if !o.Finish(3, g2) || !o.Serves(3) || o.AnyLoading() || o.Epoch(3) != 2 {
+	if !o.Finish(3, g2) {
 		t.Fatal("the current load did not finish")
 	}
 	g3, _ := o.Begin(4, 1)

@@ -41,8 +41,8 @@ func (c *Coordinator) refusal(groupID string) *kerr.Error {
 // epoch (Config.PerPartition only). It marks p loading and returns the
 // replay, which the caller runs (on a goroutine of its own: it reads the
 // whole partition); the groups are served once it has run. A partition
-// already served at that epoch is left as it is (load is then a no-op);
-// at another epoch its groups are dropped and loaded again from the log.
+// already served or loading (elected again without a resignation) is left
+// as it is: load is then a no-op.
 func (c *Coordinator) LoadPartition(p, epoch int32) (load func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -53,7 +53,6 @@ func (c *Coordinator) LoadPartition(p, epoch int32) (load func()) {
 	if !ok {
 		return func() {}
 	}
-	c.dropPartitionLocked(p)
 	return func() { c.finishLoad(p, gen) }
 }
 

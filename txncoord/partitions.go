@@ -39,8 +39,8 @@ func (c *Coordinator) refusal(id string) *kerr.Error {
 // epoch (Config.PerPartition only). It marks p loading and returns the
 // load, which the caller runs on a goroutine of its own: it replays the
 // partition and writes the markers of interrupted transactions. A
-// partition already served at that epoch is left as it is (load is a
-// no-op); at another epoch its ids are dropped and loaded again.
+// partition already served or loading (elected again without a
+// resignation) is left as it is: load is then a no-op.
 func (c *Coordinator) LoadPartition(p, epoch int32) (load func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -51,7 +51,6 @@ func (c *Coordinator) LoadPartition(p, epoch int32) (load func()) {
 	if !ok {
 		return func() {}
 	}
-	c.dropPartitionLocked(p)
 	return func() { c.finishLoad(p, gen) }
 }
 
