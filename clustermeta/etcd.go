@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -50,7 +51,7 @@ func Open(ctx context.Context, c Config) (Store, error) {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   c.Endpoints,
 		DialTimeout: c.DialTimeout,
-		Logger:      quietLogger(zapcore.ErrorLevel),
+		Logger:      quietLogger(zapcore.ErrorLevel, nil),
 		// Keep-alive pings find a dead member so the client moves on.
 		DialKeepAliveTime:    2 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
@@ -70,10 +71,36 @@ func Open(ctx context.Context, c Config) (Store, error) {
 }
 
 // quietLogger is etcd's zap logger: only lev and above, on stderr, so the
-// broker's stdout stays its own.
-func quietLogger(lev zapcore.Level) *zap.Logger {
+// broker's stdout stays its own; without the warnings every embedded
+// start prints about choices made on purpose (one port for gRPC and
+// HTTP, simple auth tokens: the member serves loopback clients without
+// auth), and silent once closing is set (a member's shutdown logs its
+// closed listeners as errors).
+func quietLogger(lev zapcore.Level, closing *atomic.Bool) *zap.Logger {
 	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
-	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(os.Stderr)), lev))
+	core := zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(os.Stderr)), lev)
+	return zap.New(quietCore{Core: core, closing: closing})
+}
+
+var logNoise = map[string]bool{
+	"Running http and grpc server on single port. This is not recommended for production.": true,
+	"simple token is not cryptographically signed":                                         true,
+}
+
+type quietCore struct {
+	zapcore.Core
+	closing *atomic.Bool
+}
+
+func (c quietCore) With(f []zapcore.Field) zapcore.Core {
+	return quietCore{Core: c.Core.With(f), closing: c.closing}
+}
+
+func (c quietCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if logNoise[e.Message] || c.closing != nil && c.closing.Load() && e.Level < zapcore.FatalLevel {
+		return ce
+	}
+	return c.Core.Check(e, ce)
 }
 
 type etcdStore struct {
@@ -84,6 +111,9 @@ type etcdStore struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// beforeFollow, when set (tests), runs between a watch's load and its
+	// watch from the loaded revision.
+	beforeFollow func(rev int64)
 }
 
 // newClusterID is a random Kafka Uuid in its text form (kafka-storage's
@@ -134,6 +164,10 @@ func toKVs(kvs []*mvccpb.KeyValue) []KV {
 	return out
 }
 
+// loadTimeout bounds a watch's reload, so a member without a leader does
+// not hold the watch: it retries (the client moves to another endpoint).
+const loadTimeout = 10 * time.Second
+
 func (s *etcdStore) load(ctx context.Context, b *Builder) (*Snapshot, error) {
 	resp, err := s.cli.Get(ctx, s.keys.Prefix, clientv3.WithPrefix())
 	if err != nil {
@@ -162,12 +196,17 @@ func (s *etcdStore) Watch(ctx context.Context) <-chan *Snapshot {
 		defer cancel()
 		b := NewBuilder(s.keys, s.clusterID)
 		for wctx.Err() == nil {
-			snap, err := s.load(wctx, b)
+			lctx, lcancel := context.WithTimeout(wctx, loadTimeout)
+			snap, err := s.load(lctx, b)
+			lcancel()
 			if err != nil {
 				pause(wctx, 200*time.Millisecond)
 				continue
 			}
 			deliver(out, snap)
+			if s.beforeFollow != nil {
+				s.beforeFollow(snap.Revision)
+			}
 			s.follow(wctx, b, out, snap.Revision)
 			pause(wctx, 50*time.Millisecond)
 		}
