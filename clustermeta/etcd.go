@@ -267,10 +267,7 @@ func (s *etcdStore) CreateTopic(ctx context.Context, t TopicRecord, parts []Part
 		return t, nil, err
 	}
 	key := s.keys.Topic(t.Name)
-	ops := []clientv3.Op{clientv3.OpPut(key, string(EncodeTopic(t)))}
-	for _, p := range parts {
-		ops = append(ops, clientv3.OpPut(s.keys.Partition(p.Topic, p.Partition), string(EncodePartition(p))))
-	}
+	ops := append([]clientv3.Op{clientv3.OpPut(key, string(EncodeTopic(t)))}, s.partitionOps(parts)...)
 	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).Then(ops...).Commit()
 	if err != nil {
 		return t, nil, fmt.Errorf("clustermeta: creating topic %s: %w", t.Name, err)
@@ -319,7 +316,9 @@ func (s *etcdStore) putTopic(ctx context.Context, version int64, t TopicRecord, 
 	return t, nil
 }
 
-func (s *etcdStore) UpdateTopic(ctx context.Context, t TopicRecord) (TopicRecord, error) {
+// changeTopic writes what change makes of the stored record of t if its
+// version and id are t's (ErrConflict otherwise, ErrNotFound if gone).
+func (s *etcdStore) changeTopic(ctx context.Context, t TopicRecord, change func(stored TopicRecord) (TopicRecord, []clientv3.Op, error)) (TopicRecord, error) {
 	stored, err := s.getTopic(ctx, t.Name)
 	if err != nil {
 		return t, err
@@ -327,27 +326,33 @@ func (s *etcdStore) UpdateTopic(ctx context.Context, t TopicRecord) (TopicRecord
 	if stored.Version != t.Version || stored.ID != t.ID {
 		return t, ErrConflict
 	}
-	stored.Configs = t.Configs
-	return s.putTopic(ctx, t.Version, stored)
+	next, ops, err := change(stored)
+	if err != nil {
+		return t, err
+	}
+	return s.putTopic(ctx, t.Version, next, ops...)
+}
+
+func (s *etcdStore) UpdateTopic(ctx context.Context, t TopicRecord) (TopicRecord, error) {
+	return s.changeTopic(ctx, t, func(stored TopicRecord) (TopicRecord, []clientv3.Op, error) {
+		stored.Configs = t.Configs
+		return stored, nil, nil
+	})
 }
 
 func (s *etcdStore) AddPartitions(ctx context.Context, t TopicRecord, parts []PartitionState) (TopicRecord, error) {
-	stored, err := s.getTopic(ctx, t.Name)
-	if err != nil {
-		return t, err
-	}
-	if stored.Version != t.Version || stored.ID != t.ID {
-		return t, ErrConflict
-	}
-	next, err := AddedPartitions(stored, t, parts)
-	if err != nil {
-		return t, err
-	}
+	return s.changeTopic(ctx, t, func(stored TopicRecord) (TopicRecord, []clientv3.Op, error) {
+		next, err := AddedPartitions(stored, t, parts)
+		return next, s.partitionOps(parts), err
+	})
+}
+
+func (s *etcdStore) partitionOps(parts []PartitionState) []clientv3.Op {
 	ops := make([]clientv3.Op, len(parts))
 	for i, p := range parts {
 		ops[i] = clientv3.OpPut(s.keys.Partition(p.Topic, p.Partition), string(EncodePartition(p)))
 	}
-	return s.putTopic(ctx, t.Version, next, ops...)
+	return ops
 }
 
 func (s *etcdStore) DeleteTopic(ctx context.Context, name string, id [16]byte) error {
@@ -463,8 +468,8 @@ func (s *etcdStore) AllocateProducerIDs(ctx context.Context, n int64) (int64, er
 const maxProducerID = int64(1<<63 - 1)
 
 func (s *etcdStore) Register(ctx context.Context, b BrokerInfo, ttlSeconds int64) (*Session, error) {
-	if b.NodeID < 0 {
-		return nil, fmt.Errorf("clustermeta: node id %d", b.NodeID)
+	if b.NodeID < 0 || ttlSeconds <= 0 {
+		return nil, fmt.Errorf("clustermeta: registering node id %d with a TTL of %d s", b.NodeID, ttlSeconds)
 	}
 	lease, err := s.cli.Grant(ctx, ttlSeconds)
 	if err != nil {
@@ -542,6 +547,9 @@ func (e *etcdSession) Close(ctx context.Context) error {
 }
 
 func (s *etcdStore) Campaign(ctx context.Context, nodeID int32, ttlSeconds int64) (*Leadership, error) {
+	if nodeID < 0 || ttlSeconds <= 0 {
+		return nil, fmt.Errorf("clustermeta: campaign of node id %d with a TTL of %d s", nodeID, ttlSeconds)
+	}
 	sess, err := concurrency.NewSession(s.cli, concurrency.WithTTL(int(ttlSeconds)), concurrency.WithContext(s.ctx))
 	if err != nil {
 		return nil, fmt.Errorf("clustermeta: controller session: %w", err)

@@ -224,3 +224,14 @@ func TestStartEmbeddedBoundedByContext(t *testing.T) {
 		t.Fatalf("start without quorum: %v", err)
 	}
 }
+
+func TestOpenUnreachableGivesUp(t *testing.T) {
+	start := time.Now()
+	_, err := Open(context.Background(), Config{Endpoints: []string{FreeURL(t)}, DialTimeout: 500 * time.Millisecond})
+	if err == nil {
+		t.Fatal("opened a store on nothing")
+	}
+	if d := time.Since(start); d > patience {
+		t.Fatalf("gave up after %v", d)
+	}
+}
