@@ -16,9 +16,11 @@ import (
 // (go.etcd.io/etcd/server/v3/embed): for small clusters and tests, one
 // member per broker, the members listed in InitialCluster.
 type EmbedConfig struct {
-	// Name is the member's name (default "node-<id>").
+	// Name is the member's name (required; serve names it "node-<id>").
 	Name string
-	// Dir is the member's data directory.
+	// Dir is the member's data directory (created 0700 if absent). A
+	// member restarts from it: the initial cluster is read only when it
+	// is empty.
 	Dir string
 	// ClientURL and PeerURL are where the member listens
 	// ("http://127.0.0.1:2379").
@@ -105,7 +107,8 @@ func StartEmbedded(ctx context.Context, c EmbedConfig) (*Embedded, error) {
 	// compacted watch reloads), not every revision forever.
 	cfg.AutoCompactionMode = embed.CompactorModeRevision
 	cfg.AutoCompactionRetention = "100000"
-	cfg.ListenMetricsUrls = nil
+	// Brokers speak gRPC to it; no JSON gateway.
+	cfg.EnableGRPCGateway = false
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("clustermeta: starting etcd member %s: %w", c.Name, err)

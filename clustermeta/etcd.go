@@ -550,7 +550,14 @@ func (s *etcdStore) Campaign(ctx context.Context, nodeID int32, ttlSeconds int64
 	if nodeID < 0 || ttlSeconds <= 0 {
 		return nil, fmt.Errorf("clustermeta: campaign of node id %d with a TTL of %d s", nodeID, ttlSeconds)
 	}
-	sess, err := concurrency.NewSession(s.cli, concurrency.WithTTL(int(ttlSeconds)), concurrency.WithContext(s.ctx))
+	// The lease is granted under ctx (the session's own grant would wait
+	// on the store's context alone); the session keeps it alive until the
+	// store closes.
+	lease, err := s.cli.Grant(ctx, ttlSeconds)
+	if err != nil {
+		return nil, fmt.Errorf("clustermeta: controller candidacy's lease: %w", err)
+	}
+	sess, err := concurrency.NewSession(s.cli, concurrency.WithLease(lease.ID), concurrency.WithContext(s.ctx))
 	if err != nil {
 		return nil, fmt.Errorf("clustermeta: controller session: %w", err)
 	}

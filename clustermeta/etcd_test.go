@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -162,15 +163,17 @@ func TestEmbeddedThreeMembersSurviveOne(t *testing.T) {
 	}
 	es := make([]*Embedded, 3)
 	errs := make([]error, 3)
+	cfgs := make([]EmbedConfig, 3)
 	var wg sync.WaitGroup
 	for i, m := range ms {
+		cfgs[i] = EmbedConfig{
+			Name: m.name, Dir: filepath.Join(t.TempDir(), "etcd"), ClientURL: m.client, PeerURL: m.peer,
+			InitialCluster: initial, ClusterToken: "three",
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			es[i], errs[i] = StartEmbedded(tctx(t), EmbedConfig{
-				Name: m.name, Dir: t.TempDir(), ClientURL: m.client, PeerURL: m.peer,
-				InitialCluster: initial, ClusterToken: "three",
-			})
+			es[i], errs[i] = StartEmbedded(tctx(t), cfgs[i])
 		}()
 	}
 	wg.Wait()
@@ -194,20 +197,33 @@ func TestEmbeddedThreeMembersSurviveOne(t *testing.T) {
 	if _, err := st.AllocateProducerIDs(tctx(t), 10); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.After(patience)
-	for {
-		select {
-		case s := <-w:
-			if _, ok := s.Topics["after"]; ok {
-				if _, ok := s.Topics["before"]; !ok {
-					t.Fatal("lost the first topic")
+	waitTopics := func(w <-chan *Snapshot, what string) {
+		t.Helper()
+		deadline := time.After(patience)
+		for {
+			select {
+			case s := <-w:
+				if _, ok := s.Topics["after"]; ok {
+					if _, ok := s.Topics["before"]; !ok {
+						t.Fatal("lost the first topic")
+					}
+					return
 				}
-				return
+			case <-deadline:
+				t.Fatal(what)
 			}
-		case <-deadline:
-			t.Fatal("the watch stopped with one member down")
 		}
 	}
+	waitTopics(w, "the watch stopped with one member down")
+	// The stopped member restarts from its data directory (the initial
+	// cluster is ignored then) and catches up.
+	again, err := StartEmbedded(tctx(t), cfgs[0])
+	if err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	t.Cleanup(again.Close)
+	only0 := openPrefix(t, []string{ms[0].client}, "")
+	waitTopics(only0.Watch(tctx(t)), "the restarted member did not catch up")
 }
 
 func TestStartEmbeddedBoundedByContext(t *testing.T) {
@@ -217,7 +233,7 @@ func TestStartEmbeddedBoundedByContext(t *testing.T) {
 	defer cancel()
 	peer := FreeURL(t)
 	_, err := StartEmbedded(ctx, EmbedConfig{
-		Name: "alone", Dir: t.TempDir(), ClientURL: FreeURL(t), PeerURL: peer,
+		Name: "alone", Dir: filepath.Join(t.TempDir(), "etcd"), ClientURL: FreeURL(t), PeerURL: peer,
 		InitialCluster: "alone=" + peer + ",b=" + FreeURL(t) + ",c=" + FreeURL(t),
 	})
 	if !errors.Is(err, context.DeadlineExceeded) {

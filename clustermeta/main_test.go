@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,7 +57,7 @@ func SharedEndpoint(t testing.TB) string {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		testMember.e, testMember.err = StartEmbedded(ctx, EmbedConfig{
-			Name: "test", Dir: testMember.dir, ClientURL: FreeURL(t), PeerURL: FreeURL(t),
+			Name: "test", Dir: filepath.Join(testMember.dir, "etcd"), ClientURL: FreeURL(t), PeerURL: FreeURL(t),
 		})
 	})
 	if testMember.err != nil {
