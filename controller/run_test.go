@@ -341,3 +341,46 @@ func TestRunRereadsOnConflict(t *testing.T) {
 		t.Fatalf("partition epochs %v, want [2 1 1] (the first partition changed twice)", epochs)
 	}
 }
+
+// closingWatchStore's first watch closes at once, as a store's watch
+// does when it gives up.
+type closingWatchStore struct {
+	clustermeta.Store
+	mu      sync.Mutex
+	watches int
+}
+
+func (c *closingWatchStore) Watch(ctx context.Context) <-chan *clustermeta.Snapshot {
+	c.mu.Lock()
+	c.watches++
+	first := c.watches == 1
+	c.mu.Unlock()
+	if first {
+		ch := make(chan *clustermeta.Snapshot)
+		close(ch)
+		return ch
+	}
+	return c.Store.Watch(ctx)
+}
+
+// A term that ends with its leadership still held gives it up, so the
+// candidate's next campaign wins instead of waiting behind itself.
+func TestRunCampaignsAgainAfterAFailedTerm(t *testing.T) {
+	mem := memstore.New()
+	defer mem.Close()
+	registerBrokers(t, mem, 3)
+	st := &closingWatchStore{Store: mem}
+	var log logBuffer
+	stop := startRun(t, Config{Store: st, NodeID: 9, Log: log.logger(), RetryBackoff: time.Millisecond})
+	defer stop()
+	waitLog(t, &log, "controller 9", "controller: term ended")
+	mem.Expire(1)
+	waitSnap(t, mem, "broker 1 out", func(s *clustermeta.Snapshot) bool {
+		for _, p := range s.Partitions["t"] {
+			if p.Leader == 1 || len(p.ISR) != 2 {
+				return false
+			}
+		}
+		return s.Controller == 9
+	})
+}
