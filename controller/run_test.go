@@ -121,6 +121,18 @@ func waitLog(t *testing.T, l *logBuffer, who string, want ...string) {
 	}
 }
 
+// brokerOut: no partition of t is led by id, every ISR has two members.
+func brokerOut(id int32) func(*clustermeta.Snapshot) bool {
+	return func(s *clustermeta.Snapshot) bool {
+		for _, p := range s.Partitions["t"] {
+			if p.Leader == id || len(p.ISR) != 2 {
+				return false
+			}
+		}
+		return len(s.Partitions["t"]) > 0
+	}
+}
+
 func controllerIs(id int32) func(*clustermeta.Snapshot) bool {
 	return func(s *clustermeta.Snapshot) bool { return s.Controller == id }
 }
@@ -158,14 +170,7 @@ func TestRunFailoverAndHandover(t *testing.T) {
 
 	// Broker 3 dies: its partition moves, the others' ISRs shrink.
 	st.Expire(3)
-	s := waitSnap(t, st, "broker 3 out", func(s *clustermeta.Snapshot) bool {
-		for _, p := range s.Partitions["t"] {
-			if p.Leader == 3 || len(p.ISR) != 2 {
-				return false
-			}
-		}
-		return true
-	})
+	s := waitSnap(t, st, "broker 3 out", brokerOut(3))
 	for _, p := range s.Partitions["t"] {
 		wantLeader, wantLE := p.Replicas[0], int32(0)
 		if p.Replicas[0] == 3 {
@@ -265,14 +270,7 @@ func staleTermFenced(t *testing.T, a, b clustermeta.Store, end func(context.Cont
 	}
 
 	kill(3)
-	waitSnap(t, b, "12 decides broker 3's loss", func(s *clustermeta.Snapshot) bool {
-		for _, p := range s.Partitions["t"] {
-			if p.Leader == 3 || len(p.ISR) != 2 {
-				return false
-			}
-		}
-		return true
-	})
+	waitSnap(t, b, "12 decides broker 3's loss", brokerOut(3))
 	waitLog(t, &logB, "controller 12", "controller: decision")
 	if out := logA.String(); strings.Contains(out, "controller: decision") {
 		t.Fatalf("the deposed controller logged a decision:\n%s", out)
@@ -318,14 +316,7 @@ func TestRunRereadsOnConflict(t *testing.T) {
 	defer stop()
 	waitSnap(t, mem, "controller 9", controllerIs(9))
 	mem.Expire(1)
-	s := waitSnap(t, mem, "broker 1 out", func(s *clustermeta.Snapshot) bool {
-		for _, p := range s.Partitions["t"] {
-			if p.Leader == 1 || len(p.ISR) != 2 {
-				return false
-			}
-		}
-		return true
-	})
+	s := waitSnap(t, mem, "broker 1 out", brokerOut(1))
 	st.mu.Lock()
 	calls := st.calls
 	st.mu.Unlock()
@@ -375,12 +366,5 @@ func TestRunCampaignsAgainAfterAFailedTerm(t *testing.T) {
 	defer stop()
 	waitLog(t, &log, "controller 9", "controller: term ended")
 	mem.Expire(1)
-	waitSnap(t, mem, "broker 1 out", func(s *clustermeta.Snapshot) bool {
-		for _, p := range s.Partitions["t"] {
-			if p.Leader == 1 || len(p.ISR) != 2 {
-				return false
-			}
-		}
-		return s.Controller == 9
-	})
+	waitSnap(t, mem, "broker 1 out", func(s *clustermeta.Snapshot) bool { return s.Controller == 9 && brokerOut(1)(s) })
 }
