@@ -137,35 +137,41 @@ func controllerIs(id int32) func(*clustermeta.Snapshot) bool {
 	return func(s *clustermeta.Snapshot) bool { return s.Controller == id }
 }
 
-// startRun runs a candidate; the returned function stops it and checks
-// that Run returned nil.
-func startRun(t *testing.T, c Config) func() {
+// candidate runs Run for node id on st, logging into the returned
+// buffer; the returned function stops it and checks that Run returned nil.
+func candidate(t *testing.T, st clustermeta.Store, id int32) (*logBuffer, func()) {
+	log := &logBuffer{}
+	c := Config{Store: st, NodeID: id, Log: log.logger(), RetryBackoff: time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, c) }()
-	return func() {
+	return log, func() {
 		t.Helper()
 		cancel()
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Errorf("Run of %d: %v", c.NodeID, err)
+				t.Errorf("Run of %d: %v", id, err)
 			}
 		case <-time.After(waitLimit):
-			t.Errorf("Run of %d did not stop", c.NodeID)
+			t.Errorf("Run of %d did not stop", id)
 		}
 	}
 }
 
+// memCluster is a memstore with brokers 1..3 registered and topic t.
+func memCluster(t *testing.T) (*memstore.Store, map[int32]*clustermeta.Session) {
+	mem := memstore.New()
+	t.Cleanup(func() { mem.Close() })
+	return mem, registerBrokers(t, mem, 3)
+}
+
 func TestRunFailoverAndHandover(t *testing.T) {
-	st := memstore.New()
-	defer st.Close()
-	sessions := registerBrokers(t, st, 3)
-	var logA, logB logBuffer
-	stopA := startRun(t, Config{Store: st, NodeID: 1, Log: logA.logger(), RetryBackoff: time.Millisecond})
+	st, sessions := memCluster(t)
+	logA, stopA := candidate(t, st, 1)
 	defer stopA()
 	waitSnap(t, st, "controller 1", controllerIs(1))
-	stopB := startRun(t, Config{Store: st, NodeID: 2, Log: logB.logger(), RetryBackoff: time.Millisecond})
+	logB, stopB := candidate(t, st, 2)
 	defer stopB()
 
 	// Broker 3 dies: its partition moves, the others' ISRs shrink.
@@ -180,14 +186,14 @@ func TestRunFailoverAndHandover(t *testing.T) {
 			t.Fatalf("after broker 3's loss: %+v, want leader %d epoch %d", p, wantLeader, wantLE)
 		}
 	}
-	waitLog(t, &logA, "controller 1", `reason="leader fenced"`, `reason="ISR member fenced"`)
+	waitLog(t, logA, "controller 1", `reason="leader fenced"`, `reason="ISR member fenced"`)
 
 	// Broker and candidate 1 expire together: candidate 2 takes over and
 	// moves broker 1's leaderships.
 	st.Expire(1)
 	waitSnap(t, st, "controller 2", controllerIs(2))
 	waitSnap(t, st, "everything on 2", ledBy(2, 2))
-	waitLog(t, &logB, "controller 2", "controller: elected", `leader="1 -> 2"`)
+	waitLog(t, logB, "controller 2", "controller: elected", `leader="1 -> 2"`)
 
 	// The last ISR member's registration ends (the candidate lives on):
 	// no leader, the ISR kept; it registers again and is elected.
@@ -209,9 +215,7 @@ func TestRunFailoverAndHandover(t *testing.T) {
 // A deposed controller's write, on a snapshot whose versions are still
 // current, fails with ErrFenced; the next controller decides instead.
 func TestStaleControllerFenced(t *testing.T) {
-	st := memstore.New()
-	defer st.Close()
-	registerBrokers(t, st, 3)
+	st, _ := memCluster(t)
 	staleTermFenced(t, st, st, func(ctx context.Context, l *clustermeta.Leadership) { st.Expire(11) },
 		func(id int32) { st.Expire(id) })
 }
@@ -226,12 +230,12 @@ func staleTermFenced(t *testing.T, a, b clustermeta.Store, end func(context.Cont
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logA, logB logBuffer
+	var logA logBuffer
 	termA := &term{c: Config{Store: a, NodeID: 11, Log: logA.logger()}.withDefaults(), lead: lead}
 	ended := make(chan error, 1)
 	go func() { ended <- termA.run(ctx) }()
 	waitSnap(t, a, "controller 11", controllerIs(11))
-	stopB := startRun(t, Config{Store: b, NodeID: 12, Log: logB.logger(), RetryBackoff: time.Millisecond})
+	logB, stopB := candidate(t, b, 12)
 	defer stopB()
 
 	before, err := a.Snapshot(ctx)
@@ -271,7 +275,7 @@ func staleTermFenced(t *testing.T, a, b clustermeta.Store, end func(context.Cont
 
 	kill(3)
 	waitSnap(t, b, "12 decides broker 3's loss", brokerOut(3))
-	waitLog(t, &logB, "controller 12", "controller: decision")
+	waitLog(t, logB, "controller 12", "controller: decision")
 	if out := logA.String(); strings.Contains(out, "controller: decision") {
 		t.Fatalf("the deposed controller logged a decision:\n%s", out)
 	}
@@ -307,12 +311,9 @@ func (c *conflictingStore) CASPartitions(ctx context.Context, f clustermeta.Fenc
 }
 
 func TestRunRereadsOnConflict(t *testing.T) {
-	mem := memstore.New()
-	defer mem.Close()
-	registerBrokers(t, mem, 3)
+	mem, _ := memCluster(t)
 	st := &conflictingStore{Store: mem}
-	var log logBuffer
-	stop := startRun(t, Config{Store: st, NodeID: 9, Log: log.logger(), RetryBackoff: time.Millisecond})
+	_, stop := candidate(t, st, 9)
 	defer stop()
 	waitSnap(t, mem, "controller 9", controllerIs(9))
 	mem.Expire(1)
@@ -357,14 +358,11 @@ func (c *closingWatchStore) Watch(ctx context.Context) <-chan *clustermeta.Snaps
 // A term that ends with its leadership still held gives it up, so the
 // candidate's next campaign wins instead of waiting behind itself.
 func TestRunCampaignsAgainAfterAFailedTerm(t *testing.T) {
-	mem := memstore.New()
-	defer mem.Close()
-	registerBrokers(t, mem, 3)
+	mem, _ := memCluster(t)
 	st := &closingWatchStore{Store: mem}
-	var log logBuffer
-	stop := startRun(t, Config{Store: st, NodeID: 9, Log: log.logger(), RetryBackoff: time.Millisecond})
+	log, stop := candidate(t, st, 9)
 	defer stop()
-	waitLog(t, &log, "controller 9", "controller: term ended")
+	waitLog(t, log, "controller 9", "controller: term ended")
 	mem.Expire(1)
 	waitSnap(t, mem, "broker 1 out", func(s *clustermeta.Snapshot) bool { return s.Controller == 9 && brokerOut(1)(s) })
 }
