@@ -126,20 +126,16 @@ func newClusterID() string {
 
 func (s *etcdStore) ensureClusterID(ctx context.Context) (string, error) {
 	key := s.keys.ClusterID()
+	id := newClusterID()
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(encodeClusterID(newClusterID())))).
+		Then(clientv3.OpPut(key, string(encodeClusterID(id)))).
 		Else(clientv3.OpGet(key)).Commit()
 	if err != nil {
 		return "", fmt.Errorf("clustermeta: reading the cluster id: %w", err)
 	}
 	if resp.Succeeded {
-		// Read back what was written (one value, whoever won).
-		g, err := s.cli.Get(ctx, key)
-		if err != nil {
-			return "", fmt.Errorf("clustermeta: reading the cluster id: %w", err)
-		}
-		return decodeClusterID(key, g.Kvs[0].Value)
+		return id, nil // the first opener
 	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
 	if len(kvs) == 0 {
