@@ -153,9 +153,10 @@ func TestWatchReloadsAfterCompaction(t *testing.T) {
 func TestEmbeddedThreeMembersSurviveOne(t *testing.T) {
 	type member struct{ name, client, peer string }
 	ms := make([]member, 3)
+	urls := FreeURLs(t, 6)
 	initial := ""
 	for i := range ms {
-		ms[i] = member{fmt.Sprintf("m%d", i), FreeURL(t), FreeURL(t)}
+		ms[i] = member{fmt.Sprintf("m%d", i), urls[2*i], urls[2*i+1]}
 		if i > 0 {
 			initial += ","
 		}
@@ -231,10 +232,10 @@ func TestStartEmbeddedBoundedByContext(t *testing.T) {
 	// quorum: StartEmbedded gives up when ctx ends.
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
-	peer := FreeURL(t)
+	urls := FreeURLs(t, 4)
 	_, err := StartEmbedded(ctx, EmbedConfig{
-		Name: "alone", Dir: filepath.Join(t.TempDir(), "etcd"), ClientURL: FreeURL(t), PeerURL: peer,
-		InitialCluster: "alone=" + peer + ",b=" + FreeURL(t) + ",c=" + FreeURL(t),
+		Name: "alone", Dir: filepath.Join(t.TempDir(), "etcd"), ClientURL: urls[0], PeerURL: urls[1],
+		InitialCluster: "alone=" + urls[1] + ",b=" + urls[2] + ",c=" + urls[3],
 	})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("start without quorum: %v", err)
@@ -243,7 +244,7 @@ func TestStartEmbeddedBoundedByContext(t *testing.T) {
 
 func TestOpenUnreachableGivesUp(t *testing.T) {
 	start := time.Now()
-	_, err := Open(context.Background(), Config{Endpoints: []string{FreeURL(t)}, DialTimeout: 500 * time.Millisecond})
+	_, err := Open(context.Background(), Config{Endpoints: FreeURLs(t, 1), DialTimeout: 500 * time.Millisecond})
 	if err == nil {
 		t.Fatal("opened a store on nothing")
 	}
