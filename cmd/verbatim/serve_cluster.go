@@ -110,7 +110,8 @@ func (n *clusterNode) join(srv *broker.Server, listeners []*broker.Listener, lns
 // leave is the controlled shutdown (controlled.shutdown.enable): the
 // registration says ShuttingDown, so the controller moves this broker's
 // leaderships to other in-sync replicas and takes it out of the ISRs;
-// leave waits, at most until ctx ends, until this broker leads nothing.
+// leave waits, at most until ctx ends, until this broker leads no
+// partition that another live in-sync replica could lead.
 func (n *clusterNode) leave(ctx context.Context, srv *broker.Server) {
 	if !n.c.Broker.ControlledShutdown {
 		return
@@ -123,7 +124,7 @@ func (n *clusterNode) leave(ctx context.Context, srv *broker.Server) {
 	for {
 		led, err := n.leads(ctx)
 		if err == nil && led == 0 {
-			n.log.Info("controlled shutdown: this broker leads no partition", "took", time.Since(start).Round(time.Millisecond))
+			n.log.Info("controlled shutdown: this broker leads no partition another replica could", "took", time.Since(start).Round(time.Millisecond))
 			return
 		}
 		select {
@@ -135,21 +136,34 @@ func (n *clusterNode) leave(ctx context.Context, srv *broker.Server) {
 	}
 }
 
-// leads counts the partitions the store says this broker leads.
+// leads counts the partitions the store says this broker leads that
+// could move: another member of the ISR is registered and not shutting
+// down itself (when the whole cluster stops, the last leaders have nowhere
+// to go and need not wait).
 func (n *clusterNode) leads(ctx context.Context) (int, error) {
 	snap, err := n.store.Snapshot(ctx)
 	if err != nil {
 		return -1, err
 	}
+	return movableLeaderships(snap, n.nodeID), nil
+}
+
+func movableLeaderships(snap *clustermeta.Snapshot, node int32) int {
 	led := 0
 	for _, ps := range snap.Partitions {
 		for _, p := range ps {
-			if p.Leader == n.nodeID {
-				led++
+			if p.Leader != node {
+				continue
+			}
+			for _, r := range p.ISR {
+				if b, ok := snap.Brokers[r]; ok && r != node && !b.ShuttingDown {
+					led++
+					break
+				}
 			}
 		}
 	}
-	return led, nil
+	return led
 }
 
 // markShuttingDown sets ShuttingDown on the broker's registration.
