@@ -24,3 +24,7 @@ func (s *Server) clusterSnapshot() *clustermeta.Snapshot { return nil }
 
 // brokerEpoch is this broker's registration epoch (0 before it joined).
 func (s *Server) brokerEpoch() int64 { return 0 }
+
+// clusterSession is this broker's registration session (nil before it
+// joined); a leader's ISR changes are fenced by it.
+func (s *Server) clusterSession() *clustermeta.Session { return nil }

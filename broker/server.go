@@ -407,6 +407,9 @@ type Server struct {
 	// linkSecrets encodes the links' source credentials (nil: no
 	// password.encoder.secret), link_sync.go.
 	linkSecrets *secret.Encoder
+
+	// repl is cluster mode's replication state (replica_role.go).
+	repl replServer
 }
 
 // Open takes the data dir (lock, format version, cluster id), recovers the
@@ -466,6 +469,7 @@ func Open(cfg Config) (*Server, error) {
 	s.recoverMirrorStops()
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	go s.retentionLoop(s.baseCtx)
+	s.startReplication(s.baseCtx) // cluster mode only
 	s.startCleaners(s.baseCtx)
 	if s.policy, err = openPolicies(s.baseCtx, cfg, s.log, s.metrics); err != nil {
 		s.cancelBase()
@@ -620,6 +624,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// process.
 	go s.policy.close()
 	s.stopCleaners()
+	s.shutdownReplication() // cluster mode: the last high-watermark checkpoint
 	s.cluster.close()
 	s.lock.release()
 	s.log.Info("broker stopped")
