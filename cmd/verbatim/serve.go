@@ -268,11 +268,7 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 		return 1
 	}
 	if cn != nil {
-		if err := cn.attach(srv); err != nil {
-			log.Error("refusing to start: cluster mode", "err", err)
-			_ = srv.Shutdown(context.Background())
-			return 1
-		}
+		cn.attach(srv)
 	}
 	var ms *metricsServer
 	if cfg.MetricsListen != "" {

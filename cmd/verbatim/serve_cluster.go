@@ -71,16 +71,11 @@ func startCluster(cfg *broker.Config, c *brokerconf.Cluster, log *slog.Logger) (
 
 // attach installs the replica fetchers on the opened broker (before it
 // joins: the first snapshot may make it a follower).
-func (n *clusterNode) attach(srv *broker.Server) error {
-	host, ok := any(srv).(replica.Host)
-	if !ok {
-		return errors.New("the broker does not serve as a replica fetcher's host yet (replica.Host)")
-	}
+func (n *clusterNode) attach(srv *broker.Server) {
 	fc := n.c.Fetch
-	fc.Host, fc.Log = host, n.log.With("component", "replica-fetcher")
+	fc.Host, fc.Log = replica.BrokerHost(srv), n.log.With("component", "replica-fetcher")
 	n.followers = replica.NewManager(fc)
 	srv.SetFollowers(n.followers)
-	return nil
 }
 
 // join registers the broker with the endpoints its listeners serve and
