@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -112,7 +111,7 @@ func (n *clusterNode) leave(ctx context.Context, srv *broker.Server) {
 		return
 	}
 	start := time.Now()
-	if err := markShuttingDown(ctx, srv); err != nil {
+	if err := srv.MarkShuttingDown(ctx); err != nil {
 		n.log.Warn("controlled shutdown: cannot mark this broker as shutting down; stopping without moving leadership", "err", err)
 		return
 	}
@@ -159,17 +158,6 @@ func movableLeaderships(snap *clustermeta.Snapshot, node int32) int {
 		}
 	}
 	return led
-}
-
-// markShuttingDown sets ShuttingDown on the broker's registration.
-func markShuttingDown(ctx context.Context, srv *broker.Server) error {
-	ms, ok := any(srv).(interface {
-		MarkShuttingDown(context.Context) error
-	})
-	if !ok {
-		return errors.New("the broker cannot mark its registration as shutting down yet")
-	}
-	return ms.MarkShuttingDown(ctx)
 }
 
 // stopReplication ends the controller candidate (resigning a
