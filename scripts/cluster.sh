@@ -15,7 +15,8 @@
 # start writes DIR/node-<id>/{server.properties,data,etcd,verbatim.log,pid}
 # for node ids 1..N on free loopback ports (a Kafka listener, the metrics
 # endpoint, the etcd member's client and peer URLs), waits until every
-# broker has joined, and prints the bootstrap list as its last line. The
+# broker serves as a cluster member (joined, its controller candidate
+# running), and prints the bootstrap list as its last line. The
 # name=value arguments are appended to every server.properties (they win
 # over the script's settings). The binary is $VERBATIM_BIN, default
 # bin/verbatim (`make build`). $CLUSTER_START_TIMEOUT (seconds, default
@@ -85,14 +86,15 @@ launch() {
 }
 
 # wait_joined DIR NODE FROM_LINE: until the node's log (after line
-# FROM_LINE) says it joined the cluster; fails if the process dies.
+# FROM_LINE) says it serves as a cluster member (serve logs it once it
+# joined and its controller candidate runs); fails if the process dies.
 wait_joined() {
 	local d pid deadline
 	d="$(nodedir "$1" "$2")"
 	pid="$(pidof_node "$1" "$2")"
 	deadline=$(($(date +%s) + START_TIMEOUT))
 	while :; do
-		if awk -v from="$3" 'NR > from && /msg="joined the cluster"/ {found = 1} END {exit !found}' "$d/verbatim.log"; then
+		if awk -v from="$3" 'NR > from && /msg="serving as a cluster member"/ {found = 1} END {exit !found}' "$d/verbatim.log"; then
 			return 0
 		fi
 		if ! alive "$pid"; then

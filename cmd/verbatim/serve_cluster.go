@@ -25,11 +25,15 @@ import (
 // before the broker shuts down, close last.
 type clusterNode struct {
 	c         *brokerconf.Cluster
-	log       *slog.Logger
+	log       *slog.Logger // component=cluster
+	base      *slog.Logger // the command's, for the other components
 	nodeID    int32
 	embedded  *clustermeta.Embedded
 	store     clustermeta.Store
 	followers *replica.Manager
+	// stopMember ends the broker's following of the store (JoinCluster's
+	// context; the broker's Shutdown ends it too).
+	stopMember context.CancelFunc
 	// stopController ends the controller candidate; controllerDone
 	// closes when it has returned.
 	stopController context.CancelFunc
@@ -44,7 +48,7 @@ const clusterStartTimeout = 60 * time.Second
 // startCluster starts the embedded member (if any) and opens the store,
 // and sets cfg.Cluster.
 func startCluster(cfg *broker.Config, c *brokerconf.Cluster, log *slog.Logger) (*clusterNode, error) {
-	n := &clusterNode{c: c, log: log.With("component", "cluster"), nodeID: cfg.NodeID}
+	n := &clusterNode{c: c, log: log.With("component", "cluster"), base: log, nodeID: cfg.NodeID}
 	ctx, cancel := context.WithTimeout(context.Background(), clusterStartTimeout)
 	defer cancel()
 	if c.Embed != nil {
@@ -72,7 +76,7 @@ func startCluster(cfg *broker.Config, c *brokerconf.Cluster, log *slog.Logger) (
 // joins: the first snapshot may make it a follower).
 func (n *clusterNode) attach(srv *broker.Server) {
 	fc := n.c.Fetch
-	fc.Host, fc.Log = replica.BrokerHost(srv), n.log.With("component", "replica-fetcher")
+	fc.Host, fc.Log = replica.BrokerHost(srv), n.base.With("component", "replica-fetcher")
 	n.followers = replica.NewManager(fc)
 	srv.SetFollowers(n.followers)
 }
@@ -81,9 +85,21 @@ func (n *clusterNode) attach(srv *broker.Server) {
 // starts the controller candidate.
 func (n *clusterNode) join(srv *broker.Server, listeners []*broker.Listener, lns []net.Listener, cfg *broker.Config) error {
 	eps := advertisedEndpoints(listeners, lns, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), clusterStartTimeout)
-	defer cancel()
-	if err := srv.JoinCluster(ctx, eps); err != nil {
+	// The broker follows the store until ctx ends: ctx lives until close,
+	// cut short only if the registration itself takes too long.
+	ctx, cancel := context.WithCancel(context.Background())
+	n.stopMember = cancel
+	joined := make(chan struct{})
+	go func() {
+		select {
+		case <-joined:
+		case <-time.After(clusterStartTimeout):
+			cancel()
+		}
+	}()
+	err := srv.JoinCluster(ctx, eps)
+	close(joined)
+	if err != nil {
 		return fmt.Errorf("joining the cluster: %w", err)
 	}
 	cctx, stop := context.WithCancel(context.Background())
@@ -92,12 +108,12 @@ func (n *clusterNode) join(srv *broker.Server, listeners []*broker.Listener, lns
 	go func() {
 		defer close(n.controllerDone)
 		err := controller.Run(cctx, controller.Config{Store: n.store, NodeID: n.nodeID, SessionTTL: ttl,
-			UncleanLeaderElection: n.c.Broker.UncleanLeaderElection, Log: n.log.With("component", "controller")})
+			UncleanLeaderElection: n.c.Broker.UncleanLeaderElection, Log: n.base.With("component", "controller")})
 		if err != nil && cctx.Err() == nil {
 			n.log.Error("controller candidate stopped", "err", err)
 		}
 	}()
-	n.log.Info("joined the cluster", "node_id", n.nodeID, "endpoints", eps)
+	n.log.Info("serving as a cluster member", "node_id", n.nodeID, "endpoints", eps)
 	return nil
 }
 
@@ -179,6 +195,9 @@ func (n *clusterNode) stopReplication() {
 // broker shut down (its registration is gone with its session).
 func (n *clusterNode) close() {
 	n.stopReplication()
+	if n.stopMember != nil {
+		n.stopMember()
+	}
 	if n.store != nil {
 		_ = n.store.Close()
 		n.store = nil
