@@ -18,10 +18,11 @@ import (
 	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
-// verbatimClient returns a franz-go client for addr, closed on cleanup.
+// verbatimClient returns a franz-go client for addr (a bootstrap list:
+// host:port,host:port), closed on cleanup.
 func verbatimClient(t testing.TB, addr string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(strings.Split(addr, ",")...)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

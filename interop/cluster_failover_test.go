@@ -34,7 +34,7 @@ func clusterFailover(t *testing.T, c *VCluster, cl *kgo.Client) {
 		topic          = "failover"
 		kills          = 3
 		maxPerProducer = 4000
-		batch          = 5
+		batch          = 20
 	)
 	createTopicRF(t, kadm.NewClient(cl), topic, 2, 3, map[string]string{"min.insync.replicas": "2"})
 	initial := waitInSync(t, c, cl, topic, 2, 3)
@@ -115,8 +115,14 @@ func clusterFailover(t *testing.T, c *VCluster, cl *kgo.Client) {
 		p := k % 2
 		view := waitInSync(t, c, cl, topic, 2, 3) // every replica back in sync: the kill leaves two
 		leader := view[p].leader
-		if n, _, err := acksAfter(p, time.Time{}); err != nil || n == 0 {
-			t.Fatalf("partition %d: no acknowledged write before kill %d (%d; %v)", p, k+1, n, err)
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			n, _, err := acksAfter(p, time.Time{})
+			if err != nil || time.Now().After(deadline) {
+				t.Fatalf("partition %d: %d acknowledged writes before kill %d (%v)", p, n, k+1, err)
+			}
+			if n >= 20 {
+				break
+			}
 		}
 		killed := time.Now()
 		c.Kill(t, leader)
