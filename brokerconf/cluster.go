@@ -216,47 +216,18 @@ func LoadCluster(cfg *broker.Config, p *props.Props, overrides []string) (*Clust
 	return c, nil, nil
 }
 
-// finish fills the defaults (Kafka's) and checks what needs several
-// properties together.
+// finish checks what needs several properties together. Defaults are
+// the components' own (the broker's ClusterConfig, the fetcher manager's,
+// the controller's) but for controlled.shutdown.enable, a bool whose zero
+// value is not Kafka's default.
 func (c *Cluster) finish(cfg *broker.Config) error {
 	b := &c.Broker
 	if c.offsetsRF != 0 && c.txnRF != 0 && c.offsetsRF != c.txnRF {
 		return fmt.Errorf("offsets.topic.replication.factor %d and transaction.state.log.replication.factor %d differ: Verbatim uses one replication factor for its internal topics", c.offsetsRF, c.txnRF)
 	}
 	b.InternalReplicationFactor = max(c.offsetsRF, c.txnRF)
-	if b.InternalReplicationFactor == 0 {
-		b.InternalReplicationFactor = 3
-	}
-	if b.DefaultReplicationFactor == 0 {
-		b.DefaultReplicationFactor = 1
-	}
-	if b.MinInsyncReplicas == 0 {
-		b.MinInsyncReplicas = 1
-	}
-	if b.ReplicaLagTimeMax == 0 {
-		b.ReplicaLagTimeMax = 30 * time.Second
-	}
-	if b.SessionTimeout == 0 {
-		b.SessionTimeout = 9 * time.Second
-	}
-	if b.NumReplicaFetchers == 0 {
-		b.NumReplicaFetchers, c.Fetch.Fetchers = 1, 1
-	}
 	if !c.csGiven {
 		b.ControlledShutdown = true
-	}
-	f := &c.Fetch
-	if f.MaxBytes == 0 {
-		f.MaxBytes = 10 << 20
-	}
-	if f.PartitionMaxBytes == 0 {
-		f.PartitionMaxBytes = 1 << 20
-	}
-	if f.MinBytes == 0 {
-		f.MinBytes = 1
-	}
-	if f.MaxWaitMs == 0 {
-		f.MaxWaitMs = 500
 	}
 	if b.InterBrokerListener != "" && !hasListener(cfg, b.InterBrokerListener) {
 		return fmt.Errorf("inter.broker.listener.name %s is not a listener of listeners", b.InterBrokerListener)

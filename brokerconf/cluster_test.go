@@ -8,6 +8,7 @@ import (
 
 	"github.com/verbatim-kafka/verbatim/broker"
 	"github.com/verbatim-kafka/verbatim/clustermeta"
+	"github.com/verbatim-kafka/verbatim/replica"
 )
 
 func loadCluster(t *testing.T, text string, overrides ...string) (broker.Config, *Cluster, []string, error) {
@@ -61,7 +62,7 @@ metadata.etcd.prefix=/vb
 		t.Errorf("Etcd = %+v: want the member's client URL and the prefix with its slash", c.Etcd)
 	}
 	f := c.Fetch
-	if f.Fetchers != 2 || f.PartitionMaxBytes != 65536 || f.MaxBytes != 1<<20 || f.MaxWaitMs != 100 || f.MinBytes != 1 {
+	if f.Fetchers != 2 || f.PartitionMaxBytes != 65536 || f.MaxBytes != 1<<20 || f.MaxWaitMs != 100 || f.MinBytes != 0 {
 		t.Errorf("Fetch = %+v", f)
 	}
 }
@@ -74,14 +75,13 @@ func TestClusterExternalEtcdDefaults(t *testing.T) {
 	if c.Embed != nil || len(c.Etcd.Endpoints) != 2 || c.Etcd.Prefix != "/verbatim/" {
 		t.Errorf("Etcd %+v Embed %+v", c.Etcd, c.Embed)
 	}
-	// Kafka's defaults; controlled shutdown off as overridden.
-	want := broker.ClusterConfig{DefaultReplicationFactor: 1, InternalReplicationFactor: 3, MinInsyncReplicas: 1,
-		ReplicaLagTimeMax: 30 * time.Second, SessionTimeout: 9 * time.Second, NumReplicaFetchers: 1}
-	if !reflect.DeepEqual(c.Broker, want) {
-		t.Errorf("Broker = %+v\nwant %+v", c.Broker, want)
+	// Unset: the components' defaults (zero values) apply; controlled
+	// shutdown off as overridden.
+	if !reflect.DeepEqual(c.Broker, broker.ClusterConfig{}) || !reflect.DeepEqual(c.Fetch, replica.Config{}) {
+		t.Errorf("Broker = %+v, Fetch = %+v: want zero values", c.Broker, c.Fetch)
 	}
-	if f := c.Fetch; f.MaxBytes != 10<<20 || f.PartitionMaxBytes != 1<<20 || f.MaxWaitMs != 500 || f.Fetchers != 1 {
-		t.Errorf("Fetch defaults = %+v", f)
+	if _, c, _, _ := loadCluster(t, "metadata.etcd.endpoints=http://10.0.0.1:2379\n"); !c.Broker.ControlledShutdown {
+		t.Errorf("controlled.shutdown.enable defaults to false, want Kafka's true")
 	}
 }
 

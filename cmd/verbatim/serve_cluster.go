@@ -104,7 +104,9 @@ func (n *clusterNode) join(srv *broker.Server, listeners []*broker.Listener, lns
 	}
 	cctx, stop := context.WithCancel(context.Background())
 	n.stopController, n.controllerDone = stop, make(chan struct{})
-	ttl := int64(n.c.Broker.SessionTimeout / time.Second)
+	// The election lease of broker.session.timeout.ms, in whole seconds
+	// as the registration's (0, not given: the controller's default).
+	ttl := int64((n.c.Broker.SessionTimeout + time.Second - 1) / time.Second)
 	go func() {
 		defer close(n.controllerDone)
 		err := controller.Run(cctx, controller.Config{Store: n.store, NodeID: n.nodeID, SessionTTL: ttl,
