@@ -140,10 +140,9 @@ cmd_start() {
 		pick_port; client[i]=$PORT
 		pick_port; peer[i]=$PORT
 	done
-	local initial="" endpoints="" bs="" rf=$((n < 3 ? n : 3))
+	local initial="" bs="" rf=$((n < 3 ? n : 3))
 	for ((i = 1; i <= n; i++)); do
 		initial+="${initial:+,}node-$i=http://127.0.0.1:${peer[i]}"
-		endpoints+="${endpoints:+,}http://127.0.0.1:${client[i]}"
 		bs+="${bs:+,}127.0.0.1:${kafka[i]}"
 	done
 	for ((i = 1; i <= n; i++)); do
@@ -163,7 +162,6 @@ cmd_start() {
 			echo "metadata.etcd.embed.client.url=http://127.0.0.1:${client[i]}"
 			echo "metadata.etcd.embed.peer.url=http://127.0.0.1:${peer[i]}"
 			echo "metadata.etcd.embed.initial.cluster=$initial"
-			echo "metadata.etcd.endpoints=$endpoints"
 			local kv
 			for kv in "$@"; do
 				[[ "$kv" == *=* ]] || die "extra property $kv is not name=value"
