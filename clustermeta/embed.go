@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap/zapcore"
@@ -37,18 +38,32 @@ type Embedded struct {
 }
 
 type embedded struct {
-	e    *embed.Etcd
-	once sync.Once
+	e       *embed.Etcd
+	once    sync.Once
+	closing *atomic.Bool
 }
 
-func (m *embedded) close() { m.once.Do(m.e.Close) }
+func (m *embedded) close() {
+	m.once.Do(func() {
+		m.closing.Store(true)
+		select {
+		case <-m.e.Server.ReadyNotify():
+		default:
+			// Never ready (no quorum): embed's Close waits for client
+			// serving that waits for the server to be ready or stopping,
+			// so stop the server first.
+			m.e.Server.HardStop()
+		}
+		m.e.Close()
+	})
+}
 
 // Limits of the embedded member above etcd's defaults (128 operations,
 // 1.5 MiB per request): CreateTopic writes one key per partition in one
 // transaction.
 const (
 	embedMaxTxnOps       = 1 << 16
-	embedMaxRequestBytes = 32 << 20
+	embedMaxRequestBytes = 10 << 20
 )
 
 // StartEmbedded starts the member and waits until it serves (the
@@ -82,7 +97,8 @@ func StartEmbedded(ctx context.Context, c EmbedConfig) (*Embedded, error) {
 		cfg.InitialClusterToken = c.ClusterToken
 	}
 	cfg.ClusterState = embed.ClusterStateFlagNew
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(quietLogger(zapcore.WarnLevel))
+	closing := new(atomic.Bool)
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(quietLogger(zapcore.WarnLevel, closing))
 	cfg.MaxTxnOps = embedMaxTxnOps
 	cfg.MaxRequestBytes = embedMaxRequestBytes
 	// Keep the last 100000 revisions for watches that fall behind (a
@@ -94,7 +110,7 @@ func StartEmbedded(ctx context.Context, c EmbedConfig) (*Embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("clustermeta: starting etcd member %s: %w", c.Name, err)
 	}
-	m := &embedded{e: e}
+	m := &embedded{e: e, closing: closing}
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():
