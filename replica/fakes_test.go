@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sort"
 	"sync"
 
 	"github.com/verbatim-kafka/verbatim/client"
@@ -115,9 +116,12 @@ func (l *memLog) isPrefixOf(o *memLog) string {
 	if l.end > o.end {
 		return fmt.Sprintf("log end %d beyond the leader's %d", l.end, o.end)
 	}
-	at := map[int64][]byte{}
-	for _, b := range o.batches {
-		at[kbatch.BaseOffset(b)] = b
+	at := func(base int64) []byte { // o's batch at base, nil when none
+		i := sort.Search(len(o.batches), func(i int) bool { return kbatch.BaseOffset(o.batches[i]) >= base })
+		if i < len(o.batches) && kbatch.BaseOffset(o.batches[i]) == base {
+			return o.batches[i]
+		}
+		return nil
 	}
 	next := int64(-1)
 	for _, b := range l.batches {
@@ -129,23 +133,27 @@ func (l *memLog) isPrefixOf(o *memLog) string {
 		if next <= o.start {
 			continue // below the leader's log start
 		}
-		if lb, ok := at[base]; !ok || !bytes.Equal(lb, b) {
+		if lb := at(base); lb == nil || !bytes.Equal(lb, b) {
 			return fmt.Sprintf("batch %d-%d (epoch %d) is not the leader's", base, next-1, kbatch.LeaderEpoch(b))
 		}
 	}
 	return ""
 }
 
-// memReplica is a Replica in memory; a violation of the Replica contract
-// (a partial batch, an append below the log end, a bad CRC) is recorded
-// in bad.
+// memReplica is a Replica in memory; a violation of what the fetcher
+// must ensure (a partial batch, a set starting below the log end) is
+// recorded in bad; a set that is bad in itself (CRC, offsets) is refused
+// as storage refuses it.
 type memReplica struct {
 	mu  sync.Mutex
 	log memLog
 	hw  int64
 	bad string
-	// appends counts Append calls that stored batches.
-	appends int
+	// appends counts Append calls that stored batches, truncates
+	// Truncate calls, resets TruncateFullyAndStartAt calls.
+	appends, truncates, resets int
+	// stored is the last set Append stored.
+	stored []byte
 }
 
 func (r *memReplica) LogStartOffset() int64 { r.mu.Lock(); defer r.mu.Unlock(); return r.log.start }
@@ -166,28 +174,33 @@ func (r *memReplica) EndOffsetForEpoch(epoch int32) (int32, int64, error) {
 func (r *memReplica) Append(set []byte, hw, logStart int64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// Checked first, stored only when all are good (as storage does).
+	var bs [][]byte
+	end := r.log.end
 	it := kbatch.Batches(set)
-	n := 0
 	for it.Next() {
 		b := it.Batch()
-		if kbatch.StoredCRC(b) != kbatch.CRC(b) {
-			r.violate("append: batch at %d has a bad CRC", kbatch.BaseOffset(b))
-			return fmt.Errorf("bad CRC")
-		}
-		if base := kbatch.BaseOffset(b); base < r.log.end {
-			r.violate("append: batch at %d below the log end %d", base, r.log.end)
+		base := kbatch.BaseOffset(b)
+		switch {
+		case len(bs) == 0 && base < end:
+			// The fetcher must never send this.
+			r.violate("append: batch at %d below the log end %d", base, end)
 			return fmt.Errorf("below the log end")
+		case base < end || kbatch.StoredCRC(b) != kbatch.CRC(b) || kbatch.LastOffsetDelta(b) < 0:
+			return fmt.Errorf("append: batch at %d: bad offsets or CRC", base)
 		}
-		r.log.batches = append(r.log.batches, bytes.Clone(b))
-		r.log.end = batchEnd(b)
-		n++
+		bs = append(bs, bytes.Clone(b))
+		end = batchEnd(b)
 	}
 	if it.Pos() != len(set) {
 		r.violate("append: %d trailing bytes are not a whole batch", len(set)-it.Pos())
+		return fmt.Errorf("partial batch")
 	}
-	if n > 0 {
+	if len(bs) > 0 {
 		r.appends++
 	}
+	r.log.batches, r.log.end = append(r.log.batches, bs...), end
+	r.stored = set
 	r.hw = min(hw, r.log.end)
 	r.log.advanceStart(logStart)
 	return nil
@@ -202,6 +215,7 @@ func (r *memReplica) violate(format string, args ...any) {
 func (r *memReplica) Truncate(offset int64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.truncates++
 	r.log.truncate(offset)
 	r.hw = min(r.hw, r.log.end)
 	return nil
@@ -210,6 +224,7 @@ func (r *memReplica) Truncate(offset int64) error {
 func (r *memReplica) TruncateFullyAndStartAt(offset int64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.resets++
 	r.log = memLog{start: offset, end: offset}
 	r.hw = offset
 	return nil
@@ -278,3 +293,7 @@ func (h *memHost) replica(tp client.TopicPartition) *memReplica {
 }
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func clientTP(topic string, p int32) client.TopicPartition {
+	return client.TopicPartition{Topic: topic, Partition: p}
+}
