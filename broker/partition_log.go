@@ -252,6 +252,9 @@ func (h *logHandle) Close() error {
 func (s *Server) openAllLogs() {
 	for _, t := range s.cluster.topics() {
 		for _, p := range t.Partitions() {
+			if !s.hostsPartition(p) {
+				continue // cluster mode: another broker's replica
+			}
 			if err := s.openPartitionLog(p); err != nil {
 				s.log.Error("partition offline: its log does not open", "topic", t.Name, "partition", p.Index, "err", err)
 			}

@@ -342,6 +342,8 @@ type Server struct {
 	clusterID string
 	cluster   *cluster
 	pids      *producerIDs
+	// cm is cluster mode's state (cluster_mode.go); nil on a single node.
+	cm *clusterMode
 	// fetchSessions are the incremental fetch sessions (fetch_sessions.go).
 	fetchSessions fetchSessionCache
 	// groups and txns are the coordinators (coordinators.go).
@@ -440,13 +442,20 @@ func Open(cfg Config) (*Server, error) {
 	if err := checkFormat(s.fs, cfg.DataDir); err != nil {
 		return fail(err)
 	}
-	mp, err := loadOrCreateMetaProps(s.fs, cfg.NodeID)
-	if err != nil {
-		return fail(err)
-	}
-	s.clusterID = mp.clusterID
-	if s.cluster, err = loadCluster(s.fs, s.log); err != nil {
-		return fail(err)
+	if cfg.Cluster != nil {
+		// Cluster mode: the topics come from the cluster store.
+		if err := s.openClusterState(); err != nil {
+			return fail(err)
+		}
+	} else {
+		mp, err := loadOrCreateMetaProps(s.fs, cfg.NodeID)
+		if err != nil {
+			return fail(err)
+		}
+		s.clusterID = mp.clusterID
+		if s.cluster, err = loadCluster(s.fs, s.log); err != nil {
+			return fail(err)
+		}
 	}
 	s.cluster.maxPartitions = cfg.MaxPartitions
 	if err := s.cluster.applyTopicDefaults(cfg.TopicDefaults); err != nil {
@@ -455,7 +464,9 @@ func Open(cfg Config) (*Server, error) {
 	if s.acl, err = s.openAuthorizer(); err != nil {
 		return fail(err)
 	}
-	if s.pids, err = openProducerIDs(s.fs); err != nil {
+	if s.cm != nil {
+		s.pids = &producerIDs{fromStore: s.cm.allocateProducerIDs}
+	} else if s.pids, err = openProducerIDs(s.fs); err != nil {
 		return fail(err)
 	}
 	if s.scram, err = openSCRAMStore(s.fs); err != nil {
@@ -625,6 +636,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	go s.policy.close()
 	s.stopCleaners()
 	s.shutdownReplication() // cluster mode: the last high-watermark checkpoint
+	s.leaveCluster(ctx)
 	s.cluster.close()
 	s.lock.release()
 	s.log.Info("broker stopped")
