@@ -136,9 +136,10 @@ func (l *memLog) isPrefixOf(o *memLog) string {
 	return ""
 }
 
-// memReplica is a Replica in memory; a violation of the Replica contract
-// (a partial batch, an append below the log end, a bad CRC) is recorded
-// in bad.
+// memReplica is a Replica in memory; a violation of what the fetcher
+// must ensure (a partial batch, a set starting below the log end) is
+// recorded in bad; a set that is bad in itself (CRC, offsets) is refused
+// as storage refuses it.
 type memReplica struct {
 	mu  sync.Mutex
 	log memLog
@@ -147,6 +148,8 @@ type memReplica struct {
 	// appends counts Append calls that stored batches, truncates
 	// Truncate calls, resets TruncateFullyAndStartAt calls.
 	appends, truncates, resets int
+	// stored is the last set Append stored.
+	stored []byte
 }
 
 func (r *memReplica) LogStartOffset() int64 { r.mu.Lock(); defer r.mu.Unlock(); return r.log.start }
@@ -167,28 +170,33 @@ func (r *memReplica) EndOffsetForEpoch(epoch int32) (int32, int64, error) {
 func (r *memReplica) Append(set []byte, hw, logStart int64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// Checked first, stored only when all are good (as storage does).
+	var bs [][]byte
+	end := r.log.end
 	it := kbatch.Batches(set)
-	n := 0
 	for it.Next() {
 		b := it.Batch()
-		if kbatch.StoredCRC(b) != kbatch.CRC(b) {
-			r.violate("append: batch at %d has a bad CRC", kbatch.BaseOffset(b))
-			return fmt.Errorf("bad CRC")
-		}
-		if base := kbatch.BaseOffset(b); base < r.log.end {
-			r.violate("append: batch at %d below the log end %d", base, r.log.end)
+		base := kbatch.BaseOffset(b)
+		switch {
+		case len(bs) == 0 && base < end:
+			// The fetcher must never send this.
+			r.violate("append: batch at %d below the log end %d", base, end)
 			return fmt.Errorf("below the log end")
+		case base < end || kbatch.StoredCRC(b) != kbatch.CRC(b) || kbatch.LastOffsetDelta(b) < 0:
+			return fmt.Errorf("append: batch at %d: bad offsets or CRC", base)
 		}
-		r.log.batches = append(r.log.batches, bytes.Clone(b))
-		r.log.end = batchEnd(b)
-		n++
+		bs = append(bs, bytes.Clone(b))
+		end = batchEnd(b)
 	}
 	if it.Pos() != len(set) {
 		r.violate("append: %d trailing bytes are not a whole batch", len(set)-it.Pos())
+		return fmt.Errorf("partial batch")
 	}
-	if n > 0 {
+	if len(bs) > 0 {
 		r.appends++
 	}
+	r.log.batches, r.log.end = append(r.log.batches, bs...), end
+	r.stored = set
 	r.hw = min(hw, r.log.end)
 	r.log.advanceStart(logStart)
 	return nil

@@ -30,6 +30,32 @@ type leader interface {
 	Close()
 }
 
+// named is a query about one partition.
+type named interface{ topicPartition() client.TopicPartition }
+
+// byTopic is a request's topic list for qs: their partitions (made by
+// part) grouped under one entry per topic (made by topic), in the order
+// the topics first appear.
+func byTopic[Q named, T, P any](qs []Q, topic func(name string, ps []P) T, part func(Q) P) []T {
+	var names []string
+	ps := map[string][]P{}
+	for _, q := range qs {
+		tp := q.topicPartition()
+		if _, seen := ps[tp.Topic]; !seen {
+			names = append(names, tp.Topic)
+		}
+		ps[tp.Topic] = append(ps[tp.Topic], part(q))
+	}
+	out := make([]T, 0, len(names))
+	for _, n := range names {
+		out = append(out, topic(n, ps[n]))
+	}
+	return out
+}
+
+func (q epochQuery) topicPartition() client.TopicPartition  { return q.TopicPartition }
+func (q offsetQuery) topicPartition() client.TopicPartition { return q.TopicPartition }
+
 // epochQuery asks where Epoch ends; Current is the follower's leader
 // epoch (fencing).
 type epochQuery struct {
@@ -76,20 +102,15 @@ func (l *connLeader) Fetch(ctx context.Context, want []client.SessionPartition) 
 func (l *connLeader) EpochEnds(ctx context.Context, qs []epochQuery) ([]epochAnswer, error) {
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 	req.ReplicaID = l.id
-	byTopic := map[string]int{}
-	for _, q := range qs {
-		i, ok := byTopic[q.Topic]
-		if !ok {
-			i = len(req.Topics)
-			byTopic[q.Topic] = i
-			rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
-			rt.Topic = q.Topic
-			req.Topics = append(req.Topics, rt)
-		}
+	req.Topics = byTopic(qs, func(name string, ps []kmsg.OffsetForLeaderEpochRequestTopicPartition) kmsg.OffsetForLeaderEpochRequestTopic {
+		rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+		rt.Topic, rt.Partitions = name, ps
+		return rt
+	}, func(q epochQuery) kmsg.OffsetForLeaderEpochRequestTopicPartition {
 		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
 		rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = q.Partition, q.Current, q.Epoch
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-	}
+		return rp
+	})
 	resp, err := l.cn.Request(ctx, req, 4)
 	if err != nil {
 		return nil, err
@@ -128,20 +149,15 @@ func (l *connLeader) Offsets(ctx context.Context, qs []offsetQuery) ([]offsetAns
 		// As a replica: latest is the leader's log end, not its high
 		// watermark (Kafka answers replicas without isolation).
 		req.ReplicaID = l.id
-		byTopic := map[string]int{}
-		for _, q := range qs {
-			i, ok := byTopic[q.Topic]
-			if !ok {
-				i = len(req.Topics)
-				byTopic[q.Topic] = i
-				rt := kmsg.NewListOffsetsRequestTopic()
-				rt.Topic = q.Topic
-				req.Topics = append(req.Topics, rt)
-			}
+		req.Topics = byTopic(qs, func(name string, ps []kmsg.ListOffsetsRequestTopicPartition) kmsg.ListOffsetsRequestTopic {
+			rt := kmsg.NewListOffsetsRequestTopic()
+			rt.Topic, rt.Partitions = name, ps
+			return rt
+		}, func(q offsetQuery) kmsg.ListOffsetsRequestTopicPartition {
 			rp := kmsg.NewListOffsetsRequestTopicPartition()
 			rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = q.Partition, ts, q.Current
-			req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-		}
+			return rp
+		})
 		resp, err := l.cn.Request(ctx, req, 9)
 		if err != nil {
 			return nil, err

@@ -86,9 +86,17 @@ func (s *sim) inFlight() {
 
 func (s *sim) Close() {}
 
-func (s *sim) EpochEnds(_ context.Context, qs []epochQuery) ([]epochAnswer, error) {
-	if s.chance(0.1) {
+// lost reports (and counts) a request whose answer is lost.
+func (s *sim) lost(p float64) bool {
+	if s.chance(p) {
 		s.stats["lost"]++
+		return true
+	}
+	return false
+}
+
+func (s *sim) EpochEnds(_ context.Context, qs []epochQuery) ([]epochAnswer, error) {
+	if s.lost(0.1) {
 		return nil, errLost
 	}
 	var out []epochAnswer
@@ -99,6 +107,9 @@ func (s *sim) EpochEnds(_ context.Context, qs []epochQuery) ([]epochAnswer, erro
 			a.Err = err
 		} else {
 			a.End.LeaderEpoch, a.End.EndOffset = endOffsetFor(sp.leaderEntries(), q.Epoch, sp.lead().end)
+			if a.End.EndOffset >= 0 && a.End.EndOffset < s.host.replica(q.TopicPartition).LogEndOffset() {
+				s.stats["truncated below our end"]++
+			}
 		}
 		out = append(out, a)
 	}
@@ -108,14 +119,16 @@ func (s *sim) EpochEnds(_ context.Context, qs []epochQuery) ([]epochAnswer, erro
 }
 
 func (s *sim) Offsets(_ context.Context, qs []offsetQuery) ([]offsetAnswer, error) {
-	if s.chance(0.1) {
-		s.stats["lost"]++
+	if s.lost(0.1) {
 		return nil, errLost
 	}
 	var out []offsetAnswer
 	for _, q := range qs {
 		sp := s.parts[q.TopicPartition]
 		a := offsetAnswer{TopicPartition: q.TopicPartition, Err: sp.fence(q.Current)}
+		if a.Err == nil {
+			s.stats["offsets"]++
+		}
 		a.Start, a.End = sp.lead().start, sp.lead().end
 		out = append(out, a)
 	}
@@ -127,8 +140,7 @@ func (s *sim) Offsets(_ context.Context, qs []offsetQuery) ([]offsetAnswer, erro
 // the diverging-epoch check, the range check, then batches from the one
 // holding the offset up to the partition's max bytes (the first whole).
 func (s *sim) Fetch(_ context.Context, want []client.SessionPartition) ([]client.SessionAnswer, error) {
-	if s.chance(0.08) {
-		s.stats["lost"]++
+	if s.lost(0.08) {
 		return nil, errLost
 	}
 	var out []client.SessionAnswer
@@ -140,6 +152,7 @@ func (s *sim) Fetch(_ context.Context, want []client.SessionPartition) ([]client
 		out = append(out, a)
 		r := &out[len(out)-1].FetchResult
 		if r.Err = sp.fence(w.CurrentEpoch); r.Err != nil {
+			s.stats["fenced"]++
 			continue
 		}
 		if s.chance(0.04) {
@@ -161,6 +174,7 @@ func (s *sim) Fetch(_ context.Context, want []client.SessionPartition) ([]client
 		}
 		if w.Offset < l.start || w.Offset > l.end {
 			r.Err = kerr.OffsetOutOfRange
+			s.stats["out of range"]++
 			continue
 		}
 		var recs []byte
@@ -423,7 +437,7 @@ func TestFetcherSim(t *testing.T) {
 	}
 	t.Logf("over %d seeds: %v", seeds, total)
 	// The simulation must have exercised what it claims to.
-	for _, k := range []string{"lost", "cut", "elections", "delete records", "stale answers", "partition error"} {
+	for _, k := range []string{"lost", "cut", "fenced", "out of range", "offsets", "truncated below our end", "elections", "delete records", "stale answers", "partition error"} {
 		if total[k] == 0 {
 			t.Errorf("no %s in any seed", k)
 		}
