@@ -12,7 +12,11 @@ package broker
 //     and -1 (with --flush always: answered only once storage reports the
 //     offsets durable, through its group commit; otherwise as acks=1, which
 //     is what a single in-sync replica means). Other values:
-//     INVALID_REQUIRED_ACKS for every partition.
+//     INVALID_REQUIRED_ACKS for every partition. In cluster mode only the
+//     partition's leader takes writes (NOT_LEADER_OR_FOLLOWER elsewhere)
+//     and acks=-1 needs min.insync.replicas in the ISR
+//     (NOT_ENOUGH_REPLICAS) and is answered once the high watermark passes
+//     the append (replica_leader.go).
 //   - Normal mode (ordinary producers), Kafka's leader rules: exactly one
 //     batch with base offset 0, no control batches, timestamp bounds
 //     (message.timestamp.before/after.max.ms), LogAppendTime stamping,
