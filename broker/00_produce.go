@@ -424,10 +424,11 @@ func (op *produceOp) noteFailure(topic string, partition int32, code int16, err 
 // when absent. An error refuses the partition; log is its log when known.
 func (s *Server) produceOne(ctx context.Context, op *produceOp, p *Partition, pr *hotpath.ProducePartitionResponse, version int16, txnID, set []byte,
 	mreq *wireext.MirrorProduce, mp *wireext.MirrorPartition, now int64, durable bool) (log *storage.Log, err error) {
+	var lead *leaderState
 	if s.cfg.Cluster != nil {
 		// Only the leader takes writes; acks=all needs the ISR
 		// (replica_leader.go).
-		if err := s.produceLeaderCheck(p, op.acks); err != nil {
+		if lead, err = s.produceLeaderCheck(p, op.acks); err != nil {
 			return nil, err
 		}
 	}
@@ -473,6 +474,7 @@ func (s *Server) produceOne(ctx context.Context, op *produceOp, p *Partition, pr
 			return h.log, err
 		}
 		pa.p, pa.log, pa.pr, pa.appendTime, pa.records = p, h.log, pr, -1, vr.Records
+		pa.guard.lead = lead
 		return h.log, op.submit(h, pa)
 	}
 	opts := hotpath.Options{Mode: hotpath.Normal, Topic: hotpathConfig(cfg), ProduceVersion: version, NowMs: now,
@@ -495,6 +497,11 @@ func (s *Server) produceOne(ctx context.Context, op *produceOp, p *Partition, pr
 		pa.a.Guard = &pa.guard
 	default:
 		pa.guard = produceGuard{}
+	}
+	if lead != nil {
+		// Cluster mode: written only while the leadership holds.
+		pa.guard.p, pa.guard.lead = p, lead
+		pa.a.Guard = &pa.guard
 	}
 	return h.log, op.submit(h, pa)
 }

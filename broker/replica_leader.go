@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -61,6 +62,11 @@ type leaderState struct {
 	// advances, the ISR changes or the leadership ends.
 	changed  chan struct{}
 	resigned bool
+
+	// appendMu is held shared by every produce append while it is
+	// written, and exclusively by resign; ended is set under it.
+	appendMu sync.RWMutex
+	ended    atomic.Bool
 }
 
 // followerProgress is what the leader knows of one follower.
@@ -123,8 +129,13 @@ func (ls *leaderState) update(st clustermeta.PartitionState) {
 	}
 }
 
-// resign ends the leadership: waiters answer NOT_LEADER_OR_FOLLOWER.
+// resign ends the leadership: appends not yet written are refused, the
+// ones being written finish first (so a follower's fetcher, started after
+// resign, is the log's only writer), waiters answer NOT_LEADER_OR_FOLLOWER.
 func (ls *leaderState) resign() {
+	ls.appendMu.Lock()
+	ls.ended.Store(true)
+	ls.appendMu.Unlock()
 	ls.mu.Lock()
 	if !ls.resigned {
 		ls.resigned = true
@@ -229,6 +240,19 @@ func (ls *leaderState) followerFetched(id int32, brokerEpoch, offset int64) erro
 	}
 	return nil
 }
+
+// admitAppend admits a produce append at the moment it is written (the
+// produce guard's Begin), appendDone releases it (End).
+func (ls *leaderState) admitAppend() error {
+	ls.appendMu.RLock()
+	if ls.ended.Load() {
+		ls.appendMu.RUnlock()
+		return errNotLeader(ls.p, "the leadership ended before the append was written")
+	}
+	return nil
+}
+
+func (ls *leaderState) appendDone() { ls.appendMu.RUnlock() }
 
 func maxTime(a, b time.Time) time.Time {
 	if b.After(a) {
@@ -459,12 +483,17 @@ func (s *Server) startReplication(ctx context.Context) {
 
 // produceLeaderCheck is Produce's check in cluster mode: the leader takes
 // the write; acks=all needs min.insync.replicas in the ISR.
-func (s *Server) produceLeaderCheck(p *Partition, acks int16) error {
+func (s *Server) produceLeaderCheck(p *Partition, acks int16) (*leaderState, error) {
 	rs, err := s.leaderCheck(p, -1)
-	if err != nil || acks != -1 {
-		return err
+	if err != nil {
+		return nil, err
 	}
-	return rs.lead.checkMinISR()
+	if acks == -1 {
+		if err := rs.lead.checkMinISR(); err != nil {
+			return nil, err
+		}
+	}
+	return rs.lead, nil
 }
 
 // awaitISR is an acks=all produce's wait for its append to reach the high
