@@ -119,8 +119,20 @@ func (ls *leaderState) update(st clustermeta.PartitionState) {
 		ls.mu.Unlock()
 		return
 	}
+	ls.adoptLocked(st)
+	ls.settleAndUnlock()
+}
+
+// adoptLocked takes st as the state the store confirmed.
+func (ls *leaderState) adoptLocked(st clustermeta.PartitionState) {
 	ls.st = st
 	ls.syncFollowersLocked(ls.s.repl.clock())
+}
+
+// settleAndUnlock follows a state change: the high watermark may move and
+// the waiters look again; it releases ls.mu and wakes the long polls when
+// the high watermark moved.
+func (ls *leaderState) settleAndUnlock() {
 	advanced := ls.advanceLocked()
 	ls.broadcastLocked()
 	ls.mu.Unlock()
@@ -322,17 +334,11 @@ func (ls *leaderState) alterISR(st clustermeta.PartitionState, why string) {
 	}
 	ls.mu.Lock()
 	ls.pending = nil
-	adopted := false
-	if err == nil && len(got) == 1 && !ls.resigned && got[0].PartitionEpoch >= ls.st.PartitionEpoch {
-		ls.st, adopted = got[0], true
-		ls.syncFollowersLocked(ls.s.repl.clock())
+	adopted := err == nil && len(got) == 1 && !ls.resigned && got[0].PartitionEpoch >= ls.st.PartitionEpoch
+	if adopted {
+		ls.adoptLocked(got[0])
 	}
-	advanced := ls.advanceLocked()
-	ls.broadcastLocked()
-	ls.mu.Unlock()
-	if advanced {
-		ls.p.wakeWaiters()
-	}
+	ls.settleAndUnlock()
 	if adopted {
 		ls.s.log.Info("ISR "+why, "topic", ls.p.Topic.Name, "partition", ls.p.Index, "leader_epoch", st.LeaderEpoch, "isr", next, "partition_epoch", st.PartitionEpoch)
 	} else {
