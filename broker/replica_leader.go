@@ -472,6 +472,28 @@ func (s *Server) checkISRLag() {
 	}
 }
 
+// countLed counts the partitions this broker leads for which cond holds
+// of their confirmed ISR's and assignment's sizes (read at scrape).
+func (s *Server) countLed(cond func(ls *leaderState, isr, replicas int) bool) int {
+	n := 0
+	for _, t := range s.cluster.topics() {
+		for _, p := range t.Partitions() {
+			rs := p.repl.Load()
+			if rs == nil || !rs.leader {
+				continue
+			}
+			ls := rs.lead
+			ls.mu.Lock()
+			isr, replicas := len(ls.st.ISR), len(ls.st.Replicas)
+			ls.mu.Unlock()
+			if cond(ls, isr, replicas) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // startReplication runs the cluster mode's periodic replication work
 // until ctx ends: the ISR shrink check every half replica.lag.time.max.ms
 // and the high-watermark checkpoint (replica_checkpoint.go).
@@ -479,6 +501,14 @@ func (s *Server) startReplication(ctx context.Context) {
 	if s.cfg.Cluster == nil {
 		return
 	}
+	s.metrics.GaugeFunc("kafka_server_replicamanager_underreplicatedpartitions",
+		"Partitions this broker leads whose ISR is smaller than their replica set (Kafka's ReplicaManager UnderReplicatedPartitions).",
+		func() float64 { return float64(s.countLed(func(ls *leaderState, isr, replicas int) bool { return isr < replicas })) })
+	s.metrics.GaugeFunc("kafka_server_replicamanager_underminisrpartitioncount",
+		"Partitions this broker leads whose ISR is smaller than min.insync.replicas (Kafka's ReplicaManager UnderMinIsrPartitionCount).",
+		func() float64 {
+			return float64(s.countLed(func(ls *leaderState, isr, _ int) bool { return isr < s.minInsyncReplicas(ls.p) }))
+		})
 	go every(ctx, s.replicaLagTimeMax()/2, s.checkISRLag)
 	go every(ctx, hwCheckpointInterval, func() {
 		if err := s.writeHWCheckpoint(); err != nil {

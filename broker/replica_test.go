@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -214,6 +215,16 @@ func TestReplicationISRShrinkAndExpand(t *testing.T) {
 	if got := c.latest(1, "isr"); got != 1 {
 		t.Fatalf("high watermark after the shrink %d, want 1", got)
 	}
+	hs := httptest.NewServer(c.nodes[1].srv().MetricsHandler())
+	defer hs.Close()
+	gauges := func() (under, underMin float64) {
+		mfs := scrape(t, hs.URL)
+		return series(mfs, "kafka_server_replicamanager_underreplicatedpartitions", nil).GetGauge().GetValue(),
+			series(mfs, "kafka_server_replicamanager_underminisrpartitioncount", nil).GetGauge().GetValue()
+	}
+	if under, underMin := gauges(); under != 1 || underMin != 0 {
+		t.Fatalf("after the shrink: under-replicated %v, under min ISR %v; want 1 and 0", under, underMin)
+	}
 	// Follower 3 catches up: its first fetch gets the record, the next
 	// one reports a log end at the high watermark and it rejoins.
 	c.nodes[3].fetcher.stopped.Store(false)
@@ -223,6 +234,9 @@ func TestReplicationISRShrinkAndExpand(t *testing.T) {
 	})
 	if isr := c.nodes[1].srv().cluster.topic("isr").Partition(0).repl.Load().lead.isr(); !slices.Equal(isr, []int32{1, 2, 3}) {
 		t.Fatalf("leader's ISR %v after the expansion", isr)
+	}
+	if under, _ := gauges(); under != 0 {
+		t.Fatalf("after the expansion: under-replicated %v", under)
 	}
 	// A leader whose session is gone (a fence that no longer holds)
 	// changes nothing.
