@@ -503,7 +503,9 @@ func (s *Server) startReplication(ctx context.Context) {
 	}
 	s.metrics.GaugeFunc("kafka_server_replicamanager_underreplicatedpartitions",
 		"Partitions this broker leads whose ISR is smaller than their replica set (Kafka's ReplicaManager UnderReplicatedPartitions).",
-		func() float64 { return float64(s.countLed(func(ls *leaderState, isr, replicas int) bool { return isr < replicas })) })
+		func() float64 {
+			return float64(s.countLed(func(ls *leaderState, isr, replicas int) bool { return isr < replicas }))
+		})
 	s.metrics.GaugeFunc("kafka_server_replicamanager_underminisrpartitioncount",
 		"Partitions this broker leads whose ISR is smaller than min.insync.replicas (Kafka's ReplicaManager UnderMinIsrPartitionCount).",
 		func() float64 {
