@@ -13,7 +13,8 @@ package broker
 //     own included, over the "maximal" ISR while a change is in flight
 //     (the old and the proposed members); it never goes back on a leader.
 //   - A follower outside the ISR joins it once its log end reaches the
-//     high watermark and the start of the current leader epoch; an ISR
+//     high watermark and the start of the current leader epoch, unless it
+//     is not registered or shutting down (KIP-841); an ISR
 //     member that has not caught up for replica.lag.time.max.ms leaves it
 //     (checked every half of it). A follower whose log end equals the
 //     leader's is caught up whatever the time (an idle partition keeps
@@ -212,10 +213,13 @@ func (ls *leaderState) followerFetched(id int32, brokerEpoch, offset int64) erro
 	if ls.h == nil {
 		return nil // the read answers the offline log
 	}
-	if snap := ls.s.clusterSnapshot(); snap != nil && brokerEpoch >= 0 {
-		if b, ok := snap.Brokers[id]; ok && b.Epoch > brokerEpoch {
+	eligible := true // may join the ISR: registered, not shutting down (KIP-841)
+	if snap := ls.s.clusterSnapshot(); snap != nil {
+		b, ok := snap.Brokers[id]
+		if ok && brokerEpoch >= 0 && b.Epoch > brokerEpoch {
 			return errNotLeader(ls.p, fmt.Sprintf("fetch from broker %d with stale broker epoch %d (registered %d)", id, brokerEpoch, b.Epoch))
 		}
+		eligible = ok && !b.ShuttingDown
 	}
 	now := ls.s.repl.clock()
 	leo := ls.h.log.LogEndOffset()
@@ -240,7 +244,7 @@ func (ls *leaderState) followerFetched(id int32, brokerEpoch, offset int64) erro
 	f.leo, f.lastFetchLeaderLEO, f.lastFetch = offset, leo, now
 	advanced := ls.advanceLocked()
 	var next *clustermeta.PartitionState
-	if !ls.inMaximalISRLocked(id) && ls.pending == nil && offset >= ls.h.hw.Load() && offset >= ls.epochStart {
+	if eligible && !ls.inMaximalISRLocked(id) && ls.pending == nil && offset >= ls.h.hw.Load() && offset >= ls.epochStart {
 		next = ls.proposeLocked(append(slices.Clone(ls.st.ISR), id))
 	}
 	ls.mu.Unlock()

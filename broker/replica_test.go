@@ -90,6 +90,24 @@ func (c *replCluster) consumerFetch(node int32, topic string, offset int64) kmsg
 	return resp.Topics[0].Partitions[0]
 }
 
+// markShuttingDown sets node's registration's ShuttingDown and waits
+// until every broker saw it.
+func (c *replCluster) markShuttingDown(node int32, down bool) {
+	c.t.Helper()
+	sess := c.nodes[node].srv().clusterSession()
+	info := sess.Info
+	info.ShuttingDown = down
+	if err := sess.Update(ctxT(c.t), info); err != nil {
+		c.t.Fatal(err)
+	}
+	for _, n := range c.nodes {
+		waitUntil(c.t, "the registration's update applied", func() bool {
+			snap := n.srv().clusterSnapshot()
+			return snap != nil && snap.Brokers[node].ShuttingDown == down
+		})
+	}
+}
+
 func TestReplicationAcksAllCompletesAtTheHighWatermark(t *testing.T) {
 	c := newReplCluster(t, 3, nil)
 	c.createTopic("acks", []int32{1, 2, 3}, nil)
@@ -225,10 +243,22 @@ func TestReplicationISRShrinkAndExpand(t *testing.T) {
 	if under, underMin := gauges(); under != 1 || underMin != 0 {
 		t.Fatalf("after the shrink: under-replicated %v, under min ISR %v; want 1 and 0", under, underMin)
 	}
-	// Follower 3 catches up: its first fetch gets the record, the next
-	// one reports a log end at the high watermark and it rejoins.
+	// A follower shutting down (controlled shutdown) catches up but does
+	// not rejoin (KIP-841): no change was even proposed.
+	c.markShuttingDown(3, true)
 	c.nodes[3].fetcher.stopped.Store(false)
 	c.replicate(2)
+	ls := c.nodes[1].srv().cluster.topic("isr").Partition(0).repl.Load().lead
+	ls.mu.Lock()
+	isr, pending := slices.Clone(ls.st.ISR), ls.pending
+	ls.mu.Unlock()
+	if !slices.Equal(isr, []int32{1, 2}) || pending != nil {
+		t.Fatalf("a shutting-down follower caught up: ISR %v, change in flight %v", isr, pending)
+	}
+	// Once it is not shutting down, its next fetch at the high watermark
+	// brings it back.
+	c.markShuttingDown(3, false)
+	c.replicate(1)
 	waitUntil(t, "follower 3 back in the ISR", func() bool {
 		return slices.Equal(c.state("isr").ISR, []int32{1, 2, 3})
 	})
