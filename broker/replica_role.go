@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -46,7 +47,10 @@ type replServer struct {
 	followers Followers
 	// now is the clock of the ISR's lag accounting (tests inject one;
 	// nil: time.Now).
-	now func() time.Time
+	now atomic.Pointer[func() time.Time]
+	// fence, when set, fences the ISR writes instead of the session's
+	// (tests without a registration).
+	fence atomic.Pointer[clustermeta.Fence]
 	// ckpt is the high-watermark checkpoint read at open
 	// (replica_checkpoint.go).
 	ckptOnce sync.Once
@@ -56,8 +60,8 @@ type replServer struct {
 }
 
 func (r *replServer) clock() time.Time {
-	if r.now != nil {
-		return r.now()
+	if now := r.now.Load(); now != nil {
+		return (*now)()
 	}
 	return time.Now()
 }
@@ -162,10 +166,6 @@ func (s *Server) dropRole(p *Partition, cur *replState) {
 	}
 	p.wakeWaiters()
 }
-
-// releaseRole ends p's role before its log is closed or deleted (the
-// reconciler calls it when this broker stops hosting p).
-func (s *Server) releaseRole(p *Partition) { s.dropRole(p, p.repl.Load()) }
 
 // leaderCheck is the data APIs' leadership check in cluster mode (nil on
 // a single node, which leads everything): a partition this broker does
