@@ -272,6 +272,31 @@ func clusterRejoin(t *testing.T, c *VCluster, cl *kgo.Client) {
 	t.Logf("node %d's replica holds the leader's %d bytes", follower, len(a))
 }
 
+// clusterControlledShutdown: a broker leading partitions is stopped with
+// SIGTERM (cluster.sh restart): before it exits, its leaderships move to
+// other in-sync replicas (controlled.shutdown.enable's default): its log
+// says so, and every partition it led changed leader (a higher epoch);
+// started again, it is back in every ISR.
+func clusterControlledShutdown(t *testing.T, c *VCluster, cl *kgo.Client) {
+	const topic = "controlled"
+	createTopicRF(t, kadm.NewClient(cl), topic, 3, 3, nil)
+	before := waitInSync(t, c, cl, topic, 3, 3)
+	node := before[0].leader
+	nd := c.Node(t, node)
+	logBefore, _ := os.ReadFile(nd.LogPath)
+	c.Restart(t, node)
+	logAfter, _ := os.ReadFile(nd.LogPath)
+	if !bytes.Contains(logAfter[len(logBefore):], []byte(`msg="controlled shutdown: this broker leads no partition another replica could"`)) {
+		t.Fatalf("node %d's log has no completed controlled shutdown:\n%s", node, tail(string(logAfter[len(logBefore):]), 30))
+	}
+	after := waitInSync(t, c, cl, topic, 3, 3)
+	for p, v := range before {
+		if v.leader == node && after[p].epoch <= v.epoch {
+			t.Errorf("partition %d: led by %d at epoch %d before its controlled shutdown, by %d at epoch %d after", p, node, v.epoch, after[p].leader, after[p].epoch)
+		}
+	}
+}
+
 // partitionLogBytes is the concatenation of a replica's segment files.
 func partitionLogBytes(t testing.TB, nd VNode, dir string) []byte {
 	t.Helper()
