@@ -18,8 +18,9 @@ type VCluster struct {
 	Dir string
 	Bin string
 	// Nodes are the brokers, node id i+1 at index i.
-	Nodes []VNode
-	bs    string
+	Nodes        []VNode
+	bs           string
+	startTimeout time.Duration
 }
 
 // VNode is one broker of a VCluster.
@@ -47,7 +48,7 @@ func StartVCluster(t testing.TB, bin string, n int, opts VClusterOptions) *VClus
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 90 * time.Second
 	}
-	c := &VCluster{Dir: filepath.Join(t.TempDir(), "cluster"), Bin: bin}
+	c := &VCluster{Dir: filepath.Join(t.TempDir(), "cluster"), Bin: bin, startTimeout: opts.StartTimeout}
 	env := c.env(opts)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -126,39 +127,27 @@ func (c *VCluster) PID(t testing.TB, id int32) int {
 	return pid
 }
 
-func (c *VCluster) run(t testing.TB, timeout time.Duration, args ...string) *Result {
+// node runs `cluster.sh CMD DIR ID`, failing the test if it fails.
+func (c *VCluster) node(t testing.TB, cmd string, id int32, timeout time.Duration) {
 	t.Helper()
-	res, err := RunTool(t, Cmd{Env: c.env(VClusterOptions{StartTimeout: timeout}), Timeout: timeout + 30*time.Second},
-		append([]string{c.script(t)}, args...)...)
-	if err != nil {
-		t.Fatalf("interop: cluster.sh %s: %v", strings.Join(args, " "), err)
+	args := []string{c.script(t), cmd, c.Dir, strconv.Itoa(int(id))}
+	if _, err := RunTool(t, Cmd{Env: c.env(VClusterOptions{StartTimeout: timeout}), Timeout: timeout + 30*time.Second}, args...); err != nil {
+		t.Fatalf("interop: cluster.sh %s %d: %v", cmd, id, err)
 	}
-	return res
 }
 
 // Kill SIGKILLs the node (returns once it is gone).
-func (c *VCluster) Kill(t testing.TB, id int32) {
-	t.Helper()
-	c.run(t, 30*time.Second, "kill", c.Dir, strconv.Itoa(int(id)))
-}
+func (c *VCluster) Kill(t testing.TB, id int32) { t.Helper(); c.node(t, "kill", id, 30*time.Second) }
 
 // Restart starts the node again (stopping it first if it runs) and waits
 // until it rejoined.
-func (c *VCluster) Restart(t testing.TB, id int32) {
-	t.Helper()
-	c.run(t, 90*time.Second, "restart", c.Dir, strconv.Itoa(int(id)))
-}
+func (c *VCluster) Restart(t testing.TB, id int32) { t.Helper(); c.node(t, "restart", id, c.startTimeout) }
 
-// Pause and Resume SIGSTOP and SIGCONT the node.
-func (c *VCluster) Pause(t testing.TB, id int32) {
-	t.Helper()
-	c.run(t, 30*time.Second, "pause", c.Dir, strconv.Itoa(int(id)))
-}
+// Pause SIGSTOPs the node.
+func (c *VCluster) Pause(t testing.TB, id int32) { t.Helper(); c.node(t, "pause", id, 30*time.Second) }
 
-func (c *VCluster) Resume(t testing.TB, id int32) {
-	t.Helper()
-	c.run(t, 30*time.Second, "resume", c.Dir, strconv.Itoa(int(id)))
-}
+// Resume SIGCONTs the node.
+func (c *VCluster) Resume(t testing.TB, id int32) { t.Helper(); c.node(t, "resume", id, 30*time.Second) }
 
 // stop runs cluster.sh stop, then SIGKILLs any pid still alive (a script
 // that could not run must not leave brokers behind).
