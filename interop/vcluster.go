@@ -141,13 +141,19 @@ func (c *VCluster) Kill(t testing.TB, id int32) { t.Helper(); c.node(t, "kill", 
 
 // Restart starts the node again (stopping it first if it runs) and waits
 // until it rejoined.
-func (c *VCluster) Restart(t testing.TB, id int32) { t.Helper(); c.node(t, "restart", id, c.startTimeout) }
+func (c *VCluster) Restart(t testing.TB, id int32) {
+	t.Helper()
+	c.node(t, "restart", id, c.startTimeout)
+}
 
 // Pause SIGSTOPs the node.
 func (c *VCluster) Pause(t testing.TB, id int32) { t.Helper(); c.node(t, "pause", id, 30*time.Second) }
 
 // Resume SIGCONTs the node.
-func (c *VCluster) Resume(t testing.TB, id int32) { t.Helper(); c.node(t, "resume", id, 30*time.Second) }
+func (c *VCluster) Resume(t testing.TB, id int32) {
+	t.Helper()
+	c.node(t, "resume", id, 30*time.Second)
+}
 
 // stop runs cluster.sh stop, then SIGKILLs any pid still alive (a script
 // that could not run must not leave brokers behind).
