@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -644,4 +645,43 @@ func hostTopicForTest(t *testing.T, s *Server, name string, id [16]byte, partiti
 	top.parts.Store(&parts)
 	s.cluster.publishTopic(top)
 	return top
+}
+
+// conflictOnce is a store whose node id is held by an old registration
+// until the first Register that conflicts with it (a restarted broker's
+// previous process, whose lease has not expired yet).
+type conflictOnce struct {
+	clustermeta.Store
+	old       *clustermeta.Session
+	conflicts int
+}
+
+func (c *conflictOnce) Register(ctx context.Context, b clustermeta.BrokerInfo, ttl int64) (*clustermeta.Session, error) {
+	sess, err := c.Store.Register(ctx, b, ttl)
+	if errors.Is(err, clustermeta.ErrConflict) {
+		c.conflicts++
+		if err := c.old.Close(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return sess, err
+}
+
+func TestClusterJoinWaitsForThePreviousRegistration(t *testing.T) {
+	store := memstore.New()
+	old, err := store.Register(context.Background(), clustermeta.BrokerInfo{NodeID: 1, Incarnation: "previous"}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapped := &conflictOnce{Store: store, old: old}
+	tc := &testCluster{t: t, store: store, brokers: map[int32]*testBroker{}, dirs: map[int32]string{},
+		mod: func(c *ClusterConfig) { c.Store = wrapped }}
+	b := tc.start(1)
+	if wrapped.conflicts != 1 {
+		t.Fatalf("%d conflicting registrations, want 1", wrapped.conflicts)
+	}
+	snap, _ := store.Snapshot(context.Background())
+	if got := snap.Brokers[1]; got.Incarnation == "previous" || got.Epoch != b.srv.brokerEpoch() {
+		t.Fatalf("registered %+v, broker epoch %d", got, b.srv.brokerEpoch())
+	}
 }
