@@ -219,6 +219,10 @@ func TestClusterCreateTopicReachesEveryBroker(t *testing.T) {
 	}
 	tc.awaitCurrent()
 	for id, b := range tc.brokers {
+		// Another broker's replica is no offline partition here.
+		if tot := b.srv.totals(); tot.OfflinePartitions != 0 || tot.Partitions != 4+1 {
+			t.Fatalf("broker %d counts %d partitions, %d offline", id, tot.Partitions, tot.OfflinePartitions)
+		}
 		for _, p := range b.srv.Topic("single").Partitions() {
 			hosted := p.cstate.Load().Replicas[0] == id
 			if (p.Log != nil) != hosted || dirExists(filepath.Join(tc.dirs[id], p.Dir())) != hosted {
