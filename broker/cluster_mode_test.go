@@ -466,6 +466,9 @@ func TestClusterDeleteTopicRemovesEveryReplica(t *testing.T) {
 	// it starts again.
 	tc.stop(3)
 	del(tc.brokers[1], "later")
+	if r := createTopicOn(t, tc.brokers[1], createTopicReq("while-down", 1, 2)); r.ErrorCode != 0 {
+		t.Fatalf("create while broker 3 is down: %+v", r)
+	}
 	for _, d := range dirs(3, "later") {
 		if !dirExists(d) {
 			t.Fatalf("the stopped broker lost %s before it started", d)
@@ -474,6 +477,11 @@ func TestClusterDeleteTopicRemovesEveryReplica(t *testing.T) {
 	b3 := tc.start(3)
 	if b3.srv.Topic("later") != nil {
 		t.Fatal("the restarted broker has the deleted topic")
+	}
+	// What was created meanwhile (on the two registered brokers) is there
+	// at Open, as another broker's partition.
+	if top := b3.srv.Topic("while-down"); top == nil || top.Partition(0).Log != nil || top.Partition(0).cstate.Load() == nil {
+		t.Fatalf("topic created while broker 3 was down: %+v", top)
 	}
 	for _, d := range dirs(3, "later") {
 		if dirExists(d) {
