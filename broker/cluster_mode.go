@@ -19,6 +19,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -155,12 +156,16 @@ func (s *Server) JoinCluster(ctx context.Context, endpoints []clustermeta.Endpoi
 // ends, as a restarted Kafka broker waits for its old registration to go.
 func (cm *clusterMode) register(ctx context.Context) (*clustermeta.Session, error) {
 	backoff := 100 * time.Millisecond
-	for {
+	for tries := 0; ; tries++ {
 		sess, err := cm.store.Register(ctx, cm.info, cm.ttlSeconds())
 		if !errors.Is(err, clustermeta.ErrConflict) {
 			return sess, err
 		}
-		cm.s.log.Warn("node id still registered (a previous process's session not expired yet); registering again", "node_id", cm.nodeID, "retry_in", backoff)
+		level := slog.LevelDebug
+		if tries == 0 {
+			level = slog.LevelWarn
+		}
+		cm.s.log.Log(ctx, level, "node id still registered (a previous process's session has not expired yet); waiting for it to go", "node_id", cm.nodeID, "session_timeout", cm.cfg.SessionTimeout)
 		if !sleepCtx(ctx, backoff) {
 			return nil, fmt.Errorf("%w (%w)", err, ctx.Err())
 		}
