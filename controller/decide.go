@@ -98,6 +98,9 @@ func Decide(snap *clustermeta.Snapshot, pol Policy) []Decision {
 	for _, topic := range sortedTopics(snap) {
 		unclean := uncleanFor(snap, topic, pol)
 		for _, s := range snap.Partitions[topic] {
+			if len(s.Replicas) == 0 {
+				continue // no state stored (or it did not decode): nothing to decide on
+			}
 			if n, why, ok := decidePartition(s, snap.Brokers, unclean); ok {
 				out = append(out, Decision{Old: s, New: n, Reason: why})
 			}

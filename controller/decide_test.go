@@ -175,6 +175,15 @@ func TestDecideRevisionsUnknown(t *testing.T) {
 	}
 }
 
+func TestDecideSkipsMissingStates(t *testing.T) {
+	// What the store's snapshot holds for a partition whose state is
+	// absent or did not decode.
+	s := clustermeta.PartitionState{Topic: "t", Partition: 0, Leader: none}
+	if got := Decide(snapWith(brokerSpec{1: "up"}, map[string]string{UncleanLeaderElectionConfig: "true"}, s), Policy{}); len(got) != 0 {
+		t.Fatalf("got %v", got)
+	}
+}
+
 func TestDecideManyPartitions(t *testing.T) {
 	b := brokerSpec{2: "up", 3: "up"}
 	states := []clustermeta.PartitionState{

@@ -66,12 +66,11 @@ func Run(ctx context.Context, c Config) error {
 		began := c.Now()
 		c.Log.Info("controller: elected", "node", c.NodeID)
 		err = (&term{c: c, lead: lead}).run(ctx)
+		// Give up what is left of the leadership (a stop, a fenced write,
+		// a closed watch): a candidate campaigning again would otherwise
+		// queue behind its own election key until its lease lapsed.
+		resign(ctx, c, lead)
 		if ctx.Err() != nil {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			if err := lead.Resign(rctx); err != nil {
-				c.Log.Warn("controller: resign failed", "node", c.NodeID, "err", err)
-			}
-			cancel()
 			break
 		}
 		c.Log.Info("controller: term ended", "node", c.NodeID, "after", c.Now().Sub(began), "err", err)
@@ -79,6 +78,20 @@ func Run(ctx context.Context, c Config) error {
 	}
 	c.Log.Info("controller: stopped", "node", c.NodeID)
 	return nil
+}
+
+// resign ends the leadership unless it has ended.
+func resign(ctx context.Context, c Config, lead *clustermeta.Leadership) {
+	select {
+	case <-lead.Done():
+		return
+	default:
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := lead.Resign(rctx); err != nil {
+		c.Log.Warn("controller: resign failed", "node", c.NodeID, "err", err)
+	}
 }
 
 func (c Config) withDefaults() Config {
