@@ -489,7 +489,11 @@ func TestClusterDeleteTopicRemovesEveryReplica(t *testing.T) {
 		}
 	}
 	// Re-created under the same name: a new topic (id), fresh logs.
+	tc.awaitAll(func(s *clustermeta.Snapshot) bool { return len(s.Brokers) == 3 })
 	r := createTopicOn(t, tc.brokers[1], createTopicReq("later", 1, 3))
+	if r.ErrorCode != 0 {
+		t.Fatalf("re-create: %+v", r)
+	}
 	tc.awaitCurrent()
 	if top := b3.srv.Topic("later"); top == nil || top.ID != r.TopicID || top.Partition(0).Log == nil {
 		t.Fatalf("re-created topic on the restarted broker: %+v", top)
