@@ -230,6 +230,10 @@ func (cm *clusterMode) createTopic(name string, partitions int32, cfg *TopicConf
 	rec, _, err = cm.store.CreateTopic(ctx, rec, states)
 	switch {
 	case errors.Is(err, clustermeta.ErrTopicExists):
+		// Created meanwhile through another broker: once this one has it
+		// too, the callers that create on first use (internal topics,
+		// auto-creation) find it.
+		cm.awaitSnapshot(ctx, func(s *clustermeta.Snapshot) bool { _, ok := s.Topics[name]; return ok })
 		return nil, fmt.Errorf("%w: Topic '%s' already exists.", errTopicExists, name)
 	case err != nil:
 		return nil, storeErr("creating topic "+name, err)
