@@ -12,7 +12,11 @@ package broker
 //     and -1 (with --flush always: answered only once storage reports the
 //     offsets durable, through its group commit; otherwise as acks=1, which
 //     is what a single in-sync replica means). Other values:
-//     INVALID_REQUIRED_ACKS for every partition.
+//     INVALID_REQUIRED_ACKS for every partition. In cluster mode only the
+//     partition's leader takes writes (NOT_LEADER_OR_FOLLOWER elsewhere)
+//     and acks=-1 needs min.insync.replicas in the ISR
+//     (NOT_ENOUGH_REPLICAS) and is answered once the high watermark passes
+//     the append (replica_leader.go).
 //   - Normal mode (ordinary producers), Kafka's leader rules: exactly one
 //     batch with base offset 0, no control batches, timestamp bounds
 //     (message.timestamp.before/after.max.ms), LogAppendTime stamping,
@@ -420,10 +424,11 @@ func (op *produceOp) noteFailure(topic string, partition int32, code int16, err 
 // when absent. An error refuses the partition; log is its log when known.
 func (s *Server) produceOne(ctx context.Context, op *produceOp, p *Partition, pr *hotpath.ProducePartitionResponse, version int16, txnID, set []byte,
 	mreq *wireext.MirrorProduce, mp *wireext.MirrorPartition, now int64, durable bool) (log *storage.Log, err error) {
+	var lead *leaderState
 	if s.cfg.Cluster != nil {
 		// Only the leader takes writes; acks=all needs the ISR
 		// (replica_leader.go).
-		if err := s.produceLeaderCheck(p, op.acks); err != nil {
+		if lead, err = s.produceLeaderCheck(p, op.acks); err != nil {
 			return nil, err
 		}
 	}
@@ -469,6 +474,7 @@ func (s *Server) produceOne(ctx context.Context, op *produceOp, p *Partition, pr
 			return h.log, err
 		}
 		pa.p, pa.log, pa.pr, pa.appendTime, pa.records = p, h.log, pr, -1, vr.Records
+		pa.guard.lead = lead
 		return h.log, op.submit(h, pa)
 	}
 	opts := hotpath.Options{Mode: hotpath.Normal, Topic: hotpathConfig(cfg), ProduceVersion: version, NowMs: now,
@@ -491,6 +497,11 @@ func (s *Server) produceOne(ctx context.Context, op *produceOp, p *Partition, pr
 		pa.a.Guard = &pa.guard
 	default:
 		pa.guard = produceGuard{}
+	}
+	if lead != nil {
+		// Cluster mode: written only while the leadership holds.
+		pa.guard.p, pa.guard.lead = p, lead
+		pa.a.Guard = &pa.guard
 	}
 	return h.log, op.submit(h, pa)
 }

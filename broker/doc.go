@@ -43,6 +43,16 @@
 // whole cluster (cluster_mode_describe.go). It must not decide leaders or
 // ISRs there (the controller and the leaders' ISR writes do).
 //
+// In cluster mode (Config.Cluster, cluster_config.go) each hosted replica
+// leads or follows at the store's leader epoch (replica_role.go): the
+// leader tracks its followers' fetches, the high watermark and the ISR,
+// whose changes it writes to the store fenced by its registration, and
+// answers acks=all at the high watermark (replica_leader.go); a follower's
+// log is written by the replica fetcher (package replica) through
+// FollowerReplica (replica_follower.go); the high watermarks are
+// checkpointed in the data dir (replica_checkpoint.go). The data APIs
+// answer NOT_LEADER_OR_FOLLOWER off the leader.
+//
 // It runs the background work over the logs: retention (partition_log.go)
 // and the log cleaner threads, which choose the compacted log to clean and
 // have storage clean it (log_cleaner.go).

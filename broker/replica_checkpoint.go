@@ -73,11 +73,16 @@ func (s *Server) writeHWCheckpoint() error {
 	}
 	s.repl.ckptMu.Lock()
 	defer s.repl.ckptMu.Unlock()
-	// Entries of logs not open now (not yet reopened after a restart)
-	// are kept.
+	// Entries of hosted replicas whose logs are not open now (offline)
+	// are kept; those of partitions this broker no longer hosts go.
 	for tp, hw := range s.repl.ckpt {
-		if _, ok := m[tp]; !ok && s.cluster.topic(tp.Topic) != nil {
-			m[tp] = hw
+		if _, ok := m[tp]; ok {
+			continue
+		}
+		if t := s.cluster.topic(tp.Topic); t != nil {
+			if p := t.Partition(tp.Partition); p != nil && s.hostsPartition(p) {
+				m[tp] = hw
+			}
 		}
 	}
 	if err := writeFileAtomic(s.fs, ".", hwCheckpointFile, formatHWCheckpoint(m)); err != nil {

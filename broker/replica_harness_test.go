@@ -1,15 +1,15 @@
 package broker
 
 // The replication tests' cluster: in-process brokers in cluster mode over
-// a small in-memory store (only what the leader writes: the ISR's
-// compare-and-swap), roles applied by hand the way the reconciler applies
-// them, and a test fetcher that replicates when the test says so (one
-// fetch per followed partition per round), so every step is the test's.
+// memstore, joined (registered, their roles applied by the reconciler from
+// the store's snapshots), the controller's decisions written by the test,
+// and a test fetcher that replicates when the test says so (one fetch per
+// followed partition per round), so every step is the test's.
 
 import (
-	"context"
-	"errors"
+	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,109 +18,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/clustermeta"
+	"github.com/verbatim-kafka/verbatim/clustermeta/memstore"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 )
-
-// fakeStore keeps partition states and answers CASPartitions; the other
-// methods are not used by the replication code.
-type fakeStore struct {
-	mu    sync.Mutex
-	rev   int64
-	parts map[TopicPartition]clustermeta.PartitionState
-	// fenced makes every fenced write fail (a leader whose session ended).
-	fenced atomic.Bool
-	// onChange delivers a written state (the reconciler's part).
-	onChange func(clustermeta.PartitionState)
-}
-
-var _ clustermeta.Store = (*fakeStore)(nil)
-
-var errFakeStore = errors.New("fake store: not implemented")
-
-func (f *fakeStore) ClusterID() string { return "fake-cluster" }
-func (f *fakeStore) Snapshot(context.Context) (*clustermeta.Snapshot, error) {
-	// What a restarted broker's Open reads: the partitions put so far.
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	snap := &clustermeta.Snapshot{ClusterID: f.ClusterID(), Controller: clustermeta.NoLeader, Revision: f.rev,
-		Topics: map[string]clustermeta.TopicRecord{}, Partitions: map[string][]clustermeta.PartitionState{}}
-	for tp, st := range f.parts {
-		ps := snap.Partitions[tp.Topic]
-		for int32(len(ps)) <= tp.Partition {
-			ps = append(ps, clustermeta.PartitionState{})
-		}
-		ps[tp.Partition] = st
-		snap.Partitions[tp.Topic] = ps
-		snap.Topics[tp.Topic] = clustermeta.TopicRecord{Name: tp.Topic, ID: st.TopicID, Partitions: int32(len(ps))}
-	}
-	return snap, nil
-}
-func (f *fakeStore) Watch(context.Context) <-chan *clustermeta.Snapshot { return nil }
-func (f *fakeStore) Register(context.Context, clustermeta.BrokerInfo, int64) (*clustermeta.Session, error) {
-	return nil, errFakeStore
-}
-func (f *fakeStore) CreateTopic(context.Context, clustermeta.TopicRecord, []clustermeta.PartitionState) (clustermeta.TopicRecord, []clustermeta.PartitionState, error) {
-	return clustermeta.TopicRecord{}, nil, errFakeStore
-}
-func (f *fakeStore) UpdateTopic(context.Context, clustermeta.TopicRecord) (clustermeta.TopicRecord, error) {
-	return clustermeta.TopicRecord{}, errFakeStore
-}
-func (f *fakeStore) AddPartitions(context.Context, clustermeta.TopicRecord, []clustermeta.PartitionState) (clustermeta.TopicRecord, error) {
-	return clustermeta.TopicRecord{}, errFakeStore
-}
-func (f *fakeStore) DeleteTopic(context.Context, string, [16]byte) error { return errFakeStore }
-func (f *fakeStore) AllocateProducerIDs(context.Context, int64) (int64, error) {
-	return 0, errFakeStore
-}
-func (f *fakeStore) Campaign(context.Context, int32, int64) (*clustermeta.Leadership, error) {
-	return nil, errFakeStore
-}
-func (f *fakeStore) Close() error { return nil }
-
-// put stores st unconditionally (the controller's decisions in the
-// tests) and returns it with its version.
-func (f *fakeStore) put(st clustermeta.PartitionState) clustermeta.PartitionState {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.rev++
-	st.Version = f.rev
-	f.parts[TopicPartition{st.Topic, st.Partition}] = st
-	return st
-}
-
-func (f *fakeStore) get(topic string, p int32) clustermeta.PartitionState {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.parts[TopicPartition{topic, p}]
-}
-
-func (f *fakeStore) CASPartitions(_ context.Context, fence clustermeta.Fence, states []clustermeta.PartitionState) ([]clustermeta.PartitionState, error) {
-	if f.fenced.Load() {
-		return nil, clustermeta.ErrFenced
-	}
-	f.mu.Lock()
-	for _, st := range states {
-		if cur, ok := f.parts[TopicPartition{st.Topic, st.Partition}]; !ok || cur.Version != st.Version {
-			f.mu.Unlock()
-			return nil, clustermeta.ErrConflict
-		}
-	}
-	out := make([]clustermeta.PartitionState, len(states))
-	for i, st := range states {
-		f.rev++
-		st.Version = f.rev
-		f.parts[TopicPartition{st.Topic, st.Partition}] = st
-		out[i] = st
-	}
-	cb := f.onChange
-	f.mu.Unlock()
-	for _, st := range out {
-		if cb != nil {
-			cb(st)
-		}
-	}
-	return out, nil
-}
 
 // replNode is one broker of the test cluster.
 type replNode struct {
@@ -133,11 +33,11 @@ func (n *replNode) srv() *Server { return n.b.srv }
 
 // replCluster is the test cluster.
 type replCluster struct {
-	t       *testing.T
-	store   *fakeStore
-	nodes   map[int32]*replNode
-	now     atomic.Int64 // the fake clock, unix nanoseconds
-	applyMu sync.Mutex
+	t     *testing.T
+	store *memstore.Store
+	nodes map[int32]*replNode
+	mod   func(*ClusterConfig)
+	now   atomic.Int64 // the fake clock, unix nanoseconds
 }
 
 // replicaLagForTests is replica.lag.time.max.ms in the tests: the periodic
@@ -147,83 +47,114 @@ const replicaLagForTests = time.Hour
 
 func newReplCluster(t *testing.T, n int, mod func(*ClusterConfig)) *replCluster {
 	t.Helper()
-	c := &replCluster{t: t, store: &fakeStore{parts: make(map[TopicPartition]clustermeta.PartitionState)}, nodes: make(map[int32]*replNode)}
+	c := &replCluster{t: t, store: memstore.New(), nodes: make(map[int32]*replNode), mod: mod}
+	t.Cleanup(func() { c.store.Close() })
 	c.now.Store(time.Unix(1_000_000, 0).UnixNano())
-	clock := func() time.Time { return time.Unix(0, c.now.Load()) }
 	for id := int32(1); id <= int32(n); id++ {
-		node := &replNode{id: id}
-		node.b = startBroker(t, t.TempDir(), func(cfg *Config) {
-			cfg.NodeID = id
-			cfg.Cluster = &ClusterConfig{Store: c.store, ReplicaLagTimeMax: replicaLagForTests}
-			if mod != nil {
-				mod(cfg.Cluster)
-			}
-		})
-		c.setup(node, clock)
-		c.nodes[id] = node
+		c.nodes[id] = &replNode{id: id}
+		c.start(id, t.TempDir())
 	}
-	c.store.onChange = c.apply
 	return c
 }
 
-// setup installs the fake clock, the unfenced ISR writes and the test
-// fetcher on node's (new) server.
-func (c *replCluster) setup(node *replNode, clock func() time.Time) {
+// start opens node id's broker on dir, installs the fake clock and the
+// test fetcher, and joins the cluster.
+func (c *replCluster) start(id int32, dir string) {
+	c.t.Helper()
+	node := c.nodes[id]
+	node.b = startBroker(c.t, dir, func(cfg *Config) {
+		cfg.NodeID = id
+		cfg.Cluster = &ClusterConfig{Store: c.store, ReplicaLagTimeMax: replicaLagForTests}
+		if c.mod != nil {
+			c.mod(cfg.Cluster)
+		}
+	})
 	s := node.srv()
+	clock := func() time.Time { return time.Unix(0, c.now.Load()) }
 	s.repl.now.Store(&clock)
-	s.repl.fence.Store(&clustermeta.Fence{})
 	node.fetcher = &testFetcher{c: c, node: node, parts: make(map[TopicPartition]FollowedPartition)}
 	s.SetFollowers(node.fetcher)
+	host, port, err := net.SplitHostPort(node.b.addr)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	pn, _ := strconv.Atoi(port)
+	ep := clustermeta.Endpoint{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: host, Port: int32(pn)}
+	if err := s.JoinCluster(ctxT(c.t), []clustermeta.Endpoint{ep}); err != nil {
+		c.t.Fatal(err)
+	}
 }
 
 func (c *replCluster) advance(d time.Duration) { c.now.Add(int64(d)) }
 
-// createTopic creates a topic with one partition on every broker, the
-// same id everywhere, and applies its first state (leader replicas[0],
-// every replica in sync, epoch 0).
+// createTopic creates a one-partition topic in the store (leader
+// replicas[0], every replica in sync, epoch 0) and waits until every
+// broker applied it.
 func (c *replCluster) createTopic(name string, replicas []int32, configs map[string]string) clustermeta.PartitionState {
 	c.t.Helper()
 	id := [16]byte{1, 2, 3, byte(len(name))}
 	copy(id[4:], name)
-	for _, n := range c.nodes {
-		c.hostTopic(n, name, id, configs)
-	}
-	st := c.store.put(clustermeta.PartitionState{Topic: name, TopicID: id, Partition: 0,
-		Replicas: replicas, ISR: slices.Clone(replicas), Leader: replicas[0]})
-	c.apply(st)
-	return st
-}
-
-func (c *replCluster) hostTopic(n *replNode, name string, id [16]byte, configs map[string]string) {
-	c.t.Helper()
-	tc, err := newTopicConfig(configs)
+	_, parts, err := c.store.CreateTopic(ctxT(c.t), clustermeta.TopicRecord{Name: name, ID: id, Partitions: 1, Configs: configs},
+		[]clustermeta.PartitionState{{Topic: name, TopicID: id, Partition: 0, Replicas: replicas, ISR: slices.Clone(replicas), Leader: replicas[0]}})
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	hostTopicForTest(c.t, n.srv(), name, id, 1, tc)
+	c.sync(parts[0].Version)
+	return parts[0]
 }
 
-// elect writes a new leader (epoch +1) with the given ISR and applies it.
-func (c *replCluster) elect(topic string, leader int32, isr []int32) clustermeta.PartitionState {
-	st := c.store.get(topic, 0)
-	st.Leader, st.ISR = leader, isr
-	st.LeaderEpoch++
-	st.PartitionEpoch++
-	st = c.store.put(st)
-	c.apply(st)
+// state is the partition's state in the store.
+func (c *replCluster) state(topic string) clustermeta.PartitionState {
+	c.t.Helper()
+	snap, err := c.store.Snapshot(ctxT(c.t))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	st, ok := snap.Partition(topic, 0)
+	if !ok {
+		c.t.Fatalf("no partition %s-0 in the store", topic)
+	}
 	return st
 }
 
-// apply is the reconciler: every broker hosting the topic takes st.
-func (c *replCluster) apply(st clustermeta.PartitionState) {
-	c.applyMu.Lock()
-	defer c.applyMu.Unlock()
+// write is the controller's decision: st written unfenced, then applied
+// by every broker.
+func (c *replCluster) write(st clustermeta.PartitionState) clustermeta.PartitionState {
+	c.t.Helper()
+	st.PartitionEpoch++
+	got, err := c.store.CASPartitions(ctxT(c.t), clustermeta.Fence{}, []clustermeta.PartitionState{st})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.sync(got[0].Version)
+	return got[0]
+}
+
+// elect writes a new leader (epoch +1) with the given ISR.
+func (c *replCluster) elect(topic string, leader int32, isr []int32) clustermeta.PartitionState {
+	c.t.Helper()
+	st := c.state(topic)
+	st.Leader, st.ISR = leader, isr
+	st.LeaderEpoch++
+	return c.write(st)
+}
+
+func (c *replCluster) setISR(topic string, isr []int32) {
+	c.t.Helper()
+	st := c.state(topic)
+	st.ISR = isr
+	c.write(st)
+}
+
+// sync waits until every running broker applied the store's revision rev.
+func (c *replCluster) sync(rev int64) {
+	c.t.Helper()
 	for _, n := range c.nodes {
 		if n.b.srv == nil {
 			continue
 		}
-		if t := n.srv().cluster.topic(st.Topic); t != nil {
-			n.srv().applyRole(t.Partition(st.Partition), st)
+		if !n.srv().cm.awaitRevision(ctxT(c.t), rev) {
+			c.t.Fatalf("broker %d did not apply revision %d", n.id, rev)
 		}
 	}
 }
@@ -325,7 +256,7 @@ func (f *testFetcher) fetchOnce() {
 		req := kmsg.NewPtrFetchRequest()
 		req.Version = 16
 		req.ReplicaID = -1
-		req.ReplicaState.ID, req.ReplicaState.Epoch = f.node.id, -1
+		req.ReplicaState.ID, req.ReplicaState.Epoch = f.node.id, f.node.srv().BrokerEpoch()
 		req.MaxBytes, req.SessionEpoch = 10<<20, -1
 		rt := kmsg.NewFetchRequestTopic()
 		rt.Topic, rt.TopicID = fp.Topic, fp.TopicID

@@ -13,7 +13,8 @@ package broker
 //     own included, over the "maximal" ISR while a change is in flight
 //     (the old and the proposed members); it never goes back on a leader.
 //   - A follower outside the ISR joins it once its log end reaches the
-//     high watermark and the start of the current leader epoch; an ISR
+//     high watermark and the start of the current leader epoch, unless it
+//     is not registered or shutting down (KIP-841); an ISR
 //     member that has not caught up for replica.lag.time.max.ms leaves it
 //     (checked every half of it). A follower whose log end equals the
 //     leader's is caught up whatever the time (an idle partition keeps
@@ -34,6 +35,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -61,6 +63,11 @@ type leaderState struct {
 	// advances, the ISR changes or the leadership ends.
 	changed  chan struct{}
 	resigned bool
+
+	// appendMu is held shared by every produce append while it is
+	// written, and exclusively by resign; ended is set under it.
+	appendMu sync.RWMutex
+	ended    atomic.Bool
 }
 
 // followerProgress is what the leader knows of one follower.
@@ -113,8 +120,20 @@ func (ls *leaderState) update(st clustermeta.PartitionState) {
 		ls.mu.Unlock()
 		return
 	}
+	ls.adoptLocked(st)
+	ls.settleAndUnlock()
+}
+
+// adoptLocked takes st as the state the store confirmed.
+func (ls *leaderState) adoptLocked(st clustermeta.PartitionState) {
 	ls.st = st
 	ls.syncFollowersLocked(ls.s.repl.clock())
+}
+
+// settleAndUnlock follows a state change: the high watermark may move and
+// the waiters look again; it releases ls.mu and wakes the long polls when
+// the high watermark moved.
+func (ls *leaderState) settleAndUnlock() {
 	advanced := ls.advanceLocked()
 	ls.broadcastLocked()
 	ls.mu.Unlock()
@@ -123,8 +142,13 @@ func (ls *leaderState) update(st clustermeta.PartitionState) {
 	}
 }
 
-// resign ends the leadership: waiters answer NOT_LEADER_OR_FOLLOWER.
+// resign ends the leadership: appends not yet written are refused, the
+// ones being written finish first (so a follower's fetcher, started after
+// resign, is the log's only writer), waiters answer NOT_LEADER_OR_FOLLOWER.
 func (ls *leaderState) resign() {
+	ls.appendMu.Lock()
+	ls.ended.Store(true)
+	ls.appendMu.Unlock()
 	ls.mu.Lock()
 	if !ls.resigned {
 		ls.resigned = true
@@ -189,10 +213,13 @@ func (ls *leaderState) followerFetched(id int32, brokerEpoch, offset int64) erro
 	if ls.h == nil {
 		return nil // the read answers the offline log
 	}
-	if snap := ls.s.clusterSnapshot(); snap != nil && brokerEpoch >= 0 {
-		if b, ok := snap.Brokers[id]; ok && b.Epoch > brokerEpoch {
+	eligible := true // may join the ISR: registered, not shutting down (KIP-841)
+	if snap := ls.s.clusterSnapshot(); snap != nil {
+		b, ok := snap.Brokers[id]
+		if ok && brokerEpoch >= 0 && b.Epoch > brokerEpoch {
 			return errNotLeader(ls.p, fmt.Sprintf("fetch from broker %d with stale broker epoch %d (registered %d)", id, brokerEpoch, b.Epoch))
 		}
+		eligible = ok && !b.ShuttingDown
 	}
 	now := ls.s.repl.clock()
 	leo := ls.h.log.LogEndOffset()
@@ -217,7 +244,7 @@ func (ls *leaderState) followerFetched(id int32, brokerEpoch, offset int64) erro
 	f.leo, f.lastFetchLeaderLEO, f.lastFetch = offset, leo, now
 	advanced := ls.advanceLocked()
 	var next *clustermeta.PartitionState
-	if !ls.inMaximalISRLocked(id) && ls.pending == nil && offset >= ls.h.hw.Load() && offset >= ls.epochStart {
+	if eligible && !ls.inMaximalISRLocked(id) && ls.pending == nil && offset >= ls.h.hw.Load() && offset >= ls.epochStart {
 		next = ls.proposeLocked(append(slices.Clone(ls.st.ISR), id))
 	}
 	ls.mu.Unlock()
@@ -229,6 +256,19 @@ func (ls *leaderState) followerFetched(id int32, brokerEpoch, offset int64) erro
 	}
 	return nil
 }
+
+// admitAppend admits a produce append at the moment it is written (the
+// produce guard's Begin), appendDone releases it (End).
+func (ls *leaderState) admitAppend() error {
+	ls.appendMu.RLock()
+	if ls.ended.Load() {
+		ls.appendMu.RUnlock()
+		return errNotLeader(ls.p, "the leadership ended before the append was written")
+	}
+	return nil
+}
+
+func (ls *leaderState) appendDone() { ls.appendMu.RUnlock() }
 
 func maxTime(a, b time.Time) time.Time {
 	if b.After(a) {
@@ -298,17 +338,11 @@ func (ls *leaderState) alterISR(st clustermeta.PartitionState, why string) {
 	}
 	ls.mu.Lock()
 	ls.pending = nil
-	adopted := false
-	if err == nil && len(got) == 1 && !ls.resigned && got[0].PartitionEpoch >= ls.st.PartitionEpoch {
-		ls.st, adopted = got[0], true
-		ls.syncFollowersLocked(ls.s.repl.clock())
+	adopted := err == nil && len(got) == 1 && !ls.resigned && got[0].PartitionEpoch >= ls.st.PartitionEpoch
+	if adopted {
+		ls.adoptLocked(got[0])
 	}
-	advanced := ls.advanceLocked()
-	ls.broadcastLocked()
-	ls.mu.Unlock()
-	if advanced {
-		ls.p.wakeWaiters()
-	}
+	ls.settleAndUnlock()
 	if adopted {
 		ls.s.log.Info("ISR "+why, "topic", ls.p.Topic.Name, "partition", ls.p.Index, "leader_epoch", st.LeaderEpoch, "isr", next, "partition_epoch", st.PartitionEpoch)
 	} else {
@@ -442,6 +476,28 @@ func (s *Server) checkISRLag() {
 	}
 }
 
+// countLed counts the partitions this broker leads for which cond holds
+// of their confirmed ISR's and assignment's sizes (read at scrape).
+func (s *Server) countLed(cond func(ls *leaderState, isr, replicas int) bool) int {
+	n := 0
+	for _, t := range s.cluster.topics() {
+		for _, p := range t.Partitions() {
+			rs := p.repl.Load()
+			if rs == nil || !rs.leader {
+				continue
+			}
+			ls := rs.lead
+			ls.mu.Lock()
+			isr, replicas := len(ls.st.ISR), len(ls.st.Replicas)
+			ls.mu.Unlock()
+			if cond(ls, isr, replicas) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // startReplication runs the cluster mode's periodic replication work
 // until ctx ends: the ISR shrink check every half replica.lag.time.max.ms
 // and the high-watermark checkpoint (replica_checkpoint.go).
@@ -449,6 +505,16 @@ func (s *Server) startReplication(ctx context.Context) {
 	if s.cfg.Cluster == nil {
 		return
 	}
+	s.metrics.GaugeFunc("kafka_server_replicamanager_underreplicatedpartitions",
+		"Partitions this broker leads whose ISR is smaller than their replica set (Kafka's ReplicaManager UnderReplicatedPartitions).",
+		func() float64 {
+			return float64(s.countLed(func(ls *leaderState, isr, replicas int) bool { return isr < replicas }))
+		})
+	s.metrics.GaugeFunc("kafka_server_replicamanager_underminisrpartitioncount",
+		"Partitions this broker leads whose ISR is smaller than min.insync.replicas (Kafka's ReplicaManager UnderMinIsrPartitionCount).",
+		func() float64 {
+			return float64(s.countLed(func(ls *leaderState, isr, _ int) bool { return isr < s.minInsyncReplicas(ls.p) }))
+		})
 	go every(ctx, s.replicaLagTimeMax()/2, s.checkISRLag)
 	go every(ctx, hwCheckpointInterval, func() {
 		if err := s.writeHWCheckpoint(); err != nil {
@@ -459,12 +525,17 @@ func (s *Server) startReplication(ctx context.Context) {
 
 // produceLeaderCheck is Produce's check in cluster mode: the leader takes
 // the write; acks=all needs min.insync.replicas in the ISR.
-func (s *Server) produceLeaderCheck(p *Partition, acks int16) error {
+func (s *Server) produceLeaderCheck(p *Partition, acks int16) (*leaderState, error) {
 	rs, err := s.leaderCheck(p, -1)
-	if err != nil || acks != -1 {
-		return err
+	if err != nil {
+		return nil, err
 	}
-	return rs.lead.checkMinISR()
+	if acks == -1 {
+		if err := rs.lead.checkMinISR(); err != nil {
+			return nil, err
+		}
+	}
+	return rs.lead, nil
 }
 
 // awaitISR is an acks=all produce's wait for its append to reach the high

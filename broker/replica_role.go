@@ -167,10 +167,6 @@ func (s *Server) dropRole(p *Partition, cur *replState) {
 	p.wakeWaiters()
 }
 
-// releaseRole ends p's role before its log is closed or deleted (the
-// reconciler calls it when this broker stops hosting p).
-func (s *Server) releaseRole(p *Partition) { s.dropRole(p, p.repl.Load()) }
-
 // leaderCheck is the data APIs' leadership check in cluster mode (nil on
 // a single node, which leads everything): a partition this broker does
 // not host or does not lead is NOT_LEADER_OR_FOLLOWER; a CurrentLeaderEpoch

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/clustermeta"
 )
 
 // produceAsync sends one produce of values to node with acks and timeout
@@ -87,11 +90,22 @@ func (c *replCluster) consumerFetch(node int32, topic string, offset int64) kmsg
 	return resp.Topics[0].Partitions[0]
 }
 
-func (c *replCluster) setISR(topic string, isr []int32) {
-	st := c.store.get(topic, 0)
-	st.ISR = isr
-	st.PartitionEpoch++
-	c.apply(c.store.put(st))
+// markShuttingDown sets node's registration's ShuttingDown and waits
+// until every broker saw it.
+func (c *replCluster) markShuttingDown(node int32, down bool) {
+	c.t.Helper()
+	sess := c.nodes[node].srv().clusterSession()
+	info := sess.Info
+	info.ShuttingDown = down
+	if err := sess.Update(ctxT(c.t), info); err != nil {
+		c.t.Fatal(err)
+	}
+	for _, n := range c.nodes {
+		waitUntil(c.t, "the registration's update applied", func() bool {
+			snap := n.srv().clusterSnapshot()
+			return snap != nil && snap.Brokers[node].ShuttingDown == down
+		})
+	}
 }
 
 func TestReplicationAcksAllCompletesAtTheHighWatermark(t *testing.T) {
@@ -177,7 +191,7 @@ func TestReplicationAfterAppendErrors(t *testing.T) {
 	c.nodes[3].fetcher.stopped.Store(true)
 	c.advance(replicaLagForTests + time.Minute)
 	c.nodes[1].srv().checkISRLag()
-	if isr := c.store.get("after", 0).ISR; !slices.Equal(isr, []int32{1}) {
+	if isr := c.state("after").ISR; !slices.Equal(isr, []int32{1}) {
 		t.Fatalf("ISR after both followers lagged: %v", isr)
 	}
 	if pr := awaitProduce(t, done); pr.ErrorCode != kerr.NotEnoughReplicasAfterAppend.Code {
@@ -207,35 +221,61 @@ func TestReplicationISRShrinkAndExpand(t *testing.T) {
 	// Within replica.lag.time.max.ms nothing changes.
 	c.advance(replicaLagForTests / 2)
 	c.nodes[1].srv().checkISRLag()
-	if isr := c.store.get("isr", 0).ISR; len(isr) != 3 {
+	if isr := c.state("isr").ISR; len(isr) != 3 {
 		t.Fatalf("ISR shrank within the lag time: %v", isr)
 	}
 	c.advance(replicaLagForTests)
 	c.nodes[1].srv().checkISRLag()
-	st := c.store.get("isr", 0)
+	st := c.state("isr")
 	if !slices.Equal(st.ISR, []int32{1, 2}) || st.PartitionEpoch != 1 {
 		t.Fatalf("after follower 3 lagged: ISR %v partition epoch %d, want [1 2] 1", st.ISR, st.PartitionEpoch)
 	}
 	if got := c.latest(1, "isr"); got != 1 {
 		t.Fatalf("high watermark after the shrink %d, want 1", got)
 	}
-	// Follower 3 catches up: its first fetch gets the record, the next
-	// one reports a log end at the high watermark and it rejoins.
+	hs := httptest.NewServer(c.nodes[1].srv().MetricsHandler())
+	defer hs.Close()
+	gauges := func() (under, underMin float64) {
+		mfs := scrape(t, hs.URL)
+		return series(mfs, "kafka_server_replicamanager_underreplicatedpartitions", nil).GetGauge().GetValue(),
+			series(mfs, "kafka_server_replicamanager_underminisrpartitioncount", nil).GetGauge().GetValue()
+	}
+	if under, underMin := gauges(); under != 1 || underMin != 0 {
+		t.Fatalf("after the shrink: under-replicated %v, under min ISR %v; want 1 and 0", under, underMin)
+	}
+	// A follower shutting down (controlled shutdown) catches up but does
+	// not rejoin (KIP-841): no change was even proposed.
+	c.markShuttingDown(3, true)
 	c.nodes[3].fetcher.stopped.Store(false)
 	c.replicate(2)
+	ls := c.nodes[1].srv().cluster.topic("isr").Partition(0).repl.Load().lead
+	ls.mu.Lock()
+	isr, pending := slices.Clone(ls.st.ISR), ls.pending
+	ls.mu.Unlock()
+	if !slices.Equal(isr, []int32{1, 2}) || pending != nil {
+		t.Fatalf("a shutting-down follower caught up: ISR %v, change in flight %v", isr, pending)
+	}
+	// Once it is not shutting down, its next fetch at the high watermark
+	// brings it back.
+	c.markShuttingDown(3, false)
+	c.replicate(1)
 	waitUntil(t, "follower 3 back in the ISR", func() bool {
-		return slices.Equal(c.store.get("isr", 0).ISR, []int32{1, 2, 3})
+		return slices.Equal(c.state("isr").ISR, []int32{1, 2, 3})
 	})
 	if isr := c.nodes[1].srv().cluster.topic("isr").Partition(0).repl.Load().lead.isr(); !slices.Equal(isr, []int32{1, 2, 3}) {
 		t.Fatalf("leader's ISR %v after the expansion", isr)
 	}
-	// A fenced leader (its session gone) changes nothing.
-	c.store.fenced.Store(true)
+	if under, _ := gauges(); under != 0 {
+		t.Fatalf("after the expansion: under-replicated %v", under)
+	}
+	// A leader whose session is gone (a fence that no longer holds)
+	// changes nothing.
+	c.nodes[1].srv().repl.fence.Store(&clustermeta.Fence{Key: "/verbatim/brokers/gone", CreateRev: 1})
 	c.nodes[2].fetcher.stopped.Store(true)
 	c.produce(1, "isr", 1, "b")
 	c.advance(2 * replicaLagForTests)
 	c.nodes[1].srv().checkISRLag()
-	if isr := c.store.get("isr", 0).ISR; len(isr) != 3 {
+	if isr := c.state("isr").ISR; len(isr) != 3 {
 		t.Fatalf("a fenced leader changed the ISR: %v", isr)
 	}
 	if isr := c.nodes[1].srv().cluster.topic("isr").Partition(0).repl.Load().lead.isr(); len(isr) != 3 {
@@ -281,12 +321,22 @@ func TestReplicationNotLeaderOrFollower(t *testing.T) {
 		}
 	}
 	// A broker that is not a replica cannot fetch as one.
-	c.nodes[3].fetcher.Follow([]FollowedPartition{{TopicPartition: TopicPartition{"nl", 0}, TopicID: c.store.get("nl", 0).TopicID, Leader: 1}})
-	req := fetchReq(16, "nl", 0, 0)
-	req.ReplicaState.ID = 3
-	req.Topics[0].TopicID = c.store.get("nl", 0).TopicID
-	if r := rawRequest[*kmsg.FetchResponse](t, c.nodes[1].b, req); r.Topics[0].Partitions[0].ErrorCode != kerr.NotLeaderForPartition.Code {
-		t.Fatalf("replica fetch from a non-replica: code %d", r.Topics[0].Partitions[0].ErrorCode)
+	for _, tc := range []struct {
+		what    string
+		replica int32
+		epoch   int64
+		want    int16
+	}{
+		{"a non-replica", 3, c.nodes[3].srv().BrokerEpoch(), kerr.NotLeaderForPartition.Code},
+		{"a stale broker epoch", 2, c.nodes[2].srv().BrokerEpoch() - 1, kerr.NotLeaderForPartition.Code},
+		{"the follower", 2, c.nodes[2].srv().BrokerEpoch(), 0},
+	} {
+		req := fetchReq(16, "nl", 0, 0)
+		req.ReplicaState.ID, req.ReplicaState.Epoch = tc.replica, tc.epoch
+		req.Topics[0].TopicID = c.state("nl").TopicID
+		if r := rawRequest[*kmsg.FetchResponse](t, c.nodes[1].b, req); r.Topics[0].Partitions[0].ErrorCode != tc.want {
+			t.Fatalf("replica fetch from %s: code %d, want %d", tc.what, r.Topics[0].Partitions[0].ErrorCode, tc.want)
+		}
 	}
 	// The leader's epoch fences older and newer views.
 	c.elect("nl", 1, []int32{1, 2})
@@ -361,20 +411,13 @@ func TestReplicationHighWatermarkCheckpoint(t *testing.T) {
 	}
 	// Restarted, the broker shows consumers only what was replicated,
 	// also once it leads again.
-	n := c.nodes[1]
-	n.b = startBroker(t, dir, func(cfg *Config) {
-		cfg.NodeID = 1
-		cfg.Cluster = &ClusterConfig{Store: c.store, ReplicaLagTimeMax: replicaLagForTests}
-	})
-	c.setup(n, func() time.Time { return time.Unix(0, c.now.Load()) })
-	if n.srv().cluster.topic("ck") == nil {
-		c.hostTopic(n, "ck", c.store.get("ck", 0).TopicID, nil)
-	}
+	c.start(1, dir)
 	h := c.handle(1, "ck")
+	p := c.nodes[1].srv().cluster.topic("ck").Partition(0)
+	waitUntil(t, "the restarted broker leading again", func() bool { rs := p.repl.Load(); return rs != nil && rs.leader })
 	if hw, leo := highWatermark(h), h.log.LogEndOffset(); hw != 1 || leo != 2 {
 		t.Fatalf("after restart: high watermark %d log end %d, want 1 and 2", hw, leo)
 	}
-	c.apply(c.store.get("ck", 0))
 	if got := c.latest(1, "ck"); got != 1 {
 		t.Fatalf("latest offset on the restarted leader %d, want 1", got)
 	}
