@@ -644,25 +644,6 @@ func TestClusterFencedBrokerRegistersAgain(t *testing.T) {
 	tc.awaitAll(func(s *clustermeta.Snapshot) bool { _, ok := s.Brokers[2]; return !ok })
 }
 
-// hostTopicForTest publishes a topic on a cluster-mode server without the
-// store (tests that play the reconciler themselves): partitions
-// partitions, their logs open.
-func hostTopicForTest(t *testing.T, s *Server, name string, id [16]byte, partitions int32, cfg *TopicConfig) *Topic {
-	t.Helper()
-	top := &Topic{Name: name, ID: id}
-	top.cfg.Store(cfg)
-	parts := make([]*Partition, partitions)
-	for i := range parts {
-		parts[i] = &Partition{Topic: top, Index: int32(i)}
-		if err := s.openPartitionLog(parts[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	top.parts.Store(&parts)
-	s.cluster.publishTopic(top)
-	return top
-}
-
 // conflictOnce is a store whose node id is held by an old registration
 // until the first Register that conflicts with it (a restarted broker's
 // previous process, whose lease has not expired yet).
