@@ -19,6 +19,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -127,7 +128,7 @@ func (s *Server) JoinCluster(ctx context.Context, endpoints []clustermeta.Endpoi
 		NodeID: cm.nodeID, Rack: cm.cfg.Rack, Endpoints: slices.Clone(endpoints),
 		InterBrokerListener: ibl, Incarnation: hex.EncodeToString(inc[:]),
 	}
-	sess, err := cm.store.Register(ctx, cm.info, cm.ttlSeconds())
+	sess, err := cm.register(ctx)
 	if err != nil {
 		cm.mu.Lock()
 		cm.mu.joined = false
@@ -147,6 +148,29 @@ func (s *Server) JoinCluster(ctx context.Context, endpoints []clustermeta.Endpoi
 		cm.run(runCtx)
 	}()
 	return nil
+}
+
+// register registers cm.info. While the node id is held by another
+// registration (this node's previous process, killed less than a session
+// timeout ago: its lease has not expired yet) it tries again until ctx
+// ends, as a restarted Kafka broker waits for its old registration to go.
+func (cm *clusterMode) register(ctx context.Context) (*clustermeta.Session, error) {
+	backoff := 100 * time.Millisecond
+	for tries := 0; ; tries++ {
+		sess, err := cm.store.Register(ctx, cm.info, cm.ttlSeconds())
+		if !errors.Is(err, clustermeta.ErrConflict) {
+			return sess, err
+		}
+		level := slog.LevelDebug
+		if tries == 0 {
+			level = slog.LevelWarn
+		}
+		cm.s.log.Log(ctx, level, "node id still registered (a previous process's session has not expired yet); waiting for it to go", "node_id", cm.nodeID, "session_timeout", cm.cfg.SessionTimeout)
+		if !sleepCtx(ctx, backoff) {
+			return nil, fmt.Errorf("%w (%w)", err, ctx.Err())
+		}
+		backoff = min(2*backoff, time.Second)
+	}
 }
 
 // ttlSeconds is the registration lease's TTL (broker.session.timeout.ms,
@@ -237,7 +261,7 @@ func (cm *clusterMode) fenced(ctx context.Context) {
 	}
 	backoff := 100 * time.Millisecond
 	for {
-		sess, err := cm.store.Register(ctx, cm.info, cm.ttlSeconds())
+		sess, err := cm.register(ctx)
 		if err == nil {
 			cm.session.Store(sess)
 			cm.forceRoles = true

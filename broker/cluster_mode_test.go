@@ -2,11 +2,14 @@ package broker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,11 +28,44 @@ type testCluster struct {
 	brokers map[int32]*testBroker
 	dirs    map[int32]string
 	mod     func(*ClusterConfig)
+	// modCfg, when set, changes each broker's Config too.
+	modCfg func(*Config)
+	// followers records each broker's Follow and Unfollow calls.
+	followers map[int32]*recordingFollowers
+}
+
+// recordingFollowers is a Followers that records what it is told.
+type recordingFollowers struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (f *recordingFollowers) Follow(parts []FollowedPartition) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range parts {
+		f.events = append(f.events, fmt.Sprintf("follow %s-%d from %d at %d", p.Topic, p.Partition, p.Leader, p.LeaderEpoch))
+	}
+}
+
+func (f *recordingFollowers) Unfollow(parts []TopicPartition) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range parts {
+		f.events = append(f.events, fmt.Sprintf("unfollow %s-%d", p.Topic, p.Partition))
+	}
+}
+
+func (f *recordingFollowers) log() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.events)
 }
 
 func startTestCluster(t *testing.T, n int, mod func(*ClusterConfig)) *testCluster {
 	t.Helper()
-	tc := &testCluster{t: t, store: memstore.New(), brokers: map[int32]*testBroker{}, dirs: map[int32]string{}, mod: mod}
+	tc := &testCluster{t: t, store: memstore.New(), brokers: map[int32]*testBroker{}, dirs: map[int32]string{}, mod: mod,
+		followers: map[int32]*recordingFollowers{}}
 	for id := int32(1); id <= int32(n); id++ {
 		tc.start(id)
 	}
@@ -48,12 +84,20 @@ func (tc *testCluster) start(id int32) *testBroker {
 	}
 	b := startBroker(t, dir, func(cfg *Config) {
 		cfg.NodeID = id
+		if tc.modCfg != nil {
+			tc.modCfg(cfg)
+		}
 		cc := &ClusterConfig{Store: tc.store}
 		if tc.mod != nil {
 			tc.mod(cc)
 		}
 		cfg.Cluster = cc
 	})
+	if tc.followers != nil {
+		f := &recordingFollowers{}
+		tc.followers[id] = f
+		b.srv.SetFollowers(f)
+	}
 	host, port, _ := net.SplitHostPort(b.addr)
 	p, _ := strconv.Atoi(port)
 	ep := []clustermeta.Endpoint{{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: host, Port: int32(p)}}
@@ -175,6 +219,10 @@ func TestClusterCreateTopicReachesEveryBroker(t *testing.T) {
 	}
 	tc.awaitCurrent()
 	for id, b := range tc.brokers {
+		// Another broker's replica is no offline partition here.
+		if tot := b.srv.totals(); tot.OfflinePartitions != 0 || tot.Partitions != 4+1 {
+			t.Fatalf("broker %d counts %d partitions, %d offline", id, tot.Partitions, tot.OfflinePartitions)
+		}
 		for _, p := range b.srv.Topic("single").Partitions() {
 			hosted := p.cstate.Load().Replicas[0] == id
 			if (p.Log != nil) != hosted || dirExists(filepath.Join(tc.dirs[id], p.Dir())) != hosted {
@@ -418,6 +466,9 @@ func TestClusterDeleteTopicRemovesEveryReplica(t *testing.T) {
 	// it starts again.
 	tc.stop(3)
 	del(tc.brokers[1], "later")
+	if r := createTopicOn(t, tc.brokers[1], createTopicReq("while-down", 1, 2)); r.ErrorCode != 0 {
+		t.Fatalf("create while broker 3 is down: %+v", r)
+	}
 	for _, d := range dirs(3, "later") {
 		if !dirExists(d) {
 			t.Fatalf("the stopped broker lost %s before it started", d)
@@ -427,13 +478,22 @@ func TestClusterDeleteTopicRemovesEveryReplica(t *testing.T) {
 	if b3.srv.Topic("later") != nil {
 		t.Fatal("the restarted broker has the deleted topic")
 	}
+	// What was created meanwhile (on the two registered brokers) is there
+	// at Open, as another broker's partition.
+	if top := b3.srv.Topic("while-down"); top == nil || top.Partition(0).Log != nil || top.Partition(0).cstate.Load() == nil {
+		t.Fatalf("topic created while broker 3 was down: %+v", top)
+	}
 	for _, d := range dirs(3, "later") {
 		if dirExists(d) {
 			t.Fatalf("the restarted broker kept %s", d)
 		}
 	}
 	// Re-created under the same name: a new topic (id), fresh logs.
+	tc.awaitAll(func(s *clustermeta.Snapshot) bool { return len(s.Brokers) == 3 })
 	r := createTopicOn(t, tc.brokers[1], createTopicReq("later", 1, 3))
+	if r.ErrorCode != 0 {
+		t.Fatalf("re-create: %+v", r)
+	}
 	tc.awaitCurrent()
 	if top := b3.srv.Topic("later"); top == nil || top.ID != r.TopicID || top.Partition(0).Log == nil {
 		t.Fatalf("re-created topic on the restarted broker: %+v", top)
@@ -487,9 +547,80 @@ func TestClusterProducerIDsUniqueAcrossBrokers(t *testing.T) {
 	}
 }
 
+func TestClusterAutoCreateAndLeaderEpochRaise(t *testing.T) {
+	tc := &testCluster{t: t, store: memstore.New(), brokers: map[int32]*testBroker{}, dirs: map[int32]string{},
+		mod:    func(c *ClusterConfig) { c.DefaultReplicationFactor = 2 },
+		modCfg: func(c *Config) { c.AutoCreateTopics = true; c.DefaultPartitions = 2 }}
+	tc.start(1)
+	tc.start(2)
+	tc.awaitAll(func(s *clustermeta.Snapshot) bool { return len(s.Brokers) == 2 })
+
+	// Metadata auto-creates with default.replication.factor.
+	mreq := kmsg.NewPtrMetadataRequest()
+	mreq.Version, mreq.AllowAutoTopicCreation = 9, true
+	mreq.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("auto")}}
+	m := rawRequest[*kmsg.MetadataResponse](t, tc.brokers[2], mreq)
+	if mt := m.Topics[0]; mt.ErrorCode != 0 || len(mt.Partitions) != 2 || len(mt.Partitions[0].Replicas) != 2 || mt.Partitions[0].Leader < 1 {
+		t.Fatalf("auto-created topic: %+v", mt)
+	}
+	tc.awaitCurrent()
+
+	// The mirror's leader-epoch raise goes to the store, from the leader
+	// only, and never lowers the epoch.
+	st := tc.brokers[1].srv.clusterSnapshot().Partitions["auto"][0]
+	leader, other := tc.brokers[st.Leader], tc.brokers[3-st.Leader]
+	lp := leader.srv.Topic("auto").Partition(0)
+	if err := leader.srv.SetLeaderEpochAtLeast(lp, 12); err != nil || lp.LeaderEpoch() != 12 {
+		t.Fatalf("raise on the leader: %v, epoch %d", err, lp.LeaderEpoch())
+	}
+	if err := leader.srv.SetLeaderEpochAtLeast(lp, 5); err != nil || lp.LeaderEpoch() != 12 {
+		t.Fatalf("a lower raise: %v, epoch %d", err, lp.LeaderEpoch())
+	}
+	if got, _ := tc.store.Snapshot(context.Background()); got.Partitions["auto"][0].LeaderEpoch != 12 || got.Partitions["auto"][0].PartitionEpoch != st.PartitionEpoch+1 {
+		t.Fatalf("store after the raise: %+v", got.Partitions["auto"][0])
+	}
+	tc.awaitCurrent()
+	op := other.srv.Topic("auto").Partition(0)
+	if op.LeaderEpoch() != 12 {
+		t.Fatalf("the other replica's epoch %d", op.LeaderEpoch())
+	}
+	if err := other.srv.SetLeaderEpochAtLeast(op, 20); err == nil {
+		t.Fatal("a follower raised the leader epoch")
+	}
+
+	// FindCoordinator while the key's partition has no leader.
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.Version, fc.CoordinatorKeys = 4, []string{"g"}
+	if r := rawRequest[*kmsg.FindCoordinatorResponse](t, tc.brokers[1], fc); r.Coordinators[0].ErrorCode != 0 {
+		t.Fatalf("FindCoordinator: %+v", r.Coordinators[0])
+	}
+	tc.awaitCurrent()
+	snap, _ := tc.store.Snapshot(context.Background())
+	cst := snap.Partitions[offsetsTopic][coordlog.PartitionForKey("g", int32(len(snap.Partitions[offsetsTopic])))]
+	cst.Leader, cst.LeaderEpoch, cst.PartitionEpoch = clustermeta.NoLeader, cst.LeaderEpoch+1, cst.PartitionEpoch+1
+	if _, err := tc.store.CASPartitions(context.Background(), clustermeta.Fence{}, []clustermeta.PartitionState{cst}); err != nil {
+		t.Fatal(err)
+	}
+	tc.awaitCurrent()
+	if r := rawRequest[*kmsg.FindCoordinatorResponse](t, tc.brokers[2], fc); r.Coordinators[0].ErrorCode != kerr.CoordinatorNotAvailable.Code {
+		t.Fatalf("FindCoordinator without a leader: %+v", r.Coordinators[0])
+	}
+}
+
 func TestClusterFencedBrokerRegistersAgain(t *testing.T) {
 	tc := startTestCluster(t, 2, nil)
 	b2 := tc.brokers[2]
+	manual := createTopicReq("led-by-1", -1, -1)
+	a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+	a.Replicas = []int32{1, 2}
+	manual.Topics[0].ReplicaAssignment = append(manual.Topics[0].ReplicaAssignment, a)
+	if r := createTopicOn(t, tc.brokers[1], manual); r.ErrorCode != 0 {
+		t.Fatalf("create: %+v", r)
+	}
+	tc.awaitCurrent()
+	if got := tc.followers[2].log(); !slices.Equal(got, []string{"follow led-by-1-0 from 1 at 0"}) {
+		t.Fatalf("broker 2's fetcher was told %q", got)
+	}
 	before := b2.srv.brokerEpoch()
 	if before == 0 || b2.srv.clusterSession() == nil {
 		t.Fatal("no registration after JoinCluster")
@@ -498,6 +629,11 @@ func TestClusterFencedBrokerRegistersAgain(t *testing.T) {
 	tc.awaitAll(func(s *clustermeta.Snapshot) bool { b, ok := s.Brokers[2]; return ok && b.Epoch > before })
 	if after := b2.srv.brokerEpoch(); after <= before {
 		t.Fatalf("broker epoch %d after re-registering, %d before", after, before)
+	}
+	// Fenced, it stopped following; registered again, it follows anew.
+	want := []string{"follow led-by-1-0 from 1 at 0", "unfollow led-by-1-0", "follow led-by-1-0 from 1 at 0"}
+	if got := tc.followers[2].log(); !slices.Equal(got, want) {
+		t.Fatalf("broker 2's fetcher was told %q, want %q", got, want)
 	}
 	// It keeps serving the cluster's state.
 	if r := createTopicOn(t, b2, createTopicReq("after-fence", 1, 2)); r.ErrorCode != 0 {
@@ -508,21 +644,41 @@ func TestClusterFencedBrokerRegistersAgain(t *testing.T) {
 	tc.awaitAll(func(s *clustermeta.Snapshot) bool { _, ok := s.Brokers[2]; return !ok })
 }
 
-// hostTopicForTest publishes a topic on a cluster-mode server without the
-// store (tests that play the reconciler themselves): partitions
-// partitions, their logs open.
-func hostTopicForTest(t *testing.T, s *Server, name string, id [16]byte, partitions int32, cfg *TopicConfig) *Topic {
-	t.Helper()
-	top := &Topic{Name: name, ID: id}
-	top.cfg.Store(cfg)
-	parts := make([]*Partition, partitions)
-	for i := range parts {
-		parts[i] = &Partition{Topic: top, Index: int32(i)}
-		if err := s.openPartitionLog(parts[i]); err != nil {
-			t.Fatal(err)
+// conflictOnce is a store whose node id is held by an old registration
+// until the first Register that conflicts with it (a restarted broker's
+// previous process, whose lease has not expired yet).
+type conflictOnce struct {
+	clustermeta.Store
+	old       *clustermeta.Session
+	conflicts int
+}
+
+func (c *conflictOnce) Register(ctx context.Context, b clustermeta.BrokerInfo, ttl int64) (*clustermeta.Session, error) {
+	sess, err := c.Store.Register(ctx, b, ttl)
+	if errors.Is(err, clustermeta.ErrConflict) {
+		c.conflicts++
+		if err := c.old.Close(ctx); err != nil {
+			return nil, err
 		}
 	}
-	top.parts.Store(&parts)
-	s.cluster.publishTopic(top)
-	return top
+	return sess, err
+}
+
+func TestClusterJoinWaitsForThePreviousRegistration(t *testing.T) {
+	store := memstore.New()
+	old, err := store.Register(context.Background(), clustermeta.BrokerInfo{NodeID: 1, Incarnation: "previous"}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapped := &conflictOnce{Store: store, old: old}
+	tc := &testCluster{t: t, store: store, brokers: map[int32]*testBroker{}, dirs: map[int32]string{},
+		mod: func(c *ClusterConfig) { c.Store = wrapped }}
+	b := tc.start(1)
+	if wrapped.conflicts != 1 {
+		t.Fatalf("%d conflicting registrations, want 1", wrapped.conflicts)
+	}
+	snap, _ := store.Snapshot(context.Background())
+	if got := snap.Brokers[1]; got.Incarnation == "previous" || got.Epoch != b.srv.brokerEpoch() {
+		t.Fatalf("registered %+v, broker epoch %d", got, b.srv.brokerEpoch())
+	}
 }
