@@ -80,7 +80,7 @@ func handleListOffsets(ctx context.Context, s *Server, r *Request) (Reply, error
 				op.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			} else if p == nil {
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			} else if err := listOffset(ctx, p, req.Version, req.IsolationLevel, &rp, &op); err != nil {
+			} else if err := s.listOffsetLeader(ctx, p, req, &rp, &op); err != nil {
 				if ctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
 					err = kafkaErr(kerr.RequestTimedOut, "the lookup waited for decode memory past the request deadline")
 				}
@@ -93,6 +93,23 @@ func handleListOffsets(ctx context.Context, s *Server, r *Request) (Reply, error
 		resp.Topics = append(resp.Topics, ot)
 	}
 	return resp, nil
+}
+
+// listOffsetLeader is listOffset on the partition's leader in cluster
+// mode (NOT_LEADER_OR_FOLLOWER elsewhere, FENCED_LEADER_EPOCH /
+// UNKNOWN_LEADER_EPOCH first); Kafka's debugging replica id (-2) may ask
+// any replica.
+func (s *Server) listOffsetLeader(ctx context.Context, p *Partition, req *kmsg.ListOffsetsRequest, rp *kmsg.ListOffsetsRequestTopicPartition, op *kmsg.ListOffsetsResponseTopicPartition) error {
+	if s.cfg.Cluster != nil && req.ReplicaID != -2 {
+		cur := int32(-1)
+		if req.Version >= 4 {
+			cur = rp.CurrentLeaderEpoch
+		}
+		if _, err := s.leaderCheck(p, cur); err != nil {
+			return err
+		}
+	}
+	return listOffset(ctx, p, req.Version, req.IsolationLevel, rp, op)
 }
 
 func listOffset(ctx context.Context, p *Partition, version int16, isolation int8, rp *kmsg.ListOffsetsRequestTopicPartition, op *kmsg.ListOffsetsResponseTopicPartition) error {

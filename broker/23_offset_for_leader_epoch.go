@@ -60,7 +60,7 @@ func handleOffsetForLeaderEpoch(_ context.Context, s *Server, r *Request) (Reply
 				op.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			} else if p == nil {
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			} else if err := endOffsetForEpoch(p, rp.CurrentLeaderEpoch, rp.LeaderEpoch, &op); err != nil {
+			} else if err := s.endOffsetForEpochLeader(p, rp.CurrentLeaderEpoch, rp.LeaderEpoch, &op); err != nil {
 				op.ErrorCode, _ = dataErrorToKafka(err)
 				op.LeaderEpoch, op.EndOffset = -1, -1
 				s.logDataFailure("offset for leader epoch", p.Topic.Name, p.Index, op.ErrorCode, err, clientOf(r), "leader_epoch", rp.LeaderEpoch)
@@ -70,6 +70,16 @@ func handleOffsetForLeaderEpoch(_ context.Context, s *Server, r *Request) (Reply
 		resp.Topics = append(resp.Topics, ot)
 	}
 	return resp, nil
+}
+
+// endOffsetForEpochLeader is endOffsetForEpoch on the partition's leader
+// in cluster mode: consumers and followers alike ask the leader, as
+// Kafka's ReplicaManager requires.
+func (s *Server) endOffsetForEpochLeader(p *Partition, current, epoch int32, op *kmsg.OffsetForLeaderEpochResponseTopicPartition) error {
+	if _, err := s.leaderCheck(p, current); err != nil {
+		return err
+	}
+	return endOffsetForEpoch(p, current, epoch, op)
 }
 
 func endOffsetForEpoch(p *Partition, current, epoch int32, op *kmsg.OffsetForLeaderEpochResponseTopicPartition) error {
