@@ -232,6 +232,20 @@ func (r *memReplica) TruncateFullyAndStartAt(offset int64) error {
 	return nil
 }
 
+// counts is the replica's counters and flags, read under its lock (the
+// fetcher may be writing).
+type counts struct {
+	hw                         int64
+	bad                        string
+	appends, truncates, resets int
+}
+
+func (r *memReplica) counts() counts {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return counts{r.hw, r.bad, r.appends, r.truncates, r.resets}
+}
+
 // snapshot copies the replica's log.
 func (r *memReplica) snapshot() memLog {
 	r.mu.Lock()

@@ -129,7 +129,7 @@ func TestUnfollowDropsAnswersInFlight(t *testing.T) {
 	if r := host.replica(other); r.LogEndOffset() != 1 {
 		t.Fatalf("the partition still followed: log end %d", r.LogEndOffset())
 	}
-	if r := host.replica(tp); r.LogEndOffset() != 0 || r.appends != 0 {
+	if r := host.replica(tp); r.LogEndOffset() != 0 || r.counts().appends != 0 {
 		t.Fatalf("the answer after Unfollow was appended: log end %d", r.LogEndOffset())
 	}
 }
