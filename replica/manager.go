@@ -114,8 +114,8 @@ func (m *Manager) dial(ctx context.Context, leaderID int32) (leader, error) {
 		return nil, err
 	}
 	o := m.fcfg.opts
-	o.ReplicaID, o.ReplicaEpoch = m.cfg.Host.NodeID(), m.cfg.Host.BrokerEpoch()
-	return newConnLeader(cn, o), nil
+	o.ReplicaID = m.cfg.Host.NodeID()
+	return newConnLeader(cn, o, m.cfg.Host.BrokerEpoch), nil
 }
 
 // index is the fetcher of tp among a leader's (Kafka's fetcher id: a hash
