@@ -122,15 +122,15 @@ func truncateTo(rep Replica, end client.EpochEnd) (done bool, err error) {
 // and end (Kafka's fetchOffsetAndTruncate): a leader that ends below us
 // (an unclean election) truncates us to its end; one that starts above our
 // end empties the replica to start at its log start.
-func resetOutOfRange(rep Replica, start, end int64) error {
+func resetOutOfRange(rep Replica, start, end int64) (changed bool, err error) {
 	leo := rep.LogEndOffset()
 	switch {
 	case end < leo:
-		return rep.Truncate(end)
+		return true, rep.Truncate(end)
 	case start > leo:
-		return rep.TruncateFullyAndStartAt(start)
+		return true, rep.TruncateFullyAndStartAt(start)
 	}
-	return nil // the range moved meanwhile: fetch again
+	return false, nil // the range moved meanwhile: fetch again
 }
 
 // wholeBatches is set without a partial trailing batch (a leader may cut
@@ -197,6 +197,11 @@ func (p *partition) onFetch(a client.FetchResult, offset int64) (outcome, error)
 		if !done {
 			p.phase = truncating
 		}
+		if p.rep.LogEndOffset() == offset {
+			// A divergence that truncates nothing would be answered
+			// again at once: pace it.
+			return backOff, fmt.Errorf("diverging epoch %d end %d truncates nothing at %d", a.DivergingEpoch.LeaderEpoch, a.DivergingEpoch.EndOffset, offset)
+		}
 		return goOn, nil
 	case a.Err == nil:
 		if err := appendAnswer(p.rep, a); err != nil {
@@ -244,9 +249,15 @@ func (p *partition) onOffsets(a offsetAnswer) (outcome, error) {
 		}
 		return backOff, a.Err
 	}
-	if err := resetOutOfRange(p.rep, a.Start, a.End); err != nil {
+	changed, err := resetOutOfRange(p.rep, a.Start, a.End)
+	if err != nil {
 		return backOff, err
 	}
 	p.phase = fetching
+	if !changed {
+		// Within the leader's range after all (it moved, or the leader
+		// answers inconsistently): fetch again, paced.
+		return backOff, fmt.Errorf("log end %d within the leader's [%d, %d] after OFFSET_OUT_OF_RANGE", p.rep.LogEndOffset(), a.Start, a.End)
+	}
 	return goOn, nil
 }

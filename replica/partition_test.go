@@ -84,6 +84,17 @@ func TestDivergingEpoch(t *testing.T) {
 	}
 }
 
+// TestDivergingEpochNoTruncation: a divergence that truncates nothing
+// (an inconsistent leader) is paced, not asked again at once.
+func TestDivergingEpochNoTruncation(t *testing.T) {
+	r := replicaWith(t, 1, 3)
+	p := fetchingPart(r)
+	o, err := p.onFetch(client.FetchResult{DivergingEpoch: client.EpochEnd{LeaderEpoch: 3, EndOffset: 9}}, 4)
+	if o != backOff || err == nil || r.LogEndOffset() != 4 || p.phase != fetching {
+		t.Fatalf("%v %v: log end %d phase %s", o, err, r.LogEndOffset(), p.phase)
+	}
+}
+
 // TestFetchAnswers: what each kind of answer does to the partition.
 func TestFetchAnswers(t *testing.T) {
 	t.Run("records, cut last batch dropped, high watermark taken", func(t *testing.T) {
@@ -168,6 +179,11 @@ func TestOutOfRange(t *testing.T) {
 	p.phase = outOfRange
 	if o, err := p.onOffsets(offsetAnswer{Start: 40, End: 50}); o != goOn || err != nil || r.LogStartOffset() != 40 || r.LogEndOffset() != 40 {
 		t.Fatalf("%v %v: log [%d,%d)", o, err, r.LogStartOffset(), r.LogEndOffset())
+	}
+	// Within the leader's range after all: fetch again, but paced.
+	p.phase = outOfRange
+	if o, err := p.onOffsets(offsetAnswer{Start: 30, End: 60}); o != backOff || err == nil || p.phase != fetching || r.LogEndOffset() != 40 {
+		t.Fatalf("within range: %v %v phase %s log end %d", o, err, p.phase, r.LogEndOffset())
 	}
 	// Fenced while asking: wait for the next Follow.
 	p.phase = outOfRange
