@@ -122,6 +122,19 @@ func TestReplicationAcksAllCompletesAtTheHighWatermark(t *testing.T) {
 		t.Fatalf("consumer fetch before replication: code %d hw %d %d bytes", fr.ErrorCode, fr.HighWatermark, len(fr.RecordBatches))
 	}
 	notAnswered(t, done, "before any follower fetched")
+	// A replica asking for the latest offset gets the log end (Kafka's
+	// answer to its fetcher).
+	lreq := kmsg.NewPtrListOffsetsRequest()
+	lreq.Version, lreq.ReplicaID = 9, 2
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = "acks"
+	lp := kmsg.NewListOffsetsRequestTopicPartition()
+	lp.Partition, lp.Timestamp, lp.CurrentLeaderEpoch = 0, tsLatest, -1
+	lt.Partitions = append(lt.Partitions, lp)
+	lreq.Topics = append(lreq.Topics, lt)
+	if r := rawRequest[*kmsg.ListOffsetsResponse](t, c.nodes[1].b, lreq).Topics[0].Partitions[0]; r.ErrorCode != 0 || r.Offset != 2 {
+		t.Fatalf("replica's latest offset: code %d offset %d, want the log end 2", r.ErrorCode, r.Offset)
+	}
 	// First round: the followers get the batch; their log ends reach the
 	// leader with the next fetch.
 	c.replicate(1)
