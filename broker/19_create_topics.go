@@ -144,15 +144,13 @@ func (s *Server) createTopicFromRequest(rt *kmsg.CreateTopicsRequestTopic, valid
 			}
 		}
 	} else {
-		if s.cm != nil && rt.ReplicationFactor != -1 {
-			if rt.ReplicationFactor < 1 {
-				return nil, fmt.Errorf("%w: Replication factor must be larger than 0, or -1 to use the default value.", errInvalidReplicas)
-			}
-			pl.rf = rt.ReplicationFactor
-		} else if rt.ReplicationFactor != -1 && rt.ReplicationFactor != 1 {
-			if rt.ReplicationFactor < 1 {
-				return nil, fmt.Errorf("%w: Replication factor must be larger than 0, or -1 to use the default value.", errInvalidReplicas)
-			}
+		switch rf := rt.ReplicationFactor; {
+		case rf == -1:
+		case rf < 1:
+			return nil, fmt.Errorf("%w: Replication factor must be larger than 0, or -1 to use the default value.", errInvalidReplicas)
+		case s.cm != nil:
+			pl.rf = rf // placed over the registered brokers
+		case rf != 1:
 			return nil, fmt.Errorf("%w: Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only 1 broker(s) are registered.", errInvalidReplicas, rt.ReplicationFactor, rt.ReplicationFactor)
 		}
 		if partitions == -1 {

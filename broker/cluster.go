@@ -274,6 +274,12 @@ var (
 // newTopicID returns a random version-4 UUID that is neither zero nor
 // already in use.
 func (c *cluster) newTopicID(snap *clusterSnap) ([16]byte, error) {
+	return randomTopicID(func(id [16]byte) bool { return snap.byID[id] != nil })
+}
+
+// randomTopicID returns a random version-4 UUID that is neither zero nor
+// used.
+func randomTopicID(used func([16]byte) bool) ([16]byte, error) {
 	for {
 		var id [16]byte
 		if _, err := rand.Read(id[:]); err != nil {
@@ -281,7 +287,7 @@ func (c *cluster) newTopicID(snap *clusterSnap) ([16]byte, error) {
 		}
 		id[6] = id[6]&0x0f | 0x40
 		id[8] = id[8]&0x3f | 0x80
-		if snap.byID[id] == nil && id != ([16]byte{}) {
+		if id != ([16]byte{}) && !used(id) {
 			return id, nil
 		}
 	}

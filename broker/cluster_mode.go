@@ -127,7 +127,7 @@ func (s *Server) JoinCluster(ctx context.Context, endpoints []clustermeta.Endpoi
 		NodeID: cm.nodeID, Rack: cm.cfg.Rack, Endpoints: slices.Clone(endpoints),
 		InterBrokerListener: ibl, Incarnation: hex.EncodeToString(inc[:]),
 	}
-	sess, err := cm.store.Register(ctx, cm.info, cm.ttlSeconds())
+	sess, err := cm.register(ctx)
 	if err != nil {
 		cm.mu.Lock()
 		cm.mu.joined = false
@@ -147,6 +147,25 @@ func (s *Server) JoinCluster(ctx context.Context, endpoints []clustermeta.Endpoi
 		cm.run(runCtx)
 	}()
 	return nil
+}
+
+// register registers cm.info. While the node id is held by another
+// registration (this node's previous process, killed less than a session
+// timeout ago: its lease has not expired yet) it tries again until ctx
+// ends, as a restarted Kafka broker waits for its old registration to go.
+func (cm *clusterMode) register(ctx context.Context) (*clustermeta.Session, error) {
+	backoff := 100 * time.Millisecond
+	for {
+		sess, err := cm.store.Register(ctx, cm.info, cm.ttlSeconds())
+		if !errors.Is(err, clustermeta.ErrConflict) {
+			return sess, err
+		}
+		cm.s.log.Warn("node id still registered (a previous process's session not expired yet); registering again", "node_id", cm.nodeID, "retry_in", backoff)
+		if !sleepCtx(ctx, backoff) {
+			return nil, fmt.Errorf("%w (%w)", err, ctx.Err())
+		}
+		backoff = min(2*backoff, time.Second)
+	}
 }
 
 // ttlSeconds is the registration lease's TTL (broker.session.timeout.ms,
@@ -237,7 +256,7 @@ func (cm *clusterMode) fenced(ctx context.Context) {
 	}
 	backoff := 100 * time.Millisecond
 	for {
-		sess, err := cm.store.Register(ctx, cm.info, cm.ttlSeconds())
+		sess, err := cm.register(ctx)
 		if err == nil {
 			cm.session.Store(sess)
 			cm.forceRoles = true

@@ -13,7 +13,6 @@ package broker
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
@@ -171,19 +170,9 @@ func newStates(snap *clustermeta.Snapshot, topic string, id [16]byte, first int3
 	return out
 }
 
-// newTopicID is a random version-4 UUID no topic of snap has.
+// newClusterTopicID is a random topic id no topic of snap has.
 func newClusterTopicID(snap *clustermeta.Snapshot) ([16]byte, error) {
-	for {
-		var id [16]byte
-		if _, err := rand.Read(id[:]); err != nil {
-			return id, err
-		}
-		id[6] = id[6]&0x0f | 0x40
-		id[8] = id[8]&0x3f | 0x80
-		if id != ([16]byte{}) && topicWithID(snap, id) == "" {
-			return id, nil
-		}
-	}
+	return randomTopicID(func(id [16]byte) bool { return topicWithID(snap, id) != "" })
 }
 
 func topicWithID(snap *clustermeta.Snapshot, id [16]byte) string {
@@ -275,86 +264,89 @@ func (cm *clusterMode) deleteTopic(t *Topic) error {
 }
 
 func (cm *clusterMode) addPartitions(t *Topic, count int32, validateOnly bool, manual [][]int32) error {
-	ctx, cancel := cm.writeCtx()
-	defer cancel()
-	var rev int64
-	err := cm.retryConflict(ctx, func(snap *clustermeta.Snapshot) error {
-		rec, ok := snap.Topics[t.Name]
-		if !ok || rec.ID != t.ID {
-			return fmt.Errorf("%w: This server does not host this topic-partition.", errUnknownTopic)
-		}
+	op := "adding partitions to " + t.Name
+	gone := fmt.Errorf("%w: This server does not host this topic-partition.", errUnknownTopic)
+	return cm.updateTopic(op, t, gone, func(ctx context.Context, snap *clustermeta.Snapshot, rec clustermeta.TopicRecord) (int64, error) {
 		states := snap.Partitions[t.Name]
 		old := int32(len(states))
 		switch {
 		case count < old:
-			return fmt.Errorf("%w: Topic currently has %d partitions, which is higher than the requested %d.", errInvalidPartitions, old, count)
+			return 0, fmt.Errorf("%w: Topic currently has %d partitions, which is higher than the requested %d.", errInvalidPartitions, old, count)
 		case count == old:
-			return fmt.Errorf("%w: Topic already has %d partitions.", errInvalidPartitions, old)
+			return 0, fmt.Errorf("%w: Topic already has %d partitions.", errInvalidPartitions, old)
 		case manual != nil && int32(len(manual)) != count-old:
-			return fmt.Errorf("%w: Attempted to add %d additional partition(s), but only %d assignment(s) were specified.", errInvalidReplicaAsg, count-old, len(manual))
+			return 0, fmt.Errorf("%w: Attempted to add %d additional partition(s), but only %d assignment(s) were specified.", errInvalidReplicaAsg, count-old, len(manual))
 		}
 		c := cm.s.cluster
 		c.mu.Lock()
 		err := c.checkPartitionLimitLocked(c.snap.Load(), int64(count-old))
 		c.mu.Unlock()
 		if err != nil {
-			return err
+			return 0, err
 		}
-		rf := int16(cm.cfg.DefaultReplicationFactor)
+		rf := cm.cfg.DefaultReplicationFactor
 		if old > 0 {
 			rf = int16(len(states[0].Replicas) - len(states[0].AddingReplicas))
 		}
 		asg, err := cm.place(snap, t.Name, old, count-old, placement{rf: rf, manual: manual})
 		if err != nil || validateOnly {
-			return err
+			return 0, err
 		}
 		rec.Partitions = count
 		rec, err = cm.store.AddPartitions(ctx, rec, newStates(snap, t.Name, t.ID, old, asg))
-		rev = rec.Version
-		return err
+		return rec.Version, storeWriteErr(op, err)
 	})
-	switch {
-	case validateOnly && err == nil:
-		return nil
-	case errors.Is(err, clustermeta.ErrNotFound):
-		return fmt.Errorf("%w: This server does not host this topic-partition.", errUnknownTopic)
-	case errors.Is(err, clustermeta.ErrConflict) || errors.Is(err, context.DeadlineExceeded):
-		return storeErr("adding partitions to "+t.Name, err)
-	case err != nil:
-		return err
-	}
-	if !cm.awaitRevision(ctx, rev) {
-		return notSeenYet("adding partitions to " + t.Name)
-	}
-	return nil
 }
 
 func (cm *clusterMode) setConfig(t *Topic, cfg *TopicConfig) error {
+	op := "altering the config of " + t.Name
+	gone := fmt.Errorf("%w: topic %s was deleted", errUnknownTopic, t.Name)
+	return cm.updateTopic(op, t, gone, func(ctx context.Context, _ *clustermeta.Snapshot, rec clustermeta.TopicRecord) (int64, error) {
+		rec.Configs = cfg.Overrides()
+		rec, err := cm.store.UpdateTopic(ctx, rec)
+		return rec.Version, storeWriteErr(op, err)
+	})
+}
+
+// updateTopic runs write over t's current record (gone when t was
+// deleted), again over a fresh read while it finds a newer version, and
+// waits until this broker applied the revision it returns (0: nothing
+// written, as for validate-only).
+func (cm *clusterMode) updateTopic(op string, t *Topic, gone error, write func(context.Context, *clustermeta.Snapshot, clustermeta.TopicRecord) (int64, error)) error {
 	ctx, cancel := cm.writeCtx()
 	defer cancel()
 	var rev int64
 	err := cm.retryConflict(ctx, func(snap *clustermeta.Snapshot) error {
 		rec, ok := snap.Topics[t.Name]
 		if !ok || rec.ID != t.ID {
-			return fmt.Errorf("%w: topic %s was deleted", errUnknownTopic, t.Name)
+			return gone
 		}
-		rec.Configs = cfg.Overrides()
-		rec, err := cm.store.UpdateTopic(ctx, rec)
-		rev = rec.Version
+		var err error
+		rev, err = write(ctx, snap, rec)
 		return err
 	})
 	switch {
 	case errors.Is(err, clustermeta.ErrNotFound):
-		return fmt.Errorf("%w: topic %s was deleted", errUnknownTopic, t.Name)
-	case errors.Is(err, errUnknownTopic):
-		return err
+		return gone
+	case errors.Is(err, clustermeta.ErrConflict):
+		return storeErr(op, err)
 	case err != nil:
-		return storeErr("altering the config of "+t.Name, err)
+		return err
 	}
-	if !cm.awaitRevision(ctx, rev) {
-		return notSeenYet("altering the config of " + t.Name)
+	if rev != 0 && !cm.awaitRevision(ctx, rev) {
+		return notSeenYet(op)
 	}
 	return nil
+}
+
+// storeWriteErr is storeErr for what retryConflict and updateTopic do not
+// handle themselves (a conflict is retried, a missing record is the
+// topic's deletion).
+func storeWriteErr(op string, err error) error {
+	if err == nil || errors.Is(err, clustermeta.ErrConflict) || errors.Is(err, clustermeta.ErrNotFound) {
+		return err
+	}
+	return storeErr(op, err)
 }
 
 // raiseLeaderEpochs raises the leader epochs of partitions this broker

@@ -55,11 +55,15 @@ func clusterBrokers(snap *clustermeta.Snapshot, l *Listener) []clusterBroker {
 }
 
 // clusterControllerID is the controller's node id when it is registered;
-// otherwise (no controller elected) this broker, so clients that send
-// admin requests to "the controller" reach a broker that serves them.
+// otherwise (no controller elected) the lowest registered node id (every
+// broker answers the same), so clients that send admin requests to "the
+// controller" reach a broker that serves them (any broker does).
 func (s *Server) clusterControllerID(snap *clustermeta.Snapshot) int32 {
 	if _, ok := snap.Brokers[snap.Controller]; ok && snap.Controller != clustermeta.NoLeader {
 		return snap.Controller
+	}
+	if bs := liveBrokers(snap); len(bs) > 0 {
+		return bs[0].NodeID
 	}
 	return s.cfg.NodeID
 }

@@ -88,7 +88,7 @@ func (cm *clusterMode) removeOrphanDirs() {
 	}
 	removed := false
 	for _, n := range names {
-		topic, ok := partitionDirTopic(n)
+		topic, _, ok := partitionDirTopic(n)
 		if !ok || c.topic(topic) != nil {
 			continue
 		}
@@ -113,18 +113,20 @@ func (cm *clusterMode) removeOrphanDirs() {
 	}
 }
 
-// partitionDirTopic parses a partition directory name "<topic>-<n>".
-func partitionDirTopic(name string) (string, bool) {
+// partitionDirTopic parses a partition directory name "<topic>-<n>" (n
+// as partitionDir writes it: decimal, no sign or leading zero).
+func partitionDirTopic(name string) (string, int32, bool) {
 	i := strings.LastIndexByte(name, '-')
 	if i <= 0 || i == len(name)-1 {
-		return "", false
+		return "", 0, false
 	}
-	if _, err := strconv.ParseUint(name[i+1:], 10, 31); err != nil {
-		return "", false
+	n, err := strconv.ParseUint(name[i+1:], 10, 31)
+	if err != nil || strconv.FormatUint(n, 10) != name[i+1:] {
+		return "", 0, false
 	}
 	topic := name[:i]
 	if validateTopicName(topic) != nil {
-		return "", false
+		return "", 0, false
 	}
-	return topic, true
+	return topic, int32(n), true
 }

@@ -32,8 +32,18 @@
 // first keeps what it cuts in a keep topic and the failback's conversion
 // of a writable topic into a pull mirror (link_repair.go).
 //
-// In cluster mode (Config.Cluster, cluster_config.go) each hosted replica
-// leads or follows at the store's leader epoch (replica_role.go): the
+// In cluster mode (Config.Cluster, cluster_config.go names each part's
+// files) it keeps no cluster metadata of its own: the topics, partitions
+// and producer-id blocks come from the cluster store (clustermeta), which
+// one reconciler goroutine follows, building topics and opening the logs
+// of the replicas this broker hosts, applying each hosted partition's role
+// in the store's order (cluster_mode.go); the topic admin APIs write to
+// the store and wait until the reconciler applied the write
+// (cluster_mode_admin.go); Metadata and the describe APIs answer for the
+// whole cluster (cluster_mode_describe.go). It must not decide leaders or
+// ISRs there (the controller and the leaders' ISR writes do).
+//
+// Each hosted replica leads or follows at the store's leader epoch (replica_role.go): the
 // leader tracks its followers' fetches, the high watermark and the ISR,
 // whose changes it writes to the store fenced by its registration, and
 // answers acks=all at the high watermark (replica_leader.go); a follower's

@@ -635,8 +635,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// process.
 	go s.policy.close()
 	s.stopCleaners()
-	s.shutdownReplication() // cluster mode: the last high-watermark checkpoint
 	s.leaveCluster(ctx)
+	s.shutdownReplication() // cluster mode: the last high-watermark checkpoint
 	s.cluster.close()
 	s.lock.release()
 	s.log.Info("broker stopped")
