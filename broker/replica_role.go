@@ -14,7 +14,8 @@ package broker
 // replica_follower.go.
 //
 // The partition's leader epoch (Partition.leaderEpoch) follows the store
-// in cluster mode and is never persisted locally there.
+// in cluster mode (raised, never lowered: an older state is never
+// applied) and is never persisted locally there.
 
 import (
 	"fmt"
@@ -115,7 +116,7 @@ func (s *Server) applyRole(p *Partition, st clustermeta.PartitionState) {
 			// takes writes.
 			s.unfollow(p)
 		}
-		p.leaderEpoch.Store(st.LeaderEpoch)
+		p.raiseLeaderEpoch(st.LeaderEpoch)
 		ls := newLeaderState(s, p, st)
 		p.repl.Store(&replState{leader: true, epoch: st.LeaderEpoch, leaderID: self, lead: ls})
 		if cur != nil && cur.leader {
@@ -134,7 +135,7 @@ func (s *Server) applyRole(p *Partition, st clustermeta.PartitionState) {
 		return // only the ISR or the assignment changed
 	}
 	p.repl.Store(&replState{epoch: st.LeaderEpoch, leaderID: st.Leader})
-	p.leaderEpoch.Store(st.LeaderEpoch)
+	p.raiseLeaderEpoch(st.LeaderEpoch)
 	if cur != nil && cur.leader {
 		cur.lead.resign()
 		if isInternalTopic(p.Topic.Name) {
