@@ -127,7 +127,9 @@ func (b *Builder) Apply(rev int64, kvs []KV) *Snapshot {
 		case strings.HasPrefix(rest, keyPartitions):
 			topic, n, err := partitionKey(b.keys, kv.Key)
 			if err != nil {
-				bad(err)
+				if !kv.Deleted {
+					bad(err)
+				}
 				continue
 			}
 			dirty[topic] = true

@@ -63,26 +63,16 @@ func ParseUUID(s string) ([16]byte, error) {
 	return id, nil
 }
 
-// storedTopic and storedPartition are the values' JSON forms: the records
-// with their ids as text.
+// storedTopic and storedPartition are the values' JSON forms: the
+// records with their ids as text (the outer field hides the record's).
 type storedTopic struct {
-	Name       string            `json:"name"`
-	ID         string            `json:"id"`
-	Partitions int32             `json:"partitions"`
-	Configs    map[string]string `json:"configs,omitempty"`
+	TopicRecord
+	ID string `json:"id"`
 }
 
 type storedPartition struct {
-	Topic            string  `json:"topic"`
-	TopicID          string  `json:"topic_id"`
-	Partition        int32   `json:"partition"`
-	Replicas         []int32 `json:"replicas"`
-	ISR              []int32 `json:"isr"`
-	Leader           int32   `json:"leader"`
-	LeaderEpoch      int32   `json:"leader_epoch"`
-	PartitionEpoch   int32   `json:"partition_epoch"`
-	AddingReplicas   []int32 `json:"adding_replicas,omitempty"`
-	RemovingReplicas []int32 `json:"removing_replicas,omitempty"`
+	PartitionState
+	TopicID string `json:"topic_id"`
 }
 
 type storedProducerIDs struct {
@@ -106,17 +96,12 @@ func EncodeBroker(b BrokerInfo) []byte { return mustJSON(b) }
 
 // EncodeTopic is a topic record's stored value.
 func EncodeTopic(t TopicRecord) []byte {
-	return mustJSON(storedTopic{Name: t.Name, ID: FormatUUID(t.ID), Partitions: t.Partitions, Configs: t.Configs})
+	return mustJSON(storedTopic{TopicRecord: t, ID: FormatUUID(t.ID)})
 }
 
 // EncodePartition is a partition state's stored value.
 func EncodePartition(p PartitionState) []byte {
-	return mustJSON(storedPartition{
-		Topic: p.Topic, TopicID: FormatUUID(p.TopicID), Partition: p.Partition,
-		Replicas: p.Replicas, ISR: p.ISR, Leader: p.Leader,
-		LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
-		AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas,
-	})
+	return mustJSON(storedPartition{PartitionState: p, TopicID: FormatUUID(p.TopicID)})
 }
 
 // EncodeProducerIDs and DecodeProducerIDs are the allocator's value: the
@@ -194,7 +179,9 @@ func DecodeTopic(k Keys, key string, value []byte) (TopicRecord, error) {
 	if s.Partitions < 0 {
 		return t, corrupt(key, fmt.Errorf("partitions %d", s.Partitions))
 	}
-	return TopicRecord{Name: s.Name, ID: id, Partitions: s.Partitions, Configs: s.Configs}, nil
+	t = s.TopicRecord
+	t.ID = id
+	return t, nil
 }
 
 // partitionKey splits partitions/<topic>/<n>.
@@ -236,12 +223,9 @@ func DecodePartition(k Keys, key string, value []byte) (PartitionState, error) {
 	if s.Leader < NoLeader || s.LeaderEpoch < 0 || s.PartitionEpoch < 0 {
 		return p, corrupt(key, fmt.Errorf("leader %d, leader epoch %d, partition epoch %d", s.Leader, s.LeaderEpoch, s.PartitionEpoch))
 	}
-	return PartitionState{
-		Topic: s.Topic, TopicID: id, Partition: s.Partition,
-		Replicas: s.Replicas, ISR: s.ISR, Leader: s.Leader,
-		LeaderEpoch: s.LeaderEpoch, PartitionEpoch: s.PartitionEpoch,
-		AddingReplicas: s.AddingReplicas, RemovingReplicas: s.RemovingReplicas,
-	}, nil
+	p = s.PartitionState
+	p.TopicID = id
+	return p, nil
 }
 
 // DecodeProducerIDs reads EncodeProducerIDs' value at key.

@@ -464,6 +464,44 @@ var behaviours = []struct {
 			t.Fatalf("watch buffers %d snapshots", cap(w))
 		}
 	}},
+	{"concurrent read-modify-write: no update lost", func(t *testing.T, h harness) {
+		mustCreate(t, h.st, "race", 1)
+		const writers, rounds = 4, 8
+		var won sync.Map
+		var wg sync.WaitGroup
+		for g := 0; g < writers; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for done := 0; done < rounds; {
+					s, err := h.st.Snapshot(context.Background())
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					p, _ := s.Partition("race", 0)
+					p.PartitionEpoch++
+					_, err = h.st.CASPartitions(context.Background(), clustermeta.Fence{}, []clustermeta.PartitionState{p})
+					if errors.Is(err, clustermeta.ErrConflict) {
+						continue
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if _, dup := won.LoadOrStore(p.PartitionEpoch, g); dup {
+						t.Errorf("partition epoch %d written twice", p.PartitionEpoch)
+					}
+					done++
+				}
+			}()
+		}
+		wg.Wait()
+		p, _ := snap(t, h.st).Partition("race", 0)
+		if p.PartitionEpoch != writers*rounds {
+			t.Fatalf("partition epoch %d after %d successful increments", p.PartitionEpoch, writers*rounds)
+		}
+	}},
 	{"producer ids never repeat across concurrent callers", func(t *testing.T, h harness) {
 		type block struct{ first, n int64 }
 		var mu sync.Mutex

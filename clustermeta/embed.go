@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap/zapcore"
@@ -15,9 +16,11 @@ import (
 // (go.etcd.io/etcd/server/v3/embed): for small clusters and tests, one
 // member per broker, the members listed in InitialCluster.
 type EmbedConfig struct {
-	// Name is the member's name (default "node-<id>").
+	// Name is the member's name (required; serve names it "node-<id>").
 	Name string
-	// Dir is the member's data directory.
+	// Dir is the member's data directory (created 0700 if absent). A
+	// member restarts from it: the initial cluster is read only when it
+	// is empty.
 	Dir string
 	// ClientURL and PeerURL are where the member listens
 	// ("http://127.0.0.1:2379").
@@ -37,18 +40,32 @@ type Embedded struct {
 }
 
 type embedded struct {
-	e    *embed.Etcd
-	once sync.Once
+	e       *embed.Etcd
+	once    sync.Once
+	closing *atomic.Bool
 }
 
-func (m *embedded) close() { m.once.Do(m.e.Close) }
+func (m *embedded) close() {
+	m.once.Do(func() {
+		m.closing.Store(true)
+		select {
+		case <-m.e.Server.ReadyNotify():
+		default:
+			// Never ready (no quorum): embed's Close waits for client
+			// serving that waits for the server to be ready or stopping,
+			// so stop the server first.
+			m.e.Server.HardStop()
+		}
+		m.e.Close()
+	})
+}
 
 // Limits of the embedded member above etcd's defaults (128 operations,
 // 1.5 MiB per request): CreateTopic writes one key per partition in one
 // transaction.
 const (
 	embedMaxTxnOps       = 1 << 16
-	embedMaxRequestBytes = 32 << 20
+	embedMaxRequestBytes = 10 << 20
 )
 
 // StartEmbedded starts the member and waits until it serves (the
@@ -82,19 +99,21 @@ func StartEmbedded(ctx context.Context, c EmbedConfig) (*Embedded, error) {
 		cfg.InitialClusterToken = c.ClusterToken
 	}
 	cfg.ClusterState = embed.ClusterStateFlagNew
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(quietLogger(zapcore.WarnLevel))
+	closing := new(atomic.Bool)
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(quietLogger(zapcore.WarnLevel, closing))
 	cfg.MaxTxnOps = embedMaxTxnOps
 	cfg.MaxRequestBytes = embedMaxRequestBytes
 	// Keep the last 100000 revisions for watches that fall behind (a
 	// compacted watch reloads), not every revision forever.
 	cfg.AutoCompactionMode = embed.CompactorModeRevision
 	cfg.AutoCompactionRetention = "100000"
-	cfg.ListenMetricsUrls = nil
+	// Brokers speak gRPC to it; no JSON gateway.
+	cfg.EnableGRPCGateway = false
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("clustermeta: starting etcd member %s: %w", c.Name, err)
 	}
-	m := &embedded{e: e}
+	m := &embedded{e: e, closing: closing}
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():

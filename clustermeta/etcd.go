@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -50,7 +51,7 @@ func Open(ctx context.Context, c Config) (Store, error) {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   c.Endpoints,
 		DialTimeout: c.DialTimeout,
-		Logger:      quietLogger(zapcore.ErrorLevel),
+		Logger:      quietLogger(zapcore.ErrorLevel, nil),
 		// Keep-alive pings find a dead member so the client moves on.
 		DialKeepAliveTime:    2 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
@@ -70,10 +71,36 @@ func Open(ctx context.Context, c Config) (Store, error) {
 }
 
 // quietLogger is etcd's zap logger: only lev and above, on stderr, so the
-// broker's stdout stays its own.
-func quietLogger(lev zapcore.Level) *zap.Logger {
+// broker's stdout stays its own; without the warnings every embedded
+// start prints about choices made on purpose (one port for gRPC and
+// HTTP, simple auth tokens: the member serves loopback clients without
+// auth), and silent once closing is set (a member's shutdown logs its
+// closed listeners as errors).
+func quietLogger(lev zapcore.Level, closing *atomic.Bool) *zap.Logger {
 	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
-	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(os.Stderr)), lev))
+	core := zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(os.Stderr)), lev)
+	return zap.New(quietCore{Core: core, closing: closing})
+}
+
+var logNoise = map[string]bool{
+	"Running http and grpc server on single port. This is not recommended for production.": true,
+	"simple token is not cryptographically signed":                                         true,
+}
+
+type quietCore struct {
+	zapcore.Core
+	closing *atomic.Bool
+}
+
+func (c quietCore) With(f []zapcore.Field) zapcore.Core {
+	return quietCore{Core: c.Core.With(f), closing: c.closing}
+}
+
+func (c quietCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if logNoise[e.Message] || c.closing != nil && c.closing.Load() && e.Level < zapcore.FatalLevel {
+		return ce
+	}
+	return c.Core.Check(e, ce)
 }
 
 type etcdStore struct {
@@ -84,6 +111,9 @@ type etcdStore struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// beforeFollow, when set (tests), runs between a watch's load and its
+	// watch from the loaded revision.
+	beforeFollow func(rev int64)
 }
 
 // newClusterID is a random Kafka Uuid in its text form (kafka-storage's
@@ -96,20 +126,16 @@ func newClusterID() string {
 
 func (s *etcdStore) ensureClusterID(ctx context.Context) (string, error) {
 	key := s.keys.ClusterID()
+	id := newClusterID()
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(encodeClusterID(newClusterID())))).
+		Then(clientv3.OpPut(key, string(encodeClusterID(id)))).
 		Else(clientv3.OpGet(key)).Commit()
 	if err != nil {
 		return "", fmt.Errorf("clustermeta: reading the cluster id: %w", err)
 	}
 	if resp.Succeeded {
-		// Read back what was written (one value, whoever won).
-		g, err := s.cli.Get(ctx, key)
-		if err != nil {
-			return "", fmt.Errorf("clustermeta: reading the cluster id: %w", err)
-		}
-		return decodeClusterID(key, g.Kvs[0].Value)
+		return id, nil // the first opener
 	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
 	if len(kvs) == 0 {
@@ -133,6 +159,10 @@ func toKVs(kvs []*mvccpb.KeyValue) []KV {
 	}
 	return out
 }
+
+// loadTimeout bounds a watch's reload, so a member without a leader does
+// not hold the watch: it retries (the client moves to another endpoint).
+const loadTimeout = 10 * time.Second
 
 func (s *etcdStore) load(ctx context.Context, b *Builder) (*Snapshot, error) {
 	resp, err := s.cli.Get(ctx, s.keys.Prefix, clientv3.WithPrefix())
@@ -162,12 +192,17 @@ func (s *etcdStore) Watch(ctx context.Context) <-chan *Snapshot {
 		defer cancel()
 		b := NewBuilder(s.keys, s.clusterID)
 		for wctx.Err() == nil {
-			snap, err := s.load(wctx, b)
+			lctx, lcancel := context.WithTimeout(wctx, loadTimeout)
+			snap, err := s.load(lctx, b)
+			lcancel()
 			if err != nil {
 				pause(wctx, 200*time.Millisecond)
 				continue
 			}
 			deliver(out, snap)
+			if s.beforeFollow != nil {
+				s.beforeFollow(snap.Revision)
+			}
 			s.follow(wctx, b, out, snap.Revision)
 			pause(wctx, 50*time.Millisecond)
 		}
@@ -228,10 +263,7 @@ func (s *etcdStore) CreateTopic(ctx context.Context, t TopicRecord, parts []Part
 		return t, nil, err
 	}
 	key := s.keys.Topic(t.Name)
-	ops := []clientv3.Op{clientv3.OpPut(key, string(EncodeTopic(t)))}
-	for _, p := range parts {
-		ops = append(ops, clientv3.OpPut(s.keys.Partition(p.Topic, p.Partition), string(EncodePartition(p))))
-	}
+	ops := append([]clientv3.Op{clientv3.OpPut(key, string(EncodeTopic(t)))}, s.partitionOps(parts)...)
 	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).Then(ops...).Commit()
 	if err != nil {
 		return t, nil, fmt.Errorf("clustermeta: creating topic %s: %w", t.Name, err)
@@ -280,7 +312,9 @@ func (s *etcdStore) putTopic(ctx context.Context, version int64, t TopicRecord, 
 	return t, nil
 }
 
-func (s *etcdStore) UpdateTopic(ctx context.Context, t TopicRecord) (TopicRecord, error) {
+// changeTopic writes what change makes of the stored record of t if its
+// version and id are t's (ErrConflict otherwise, ErrNotFound if gone).
+func (s *etcdStore) changeTopic(ctx context.Context, t TopicRecord, change func(stored TopicRecord) (TopicRecord, []clientv3.Op, error)) (TopicRecord, error) {
 	stored, err := s.getTopic(ctx, t.Name)
 	if err != nil {
 		return t, err
@@ -288,27 +322,33 @@ func (s *etcdStore) UpdateTopic(ctx context.Context, t TopicRecord) (TopicRecord
 	if stored.Version != t.Version || stored.ID != t.ID {
 		return t, ErrConflict
 	}
-	stored.Configs = t.Configs
-	return s.putTopic(ctx, t.Version, stored)
+	next, ops, err := change(stored)
+	if err != nil {
+		return t, err
+	}
+	return s.putTopic(ctx, t.Version, next, ops...)
+}
+
+func (s *etcdStore) UpdateTopic(ctx context.Context, t TopicRecord) (TopicRecord, error) {
+	return s.changeTopic(ctx, t, func(stored TopicRecord) (TopicRecord, []clientv3.Op, error) {
+		stored.Configs = t.Configs
+		return stored, nil, nil
+	})
 }
 
 func (s *etcdStore) AddPartitions(ctx context.Context, t TopicRecord, parts []PartitionState) (TopicRecord, error) {
-	stored, err := s.getTopic(ctx, t.Name)
-	if err != nil {
-		return t, err
-	}
-	if stored.Version != t.Version || stored.ID != t.ID {
-		return t, ErrConflict
-	}
-	next, err := AddedPartitions(stored, t, parts)
-	if err != nil {
-		return t, err
-	}
+	return s.changeTopic(ctx, t, func(stored TopicRecord) (TopicRecord, []clientv3.Op, error) {
+		next, err := AddedPartitions(stored, t, parts)
+		return next, s.partitionOps(parts), err
+	})
+}
+
+func (s *etcdStore) partitionOps(parts []PartitionState) []clientv3.Op {
 	ops := make([]clientv3.Op, len(parts))
 	for i, p := range parts {
 		ops[i] = clientv3.OpPut(s.keys.Partition(p.Topic, p.Partition), string(EncodePartition(p)))
 	}
-	return s.putTopic(ctx, t.Version, next, ops...)
+	return ops
 }
 
 func (s *etcdStore) DeleteTopic(ctx context.Context, name string, id [16]byte) error {
@@ -424,8 +464,8 @@ func (s *etcdStore) AllocateProducerIDs(ctx context.Context, n int64) (int64, er
 const maxProducerID = int64(1<<63 - 1)
 
 func (s *etcdStore) Register(ctx context.Context, b BrokerInfo, ttlSeconds int64) (*Session, error) {
-	if b.NodeID < 0 {
-		return nil, fmt.Errorf("clustermeta: node id %d", b.NodeID)
+	if b.NodeID < 0 || ttlSeconds <= 0 {
+		return nil, fmt.Errorf("clustermeta: registering node id %d with a TTL of %d s", b.NodeID, ttlSeconds)
 	}
 	lease, err := s.cli.Grant(ctx, ttlSeconds)
 	if err != nil {
@@ -503,7 +543,17 @@ func (e *etcdSession) Close(ctx context.Context) error {
 }
 
 func (s *etcdStore) Campaign(ctx context.Context, nodeID int32, ttlSeconds int64) (*Leadership, error) {
-	sess, err := concurrency.NewSession(s.cli, concurrency.WithTTL(int(ttlSeconds)), concurrency.WithContext(s.ctx))
+	if nodeID < 0 || ttlSeconds <= 0 {
+		return nil, fmt.Errorf("clustermeta: campaign of node id %d with a TTL of %d s", nodeID, ttlSeconds)
+	}
+	// The lease is granted under ctx (the session's own grant would wait
+	// on the store's context alone); the session keeps it alive until the
+	// store closes.
+	lease, err := s.cli.Grant(ctx, ttlSeconds)
+	if err != nil {
+		return nil, fmt.Errorf("clustermeta: controller candidacy's lease: %w", err)
+	}
+	sess, err := concurrency.NewSession(s.cli, concurrency.WithLease(lease.ID), concurrency.WithContext(s.ctx))
 	if err != nil {
 		return nil, fmt.Errorf("clustermeta: controller session: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,15 +35,20 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// FreeURL is an http URL on a free loopback port.
-func FreeURL(t testing.TB) string {
+// FreeURLs are n distinct http URLs on loopback ports that were free a
+// moment ago (all listened on at once, so none is handed out twice).
+func FreeURLs(t testing.TB, n int) []string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	urls := make([]string, n)
+	for i := range urls {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		urls[i] = "http://" + l.Addr().String()
 	}
-	defer l.Close()
-	return "http://" + l.Addr().String()
+	return urls
 }
 
 // SharedEndpoint is the shared member's client URL.
@@ -55,8 +61,9 @@ func SharedEndpoint(t testing.TB) string {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		urls := FreeURLs(t, 2)
 		testMember.e, testMember.err = StartEmbedded(ctx, EmbedConfig{
-			Name: "test", Dir: testMember.dir, ClientURL: FreeURL(t), PeerURL: FreeURL(t),
+			Name: "test", Dir: filepath.Join(testMember.dir, "etcd"), ClientURL: urls[0], PeerURL: urls[1],
 		})
 	})
 	if testMember.err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sort"
 	"sync"
 
 	"github.com/verbatim-kafka/verbatim/client"
@@ -115,9 +116,12 @@ func (l *memLog) isPrefixOf(o *memLog) string {
 	if l.end > o.end {
 		return fmt.Sprintf("log end %d beyond the leader's %d", l.end, o.end)
 	}
-	at := map[int64][]byte{}
-	for _, b := range o.batches {
-		at[kbatch.BaseOffset(b)] = b
+	at := func(base int64) []byte { // o's batch at base, nil when none
+		i := sort.Search(len(o.batches), func(i int) bool { return kbatch.BaseOffset(o.batches[i]) >= base })
+		if i < len(o.batches) && kbatch.BaseOffset(o.batches[i]) == base {
+			return o.batches[i]
+		}
+		return nil
 	}
 	next := int64(-1)
 	for _, b := range l.batches {
@@ -129,7 +133,7 @@ func (l *memLog) isPrefixOf(o *memLog) string {
 		if next <= o.start {
 			continue // below the leader's log start
 		}
-		if lb, ok := at[base]; !ok || !bytes.Equal(lb, b) {
+		if lb := at(base); lb == nil || !bytes.Equal(lb, b) {
 			return fmt.Sprintf("batch %d-%d (epoch %d) is not the leader's", base, next-1, kbatch.LeaderEpoch(b))
 		}
 	}

@@ -134,6 +134,7 @@ func (f *fetcher) snapshot() []*partition {
 func (f *fetcher) run(ctx context.Context) {
 	bo := client.NewBackoff(f.cfg.clock, 0)
 	var ld leader
+	unreachable := false
 	defer func() {
 		if ld != nil {
 			ld.Close()
@@ -145,11 +146,19 @@ func (f *fetcher) run(ctx context.Context) {
 			if ld, err = f.cfg.dialFunc(ctx, f.leaderID); err != nil {
 				ld = nil
 				if ctx.Err() == nil {
-					f.log.Warn("replica fetcher: cannot reach the leader", "err", err)
+					// Once per outage (a dead leader is dialled until
+					// its partitions move away).
+					lvl := slog.LevelWarn
+					if unreachable {
+						lvl = slog.LevelDebug
+					}
+					f.log.Log(ctx, lvl, "replica fetcher: cannot reach the leader", "err", err)
 				}
+				unreachable = true
 				_ = bo.Wait(ctx)
 				continue
 			}
+			unreachable = false
 		}
 		r, err := f.round(ctx, ld)
 		if err != nil {

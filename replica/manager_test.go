@@ -250,7 +250,8 @@ func TestManagerOutOfRange(t *testing.T) {
 	if err := kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode); err != nil {
 		t.Fatal(err)
 	}
-	_, end0 := testkit.ReadLog(t, fx.ctx, fx.cluster(), "r", 0)
+	cl := fx.cluster()
+	_, end0 := testkit.ReadLog(t, fx.ctx, cl, "r", 0)
 	m := NewManager(Config{Host: fx.host, MaxWaitMs: 20, Log: quietLog()})
 	defer m.Close()
 	m.Follow(fx.parts)
@@ -271,7 +272,7 @@ func TestManagerOutOfRange(t *testing.T) {
 	fx.produce(3, "p")
 	for {
 		s0 := fx.host.replica(clientTP("r", 0)).snapshot()
-		_, end := testkit.ReadLog(t, fx.ctx, fx.cluster(), "r", 0)
+		_, end := testkit.ReadLog(t, fx.ctx, cl, "r", 0)
 		if s0.start == end0 && s0.end == end {
 			break
 		}
@@ -279,5 +280,48 @@ func TestManagerOutOfRange(t *testing.T) {
 			t.Fatalf("partition 0: replica %s, leader ends at %d", describe(&s0), end)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// flakyConn breaks after reading left bytes: a leader connection lost
+// in the middle of an answer.
+type flakyConn struct {
+	net.Conn
+	left int
+}
+
+func (c *flakyConn) Read(b []byte) (int, error) {
+	if c.left <= 0 {
+		c.Conn.Close()
+		return 0, net.ErrClosed
+	}
+	n, err := c.Conn.Read(b[:min(len(b), c.left)])
+	c.left -= n
+	return n, err
+}
+
+// TestManagerReconnects: connections that break every few answers (lost
+// answers, requests cut off) are dialled again and the copy is still
+// exact.
+func TestManagerReconnects(t *testing.T) {
+	fx := newLeaderFixture(t, 3)
+	fx.produce(20, "z")
+	fx.host.opts.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		fx.dials.Add(1)
+		var d net.Dialer
+		cn, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &flakyConn{Conn: cn, left: 3000}, nil
+	}
+	m := NewManager(Config{Host: fx.host, MaxWaitMs: 20, PartitionMaxBytes: 512, Log: quietLog()})
+	defer m.Close()
+	m.Follow(fx.parts)
+	fx.waitCopied(0, 1, 2)
+	if n := fx.dials.Load(); n < 2 {
+		t.Fatalf("%d dials: the connections did not break", n)
+	} else {
+		t.Logf("%d dials", n)
 	}
 }

@@ -421,7 +421,7 @@ func (s *sim) converged() bool {
 
 // TestFetcherSim runs the simulation over many seeds.
 func TestFetcherSim(t *testing.T) {
-	seeds := 300
+	seeds := 200
 	if testing.Short() {
 		seeds = 60
 	}

@@ -211,11 +211,7 @@ func (s *Store) CreateTopic(ctx context.Context, t clustermeta.TopicRecord, part
 	if s.createRev(s.keys.Topic(t.Name)) != 0 {
 		return t, nil, clustermeta.ErrTopicExists
 	}
-	ops := []op{{key: s.keys.Topic(t.Name), value: clustermeta.EncodeTopic(t)}}
-	for _, p := range parts {
-		ops = append(ops, op{key: s.keys.Partition(p.Topic, p.Partition), value: clustermeta.EncodePartition(p)})
-	}
-	rev := s.commitLocked(ops)
+	rev := s.commitLocked(append([]op{{key: s.keys.Topic(t.Name), value: clustermeta.EncodeTopic(t)}}, s.partitionOps(parts)...))
 	t.Version = rev
 	out := make([]clustermeta.PartitionState, len(parts))
 	for i, p := range parts {
@@ -225,8 +221,13 @@ func (s *Store) CreateTopic(ctx context.Context, t clustermeta.TopicRecord, part
 	return t, out, nil
 }
 
-// topicLocked is a topic's stored record at version.
-func (s *Store) topicLocked(t clustermeta.TopicRecord) (clustermeta.TopicRecord, error) {
+// changeTopic writes what change makes of the stored record of t if its
+// version and id are t's (ErrConflict otherwise, ErrNotFound if gone).
+func (s *Store) changeTopic(t clustermeta.TopicRecord, change func(stored clustermeta.TopicRecord) (clustermeta.TopicRecord, []op, error)) (clustermeta.TopicRecord, error) {
+	if err := s.lock(); err != nil {
+		return t, err
+	}
+	defer s.mu.Unlock()
 	key := s.keys.Topic(t.Name)
 	e := s.kv[key]
 	if e == nil {
@@ -239,42 +240,34 @@ func (s *Store) topicLocked(t clustermeta.TopicRecord) (clustermeta.TopicRecord,
 	if e.modRev != t.Version || stored.ID != t.ID {
 		return t, clustermeta.ErrConflict
 	}
-	return stored, nil
+	next, ops, err := change(stored)
+	if err != nil {
+		return t, err
+	}
+	next.Version = s.commitLocked(append([]op{{key: key, value: clustermeta.EncodeTopic(next)}}, ops...))
+	return next, nil
 }
 
 func (s *Store) UpdateTopic(ctx context.Context, t clustermeta.TopicRecord) (clustermeta.TopicRecord, error) {
-	if err := s.lock(); err != nil {
-		return t, err
-	}
-	defer s.mu.Unlock()
-	stored, err := s.topicLocked(t)
-	if err != nil {
-		return t, err
-	}
-	stored.Configs = t.Configs
-	stored.Version = s.commitLocked([]op{{key: s.keys.Topic(t.Name), value: clustermeta.EncodeTopic(stored)}})
-	return stored, nil
+	return s.changeTopic(t, func(stored clustermeta.TopicRecord) (clustermeta.TopicRecord, []op, error) {
+		stored.Configs = t.Configs
+		return stored, nil, nil
+	})
 }
 
 func (s *Store) AddPartitions(ctx context.Context, t clustermeta.TopicRecord, parts []clustermeta.PartitionState) (clustermeta.TopicRecord, error) {
-	if err := s.lock(); err != nil {
-		return t, err
+	return s.changeTopic(t, func(stored clustermeta.TopicRecord) (clustermeta.TopicRecord, []op, error) {
+		next, err := clustermeta.AddedPartitions(stored, t, parts)
+		return next, s.partitionOps(parts), err
+	})
+}
+
+func (s *Store) partitionOps(parts []clustermeta.PartitionState) []op {
+	ops := make([]op, len(parts))
+	for i, p := range parts {
+		ops[i] = op{key: s.keys.Partition(p.Topic, p.Partition), value: clustermeta.EncodePartition(p)}
 	}
-	defer s.mu.Unlock()
-	stored, err := s.topicLocked(t)
-	if err != nil {
-		return t, err
-	}
-	next, err := clustermeta.AddedPartitions(stored, t, parts)
-	if err != nil {
-		return t, err
-	}
-	ops := []op{{key: s.keys.Topic(t.Name), value: clustermeta.EncodeTopic(next)}}
-	for _, p := range parts {
-		ops = append(ops, op{key: s.keys.Partition(p.Topic, p.Partition), value: clustermeta.EncodePartition(p)})
-	}
-	next.Version = s.commitLocked(ops)
-	return next, nil
+	return ops
 }
 
 func (s *Store) DeleteTopic(ctx context.Context, name string, id [16]byte) error {
@@ -398,8 +391,8 @@ func (s *Store) Expire(node int32) {
 }
 
 func (s *Store) Register(ctx context.Context, b clustermeta.BrokerInfo, ttlSeconds int64) (*clustermeta.Session, error) {
-	if b.NodeID < 0 {
-		return nil, fmt.Errorf("memstore: node id %d", b.NodeID)
+	if b.NodeID < 0 || ttlSeconds <= 0 {
+		return nil, fmt.Errorf("memstore: registering node id %d with a TTL of %d s", b.NodeID, ttlSeconds)
 	}
 	if err := s.lock(); err != nil {
 		return nil, err
@@ -447,6 +440,9 @@ func (ss *session) Close(ctx context.Context) error {
 }
 
 func (s *Store) Campaign(ctx context.Context, nodeID int32, ttlSeconds int64) (*clustermeta.Leadership, error) {
+	if nodeID < 0 || ttlSeconds <= 0 {
+		return nil, fmt.Errorf("memstore: campaign of node id %d with a TTL of %d s", nodeID, ttlSeconds)
+	}
 	if err := s.lock(); err != nil {
 		return nil, err
 	}
