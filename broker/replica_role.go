@@ -26,6 +26,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/clustermeta"
 )
 
@@ -58,6 +59,9 @@ type replServer struct {
 	ckpt     map[TopicPartition]int64
 	// ckptMu serialises checkpoint writes.
 	ckptMu sync.Mutex
+	// interBroker is how followers dial leaders (SetInterBrokerClient;
+	// nil: plaintext).
+	interBroker atomic.Pointer[client.Options]
 }
 
 func (r *replServer) clock() time.Time {

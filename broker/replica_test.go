@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"crypto/tls"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/clustermeta"
 )
 
@@ -450,5 +452,18 @@ func TestHWCheckpointFormat(t *testing.T) {
 		if _, err := parseHWCheckpoint([]byte(bad)); err == nil {
 			t.Errorf("parse %q: no error", bad)
 		}
+	}
+}
+
+func TestInterBrokerClient(t *testing.T) {
+	c := newReplCluster(t, 1, nil)
+	s := c.nodes[1].srv()
+	if o := s.InterBrokerClient(); o.TLS != nil || o.SASL != nil || o.ClientID != "verbatim-replica-1" {
+		t.Fatalf("default inter-broker client: %+v", o)
+	}
+	tc := &tls.Config{ServerName: "broker"}
+	s.SetInterBrokerClient(client.Options{TLS: tc})
+	if o := s.InterBrokerClient(); o.TLS != tc || o.ClientID != "verbatim-replica-1" {
+		t.Fatalf("inter-broker client after SetInterBrokerClient: %+v", o)
 	}
 }
