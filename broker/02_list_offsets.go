@@ -28,6 +28,10 @@ package broker
 //     UNKNOWN_LEADER_EPOCH. Unknown topic/partition:
 //     UNKNOWN_TOPIC_OR_PARTITION. A special timestamp newer than the
 //     request version allows: UNSUPPORTED_VERSION.
+//   - Cluster mode: only the leader answers (NOT_LEADER_OR_FOLLOWER
+//     elsewhere; Kafka's debugging replica id -2 may ask any replica); the
+//     high watermark is the replicated one, and a replica's (replica id
+//     >= 0) LATEST is the log end, as Kafka answers followers.
 //
 // Authorization (with the authorizer on, authorize.go): DESCRIBE on the
 // topic (TOPIC_AUTHORIZATION_FAILED).
