@@ -9,7 +9,10 @@ package broker
 // an offset above the high watermark (or below -1) is OFFSET_OUT_OF_RANGE;
 // a topic whose cleanup.policy does not include delete is POLICY_VIOLATION
 // (as Kafka refuses it on compacted topics); unknown partitions are
-// UNKNOWN_TOPIC_OR_PARTITION.
+// UNKNOWN_TOPIC_OR_PARTITION. In cluster mode only the leader deletes
+// (NOT_LEADER_OR_FOLLOWER elsewhere), up to the replicated high watermark;
+// the followers take the new log start with their next fetch (Kafka
+// answers once they have it).
 //
 // Authorization (with the authorizer on, authorize.go): DELETE on the
 // topic; the mirror log-start forward and the writer registration WRITE

@@ -9,7 +9,8 @@ package broker
 // older than every stored epoch). CurrentLeaderEpoch (KIP-320) fences
 // stale (FENCED_LEADER_EPOCH) and future (UNKNOWN_LEADER_EPOCH) callers.
 // Consumers (ReplicaID -1) and replicas are answered alike; a single node
-// has no followers. An epoch newer than every stored one but not newer
+// has no followers. In cluster mode only the leader answers, consumers
+// and followers alike (NOT_LEADER_OR_FOLLOWER elsewhere). An epoch newer than every stored one but not newer
 // than the partition's current epoch ends at the log end, as on a Kafka
 // leader, whose cache holds its own epoch from its election on.
 //

@@ -73,13 +73,26 @@ func (s *Server) LeaderAddr(node int32) (string, bool) {
 	return net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port))), true
 }
 
-// InterBrokerClient implements replica.Host: how followers dial leaders.
-// The inter-broker listener is plaintext in this first slice of cluster
-// mode (TLS and SASL between brokers come with inter.broker.listener.name's
-// security settings).
+// InterBrokerClient implements replica.Host: how followers dial leaders,
+// plaintext unless SetInterBrokerClient gave the inter-broker listener's
+// TLS and SASL.
 func (s *Server) InterBrokerClient() client.Options {
-	return client.Options{ClientID: "verbatim-replica-" + strconv.Itoa(int(s.cfg.NodeID))}
+	var o client.Options
+	if set := s.repl.interBroker.Load(); set != nil {
+		o = *set
+	}
+	if o.ClientID == "" {
+		o.ClientID = "verbatim-replica-" + strconv.Itoa(int(s.cfg.NodeID))
+	}
+	return o
 }
+
+// SetInterBrokerClient sets how this broker's followers dial the leaders'
+// inter-broker listener (inter.broker.listener.name): its TLS client
+// config (the listener's truststore and keystore, tlsconf.ClientConfig)
+// and SASL mechanism. Call it before JoinCluster; the fetchers dial with
+// it from then on.
+func (s *Server) SetInterBrokerClient(o client.Options) { s.repl.interBroker.Store(&o) }
 
 // FollowerReplica is the local replica of a partition this broker
 // follows (replica.Host's Replica): NOT_LEADER_OR_FOLLOWER when it leads

@@ -182,8 +182,9 @@ func (ls *leaderState) advanceLocked() bool {
 			hw = f.leo
 		}
 	}
-	// An ISR member that is not an assigned replica any more (or never
-	// fetched) holds the high watermark where it is.
+	// (A member that has not fetched in this epoch has log end -1 and
+	// holds it too.) An ISR member that is not an assigned replica holds
+	// the high watermark where it is until the ISR drops it.
 	for _, r := range ls.st.ISR {
 		if r != ls.s.cfg.NodeID && ls.followers[r] == nil {
 			return false

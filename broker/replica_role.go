@@ -14,7 +14,8 @@ package broker
 // replica_follower.go.
 //
 // The partition's leader epoch (Partition.leaderEpoch) follows the store
-// in cluster mode and is never persisted locally there.
+// in cluster mode (raised, never lowered: an older state is never
+// applied) and is never persisted locally there.
 
 import (
 	"fmt"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/clustermeta"
 )
 
@@ -57,6 +59,9 @@ type replServer struct {
 	ckpt     map[TopicPartition]int64
 	// ckptMu serialises checkpoint writes.
 	ckptMu sync.Mutex
+	// interBroker is how followers dial leaders (SetInterBrokerClient;
+	// nil: plaintext).
+	interBroker atomic.Pointer[client.Options]
 }
 
 func (r *replServer) clock() time.Time {
@@ -115,7 +120,7 @@ func (s *Server) applyRole(p *Partition, st clustermeta.PartitionState) {
 			// takes writes.
 			s.unfollow(p)
 		}
-		p.leaderEpoch.Store(st.LeaderEpoch)
+		p.raiseLeaderEpoch(st.LeaderEpoch)
 		ls := newLeaderState(s, p, st)
 		p.repl.Store(&replState{leader: true, epoch: st.LeaderEpoch, leaderID: self, lead: ls})
 		if cur != nil && cur.leader {
@@ -134,7 +139,7 @@ func (s *Server) applyRole(p *Partition, st clustermeta.PartitionState) {
 		return // only the ISR or the assignment changed
 	}
 	p.repl.Store(&replState{epoch: st.LeaderEpoch, leaderID: st.Leader})
-	p.leaderEpoch.Store(st.LeaderEpoch)
+	p.raiseLeaderEpoch(st.LeaderEpoch)
 	if cur != nil && cur.leader {
 		cur.lead.resign()
 		if isInternalTopic(p.Topic.Name) {

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"crypto/tls"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/clustermeta"
 )
 
@@ -122,6 +124,19 @@ func TestReplicationAcksAllCompletesAtTheHighWatermark(t *testing.T) {
 		t.Fatalf("consumer fetch before replication: code %d hw %d %d bytes", fr.ErrorCode, fr.HighWatermark, len(fr.RecordBatches))
 	}
 	notAnswered(t, done, "before any follower fetched")
+	// A replica asking for the latest offset gets the log end (Kafka's
+	// answer to its fetcher).
+	lreq := kmsg.NewPtrListOffsetsRequest()
+	lreq.Version, lreq.ReplicaID = 9, 2
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = "acks"
+	lp := kmsg.NewListOffsetsRequestTopicPartition()
+	lp.Partition, lp.Timestamp, lp.CurrentLeaderEpoch = 0, tsLatest, -1
+	lt.Partitions = append(lt.Partitions, lp)
+	lreq.Topics = append(lreq.Topics, lt)
+	if r := rawRequest[*kmsg.ListOffsetsResponse](t, c.nodes[1].b, lreq).Topics[0].Partitions[0]; r.ErrorCode != 0 || r.Offset != 2 {
+		t.Fatalf("replica's latest offset: code %d offset %d, want the log end 2", r.ErrorCode, r.Offset)
+	}
 	// First round: the followers get the batch; their log ends reach the
 	// leader with the next fetch.
 	c.replicate(1)
@@ -437,5 +452,81 @@ func TestHWCheckpointFormat(t *testing.T) {
 		if _, err := parseHWCheckpoint([]byte(bad)); err == nil {
 			t.Errorf("parse %q: no error", bad)
 		}
+	}
+}
+
+func TestInterBrokerClient(t *testing.T) {
+	c := newReplCluster(t, 1, nil)
+	s := c.nodes[1].srv()
+	if o := s.InterBrokerClient(); o.TLS != nil || o.SASL != nil || o.ClientID != "verbatim-replica-1" {
+		t.Fatalf("default inter-broker client: %+v", o)
+	}
+	tc := &tls.Config{ServerName: "broker"}
+	s.SetInterBrokerClient(client.Options{TLS: tc})
+	if o := s.InterBrokerClient(); o.TLS != tc || o.ClientID != "verbatim-replica-1" {
+		t.Fatalf("inter-broker client after SetInterBrokerClient: %+v", o)
+	}
+}
+
+func TestReplicationLongPollWakesAtTheHighWatermark(t *testing.T) {
+	c := newReplCluster(t, 2, nil)
+	c.createTopic("poll", []int32{1, 2}, nil)
+	if pr := c.produce(1, "poll", 1, "a"); pr.ErrorCode != 0 {
+		t.Fatal(pr.ErrorCode)
+	}
+	// A consumer long-polls from offset 0: the record is in the log but
+	// not below the high watermark, so only the high watermark's advance
+	// (no append comes) can answer it before its 30 s.
+	req := fetchReq(12, "poll", 0, 0)
+	req.MaxWaitMillis, req.MinBytes = 30000, 1
+	got := make(chan kmsg.FetchResponseTopicPartition, 1)
+	go func() {
+		resp, err := rawRoundTrip(c.nodes[1].b.addr, req)
+		if err != nil {
+			t.Error(err)
+			got <- kmsg.FetchResponseTopicPartition{}
+			return
+		}
+		got <- resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	}()
+	p := c.nodes[1].srv().cluster.topic("poll").Partition(0)
+	waitUntil(t, "the consumer's long poll waiting", func() bool { return p.data.nwait.Load() > 0 })
+	c.replicate(2)
+	select {
+	case fr := <-got:
+		if fr.ErrorCode != 0 || fr.HighWatermark != 1 || len(fr.RecordBatches) == 0 {
+			t.Fatalf("long poll answered code %d hw %d with %d bytes", fr.ErrorCode, fr.HighWatermark, len(fr.RecordBatches))
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the long poll was not woken by the high watermark")
+	}
+}
+
+func TestLeaderResignWaitsForAppendsBeingWritten(t *testing.T) {
+	c := newReplCluster(t, 1, nil)
+	c.createTopic("resign", []int32{1}, nil)
+	ls := c.nodes[1].srv().cluster.topic("resign").Partition(0).repl.Load().lead
+	if err := ls.admitAppend(); err != nil {
+		t.Fatal(err)
+	}
+	resigned := make(chan struct{})
+	go func() { ls.resign(); close(resigned) }()
+	// resign cannot return while the append is being written.
+	waitUntil(t, "resign waiting for the append", func() bool {
+		if ls.appendMu.TryRLock() {
+			ls.appendMu.RUnlock()
+			return false
+		}
+		return true
+	})
+	select {
+	case <-resigned:
+		t.Fatal("resign returned while an append was being written")
+	default:
+	}
+	ls.appendDone()
+	<-resigned
+	if err := ls.admitAppend(); err == nil {
+		t.Fatal("an append admitted after the leadership ended")
 	}
 }
