@@ -112,6 +112,13 @@ fuzz:
 clean:
 	rm -rf bin data .peers
 
+# franz-go's kgo suite with KGO_TEST_RF=3 against a 3-broker Verbatim cluster
+# started by scripts/cluster.sh (not part of `make test` yet). KGO_SUITE_RUN /
+# KGO_SUITE_SKIP pass -run / -skip patterns to the suite.
+.PHONY: kgo-rf3
+kgo-rf3: peers
+	$(GO) test -tags kgosuite -count=1 -timeout 45m -run '^TestKgoSuiteRF3$$' -v ./interop/
+
 # segmentio/kafka-go's own test suite against verbatim serve, in a network
 # namespace of its own (root; not part of `make test`: ~4 min). The tests of
 # interop/kafkago-excluded.txt (features not offered) are skipped.

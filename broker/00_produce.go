@@ -12,7 +12,11 @@ package broker
 //     and -1 (with --flush always: answered only once storage reports the
 //     offsets durable, through its group commit; otherwise as acks=1, which
 //     is what a single in-sync replica means). Other values:
-//     INVALID_REQUIRED_ACKS for every partition.
+//     INVALID_REQUIRED_ACKS for every partition. In cluster mode only the
+//     partition's leader takes writes (NOT_LEADER_OR_FOLLOWER elsewhere)
+//     and acks=-1 needs min.insync.replicas in the ISR
+//     (NOT_ENOUGH_REPLICAS) and is answered once the high watermark passes
+//     the append (replica_leader.go).
 //   - Normal mode (ordinary producers), Kafka's leader rules: exactly one
 //     batch with base offset 0, no control batches, timestamp bounds
 //     (message.timestamp.before/after.max.ms), LogAppendTime stamping,
@@ -139,9 +143,11 @@ func handleProduce(ctx context.Context, s *Server, r *Request) (Reply, error) {
 	}
 	op := getProduceOp(r.Version, req.Acks, len(req.Topics), req.NumPartitions())
 	op.s, op.client, op.mirror = s, clientOf(r), mreq != nil
+	op.timeoutMs = req.TimeoutMs // acks=all in cluster mode (replica_leader.go)
 	acksOK := req.Acks == 0 || req.Acks == 1 || req.Acks == -1
 	durable := req.Acks == -1 && s.flushPolicy() == storage.FlushAlways
 	now := time.Now().UnixMilli()
+	op.startMs = now
 	var refusal error // request-wide (authorization: produce_authz.go)
 	if s.acl != nil {
 		refusal = s.produceRequestRefusal(r, req)
@@ -258,6 +264,10 @@ type produceOp struct {
 	s      *Server
 	client clientInfo
 	mirror bool
+	// startMs and timeoutMs bound an acks=all wait for the ISR (cluster
+	// mode, replica_leader.go).
+	startMs   int64
+	timeoutMs int32
 }
 
 var produceOps = sync.Pool{New: func() any { return new(produceOp) }}
@@ -346,10 +356,18 @@ func (op *produceOp) Await(ctx context.Context) (Reply, error) {
 		op.waited = i + 1
 		if err := pa.settle(); err != nil {
 			op.noteFailure(pa.p.Topic.Name, pa.p.Index, pa.pr.ErrorCode, err, pa.a.Set)
+			continue
 		} else if ar := &pa.a.Result; !ar.Duplicate && !ar.AlreadyPresent {
 			m := op.s.topicMetrics(pa.p.Topic)
 			m.BytesIn.Add(float64(len(pa.a.Set)))
 			m.MessagesIn.Add(float64(pa.records))
+		}
+		if op.acks == -1 && pa.p.repl.Load() != nil {
+			// Cluster mode: answered once the ISR has it.
+			if err := op.awaitISR(ctx, pa); err != nil {
+				setProduceError(pa.pr, err, pa.log)
+				op.noteFailure(pa.p.Topic.Name, pa.p.Index, pa.pr.ErrorCode, err, nil)
+			}
 		}
 	}
 	op.settled = true
@@ -406,6 +424,14 @@ func (op *produceOp) noteFailure(topic string, partition int32, code int16, err 
 // when absent. An error refuses the partition; log is its log when known.
 func (s *Server) produceOne(ctx context.Context, op *produceOp, p *Partition, pr *hotpath.ProducePartitionResponse, version int16, txnID, set []byte,
 	mreq *wireext.MirrorProduce, mp *wireext.MirrorPartition, now int64, durable bool) (log *storage.Log, err error) {
+	var lead *leaderState
+	if s.cfg.Cluster != nil {
+		// Only the leader takes writes; acks=all needs the ISR
+		// (replica_leader.go).
+		if lead, err = s.produceLeaderCheck(p, op.acks); err != nil {
+			return nil, err
+		}
+	}
 	h, err := partitionHandle(p)
 	if err != nil {
 		return nil, err
@@ -448,6 +474,7 @@ func (s *Server) produceOne(ctx context.Context, op *produceOp, p *Partition, pr
 			return h.log, err
 		}
 		pa.p, pa.log, pa.pr, pa.appendTime, pa.records = p, h.log, pr, -1, vr.Records
+		pa.guard.lead = lead
 		return h.log, op.submit(h, pa)
 	}
 	opts := hotpath.Options{Mode: hotpath.Normal, Topic: hotpathConfig(cfg), ProduceVersion: version, NowMs: now,
@@ -470,6 +497,11 @@ func (s *Server) produceOne(ctx context.Context, op *produceOp, p *Partition, pr
 		pa.a.Guard = &pa.guard
 	default:
 		pa.guard = produceGuard{}
+	}
+	if lead != nil {
+		// Cluster mode: written only while the leadership holds.
+		pa.guard.p, pa.guard.lead = p, lead
+		pa.a.Guard = &pa.guard
 	}
 	return h.log, op.submit(h, pa)
 }

@@ -27,7 +27,13 @@ package broker
 //     diverging epoch and end offset instead of records.
 //   - Incremental fetch sessions (KIP-227): fetch_sessions.go.
 //   - Replica fetches (ReplicaID/ReplicaState >= 0) are served as consumer
-//     fetches: this single node has no followers.
+//     fetches on a single node, which has no followers. In cluster mode
+//     (replica_leader.go) only the leader answers fetches
+//     (NOT_LEADER_OR_FOLLOWER elsewhere, after the CurrentLeaderEpoch
+//     check); a follower's fetch reads up to the log end, records the
+//     follower's progress (a broker that is not a replica, or a stale
+//     broker epoch: NOT_LEADER_OR_FOLLOWER) and moves the high watermark
+//     and the ISR.
 //
 // Authorization (with the authorizer on, authorize.go): READ on the topic;
 // follower fetches CLUSTER_ACTION on CLUSTER; refused partitions
@@ -86,12 +92,19 @@ type fetchOp struct {
 	client  clientInfo // for the failure lines
 	// r is the request, for the authorizer (fetchAuthorized).
 	r *Request
+	// replicaID and replicaEpoch are a follower's (ReplicaState, or
+	// ReplicaID before v15); replicaID -1 for a consumer.
+	replicaID    int32
+	replicaEpoch int64
 }
 
 func handleFetch(ctx context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.FetchRequest)
 	now := time.Now()
-	op := &fetchOp{s: s, req: req, started: now, client: clientOf(r), r: r}
+	op := &fetchOp{s: s, req: req, started: now, client: clientOf(r), r: r, replicaID: req.ReplicaID, replicaEpoch: -1}
+	if req.Version >= 15 {
+		op.replicaID, op.replicaEpoch = req.ReplicaState.ID, req.ReplicaState.Epoch
+	}
 	op.plan = s.fetchSessions.begin(req, now)
 	if op.plan.errCode != 0 {
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
@@ -215,6 +228,18 @@ func (op *fetchOp) readPartition(fp *fetchPart, remaining int64, first bool) int
 	outOfRange := func() int {
 		return fail(kafkaErr(kerr.OffsetOutOfRange, ""))
 	}
+	var follower *leaderState // a follower's fetch (cluster mode)
+	if op.s.cfg.Cluster != nil {
+		cur := int32(-1)
+		if op.req.Version >= 9 {
+			cur = fp.currentLeaderEpoch
+		}
+		ls, err := op.s.fetchLeaderCheck(p, cur, op.replicaID, op.replicaEpoch, fp.fetchOffset)
+		if err != nil {
+			return fail(err)
+		}
+		follower = ls
+	}
 	h, err := partitionHandle(p)
 	if err != nil {
 		return fail(err)
@@ -243,7 +268,9 @@ func (op *fetchOp) readPartition(fp *fetchPart, remaining int64, first bool) int
 		}
 	}
 	upper := hw
-	if op.req.IsolationLevel == 1 {
+	if follower != nil {
+		upper = leo // followers replicate up to the log end
+	} else if op.req.IsolationLevel == 1 {
 		upper = lso
 		r.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
 	}

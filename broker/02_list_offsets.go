@@ -28,6 +28,10 @@ package broker
 //     UNKNOWN_LEADER_EPOCH. Unknown topic/partition:
 //     UNKNOWN_TOPIC_OR_PARTITION. A special timestamp newer than the
 //     request version allows: UNSUPPORTED_VERSION.
+//   - Cluster mode: only the leader answers (NOT_LEADER_OR_FOLLOWER
+//     elsewhere; Kafka's debugging replica id -2 may ask any replica); the
+//     high watermark is the replicated one, and a replica's (replica id
+//     >= 0) LATEST is the log end, as Kafka answers followers.
 //
 // Authorization (with the authorizer on, authorize.go): DESCRIBE on the
 // topic (TOPIC_AUTHORIZATION_FAILED).
@@ -80,7 +84,7 @@ func handleListOffsets(ctx context.Context, s *Server, r *Request) (Reply, error
 				op.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			} else if p == nil {
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			} else if err := listOffset(ctx, p, req.Version, req.IsolationLevel, &rp, &op); err != nil {
+			} else if err := s.listOffsetLeader(ctx, p, req, &rp, &op); err != nil {
 				if ctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
 					err = kafkaErr(kerr.RequestTimedOut, "the lookup waited for decode memory past the request deadline")
 				}
@@ -93,6 +97,33 @@ func handleListOffsets(ctx context.Context, s *Server, r *Request) (Reply, error
 		resp.Topics = append(resp.Topics, ot)
 	}
 	return resp, nil
+}
+
+// listOffsetLeader is listOffset on the partition's leader in cluster
+// mode (NOT_LEADER_OR_FOLLOWER elsewhere, FENCED_LEADER_EPOCH /
+// UNKNOWN_LEADER_EPOCH first); Kafka's debugging replica id (-2) may ask
+// any replica, and a follower (replica id >= 0) asking LATEST gets the
+// log end, not the high watermark, as Kafka answers replicas (its
+// fetcher's out-of-range handling truncates to it).
+func (s *Server) listOffsetLeader(ctx context.Context, p *Partition, req *kmsg.ListOffsetsRequest, rp *kmsg.ListOffsetsRequestTopicPartition, op *kmsg.ListOffsetsResponseTopicPartition) error {
+	if s.cfg.Cluster != nil && req.ReplicaID != -2 {
+		cur := int32(-1)
+		if req.Version >= 4 {
+			cur = rp.CurrentLeaderEpoch
+		}
+		if _, err := s.leaderCheck(p, cur); err != nil {
+			return err
+		}
+		if req.ReplicaID >= 0 && rp.Timestamp == tsLatest {
+			l, err := partitionLog(p)
+			if err != nil {
+				return err
+			}
+			op.Offset, op.LeaderEpoch = l.LogEndOffset(), p.LeaderEpoch()
+			return nil
+		}
+	}
+	return listOffset(ctx, p, req.Version, req.IsolationLevel, rp, op)
 }
 
 func listOffset(ctx context.Context, p *Partition, version int16, isolation int8, rp *kmsg.ListOffsetsRequestTopicPartition, op *kmsg.ListOffsetsResponseTopicPartition) error {

@@ -24,6 +24,14 @@ package broker
 //     principal's, as the authorizer computes them (without an authorizer
 //     every operation of the resource type).
 //
+// In cluster mode (cluster_mode_describe.go) the brokers are the
+// registered ones with their endpoint on the request's listener, the
+// controller the elected one, and each partition is as the cluster store
+// has it: leader (LEADER_NOT_AVAILABLE, leader -1, when none is
+// registered; LISTENER_NOT_FOUND from v6 when the leader lacks the
+// listener), leader epoch, replicas, ISR, offline replicas. Auto-created
+// topics get default.replication.factor replicas.
+//
 // Deviations from Apache Kafka: Kafka answers a freshly auto-created topic
 // with LEADER_NOT_AVAILABLE until its leader is elected; here it is ready at
 // once. Lookups by topic id are served (Kafka 4.x answers them with
@@ -61,6 +69,9 @@ func handleMetadata(_ context.Context, s *Server, r *Request) (Reply, error) {
 	cid := s.clusterID
 	resp.ClusterID = &cid
 	resp.ControllerID = s.cfg.NodeID
+	if snap := s.clusterSnapshot(); snap != nil {
+		resp.Brokers, resp.ControllerID = metadataBrokers(snap, r.Listener), s.clusterControllerID(snap)
+	}
 	if req.IncludeClusterAuthorizedOperations {
 		resp.AuthorizedOperations = s.authorizedOps(r, authz.ResourceCluster, authz.ClusterName, clusterAllOps)
 	}
@@ -153,6 +164,16 @@ func (s *Server) metadataTopic(r *Request, t *Topic, withOps bool) kmsg.Metadata
 	mt.IsInternal = isInternalTopic(name)
 	if withOps {
 		mt.AuthorizedOperations = s.authorizedOps(r, authz.ResourceTopic, t.Name, topicAllOps)
+	}
+	if snap := s.clusterSnapshot(); snap != nil {
+		for _, p := range t.Partitions() {
+			v := clusterPartition(snap, t, p.Index, r.Listener, r.Version >= 6)
+			mp := kmsg.NewMetadataResponseTopicPartition()
+			mp.Partition, mp.ErrorCode, mp.Leader, mp.LeaderEpoch = p.Index, v.code, v.leader, v.epoch
+			mp.Replicas, mp.ISR, mp.OfflineReplicas = v.replicas, v.isr, v.offlines
+			mt.Partitions = append(mt.Partitions, mp)
+		}
+		return mt
 	}
 	node := s.cfg.NodeID
 	for _, p := range t.Partitions() {

@@ -14,6 +14,12 @@ package broker
 // Authorization (with the authorizer on, authorize.go): DESCRIBE on the
 // group or the transactional id.
 //
+// In cluster mode the coordinator is the leader of the internal topic's
+// partition the key maps to (COORDINATOR_NOT_AVAILABLE while it has
+// none), the internal topic created with offsets.topic.replication.factor
+// (transaction.state.log.replication.factor) replicas, lowered to the
+// registered broker count on a smaller cluster.
+//
 // Deviations from Apache Kafka: none known for groups and transactions.
 
 import (
@@ -41,6 +47,9 @@ func (s *Server) findCoordinator(l *Listener, key string, typ int8) (int32, stri
 	default:
 		msg := "Only group (0) and transaction (1) coordinators are served by this broker."
 		return -1, "", -1, kerr.InvalidRequest.Code, &msg
+	}
+	if s.cm != nil {
+		return s.clusterCoordinator(l, topic, key)
 	}
 	if _, err := s.internalTopic(topic); err != nil {
 		msg := err.Error()

@@ -2,8 +2,10 @@ package broker
 
 // ListGroups (key 16), versions 0-5.
 //
-// Behaviour: every group this broker coordinates (all of them) with its
-// protocol type; v4+ its state and the StatesFilter (case-insensitive, as
+// Behaviour: every group this broker coordinates (all of them on a single
+// node; in cluster mode those of the __consumer_offsets partitions it
+// leads, COORDINATOR_LOAD_IN_PROGRESS with the groups loaded so far while
+// a partition loads, as Kafka) with its protocol type; v4+ its state and the StatesFilter (case-insensitive, as
 // Kafka); v5+ its type ("classic": only the classic protocol is served)
 // and the TypesFilter (a filter without "classic" lists nothing).
 //
@@ -17,6 +19,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/verbatim-kafka/verbatim/authz"
 )
@@ -40,6 +43,9 @@ func handleListGroups(_ context.Context, s *Server, r *Request) (Reply, error) {
 	// Without DESCRIBE on CLUSTER only the groups the principal may
 	// describe are listed.
 	all := s.authorizedCluster(r, authz.OpDescribe)
+	if s.groups.LoadInProgress() {
+		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+	}
 	for _, g := range s.groups.List() {
 		if !all && !s.authorized(r, authz.OpDescribe, authz.ResourceGroup, g.ID) {
 			continue

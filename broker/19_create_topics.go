@@ -24,6 +24,13 @@ package broker
 //     every occurrence, as in Kafka.
 //   - Each topic is answered on its own: one bad topic never fails the rest.
 //
+// In cluster mode (cluster_mode_admin.go) the topic is written to the
+// cluster store: ReplicationFactor (-1: default.replication.factor)
+// replicas per partition placed rack-aware over the registered brokers,
+// or the request's assignment, checked as Kafka's controller checks it
+// (INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT); the response
+// is sent once this broker has applied the creation.
+//
 // Authorization (with the authorizer on, authorize.go): CREATE on CLUSTER
 // or the topic; configs withheld without DESCRIBE_CONFIGS; mirror topics
 // the mirror permission too.
@@ -94,7 +101,7 @@ func handleCreateTopics(_ context.Context, s *Server, r *Request) (Reply, error)
 			continue
 		}
 		st.NumPartitions = int32(len(t.Partitions()))
-		st.ReplicationFactor = 1
+		st.ReplicationFactor = replicationFactor(t)
 		for _, e := range t.Config().describe() {
 			c := kmsg.NewCreateTopicsResponseTopicConfig()
 			c.Name, c.Value, c.Source = e.def.name, e.value, int8(e.source)
@@ -111,6 +118,7 @@ func (s *Server) createTopicFromRequest(rt *kmsg.CreateTopicsRequestTopic, valid
 		return nil, err
 	}
 	partitions := rt.NumPartitions
+	var pl placement // cluster mode's
 	if len(rt.ReplicaAssignment) > 0 {
 		if rt.NumPartitions != -1 || rt.ReplicationFactor != -1 {
 			return nil, kafkaErr(kerr.InvalidRequest, "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.")
@@ -121,16 +129,28 @@ func (s *Server) createTopicFromRequest(rt *kmsg.CreateTopicsRequestTopic, valid
 				return nil, fmt.Errorf("%w: Partitions should be a consecutive 0-based integer sequence", errInvalidReplicaAsg)
 			}
 			seen[a.Partition] = true
+			if s.cm != nil {
+				continue
+			}
 			if len(a.Replicas) != 1 || a.Replicas[0] != s.cfg.NodeID {
 				return nil, fmt.Errorf("%w: Replica assignment %v of partition %d is not possible on this single-node cluster: the only broker is %d", errInvalidReplicaAsg, a.Replicas, a.Partition, s.cfg.NodeID)
 			}
 		}
 		partitions = int32(len(rt.ReplicaAssignment))
-	} else {
-		if rt.ReplicationFactor != -1 && rt.ReplicationFactor != 1 {
-			if rt.ReplicationFactor < 1 {
-				return nil, fmt.Errorf("%w: Replication factor must be larger than 0, or -1 to use the default value.", errInvalidReplicas)
+		if s.cm != nil {
+			pl.manual = make([][]int32, partitions)
+			for _, a := range rt.ReplicaAssignment {
+				pl.manual[a.Partition] = a.Replicas
 			}
+		}
+	} else {
+		switch rf := rt.ReplicationFactor; {
+		case rf == -1:
+		case rf < 1:
+			return nil, fmt.Errorf("%w: Replication factor must be larger than 0, or -1 to use the default value.", errInvalidReplicas)
+		case s.cm != nil:
+			pl.rf = rf // placed over the registered brokers
+		case rf != 1:
 			return nil, fmt.Errorf("%w: Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only 1 broker(s) are registered.", errInvalidReplicas, rt.ReplicationFactor, rt.ReplicationFactor)
 		}
 		if partitions == -1 {
@@ -163,6 +183,9 @@ func (s *Server) createTopicFromRequest(rt *kmsg.CreateTopicsRequestTopic, valid
 	}
 	if pinned {
 		return s.createMirrorTopicWithID(rt.Topic, partitions, cfg, validateOnly, id)
+	}
+	if s.cm != nil {
+		return s.cm.createTopic(rt.Topic, partitions, cfg, validateOnly, [16]byte{}, pl)
 	}
 	return s.cluster.createTopic(rt.Topic, partitions, cfg, validateOnly)
 }

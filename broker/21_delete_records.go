@@ -9,7 +9,10 @@ package broker
 // an offset above the high watermark (or below -1) is OFFSET_OUT_OF_RANGE;
 // a topic whose cleanup.policy does not include delete is POLICY_VIOLATION
 // (as Kafka refuses it on compacted topics); unknown partitions are
-// UNKNOWN_TOPIC_OR_PARTITION.
+// UNKNOWN_TOPIC_OR_PARTITION. In cluster mode only the leader deletes
+// (NOT_LEADER_OR_FOLLOWER elsewhere), up to the replicated high watermark;
+// the followers take the new log start with their next fetch (Kafka
+// answers once they have it).
 //
 // Authorization (with the authorizer on, authorize.go): DELETE on the
 // topic; the mirror log-start forward and the writer registration WRITE
@@ -116,6 +119,9 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 			}
 			err := regErrs[p]
 			if err == nil {
+				_, err = s.leaderCheck(p, -1) // cluster mode: the leader deletes
+			}
+			if err == nil {
 				err = s.checkMirrorDelete(p, mirror, writer)
 			}
 			var low int64
@@ -178,10 +184,11 @@ func deleteRecords(p *Partition, offset int64, mirror bool) (int64, error) {
 // mirror_start_epoch.go), by a cluster link (link != "", its forward to
 // its pull-mode topic: link_data.go) or by a wire client (link "").
 func deleteRecordsAt(p *Partition, offset int64, mirror bool, startEpoch int32, link string) (int64, error) {
-	l, err := partitionLog(p)
+	h, err := partitionHandle(p)
 	if err != nil {
 		return -1, err
 	}
+	l := h.log
 	cfg := p.Topic.Config()
 	switch {
 	case cfg.Mirror && !mirror:
@@ -197,6 +204,9 @@ func deleteRecordsAt(p *Partition, offset int64, mirror bool, startEpoch int32, 
 		return -1, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("Records of partition %s can not be deleted while the partition's cleanup policy is compact", p.Dir()))
 	}
 	hw := l.HighWatermark()
+	if h.replicated {
+		hw = highWatermark(h) // cluster mode: the replicated high watermark
+	}
 	if offset == -1 {
 		offset = hw
 	}

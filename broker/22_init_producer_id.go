@@ -8,7 +8,9 @@ package broker
 //     ProducerID/ProducerEpoch given with v3+ (KIP-360 epoch bump) is
 //     ignored for idempotent producers, as in Kafka. Ids come from a
 //     persisted block allocator (producerids.go), so they never repeat
-//     across restarts or crashes.
+//     across restarts or crashes; in cluster mode the blocks (1000 ids,
+//     as Kafka's) are reserved in the cluster store, so no two brokers
+//     hand out the same id.
 //   - Transactional producers (TransactionalID set) are served by the
 //     transaction coordinator (txncoord): a new id gets a fresh
 //     producer id with epoch 0; an existing one gets its epoch bumped

@@ -9,7 +9,8 @@ package broker
 // older than every stored epoch). CurrentLeaderEpoch (KIP-320) fences
 // stale (FENCED_LEADER_EPOCH) and future (UNKNOWN_LEADER_EPOCH) callers.
 // Consumers (ReplicaID -1) and replicas are answered alike; a single node
-// has no followers. An epoch newer than every stored one but not newer
+// has no followers. In cluster mode only the leader answers, consumers
+// and followers alike (NOT_LEADER_OR_FOLLOWER elsewhere). An epoch newer than every stored one but not newer
 // than the partition's current epoch ends at the log end, as on a Kafka
 // leader, whose cache holds its own epoch from its election on.
 //
@@ -60,7 +61,7 @@ func handleOffsetForLeaderEpoch(_ context.Context, s *Server, r *Request) (Reply
 				op.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			} else if p == nil {
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			} else if err := endOffsetForEpoch(p, rp.CurrentLeaderEpoch, rp.LeaderEpoch, &op); err != nil {
+			} else if err := s.endOffsetForEpochLeader(p, rp.CurrentLeaderEpoch, rp.LeaderEpoch, &op); err != nil {
 				op.ErrorCode, _ = dataErrorToKafka(err)
 				op.LeaderEpoch, op.EndOffset = -1, -1
 				s.logDataFailure("offset for leader epoch", p.Topic.Name, p.Index, op.ErrorCode, err, clientOf(r), "leader_epoch", rp.LeaderEpoch)
@@ -70,6 +71,16 @@ func handleOffsetForLeaderEpoch(_ context.Context, s *Server, r *Request) (Reply
 		resp.Topics = append(resp.Topics, ot)
 	}
 	return resp, nil
+}
+
+// endOffsetForEpochLeader is endOffsetForEpoch on the partition's leader
+// in cluster mode: consumers and followers alike ask the leader, as
+// Kafka's ReplicaManager requires.
+func (s *Server) endOffsetForEpochLeader(p *Partition, current, epoch int32, op *kmsg.OffsetForLeaderEpochResponseTopicPartition) error {
+	if _, err := s.leaderCheck(p, current); err != nil {
+		return err
+	}
+	return endOffsetForEpoch(p, current, epoch, op)
 }
 
 func endOffsetForEpoch(p *Partition, current, epoch int32, op *kmsg.OffsetForLeaderEpochResponseTopicPartition) error {

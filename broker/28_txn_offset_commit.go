@@ -12,7 +12,9 @@ package broker
 // (INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED), v3+ group member checks
 // when a member id or generation is given (UNKNOWN_MEMBER_ID,
 // ILLEGAL_GENERATION, FENCED_INSTANCE_ID); UNKNOWN_TOPIC_OR_PARTITION and
-// OFFSET_METADATA_TOO_LARGE per partition.
+// OFFSET_METADATA_TOO_LARGE per partition. In cluster mode a transaction
+// coordinated on another broker is checked there (AddPartitionsToTxn v4
+// VerifyOnly, coordinators_peers.go).
 //
 // Authorization (with the authorizer on, authorize.go): WRITE on the
 // transactional id, READ on the group and each topic.
@@ -104,8 +106,24 @@ func handleTxnOffsetCommit(_ context.Context, s *Server, r *Request) (Reply, err
 // offsets into it; the transaction cannot end in between, so no offsets
 // are left that no marker decides. Neither coordinator's lock is held
 // while the other runs.
+//
+// In cluster mode a transaction coordinated on another broker is checked
+// there with AddPartitionsToTxn v4 VerifyOnly (as Kafka verifies the
+// offsets partition); that transaction can then end before the offsets
+// are written (see docs/cluster.md).
 func (s *Server) txnCommitOffsets(txnID string, pid int64, epoch int16, groupID, memberID string, inst *string, gen int32, commits []groupcoord.OffsetCommit) {
 	tp := coordlog.TopicPartition{Topic: offsetsTopic, Partition: s.groups.PartitionFor(groupID)}
+	if node := s.txnCoordinatorNode(txnID); node != s.cfg.NodeID {
+		code := s.verifyTxnOffsetsRemote(node, txnID, pid, epoch, tp)
+		if code != 0 {
+			for i := range commits {
+				commits[i].Code = code
+			}
+			return
+		}
+		s.groups.TxnCommitOffsets(groupID, memberID, inst, gen, pid, epoch, commits)
+		return
+	}
 	done, code := s.txns.BeginOffsetCommit(txnID, pid, epoch, tp)
 	if code != 0 {
 		for i := range commits {

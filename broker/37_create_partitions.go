@@ -12,6 +12,11 @@ package broker
 //   - A topic repeated in one request is INVALID_REQUEST for every
 //     occurrence; unknown topics UNKNOWN_TOPIC_OR_PARTITION.
 //
+// In cluster mode (cluster_mode_admin.go) the new partitions are written
+// to the cluster store with the topic's replication factor, placed over
+// the registered brokers, or as the request assigns them (checked as
+// Kafka's controller checks them).
+//
 // Authorization (with the authorizer on, authorize.go): ALTER on the
 // topic; mirror topics the mirror lifecycle permission too.
 //
@@ -65,6 +70,22 @@ func (s *Server) createPartitions(rt *kmsg.CreatePartitionsRequestTopic, validat
 	}
 	if isInternalTopic(t.Name) {
 		return kafkaErr(kerr.InvalidRequest, fmt.Sprintf("The partition count of internal topic %s cannot change: the coordinators map keys to its partitions.", t.Name))
+	}
+	if s.cm != nil {
+		var manual [][]int32
+		if rt.Assignment != nil {
+			manual = make([][]int32, 0, len(rt.Assignment))
+			for _, a := range rt.Assignment {
+				manual = append(manual, a.Replicas)
+			}
+		}
+		if err := s.cm.addPartitions(t, rt.Count, validateOnly, manual); err != nil {
+			return err
+		}
+		if !validateOnly {
+			s.log.Info("added partitions", "topic", t.Name, "partitions", rt.Count)
+		}
+		return nil
 	}
 	if rt.Assignment != nil {
 		want := int(rt.Count) - len(t.Partitions())

@@ -13,6 +13,9 @@ package broker
 // Authorization (with the authorizer on, authorize.go): nothing; the
 // cluster's authorized operations are the principal's.
 //
+// In cluster mode the brokers are the registered ones (with their racks)
+// that have the request's listener, the controller the elected one.
+//
 // Deviations from Apache Kafka: none beyond the single node.
 
 import (
@@ -41,6 +44,14 @@ func handleDescribeCluster(_ context.Context, s *Server, r *Request) (Reply, err
 	b := kmsg.NewDescribeClusterResponseBroker()
 	b.NodeID, b.Host, b.Port = s.cfg.NodeID, host, port
 	resp.Brokers = []kmsg.DescribeClusterResponseBroker{b}
+	if snap := s.clusterSnapshot(); snap != nil {
+		resp.ControllerID, resp.Brokers = s.clusterControllerID(snap), nil
+		for _, cb := range clusterBrokers(snap, r.Listener) {
+			b := kmsg.NewDescribeClusterResponseBroker()
+			b.NodeID, b.Host, b.Port, b.Rack = cb.id, cb.host, cb.port, cb.rack
+			resp.Brokers = append(resp.Brokers, b)
+		}
+	}
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = s.authorizedOps(r, authz.ResourceCluster, authz.ClusterName, clusterAllOps)
 	}

@@ -18,6 +18,10 @@ package broker
 // Authorization (with the authorizer on, authorize.go): DESCRIBE on each
 // topic, as Metadata; the authorized operations are the principal's.
 //
+// In cluster mode each partition is as the cluster store has it (leader,
+// -1 when none is registered; leader epoch; replicas; ISR; offline
+// replicas), with empty ELRs (no KIP-966 election here).
+//
 // Deviations from Apache Kafka: none known.
 
 import (
@@ -99,6 +103,7 @@ func handleDescribeTopicPartitions(_ context.Context, s *Server, r *Request) (Re
 			first = startPartition
 		}
 		parts := e.t.Partitions()
+		snap := s.clusterSnapshot()
 		p := first
 		for ; int(p) < len(parts); p++ {
 			if remaining == 0 {
@@ -115,6 +120,11 @@ func handleDescribeTopicPartitions(_ context.Context, s *Server, r *Request) (Re
 			sp.EligibleLeaderReplicas = []int32{}
 			sp.LastKnownELR = []int32{}
 			sp.OfflineReplicas = []int32{}
+			if snap != nil {
+				v := clusterPartition(snap, e.t, p, r.Listener, false)
+				sp.ErrorCode, sp.LeaderID, sp.LeaderEpoch = v.code, v.leader, v.epoch
+				sp.Replicas, sp.ISR, sp.OfflineReplicas = v.replicas, v.isr, v.offlines
+			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)

@@ -98,6 +98,10 @@ type cluster struct {
 	// maxPartitions bounds the partitions of all topics together
 	// (Config.MaxPartitions).
 	maxPartitions int
+	// remote, in cluster mode, makes the mutations below writes to the
+	// cluster store instead of the local metadata file
+	// (cluster_mode_admin.go); nil on a single node.
+	remote clusterWriter
 
 	snap atomic.Pointer[clusterSnap]
 	mu   sync.Mutex
@@ -270,6 +274,12 @@ var (
 // newTopicID returns a random version-4 UUID that is neither zero nor
 // already in use.
 func (c *cluster) newTopicID(snap *clusterSnap) ([16]byte, error) {
+	return randomTopicID(func(id [16]byte) bool { return snap.byID[id] != nil })
+}
+
+// randomTopicID returns a random version-4 UUID that is neither zero nor
+// used.
+func randomTopicID(used func([16]byte) bool) ([16]byte, error) {
 	for {
 		var id [16]byte
 		if _, err := rand.Read(id[:]); err != nil {
@@ -277,7 +287,7 @@ func (c *cluster) newTopicID(snap *clusterSnap) ([16]byte, error) {
 		}
 		id[6] = id[6]&0x0f | 0x40
 		id[8] = id[8]&0x3f | 0x80
-		if snap.byID[id] == nil && id != ([16]byte{}) {
+		if id != ([16]byte{}) && !used(id) {
 			return id, nil
 		}
 	}
@@ -297,6 +307,9 @@ func (c *cluster) createTopic(name string, partitions int32, cfg *TopicConfig, v
 func (c *cluster) createTopicWithID(name string, partitions int32, cfg *TopicConfig, validateOnly bool, want [16]byte) (*Topic, error) {
 	if err := validateTopicName(name); err != nil {
 		return nil, err
+	}
+	if c.remote != nil {
+		return c.remote.createTopic(name, partitions, cfg, validateOnly, want, placement{})
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -364,6 +377,9 @@ func (c *cluster) checkPartitionLimitLocked(snap *clusterSnap, n int64) error {
 // partition directories: each is first renamed to "<dir>.<id>-delete" so a
 // crash mid-removal leaves a name recovery recognises and finishes.
 func (c *cluster) deleteTopic(t *Topic) error {
+	if c.remote != nil {
+		return c.remote.deleteTopic(t)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.snap.Load().byName[t.Name] != t {
@@ -377,6 +393,13 @@ func (c *cluster) deleteTopic(t *Topic) error {
 	}
 	c.snap.Store(n)
 	t.deleted.Store(true)
+	c.removeTopicFiles(t)
+	return nil
+}
+
+// removeTopicFiles closes the logs of a deleted topic's partitions and
+// removes their directories.
+func (c *cluster) removeTopicFiles(t *Topic) {
 	for _, p := range t.Partitions() {
 		if p.Log != nil {
 			if err := p.Log.Close(); err != nil {
@@ -399,7 +422,6 @@ func (c *cluster) deleteTopic(t *Topic) error {
 	if err := c.fs.SyncDir("."); err != nil {
 		c.log.Warn("syncing data dir after delete", "err", err)
 	}
-	return nil
 }
 
 // removeDeletedDirs finishes deletions a crash interrupted.
@@ -420,6 +442,9 @@ func (c *cluster) removeDeletedDirs() {
 
 // addPartitions grows t to count partitions.
 func (c *cluster) addPartitions(t *Topic, count int32, validateOnly bool) error {
+	if c.remote != nil {
+		return c.remote.addPartitions(t, count, validateOnly, nil)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.snap.Load().byName[t.Name] != t {
@@ -466,6 +491,9 @@ func (c *cluster) openLogs(parts []*Partition) {
 
 // setConfig replaces t's config durably.
 func (c *cluster) setConfig(t *Topic, cfg *TopicConfig) error {
+	if c.remote != nil {
+		return c.remote.setConfig(t, cfg)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.snap.Load().byName[t.Name] != t {
@@ -491,6 +519,9 @@ func (c *cluster) setConfig(t *Topic, cfg *TopicConfig) error {
 // instead of one whole-cluster write per partition.
 func (s *Server) SetLeaderEpochAtLeast(p *Partition, epoch int32) error {
 	c := s.cluster
+	if c.remote != nil {
+		return c.remote.raiseLeaderEpochs([]*Partition{p}, []int32{epoch})
+	}
 	c.mu.Lock()
 	old := p.LeaderEpoch()
 	if epoch <= old {
@@ -528,6 +559,9 @@ func (s *Server) SetLeaderEpochAtLeast(p *Partition, epoch int32) error {
 // restores them all if it fails.
 func (s *Server) setLeaderEpochsAtLeast(ps []*Partition, epochs []int32) error {
 	c := s.cluster
+	if c.remote != nil {
+		return c.remote.raiseLeaderEpochs(ps, epochs)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := make([]int32, len(ps))

@@ -11,8 +11,10 @@ package broker
 // Who owns what (one file per owner):
 //   - cluster_mode.go: joining (registration), the watch of the store and
 //     the reconciliation of each snapshot into topics, partitions and the
-//     logs of hosted replicas; topic admin through the store; producer ids
-//     from the store; Metadata and the describe APIs over the whole cluster.
+//     logs of hosted replicas; cluster_mode_open.go: Open's side;
+//     cluster_mode_admin.go: topic admin through the store, producer ids
+//     from the store; cluster_mode_describe.go: Metadata and the describe
+//     APIs over the whole cluster.
 //   - replica_role.go, replica_leader.go, replica_follower.go: a hosted
 //     partition's role (leader or follower at an epoch), the leader's view
 //     of its followers (fetch positions, ISR changes, the high watermark,

@@ -31,7 +31,9 @@ var newCoordClock = func() coordlog.Clock { return coordlog.WallClock{} }
 var initialRebalanceDelay = groupcoord.DefaultInitialRebalanceDelay
 
 // startCoordinators recovers the group and transaction coordinators from
-// the internal topics and starts their timer loop.
+// the internal topics and starts their timer loop. In cluster mode they
+// start empty and load the partitions this broker is elected to lead
+// (coordinators_cluster.go).
 func (s *Server) startCoordinators() error {
 	clock := newCoordClock()
 	delay := initialRebalanceDelay
@@ -40,8 +42,14 @@ func (s *Server) startCoordinators() error {
 	}
 	h := coordHost{s}
 	lg := slog.New(limitedHandler{s.log.Handler(), s.faults}) // their failure lines are rate-limited too
-	s.groups = groupcoord.New(groupcoord.Config{Log: h, Clock: clock, Logger: lg, InitialRebalanceDelay: delay})
-	s.txns = txncoord.New(txncoord.Config{Host: h, Clock: clock, Logger: lg})
+	perPartition := s.cfg.Cluster != nil
+	s.groups = groupcoord.New(groupcoord.Config{Log: h, Clock: clock, Logger: lg, InitialRebalanceDelay: delay, PerPartition: perPartition})
+	s.txns = txncoord.New(txncoord.Config{Host: h, Clock: clock, Logger: lg, PerPartition: perPartition})
+	if perPartition {
+		s.startCoordinatorsCluster()
+		go s.coordinatorLoop(s.baseCtx, clock)
+		return nil
+	}
 	if err := s.groups.Load(); err != nil {
 		return err
 	}
@@ -69,6 +77,7 @@ func (s *Server) stopCoordinators() {
 	if s.txns != nil {
 		s.txns.Shutdown()
 	}
+	s.stopCoordinatorsCluster()
 }
 
 // coordHost is what the coordinators write through: coordlog.Log for
@@ -78,10 +87,17 @@ type coordHost struct{ s *Server }
 func (h coordHost) PartitionCount(topic string) int32 { return h.s.internalPartitionCount(topic) }
 
 // Append maps the broker's errors to what the coordinators answer: the
-// Kafka code of a kafkaError, ErrFenced for a fenced producer.
+// Kafka code of a kafkaError (a lost leadership is NOT_COORDINATOR, too
+// few in-sync replicas COORDINATOR_NOT_AVAILABLE), ErrFenced for a fenced
+// producer.
 func (h coordHost) Append(topic string, p int32, recs []coordlog.Record, b coordlog.Batch, now time.Time) error {
 	_, err := h.s.appendInternal(topic, p, recs, b, now)
-	return coordError(err)
+	err = coordError(err)
+	var ce *coordlog.CodedError
+	if errors.As(err, &ce) {
+		ce.Code = coordinatorWriteCode(ce.Code)
+	}
+	return err
 }
 
 func coordError(err error) error {
@@ -162,7 +178,12 @@ func (h coordHost) CoordinatorEpoch(p int32) int32 {
 // WriteMarker writes the marker and, in __consumer_offsets, settles the
 // producer's transactional offsets in the group coordinator (also when
 // the partition refused the marker as stale: that transaction is over).
+// In cluster mode the marker goes to the partition's leader
+// (coordinators_peers.go).
 func (h coordHost) WriteMarker(tp coordlog.TopicPartition, pid int64, epoch int16, commit bool, coordinatorEpoch int32, now time.Time) error {
+	if h.s.cfg.Cluster != nil {
+		return h.s.writeMarkerCluster(tp, pid, epoch, commit, coordinatorEpoch, now)
+	}
 	t := h.s.cluster.topic(tp.Topic)
 	var p *Partition
 	if t != nil {
@@ -171,12 +192,19 @@ func (h coordHost) WriteMarker(tp coordlog.TopicPartition, pid int64, epoch int1
 	if p == nil {
 		return coordlog.ErrPartitionGone
 	}
-	err := coordError(h.s.writeTxnMarker(p, pid, epoch, commit, coordinatorEpoch, now))
+	return h.s.writeMarkerLocal(p, pid, epoch, commit, coordinatorEpoch, now)
+}
+
+// writeMarkerLocal writes a marker to a partition of this broker (the
+// marker path of the local coordinator and of WriteTxnMarkers) and, in
+// __consumer_offsets, settles the producer's transactional offsets.
+func (s *Server) writeMarkerLocal(p *Partition, pid int64, epoch int16, commit bool, coordinatorEpoch int32, now time.Time) error {
+	err := coordError(s.writeTxnMarker(p, pid, epoch, commit, coordinatorEpoch, now))
 	if err != nil && !errors.Is(err, coordlog.ErrFenced) {
 		return err
 	}
-	if tp.Topic == offsetsTopic {
-		h.s.groups.CompleteTxn(tp.Partition, pid, commit)
+	if p.Topic.Name == offsetsTopic {
+		s.groups.CompleteTxn(p.Index, pid, commit)
 	}
 	return err
 }

@@ -131,6 +131,13 @@ type metaProps struct {
 // first start. A node id different from the persisted one is refused, as
 // Kafka does, so a data dir is never silently adopted by another node.
 func loadOrCreateMetaProps(fsys storage.FS, nodeID int32) (metaProps, error) {
+	return loadOrCreateMetaPropsWith(fsys, nodeID, "")
+}
+
+// loadOrCreateMetaPropsWith is loadOrCreateMetaProps with the cluster id
+// given (cluster mode: the cluster store's); "" creates a random one. A
+// data dir of another cluster is refused, as Kafka refuses it.
+func loadOrCreateMetaPropsWith(fsys storage.FS, nodeID int32, clusterID string) (metaProps, error) {
 	data, err := readFile(fsys, metaPropsName)
 	if errors.Is(err, os.ErrNotExist) {
 		var u [16]byte
@@ -140,6 +147,9 @@ func loadOrCreateMetaProps(fsys storage.FS, nodeID int32) (metaProps, error) {
 		u[6] = u[6]&0x0f | 0x40
 		u[8] = u[8]&0x3f | 0x80
 		mp := metaProps{clusterID: base64.RawURLEncoding.EncodeToString(u[:]), nodeID: nodeID}
+		if clusterID != "" {
+			mp.clusterID = clusterID
+		}
 		body := fmt.Sprintf("#Written by verbatim\nversion=1\ncluster.id=%s\nnode.id=%d\n", mp.clusterID, nodeID)
 		return mp, writeFileAtomic(fsys, ".", metaPropsName, []byte(body))
 	}
@@ -169,6 +179,9 @@ func loadOrCreateMetaProps(fsys storage.FS, nodeID int32) (metaProps, error) {
 	}
 	if mp.nodeID != nodeID {
 		return metaProps{}, fmt.Errorf("data dir belongs to node.id %d, but this broker was started with --node-id %d", mp.nodeID, nodeID)
+	}
+	if clusterID != "" && mp.clusterID != clusterID {
+		return metaProps{}, fmt.Errorf("data dir belongs to cluster %s, but the cluster store is cluster %s", mp.clusterID, clusterID)
 	}
 	return mp, nil
 }

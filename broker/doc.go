@@ -5,7 +5,10 @@
 // and transaction coordinators (groupcoord, txncoord) are state machines
 // it builds and calls from its handlers; it implements the narrow
 // interface they write through (coordinators.go: internal-topic appends,
-// transaction markers, replay, producer ids) and runs their timers.
+// transaction markers, replay, producer ids) and runs their timers. In
+// cluster mode they serve the internal partitions this broker leads and
+// reach other brokers for markers and verification
+// (coordinators_cluster.go, coordinators_peers.go, WriteTxnMarkers).
 //
 // Its metrics are package metrics' (metrics.go): it resolves the handles
 // once (per API at Open, per topic on first use, per listener per
@@ -31,6 +34,27 @@
 // (prepareMirrorAppend, link_data.go); for repair, the truncation that
 // first keeps what it cuts in a keep topic and the failback's conversion
 // of a writable topic into a pull mirror (link_repair.go).
+//
+// In cluster mode (Config.Cluster, cluster_config.go names each part's
+// files) it keeps no cluster metadata of its own: the topics, partitions
+// and producer-id blocks come from the cluster store (clustermeta), which
+// one reconciler goroutine follows, building topics and opening the logs
+// of the replicas this broker hosts, applying each hosted partition's role
+// in the store's order (cluster_mode.go); the topic admin APIs write to
+// the store and wait until the reconciler applied the write
+// (cluster_mode_admin.go); Metadata and the describe APIs answer for the
+// whole cluster (cluster_mode_describe.go). It must not decide leaders or
+// ISRs there (the controller and the leaders' ISR writes do).
+//
+// In cluster mode (Config.Cluster, cluster_config.go) each hosted replica
+// leads or follows at the store's leader epoch (replica_role.go): the
+// leader tracks its followers' fetches, the high watermark and the ISR,
+// whose changes it writes to the store fenced by its registration, and
+// answers acks=all at the high watermark (replica_leader.go); a follower's
+// log is written by the replica fetcher (package replica) through
+// FollowerReplica (replica_follower.go); the high watermarks are
+// checkpointed in the data dir (replica_checkpoint.go). The data APIs
+// answer NOT_LEADER_OR_FOLLOWER off the leader.
 //
 // It runs the background work over the logs: retention (partition_log.go)
 // and the log cleaner threads, which choose the compacted log to clean and

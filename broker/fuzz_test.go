@@ -46,6 +46,11 @@ func fuzzSeedRequests() []kmsg.Request {
 				r.Resources = []kmsg.IncrementalAlterConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeTopic, ResourceName: "fz", Configs: []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "cleanup.policy", Op: kmsg.IncrementalAlterConfigOpAppend, Value: sp("delete")}}}}
 			case *kmsg.DescribeTopicPartitionsRequest:
 				r.ResponsePartitionLimit = 1
+			case *kmsg.WriteTxnMarkersRequest:
+				m := kmsg.NewWriteTxnMarkersRequestMarker()
+				m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch = 7, 1, true, 2
+				m.Topics = []kmsg.WriteTxnMarkersRequestMarkerTopic{{Topic: "fz", Partitions: []int32{0, 1}}}
+				r.Markers = append(r.Markers, m)
 			case *kmsg.ApiVersionsRequest:
 				r.ClientSoftwareName, r.ClientSoftwareVersion = "fz", "1"
 			}

@@ -7,7 +7,9 @@ package broker
 // OffsetCommitKey/Value, GroupMetadataKey/Value, TxnMetadataKey/Value), so
 // a dump of the topics reads as a Kafka one. They are ordinary partition
 // logs created on first use (FindCoordinator or the first write) with
-// cleanup.policy=compact; on start the coordinators replay them.
+// cleanup.policy=compact; on start the coordinators replay them (in
+// cluster mode, each partition when this broker is elected its leader:
+// coordinators_cluster.go).
 //
 // Keys map to partitions as Kafka maps them: abs(Java String.hashCode) mod
 // the partition count (coordlog.PartitionForKey).
@@ -96,11 +98,15 @@ func (s *Server) internalLog(name string, p int32) (*Partition, *storage.Log, er
 }
 
 // appendInternal writes recs as one batch to partition p of topic name and
-// returns the offset of the first record.
+// returns the offset of the first record once it is replicated (cluster
+// mode: acks=all, and only while this broker leads the partition).
 func (s *Server) appendInternal(name string, p int32, recs []coordlog.Record, how coordlog.Batch, now time.Time) (int64, error) {
 	part, l, err := s.internalLog(name, p)
 	if err != nil {
 		return -1, err
+	}
+	if _, err := s.leaderCheck(part, -1); err != nil {
+		return -1, err // cluster mode: the partition moved (NOT_COORDINATOR)
 	}
 	records := make([]kbatch.Record, len(recs))
 	for i, r := range recs {
@@ -126,11 +132,19 @@ func (s *Server) appendInternal(name string, p int32, recs []coordlog.Record, ho
 		return -1, err
 	}
 	part.notifyAppend()
+	if err := s.awaitReplicated(part, ar.LastOffset+1); err != nil {
+		return -1, err
+	}
 	return ar.FirstOffset, nil
 }
 
-// writeTxnMarker appends a COMMIT or ABORT marker for producer pid to p.
+// writeTxnMarker appends a COMMIT or ABORT marker for producer pid to p
+// and returns once it is replicated (cluster mode: Kafka writes markers
+// with acks=all, and only the partition's leader takes them).
 func (s *Server) writeTxnMarker(p *Partition, pid int64, epoch int16, commit bool, coordinatorEpoch int32, now time.Time) error {
+	if _, err := s.leaderCheck(p, -1); err != nil {
+		return err
+	}
 	l, err := partitionLog(p)
 	if err != nil {
 		return err
@@ -146,11 +160,12 @@ func (s *Server) writeTxnMarker(p *Partition, pid int64, epoch int16, commit boo
 	if err != nil {
 		return err
 	}
-	if _, err := l.AppendCoordinator(set, p.LeaderEpoch(), now.UnixMilli(), 1); err != nil {
+	ar, err := l.AppendCoordinator(set, p.LeaderEpoch(), now.UnixMilli(), 1)
+	if err != nil {
 		return err
 	}
 	p.notifyAppend()
-	return nil
+	return s.awaitReplicated(p, ar.LastOffset+1)
 }
 
 // replayInternal calls fn for every record of partition p of an internal

@@ -108,6 +108,8 @@ func (s *Server) Ready() error {
 		return errors.New("no listener accepting yet")
 	case !s.policy.defaultsReady.Load():
 		return errors.New("default mirror policies not compiled yet")
+	case s.cm != nil && s.brokerEpoch() == 0:
+		return errors.New("not registered in the cluster")
 	}
 	return nil
 }
@@ -126,6 +128,9 @@ func (s *Server) totals() metrics.Totals {
 	for _, tp := range s.cluster.topics() {
 		t.Topics++
 		for _, p := range tp.Partitions() {
+			if !s.hostsPartition(p) {
+				continue // cluster mode: another broker's replica, not an offline one
+			}
 			t.Partitions++
 			h, ok := p.Log.(*logHandle)
 			if !ok || h == nil || h.log == nil {

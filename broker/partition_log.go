@@ -85,6 +85,9 @@ func (p *Partition) removeWaiter(ch chan struct{}) {
 // visible: at once, or under --flush always once it is durable (see
 // highWatermark).
 func (p *Partition) notifyAppend() {
+	if rs := p.repl.Load(); rs != nil && rs.leader {
+		rs.lead.appended() // cluster mode: the high watermark (replica_leader.go)
+	}
 	d := &p.data
 	if d.nwait.Load() == 0 {
 		return
@@ -116,8 +119,15 @@ func (p *Partition) wakeWaiters() {
 // durable offset, so no consumer ever reads a record that a crash could
 // take back (and that a later append would then reuse the offset of);
 // otherwise the log end.
+//
+// In cluster mode it is the replicated high watermark (replica_leader.go,
+// replica_follower.go), within the log's bounds.
 func highWatermark(h *logHandle) int64 {
 	leo := h.log.LogEndOffset()
+	if h.replicated {
+		hw := min(h.hw.Load(), leo)
+		return max(hw, h.log.LogStartOffset())
+	}
 	if !h.always {
 		return leo
 	}
@@ -205,7 +215,12 @@ func (s *Server) openPartitionLog(p *Partition) error {
 	if err != nil {
 		return fmt.Errorf("%w: opening the log of %s: %v", errStorage, p.Dir(), err)
 	}
-	p.Log = &logHandle{log: l, queue: hotpath.NewPartition(l, hotpath.QueueConfig{}), always: l.Config().Flush == storage.FlushAlways}
+	h := &logHandle{log: l, queue: hotpath.NewPartition(l, hotpath.QueueConfig{}), always: l.Config().Flush == storage.FlushAlways}
+	if s.cfg.Cluster != nil {
+		h.replicated = true
+		h.hw.Store(s.checkpointedHW(p, l))
+	}
+	p.Log = h
 	return nil
 }
 
@@ -217,6 +232,11 @@ type logHandle struct {
 	queue *hotpath.Partition
 	// always: --flush always (see highWatermark).
 	always bool
+	// replicated: cluster mode, whose high watermark is hw (the leader's
+	// or the one the follower last fetched), read at open from the
+	// high-watermark checkpoint (replica_checkpoint.go).
+	replicated bool
+	hw         atomic.Int64
 }
 
 // Close stops the queue (failing appends still queued) and closes the log.
@@ -232,6 +252,9 @@ func (h *logHandle) Close() error {
 func (s *Server) openAllLogs() {
 	for _, t := range s.cluster.topics() {
 		for _, p := range t.Partitions() {
+			if !s.hostsPartition(p) {
+				continue // cluster mode: another broker's replica
+			}
 			if err := s.openPartitionLog(p); err != nil {
 				s.log.Error("partition offline: its log does not open", "topic", t.Name, "partition", p.Index, "err", err)
 			}

@@ -39,10 +39,32 @@ type produceGuard struct {
 	sourceHW int64
 	// leo is the log end Begin found (mirror).
 	leo int64
+	// lead is the leadership the append was accepted under (cluster
+	// mode): Begin refuses the append once it ended, and holds it from
+	// ending until End (replica_leader.go). A guard with lead and no s
+	// judges nothing else.
+	lead *leaderState
 }
 
 // Begin admits the append (see hotpath.Guard).
 func (g *produceGuard) Begin() error {
+	if g.lead == nil {
+		return g.begin()
+	}
+	if err := g.lead.admitAppend(); err != nil {
+		return err
+	}
+	if err := g.begin(); err != nil {
+		g.lead.appendDone()
+		return err
+	}
+	return nil
+}
+
+func (g *produceGuard) begin() error {
+	if g.s == nil {
+		return nil // only the leadership to hold
+	}
 	if !g.mirror {
 		return g.s.judgePolicies(g.p, g.log, g.set, g.log.LogEndOffset())
 	}
@@ -78,6 +100,9 @@ func (g *produceGuard) admitMirror() error {
 func (g *produceGuard) End(*storage.AppendResult, error) {
 	if g.mirror {
 		g.p.data.appendMu.Unlock()
+	}
+	if g.lead != nil {
+		g.lead.appendDone()
 	}
 }
 

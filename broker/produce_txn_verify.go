@@ -4,14 +4,16 @@ package broker
 // Kafka 4.x as transaction.partition.verification.enable=true): a
 // transactional batch sent with a transactional id is appended only if
 // the transaction coordinator has the partition in that producer's ongoing
-// transaction. The coordinator is local, so the check is the
-// AddPartitionsToTxn v4 VerifyOnly logic called directly.
+// transaction. A local coordinator (every one on a single node) is asked
+// directly (the AddPartitionsToTxn v4 VerifyOnly logic); in cluster mode
+// one on another broker is asked with AddPartitionsToTxn v4 VerifyOnly.
 
 import (
 	"encoding/binary"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/verbatim-kafka/verbatim/clustermeta"
 	"github.com/verbatim-kafka/verbatim/coordlog"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 )
@@ -26,7 +28,17 @@ func (s *Server) verifyTxnProduce(txnID []byte, p *Partition, set []byte) error 
 	}
 	pid := int64(binary.BigEndian.Uint64(set[kbatch.ProducerIDOffset:]))
 	epoch := int16(binary.BigEndian.Uint16(set[kbatch.ProducerEpochOffset:]))
-	codes := s.txns.AddPartitions(string(txnID), pid, epoch, []coordlog.TopicPartition{{Topic: p.Topic.Name, Partition: p.Index}}, true)
+	tp := coordlog.TopicPartition{Topic: p.Topic.Name, Partition: p.Index}
+	switch node := s.txnCoordinatorNode(string(txnID)); node {
+	case s.cfg.NodeID:
+	case clustermeta.NoLeader:
+		return txnVerifyError(kerr.CoordinatorNotAvailable.Code)
+	default:
+		// Cluster mode: the coordinator is on another broker
+		// (coordinators_peers.go).
+		return txnVerifyError(s.verifyTxnRemote(node, string(txnID), pid, epoch, tp))
+	}
+	codes := s.txns.AddPartitions(string(txnID), pid, epoch, []coordlog.TopicPartition{tp}, true)
 	return txnVerifyError(codes[0])
 }
 

@@ -342,11 +342,16 @@ type Server struct {
 	clusterID string
 	cluster   *cluster
 	pids      *producerIDs
+	// cm is cluster mode's state (cluster_mode.go); nil on a single node.
+	cm *clusterMode
 	// fetchSessions are the incremental fetch sessions (fetch_sessions.go).
 	fetchSessions fetchSessionCache
 	// groups and txns are the coordinators (coordinators.go).
 	groups *groupcoord.Coordinator
 	txns   *txncoord.Coordinator
+	// coord is the coordinators' cluster-mode state: partition loads,
+	// connections to other brokers (coordinators_cluster.go).
+	coord coordCluster
 	// policy runs the topics' mirror policies (policies.go).
 	policy *policyState
 	// mirror holds the mirror topics' persisted state: writer epochs and
@@ -407,6 +412,9 @@ type Server struct {
 	// linkSecrets encodes the links' source credentials (nil: no
 	// password.encoder.secret), link_sync.go.
 	linkSecrets *secret.Encoder
+
+	// repl is cluster mode's replication state (replica_role.go).
+	repl replServer
 }
 
 // Open takes the data dir (lock, format version, cluster id), recovers the
@@ -437,13 +445,20 @@ func Open(cfg Config) (*Server, error) {
 	if err := checkFormat(s.fs, cfg.DataDir); err != nil {
 		return fail(err)
 	}
-	mp, err := loadOrCreateMetaProps(s.fs, cfg.NodeID)
-	if err != nil {
-		return fail(err)
-	}
-	s.clusterID = mp.clusterID
-	if s.cluster, err = loadCluster(s.fs, s.log); err != nil {
-		return fail(err)
+	if cfg.Cluster != nil {
+		// Cluster mode: the topics come from the cluster store.
+		if err := s.openClusterState(); err != nil {
+			return fail(err)
+		}
+	} else {
+		mp, err := loadOrCreateMetaProps(s.fs, cfg.NodeID)
+		if err != nil {
+			return fail(err)
+		}
+		s.clusterID = mp.clusterID
+		if s.cluster, err = loadCluster(s.fs, s.log); err != nil {
+			return fail(err)
+		}
 	}
 	s.cluster.maxPartitions = cfg.MaxPartitions
 	if err := s.cluster.applyTopicDefaults(cfg.TopicDefaults); err != nil {
@@ -452,7 +467,9 @@ func Open(cfg Config) (*Server, error) {
 	if s.acl, err = s.openAuthorizer(); err != nil {
 		return fail(err)
 	}
-	if s.pids, err = openProducerIDs(s.fs); err != nil {
+	if s.cm != nil {
+		s.pids = &producerIDs{fromStore: s.cm.allocateProducerIDs}
+	} else if s.pids, err = openProducerIDs(s.fs); err != nil {
 		return fail(err)
 	}
 	if s.scram, err = openSCRAMStore(s.fs); err != nil {
@@ -466,6 +483,7 @@ func Open(cfg Config) (*Server, error) {
 	s.recoverMirrorStops()
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	go s.retentionLoop(s.baseCtx)
+	s.startReplication(s.baseCtx) // cluster mode only
 	s.startCleaners(s.baseCtx)
 	if s.policy, err = openPolicies(s.baseCtx, cfg, s.log, s.metrics); err != nil {
 		s.cancelBase()
@@ -620,6 +638,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// process.
 	go s.policy.close()
 	s.stopCleaners()
+	s.leaveCluster(ctx)
+	s.shutdownReplication() // cluster mode: the last high-watermark checkpoint
 	s.cluster.close()
 	s.lock.release()
 	s.log.Info("broker stopped")

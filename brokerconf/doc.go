@@ -15,7 +15,10 @@
 // dir, limits), topics.go (the broker defaults of topic configs), cleaner.go
 // (the log cleaner), metrics.go (metrics.listen, Verbatim's own name),
 // linksecrets.go (password.encoder.*, the cluster link's credentials at
-// rest; Kafka 3.x's names, gone from Kafka 4).
+// rest; Kafka 3.x's names, gone from Kafka 4), cluster.go (cluster mode:
+// Kafka's replication names and Verbatim's metadata.etcd.*, read by
+// LoadCluster into a Cluster, since the store, the embedded etcd member
+// and the replica fetchers are not the broker's to open).
 //
 // It owns names and their translation, not behaviour: what a setting does
 // is the broker's. It must not open files other than those a property

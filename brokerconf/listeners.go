@@ -31,10 +31,11 @@ func init() {
 	Register(Property{Name: "advertised.listeners", Scope: ScopeBroker, Order: orderListenerMaps,
 		Doc:   "NAME://host:port that Metadata and FindCoordinator name to clients of each listener; default: the bound address.",
 		Apply: applyAdvertised})
-	// Accepted so that a Kafka KRaft server.properties loads: a single
-	// Verbatim node has no inter-broker or controller traffic. The
+	// Accepted so that a Kafka KRaft server.properties loads: Verbatim
+	// has no KRaft controller (etcd holds the cluster state). The
 	// listeners named in controller.listener.names are not bound.
-	for _, n := range []string{"inter.broker.listener.name", "controller.listener.names", "process.roles"} {
+	// inter.broker.listener.name is cluster mode's (cluster.go).
+	for _, n := range []string{"controller.listener.names", "process.roles"} {
 		Register(Property{Name: n, Scope: ScopeBroker, Order: orderListeners,
 			Doc:   "Accepted for Kafka compatibility; no effect on a single node (controller listeners are not bound).",
 			Apply: func(*broker.Config, string, string, string) error { return nil }})

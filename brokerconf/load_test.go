@@ -223,6 +223,18 @@ func FuzzLoad(f *testing.F) {
 				t.Fatalf("listener %+v loaded inconsistent", l)
 			}
 		}
+		// Cluster mode's settings, read from what Load accepted.
+		c, _, err := LoadCluster(&cfg, p, ov)
+		if err != nil || c == nil {
+			return
+		}
+		e := c.Etcd
+		if len(e.Endpoints) == 0 || !strings.HasPrefix(e.Prefix, "/") || !strings.HasSuffix(e.Prefix, "/") {
+			t.Fatalf("cluster mode with etcd %+v", e)
+		}
+		if m := c.Embed; m != nil && (m.Dir == "" || m.ClientURL == "" || m.PeerURL == "" || m.Name == "") {
+			t.Fatalf("embedded member %+v incomplete", m)
+		}
 	})
 }
 

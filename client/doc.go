@@ -5,7 +5,8 @@
 // connection per broker re-dialled after failures), the raw one-partition
 // requests the mirroring tools need (ListOffsets, OffsetForLeaderEpoch,
 // sessionless Fetch, multi-partition Fetch in a KIP-227 incremental fetch
-// session with topic ids from Fetch v13 (FetchSession), topic configs,
+// session with topic ids from Fetch v13 (FetchSession; as a consumer or, with
+// SessionOptions.Follower, as a broker's replica fetcher), topic configs,
 // consumer group listing, coordinator lookup, offset fetch and commit), the classification of errors worth
 // retrying (Transient) and the pacing of retries (Clock, Backoff, Retry)
 // for callers that retry.

@@ -41,6 +41,14 @@ type SessionOptions struct {
 	MinBytes  int32
 	MaxBytes  int32 // the response's max bytes
 	Isolation int8
+	// Follower makes the fetch a replica's (a broker's replica fetcher):
+	// ReplicaID is the fetching broker's node id and ReplicaEpoch its
+	// broker epoch, sent in ReplicaState from Fetch v15 (KIP-903) and as
+	// ReplicaID before (no epoch). Without Follower the fetch is a
+	// consumer's (replica id -1), whatever the two fields hold.
+	Follower     bool
+	ReplicaID    int32
+	ReplicaEpoch int64
 }
 
 // SessionAnswer is one partition of a session fetch response.
@@ -155,6 +163,13 @@ func (s *FetchSession) build(want []SessionPartition, o SessionOptions) (*kmsg.F
 	req.Version = v
 	req.ReplicaID = -1
 	req.ReplicaState.ID, req.ReplicaState.Epoch = -1, -1
+	if o.Follower {
+		if v >= 15 {
+			req.ReplicaState.ID, req.ReplicaState.Epoch = o.ReplicaID, o.ReplicaEpoch
+		} else {
+			req.ReplicaID = o.ReplicaID
+		}
+	}
 	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = o.MaxWaitMs, o.MinBytes, o.MaxBytes
 	req.IsolationLevel = o.Isolation
 	full := s.epoch == initialEpoch || v < 7

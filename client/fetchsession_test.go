@@ -229,3 +229,38 @@ func TestFetchSessionErrors(t *testing.T) {
 }
 
 func errorsIs(err, target error) bool { return err != nil && errors.Is(err, target) }
+
+// TestFetchSessionFollower: a follower's session fetch carries its replica
+// id and broker epoch in ReplicaState from v15 and in ReplicaID before (as
+// they go on the wire); without Follower the fetch is a consumer's.
+func TestFetchSessionFollower(t *testing.T) {
+	id := [16]byte{1, 2, 3}
+	for _, c := range []struct {
+		v                 int16
+		follower          bool
+		wantID            int32
+		wantState, wantEp int64
+	}{
+		{12, true, 3, -1, -1},
+		{14, true, 3, -1, -1},
+		{15, true, -1, 3, 77},
+		{17, true, -1, 3, 77},
+		{14, false, -1, -1, -1},
+		{17, false, -1, -1, -1},
+	} {
+		s := NewFetchSession(&Conn{addr: "test", versions: map[int16]int16{kmsg.Fetch.Int16(): c.v}})
+		req, _, err := s.build([]SessionPartition{part(id, 0, 0)}, SessionOptions{MaxBytes: 1 << 20, Follower: c.follower, ReplicaID: 3, ReplicaEpoch: 77})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// What the broker reads: the request encoded and decoded at v.
+		got := kmsg.NewPtrFetchRequest()
+		got.Version = req.Version
+		if err := got.ReadFrom(req.AppendTo(nil)); err != nil {
+			t.Fatal(err)
+		}
+		if got.Version != c.v || got.ReplicaID != c.wantID || int64(got.ReplicaState.ID) != c.wantState || got.ReplicaState.Epoch != c.wantEp {
+			t.Errorf("v%d follower %v: replica id %d, state %d/%d; want %d, %d/%d", c.v, c.follower, got.ReplicaID, got.ReplicaState.ID, got.ReplicaState.Epoch, c.wantID, c.wantState, c.wantEp)
+		}
+	}
+}

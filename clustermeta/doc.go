@@ -11,6 +11,15 @@
 // consistent snapshots. It also starts an embedded etcd member for
 // `verbatim serve` (embed.go).
 //
+// Files: codec.go (the key layout and the values' JSON; decoders check
+// what they read and name the key when they refuse it), builder.go (the
+// copy-on-write snapshot builder both stores share), validate.go (the
+// argument checks both stores share), etcd.go (Store over
+// go.etcd.io/etcd/client/v3), embed.go (the embedded member), session.go
+// (Session and Leadership over an implementation's state). memstore is the
+// same Store in memory for other packages' unit tests; the conformance
+// suite runs against both.
+//
 // It must not import the broker, storage or the controller, decide
 // anything (who leads, who is in sync: the controller and the leaders
 // decide, this package stores), or keep state beyond the latest snapshot.

@@ -73,11 +73,11 @@ type Session struct {
 	// Info is the registration as stored, its Epoch set.
 	Info BrokerInfo
 	// impl is the implementation's state (etcd.go).
-	impl sessionImpl
+	impl SessionImpl
 }
 
 // Leadership is the controller's election win.
 type Leadership struct {
 	NodeID int32
-	impl   leadershipImpl
+	impl   LeadershipImpl
 }

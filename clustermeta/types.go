@@ -103,6 +103,9 @@ type Snapshot struct {
 	// Controller is the node id of the elected controller, NoLeader when
 	// none.
 	Controller int32
+	// Corrupt lists the stored values that did not decode, each error
+	// naming its key; their records are left out of the snapshot.
+	Corrupt []error
 }
 
 // Partition returns a partition's state, false when absent.

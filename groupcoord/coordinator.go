@@ -1,6 +1,6 @@
 package groupcoord
 
-// The group coordinator: Kafka's classic group protocol on one node.
+// The group coordinator: Kafka's classic group protocol.
 //
 // Every group this broker coordinates lives in memory in a group struct,
 // guarded by the coordinator's one mutex; its durable form is the group's
@@ -43,10 +43,15 @@ type Config struct {
 	Logger *slog.Logger
 	// InitialRebalanceDelay is group.initial.rebalance.delay.ms.
 	InitialRebalanceDelay time.Duration
+	// PerPartition (cluster mode): the coordinator serves only the
+	// partitions given to LoadPartition (partitions.go); false: every
+	// group, loaded by Load (a single node).
+	PerPartition bool
 }
 
-// Coordinator coordinates every group (this node owns every
-// __consumer_offsets partition).
+// Coordinator coordinates the groups of the __consumer_offsets partitions
+// this node owns: every one on a single node, those it leads in cluster
+// mode (partitions.go).
 type Coordinator struct {
 	log   coordlog.Log
 	clock coordlog.Clock
@@ -63,6 +68,10 @@ type Coordinator struct {
 	// appended; driving is set while a goroutine appends them (drive.go).
 	outbox  []*write
 	driving bool
+	// owned are the partitions served (partitions.go); loadingTxns the
+	// transaction markers written to a partition while it loads.
+	owned       *coordlog.Owned
+	loadingTxns map[int32][]txnCompletion
 }
 
 // New returns a coordinator with no groups; Load recovers them.
@@ -75,6 +84,7 @@ func New(cfg Config) *Coordinator {
 		log: cfg.Log, clock: cfg.Clock, lg: lg, groups: map[string]*group{},
 		initialRebalanceDelay: cfg.InitialRebalanceDelay, retention: offsetsRetention,
 		lastRetention: cfg.Clock.Now(),
+		owned:         coordlog.NewOwned(cfg.PerPartition), loadingTxns: map[int32][]txnCompletion{},
 	}
 }
 
@@ -122,8 +132,8 @@ func (c *Coordinator) join(r JoinRequest, now time.Time) (res JoinResult, ch cha
 	fail := func(e *kerr.Error) (JoinResult, chan JoinResult, bool) {
 		return JoinResult{Code: e.Code, MemberID: r.MemberID, Generation: -1}, nil, false
 	}
-	if c.closed {
-		return fail(kerr.NotCoordinator)
+	if e := c.refusal(r.Group); e != nil {
+		return fail(e)
 	}
 	if r.Group == "" {
 		return fail(kerr.InvalidGroupID)

@@ -1,8 +1,11 @@
 // Package groupcoord is the classic group coordinator (Kafka's
-// GroupCoordinator for the classic protocol on one node): group
+// GroupCoordinator for the classic protocol): group
 // membership, rebalances, static members, committed and transactional
 // offsets, offset retention and group deletion, with its durable state in
-// __consumer_offsets in Kafka's record schemas, recovered by replay.
+// __consumer_offsets in Kafka's record schemas, recovered by replay: of
+// every partition at start on a single node, of each partition this
+// broker leads on its election in cluster mode (LoadPartition and
+// UnloadPartition, as Kafka's onElection/onResignation).
 //
 // It owns the in-memory group state and decides, under its one mutex,
 // what to write and what to answer; the records are appended through the

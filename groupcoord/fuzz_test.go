@@ -26,13 +26,13 @@ func FuzzGroupReplayRecord(f *testing.F) {
 	f.Add(groupMetadataKey("g"), []byte(nil), false, int64(-1))
 	f.Add([]byte{0, 2, 0}, []byte{0, 3, 1, 2}, false, int64(-1))
 	f.Fuzz(func(t *testing.T, key, value []byte, transactional bool, pid int64) {
-		c := &Coordinator{groups: map[string]*group{}}
+		groups := map[string]*group{}
 		pending := map[int64]bool{}
 		now := time.UnixMilli(1_700_000_000_000)
 		e := coordlog.Entry{Offset: 0, Timestamp: now.UnixMilli(), ProducerID: pid, Transactional: transactional, Key: key, Value: value}
-		c.replayRecord(e, now, pending)
-		c.replayRecord(e, now, pending) // replaying twice is harmless
-		for id, g := range c.groups {
+		replayRecord(groups, e, now, pending)
+		replayRecord(groups, e, now, pending) // replaying twice is harmless
+		for id, g := range groups {
 			if g.id != id || g.members == nil || g.offsets == nil || g.pendingTxn == nil || g.static == nil {
 				t.Fatalf("group %q loaded inconsistently: %+v", id, g)
 			}
@@ -43,7 +43,7 @@ func FuzzGroupReplayRecord(f *testing.F) {
 			}
 			_ = g.selectProtocol()
 			_, _ = g.subscribedTopics()
-			c.completeTxnLocked(g, pid, true)
+			completeTxn(g, pid, true)
 		}
 	})
 }

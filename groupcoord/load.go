@@ -8,7 +8,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/coordlog"
@@ -18,8 +17,12 @@ import (
 // Groups whose last metadata record has members come back Stable with
 // fresh session deadlines, as Kafka loads them: members of a rebalance
 // that was cut short rejoin with their member ids, or expire. It runs
-// before the coordinator serves requests.
+// before the coordinator serves requests, on a single node only (with
+// Config.PerPartition, LoadPartition loads each partition it leads).
 func (c *Coordinator) Load() error {
+	if c.owned.PerPartition() {
+		return nil
+	}
 	parts := c.log.Partitions(coordlog.OffsetsTopic)
 	if parts == nil {
 		return nil
@@ -28,31 +31,44 @@ func (c *Coordinator) Load() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range parts {
-		pendingPids := map[int64]bool{}
-		err := c.log.Replay(coordlog.OffsetsTopic, p, func(e coordlog.Entry) {
-			if e.Control {
-				if !pendingPids[e.ProducerID] {
-					return
-				}
-				delete(pendingPids, e.ProducerID)
-				for _, g := range c.groups {
-					if c.PartitionFor(g.id) == p {
-						c.completeTxnLocked(g, e.ProducerID, e.Commit)
-					}
-				}
+		c.installLocked(c.replayPartition(p, now), now)
+	}
+	c.lg.Info("group coordinator loaded", "groups", len(c.groups))
+	return nil
+}
+
+// replayPartition rebuilds the groups of __consumer_offsets partition p
+// from its log; it touches no state of c but its logger.
+func (c *Coordinator) replayPartition(p int32, now time.Time) map[string]*group {
+	groups := map[string]*group{}
+	pendingPids := map[int64]bool{}
+	err := c.log.Replay(coordlog.OffsetsTopic, p, func(e coordlog.Entry) {
+		if e.Control {
+			if !pendingPids[e.ProducerID] {
 				return
 			}
-			c.replayRecord(e, now, pendingPids)
-		})
-		if err != nil {
-			// As Kafka with an offline log: the groups of this
-			// partition (or of its unread rest) are not loaded; their
-			// requests fail on write (COORDINATOR_NOT_AVAILABLE) until
-			// the log is back.
-			c.lg.Error("group coordinator: an offsets partition is offline or its replay stopped early", "partition", p, "err", err)
+			delete(pendingPids, e.ProducerID)
+			for _, g := range groups {
+				completeTxn(g, e.ProducerID, e.Commit)
+			}
+			return
 		}
+		replayRecord(groups, e, now, pendingPids)
+	})
+	if err != nil {
+		// As Kafka with an offline log: the groups of this partition
+		// (or of its unread rest) are not loaded; their requests fail
+		// on write (COORDINATOR_NOT_AVAILABLE) until the log is back.
+		c.lg.Error("group coordinator: an offsets partition is offline or its replay stopped early", "partition", p, "err", err)
 	}
-	for _, g := range c.groups {
+	return groups
+}
+
+// installLocked makes the replayed groups the coordinator's: those whose
+// last metadata has members come back Stable with fresh session
+// deadlines, the others Empty. Called with c.mu held.
+func (c *Coordinator) installLocked(groups map[string]*group, now time.Time) {
+	for id, g := range groups {
 		if len(g.members) > 0 && g.generation > 0 {
 			g.state = groupStable
 			for _, m := range g.members {
@@ -63,12 +79,12 @@ func (c *Coordinator) Load() error {
 			g.members = map[string]*groupMember{}
 			g.static = map[string]string{}
 		}
+		c.groups[id] = g
 	}
-	c.lg.Info("group coordinator loaded", "groups", len(c.groups))
-	return nil
 }
 
-func (c *Coordinator) replayRecord(e coordlog.Entry, now time.Time, pendingPids map[int64]bool) {
+// replayRecord applies one record of __consumer_offsets to groups.
+func replayRecord(groups map[string]*group, e coordlog.Entry, now time.Time, pendingPids map[int64]bool) {
 	if len(e.Key) < 2 {
 		return
 	}
@@ -78,7 +94,7 @@ func (c *Coordinator) replayRecord(e coordlog.Entry, now time.Time, pendingPids 
 		if k.ReadFrom(e.Key) != nil {
 			return
 		}
-		g := c.groups[k.Group]
+		g := groups[k.Group]
 		tp := coordlog.TopicPartition{Topic: k.Topic, Partition: k.Partition}
 		if e.Value == nil {
 			if g != nil {
@@ -92,7 +108,7 @@ func (c *Coordinator) replayRecord(e coordlog.Entry, now time.Time, pendingPids 
 		}
 		if g == nil {
 			g = newGroup(k.Group, time.UnixMilli(e.Timestamp))
-			c.groups[k.Group] = g
+			groups[k.Group] = g
 		}
 		ent := OffsetEntry{Offset: v.Offset, LeaderEpoch: -1, Metadata: v.Metadata, CommitTs: v.CommitTimestamp}
 		if v.Version >= 3 {
@@ -115,17 +131,17 @@ func (c *Coordinator) replayRecord(e coordlog.Entry, now time.Time, pendingPids 
 			return
 		}
 		if e.Value == nil {
-			delete(c.groups, k.Group)
+			delete(groups, k.Group)
 			return
 		}
 		var v kmsg.GroupMetadataValue
 		if v.ReadFrom(e.Value) != nil {
 			return
 		}
-		g := c.groups[k.Group]
+		g := groups[k.Group]
 		if g == nil {
 			g = newGroup(k.Group, now)
-			c.groups[k.Group] = g
+			groups[k.Group] = g
 		}
 		g.protocolType, g.generation = v.ProtocolType, v.Generation
 		g.protocol, g.leader = "", ""
@@ -183,8 +199,8 @@ func (c *Coordinator) Describe(groupID string, dg *kmsg.DescribeGroupsResponseGr
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g := c.groups[groupID]
-	if c.closed {
-		dg.ErrorCode = kerr.NotCoordinator.Code
+	if e := c.refusal(groupID); e != nil {
+		dg.ErrorCode = e.Code
 		return true
 	}
 	if g == nil {

@@ -28,8 +28,8 @@ func (c *Coordinator) Sync(r SyncRequest) (res SyncResult, ch chan SyncResult) {
 
 func (c *Coordinator) sync(r SyncRequest, now time.Time) (SyncResult, chan SyncResult) {
 	fail := func(e *kerr.Error) (SyncResult, chan SyncResult) { return SyncResult{Code: e.Code}, nil }
-	if c.closed {
-		return fail(kerr.NotCoordinator)
+	if e := c.refusal(r.Group); e != nil {
+		return fail(e)
 	}
 	g := c.groups[r.Group]
 	if g == nil {
@@ -114,8 +114,8 @@ func (c *Coordinator) Heartbeat(groupID, memberID string, instanceID *string, ge
 	now := c.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
-		return kerr.NotCoordinator.Code
+	if e := c.refusal(groupID); e != nil {
+		return e.Code
 	}
 	g := c.groups[groupID]
 	if g == nil {
@@ -157,8 +157,8 @@ func (c *Coordinator) Leave(groupID string, ms []LeaveMember) (code int16, out [
 }
 
 func (c *Coordinator) leave(groupID string, ms []LeaveMember, now time.Time) (int16, []LeaveMember) {
-	if c.closed {
-		return kerr.NotCoordinator.Code, nil
+	if e := c.refusal(groupID); e != nil {
+		return e.Code, nil
 	}
 	g := c.groups[groupID]
 	if g == nil {

@@ -95,8 +95,8 @@ func (c *Coordinator) CommitOffsets(groupID, memberID string, instanceID *string
 }
 
 func (c *Coordinator) commitOffsets(groupID, memberID string, instanceID *string, generation int32, commits []OffsetCommit, now time.Time) {
-	if c.closed {
-		setCodes(commits, kerr.NotCoordinator.Code)
+	if e := c.refusal(groupID); e != nil {
+		setCodes(commits, e.Code)
 		return
 	}
 	if groupID == "" {
@@ -197,8 +197,8 @@ func (c *Coordinator) TxnCommitOffsets(groupID, memberID string, instanceID *str
 }
 
 func (c *Coordinator) txnCommitOffsets(groupID, memberID string, instanceID *string, generation int32, pid int64, epoch int16, commits []OffsetCommit, now time.Time) {
-	if c.closed {
-		setCodes(commits, kerr.NotCoordinator.Code)
+	if e := c.refusal(groupID); e != nil {
+		setCodes(commits, e.Code)
 		return
 	}
 	// As Kafka's ClassicGroup.validateOffsetCommit for a transactional
@@ -236,15 +236,20 @@ func (c *Coordinator) txnCommitOffsets(groupID, memberID string, instanceID *str
 func (c *Coordinator) CompleteTxn(part int32, pid int64, commit bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.owned.Loading(part) {
+		// Its groups are being replayed: applied once they are in.
+		c.loadingTxns[part] = append(c.loadingTxns[part], txnCompletion{pid, commit})
+		return
+	}
 	for _, g := range c.groups {
 		if c.PartitionFor(g.id) != part {
 			continue
 		}
-		c.completeTxnLocked(g, pid, commit)
+		completeTxn(g, pid, commit)
 	}
 }
 
-func (c *Coordinator) completeTxnLocked(g *group, pid int64, commit bool) {
+func completeTxn(g *group, pid int64, commit bool) {
 	p := g.pendingTxn[pid]
 	if p == nil {
 		return
@@ -270,8 +275,8 @@ type FetchedOffset struct {
 func (c *Coordinator) FetchOffsets(groupID string, tps []coordlog.TopicPartition, requireStable bool) (int16, []FetchedOffset) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
-		return kerr.NotCoordinator.Code, nil
+	if e := c.refusal(groupID); e != nil {
+		return e.Code, nil
 	}
 	g := c.groups[groupID]
 	if tps == nil {
@@ -347,8 +352,8 @@ func (c *Coordinator) deleteGroup(groupID string, now time.Time) *int16 {
 		*code = e.Code
 		return code
 	}
-	if c.closed {
-		return fail(kerr.NotCoordinator)
+	if e := c.refusal(groupID); e != nil {
+		return fail(e)
 	}
 	if groupID == "" {
 		return fail(kerr.InvalidGroupID)
@@ -405,8 +410,8 @@ func (c *Coordinator) deleteOffsets(groupID string, tps []OffsetCommit, now time
 		*code = e.Code
 		return code
 	}
-	if c.closed {
-		return fail(kerr.NotCoordinator)
+	if e := c.refusal(groupID); e != nil {
+		return fail(e)
 	}
 	g := c.groups[groupID]
 	if g == nil || g.state == groupDead {

@@ -18,10 +18,11 @@ import (
 	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
-// verbatimClient returns a franz-go client for addr, closed on cleanup.
+// verbatimClient returns a franz-go client for addr (a bootstrap list:
+// host:port,host:port), closed on cleanup.
 func verbatimClient(t testing.TB, addr string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(strings.Split(addr, ",")...)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,13 +32,19 @@ func verbatimClient(t testing.TB, addr string, opts ...kgo.Opt) *kgo.Client {
 
 func createTopicOn(t testing.TB, adm *kadm.Client, topic string, partitions int32, configs map[string]string) {
 	t.Helper()
+	createTopicRF(t, adm, topic, partitions, 1, configs)
+}
+
+// createTopicRF is createTopicOn with a replication factor.
+func createTopicRF(t testing.TB, adm *kadm.Client, topic string, partitions int32, rf int16, configs map[string]string) {
+	t.Helper()
 	cfg := map[string]*string{}
 	for k, v := range configs {
 		cfg[k] = kadm.StringPtr(v)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := adm.CreateTopic(ctx, partitions, 1, cfg, topic)
+	resp, err := adm.CreateTopic(ctx, partitions, rf, cfg, topic)
 	if err == nil {
 		err = resp.Err
 	}
@@ -127,6 +134,7 @@ func TestVerbatimRealClients(t *testing.T) {
 	bs := v.Addr
 	cl := verbatimClient(t, bs)
 	adm := kadm.NewClient(cl)
+	rc := realClients{bs: bs, cl: cl, adm: adm, rf: 1}
 
 	t.Run("kafka-topics-and-configs", func(t *testing.T) {
 		JavaTool(t, "kafka-topics", "--bootstrap-server", bs, "--create", "--topic", "tool-topic",
@@ -193,77 +201,11 @@ func TestVerbatimRealClients(t *testing.T) {
 		}
 	})
 
-	t.Run("kcat-every-codec", func(t *testing.T) {
-		const topic, per = "kcat", 40
-		createTopicOn(t, adm, topic, 1, nil)
-		var want []string
-		for ci, z := range []string{"none", "gzip", "snappy", "lz4", "zstd"} {
-			in, recs := keyedLines("kcat-"+z, per, ci*per)
-			if _, err := RunKcat(t, Cmd{Stdin: strings.NewReader(in)}, "-P", "-b", bs, "-t", topic, "-p", "0",
-				"-K", "|", "-z", z, "-H", "codec="+z, "-H", "origin=kcat", "-X", "acks=all"); err != nil {
-				t.Fatalf("kcat produce -z %s: %v", z, err)
-			}
-			for _, r := range recs {
-				want = append(want, fmt.Sprintf("%d\t%s\t%s\tcodec=%s,origin=kcat", r.offset, r.key, r.value, z))
-			}
-		}
-		res := Kcat(t, "-C", "-b", bs, "-t", topic, "-p", "0", "-o", "beginning", "-c", strconv.Itoa(len(want)), "-e",
-			"-f", "%o\t%k\t%s\t%h\n")
-		if got := res.Lines(); strings.Join(got, "\n") != strings.Join(want, "\n") {
-			t.Fatalf("kcat consumed %d lines, want %d; first difference:\n%s", len(got), len(want), firstLineDiff(got, want))
-		}
-		// Stored as sent: one codec per producer run.
-		codecs := map[kbatch.Codec]bool{}
-		for _, b := range fetchAllRaw(t, cl, topic) {
-			h, _ := kbatch.ParseHeader(b)
-			codecs[h.Codec()] = true
-		}
-		if len(codecs) != 5 {
-			t.Errorf("stored batches use codecs %v, want all five", codecs)
-		}
-	})
+	t.Run("kcat-every-codec", rc.kcatEveryCodec)
 
-	t.Run("java-console", func(t *testing.T) {
-		const topic, n = "console", 300
-		createTopicOn(t, adm, topic, 1, nil)
-		in, want := keyedLines("java", n, 0)
-		if _, err := RunJavaTool(t, Cmd{Stdin: strings.NewReader(in)}, "kafka-console-producer",
-			"--bootstrap-server", bs, "--topic", topic, "--compression-codec", "lz4",
-			"--reader-property", "parse.key=true", "--reader-property", "key.separator=|",
-			"--producer-property", "acks=all"); err != nil {
-			t.Fatalf("console producer: %v", err)
-		}
-		res := JavaTool(t, "kafka-console-consumer", "--bootstrap-server", bs,
-			"--topic", topic, "--partition", "0", "--offset", "earliest",
-			"--max-messages", strconv.Itoa(n), "--timeout-ms", "60000",
-			"--formatter-property", "print.offset=true", "--formatter-property", "print.key=true")
-		t.Logf("console consumer ran %v", res.Elapsed.Round(time.Millisecond))
-		var lines []string
-		for _, l := range res.Lines() {
-			rest, ok := strings.CutPrefix(l, "Offset:")
-			if !ok {
-				t.Fatalf("console consumer: unexpected line %q", l)
-			}
-			lines = append(lines, rest)
-		}
-		checkConsumed(t, "console consumer", lines, want)
-	})
+	t.Run("java-console", rc.javaConsole)
 
-	t.Run("confluent-kafka", func(t *testing.T) {
-		const topic, n = "pyck", 200
-		createTopicOn(t, adm, topic, 1, nil)
-		res := Python(t, pyProduceConsume, bs, topic, strconv.Itoa(n))
-		lines := res.Lines()
-		if len(lines) != n {
-			t.Fatalf("confluent-kafka read %d records, want %d:\n%s", len(lines), n, res.describe())
-		}
-		for i, l := range lines {
-			want := fmt.Sprintf("%d\tpy-%04d\tpython value %d\ti=%d,src=confluent", i, i, i, i)
-			if l != want {
-				t.Fatalf("confluent-kafka record %d = %q, want %q", i, l, want)
-			}
-		}
-	})
+	t.Run("confluent-kafka", rc.confluentKafka)
 
 	t.Run("confluent-kafka-transactions", func(t *testing.T) {
 		const topic = "pytxn"
@@ -306,39 +248,7 @@ func TestVerbatimRealClients(t *testing.T) {
 		}
 	})
 
-	t.Run("franz-go", func(t *testing.T) {
-		const topic, n = "kgo", 1000
-		createTopicOn(t, adm, topic, 1, nil)
-		pcl := verbatimClient(t, bs, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-			kgo.ProducerBatchCompression(kgo.SnappyCompression()), kgo.ProducerLinger(5*time.Millisecond))
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		var recs []*kgo.Record
-		for i := 0; i < n; i++ {
-			recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprintf("kgo-%d", i)), Value: []byte(fmt.Sprintf("kgo value %d", i)),
-				Headers: []kgo.RecordHeader{{Key: "i", Value: []byte(strconv.Itoa(i))}}})
-		}
-		if err := pcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			t.Fatalf("kgo produce: %v", err)
-		}
-		ccl := verbatimClient(t, bs, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
-		got := 0
-		for got < n {
-			fs := ccl.PollFetches(ctx)
-			if err := ctx.Err(); err != nil {
-				t.Fatalf("kgo consume: %d of %d records: %v", got, n, err)
-			}
-			fs.EachError(func(tp string, p int32, err error) { t.Fatalf("kgo consume %s/%d: %v", tp, p, err) })
-			fs.EachRecord(func(r *kgo.Record) {
-				i := got
-				if r.Offset != int64(i) || string(r.Key) != fmt.Sprintf("kgo-%d", i) || string(r.Value) != fmt.Sprintf("kgo value %d", i) ||
-					len(r.Headers) != 1 || string(r.Headers[0].Value) != strconv.Itoa(i) {
-					t.Fatalf("kgo record %d: offset %d key %q value %q headers %v", i, r.Offset, r.Key, r.Value, r.Headers)
-				}
-				got++
-			})
-		}
-	})
+	t.Run("franz-go", rc.franzGo)
 
 	t.Run("verifiable-idempotent", func(t *testing.T) {
 		const topic, n = "verif-idem", 500
@@ -505,6 +415,135 @@ func TestVerbatimRealClients(t *testing.T) {
 		}
 		t.Logf("DumpLogSegments agrees on %d batches in %d segment files; %d non-empty index files pass", len(want), len(logs), len(idx))
 	})
+}
+
+// realClients runs the real-client checks shared by the single node
+// (TestVerbatimRealClients) and the cluster (TestVerbatimCluster) against
+// a bootstrap list, creating their topics with replication factor rf.
+type realClients struct {
+	bs  string
+	cl  *kgo.Client
+	adm *kadm.Client
+	rf  int16
+}
+
+// create creates topic with rc's replication factor.
+func (rc realClients) create(t testing.TB, topic string, partitions int32, configs map[string]string) {
+	t.Helper()
+	createTopicRF(t, rc.adm, topic, partitions, rc.rf, configs)
+}
+
+// kcatEveryCodec produces with kcat (librdkafka) in every codec with keys
+// and headers, reads it back, and checks the batches are stored as sent.
+func (rc realClients) kcatEveryCodec(t *testing.T) {
+	const topic, per = "kcat", 40
+	rc.create(t, topic, 1, nil)
+	var want []string
+	for ci, z := range []string{"none", "gzip", "snappy", "lz4", "zstd"} {
+		in, recs := keyedLines("kcat-"+z, per, ci*per)
+		if _, err := RunKcat(t, Cmd{Stdin: strings.NewReader(in)}, "-P", "-b", rc.bs, "-t", topic, "-p", "0",
+			"-K", "|", "-z", z, "-H", "codec="+z, "-H", "origin=kcat", "-X", "acks=all"); err != nil {
+			t.Fatalf("kcat produce -z %s: %v", z, err)
+		}
+		for _, r := range recs {
+			want = append(want, fmt.Sprintf("%d\t%s\t%s\tcodec=%s,origin=kcat", r.offset, r.key, r.value, z))
+		}
+	}
+	res := Kcat(t, "-C", "-b", rc.bs, "-t", topic, "-p", "0", "-o", "beginning", "-c", strconv.Itoa(len(want)), "-e",
+		"-f", "%o\t%k\t%s\t%h\n")
+	if got := res.Lines(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("kcat consumed %d lines, want %d; first difference:\n%s", len(got), len(want), firstLineDiff(got, want))
+	}
+	// Stored as sent: one codec per producer run.
+	codecs := map[kbatch.Codec]bool{}
+	for _, b := range fetchAllRaw(t, rc.cl, topic) {
+		h, _ := kbatch.ParseHeader(b)
+		codecs[h.Codec()] = true
+	}
+	if len(codecs) != 5 {
+		t.Errorf("stored batches use codecs %v, want all five", codecs)
+	}
+}
+
+// javaConsole moves keyed records through the Java console producer
+// (acks=all, lz4) and console consumer.
+func (rc realClients) javaConsole(t *testing.T) {
+	const topic, n = "console", 300
+	rc.create(t, topic, 1, nil)
+	in, want := keyedLines("java", n, 0)
+	if _, err := RunJavaTool(t, Cmd{Stdin: strings.NewReader(in)}, "kafka-console-producer",
+		"--bootstrap-server", rc.bs, "--topic", topic, "--compression-codec", "lz4",
+		"--reader-property", "parse.key=true", "--reader-property", "key.separator=|",
+		"--producer-property", "acks=all"); err != nil {
+		t.Fatalf("console producer: %v", err)
+	}
+	res := JavaTool(t, "kafka-console-consumer", "--bootstrap-server", rc.bs,
+		"--topic", topic, "--partition", "0", "--offset", "earliest",
+		"--max-messages", strconv.Itoa(n), "--timeout-ms", "60000",
+		"--formatter-property", "print.offset=true", "--formatter-property", "print.key=true")
+	t.Logf("console consumer ran %v", res.Elapsed.Round(time.Millisecond))
+	var lines []string
+	for _, l := range res.Lines() {
+		rest, ok := strings.CutPrefix(l, "Offset:")
+		if !ok {
+			t.Fatalf("console consumer: unexpected line %q", l)
+		}
+		lines = append(lines, rest)
+	}
+	checkConsumed(t, "console consumer", lines, want)
+}
+
+// confluentKafka produces idempotently with confluent-kafka (zstd, acks=all)
+// and reads the partition back.
+func (rc realClients) confluentKafka(t *testing.T) {
+	const topic, n = "pyck", 200
+	rc.create(t, topic, 1, nil)
+	res := Python(t, pyProduceConsume, rc.bs, topic, strconv.Itoa(n))
+	lines := res.Lines()
+	if len(lines) != n {
+		t.Fatalf("confluent-kafka read %d records, want %d:\n%s", len(lines), n, res.describe())
+	}
+	for i, l := range lines {
+		want := fmt.Sprintf("%d\tpy-%04d\tpython value %d\ti=%d,src=confluent", i, i, i, i)
+		if l != want {
+			t.Fatalf("confluent-kafka record %d = %q, want %q", i, l, want)
+		}
+	}
+}
+
+// franzGo produces and consumes 1,000 records with franz-go.
+func (rc realClients) franzGo(t *testing.T) {
+	const topic, n = "kgo", 1000
+	rc.create(t, topic, 1, nil)
+	pcl := verbatimClient(t, rc.bs, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchCompression(kgo.SnappyCompression()), kgo.ProducerLinger(5*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var recs []*kgo.Record
+	for i := 0; i < n; i++ {
+		recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprintf("kgo-%d", i)), Value: []byte(fmt.Sprintf("kgo value %d", i)),
+			Headers: []kgo.RecordHeader{{Key: "i", Value: []byte(strconv.Itoa(i))}}})
+	}
+	if err := pcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("kgo produce: %v", err)
+	}
+	ccl := verbatimClient(t, rc.bs, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	got := 0
+	for got < n {
+		fs := ccl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("kgo consume: %d of %d records: %v", got, n, err)
+		}
+		fs.EachError(func(tp string, p int32, err error) { t.Fatalf("kgo consume %s/%d: %v", tp, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			i := got
+			if r.Offset != int64(i) || string(r.Key) != fmt.Sprintf("kgo-%d", i) || string(r.Value) != fmt.Sprintf("kgo value %d", i) ||
+				len(r.Headers) != 1 || string(r.Headers[0].Value) != strconv.Itoa(i) {
+				t.Fatalf("kgo record %d: offset %d key %q value %q headers %v", i, r.Offset, r.Key, r.Value, r.Headers)
+			}
+			got++
+		})
+	}
 }
 
 // brokerState is what a restart must keep: every partition's start and end

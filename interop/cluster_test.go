@@ -5,10 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestKafka3NodeCluster starts three combined KRaft nodes, creates an RF=3
@@ -109,6 +113,136 @@ func TestKafka3NodeCluster(t *testing.T) {
 	for _, node := range k.Nodes {
 		if node.Running() {
 			t.Errorf("node %d still running after Stop", node.ID)
+		}
+	}
+}
+
+// TestVerbatimCluster is the replicated cluster's acceptance against three
+// `verbatim serve` brokers with embedded etcd members started by
+// scripts/cluster.sh: topics with replication factor 3 through Kafka's
+// tools and the real clients, the SIGKILL of partition leaders under
+// idempotent acks=all producers losing and duplicating nothing, and a
+// restarted broker catching up into the ISR.
+func TestVerbatimCluster(t *testing.T) {
+	bin := BuildVerbatim(t)
+	start := time.Now()
+	c := StartVCluster(t, bin, 3, VClusterOptions{Props: []string{
+		// Failure detection in about 3 s: the failover below waits for it.
+		"broker.session.timeout.ms=3000",
+		"replica.lag.time.max.ms=5000",
+		"group.initial.rebalance.delay.ms=0",
+	}})
+	t.Logf("3 brokers ready in %v: %s", time.Since(start).Round(time.Millisecond), c.Bootstrap())
+	bs := c.Bootstrap()
+	cl := verbatimClient(t, bs)
+	rc := realClients{bs: bs, cl: cl, adm: kadm.NewClient(cl), rf: 3}
+
+	t.Run("kafka-topics-rf3-on-every-broker", func(t *testing.T) {
+		const topic = "tool-rf3"
+		JavaTool(t, "kafka-topics", "--bootstrap-server", bs, "--create", "--topic", topic,
+			"--partitions", "3", "--replication-factor", "3", "--config", "min.insync.replicas=2")
+		// Every broker answers with every broker, three replicas and an
+		// ISR of three per partition, and they agree on the leaders.
+		waitInSync(t, c, cl, topic, 3, 3)
+		res := JavaTool(t, "kafka-topics", "--bootstrap-server", bs, "--describe", "--topic", topic)
+		parts := 0
+		for _, l := range strings.Split(res.Stdout, "\n") {
+			f := dumpFields(l)
+			if f["Partition"] == "" {
+				continue
+			}
+			if len(strings.Split(f["Replicas"], ",")) == 3 && len(strings.Split(f["Isr"], ",")) == 3 && f["Leader"] != "" && f["Leader"] != "none" {
+				parts++
+			}
+		}
+		if parts != 3 || !strings.Contains(res.Stdout, "ReplicationFactor: 3") {
+			t.Errorf("kafka-topics --describe: %d partitions with 3 replicas in sync and a leader, want 3:\n%s", parts, res.Stdout)
+		}
+	})
+	t.Run("kcat-every-codec", rc.kcatEveryCodec)
+	t.Run("java-console", rc.javaConsole)
+	t.Run("confluent-kafka", rc.confluentKafka)
+	t.Run("franz-go", rc.franzGo)
+	t.Run("leader-sigkill-failover", func(t *testing.T) { clusterFailover(t, c, cl) })
+	t.Run("restarted-broker-rejoins-isr", func(t *testing.T) { clusterRejoin(t, c, cl) })
+	t.Run("controlled-shutdown-moves-leadership", func(t *testing.T) { clusterControlledShutdown(t, c, cl) })
+}
+
+// partitionView is one broker's Metadata answer for one partition.
+type partitionView struct {
+	leader, epoch int32
+	replicas, isr []int32
+}
+
+// brokerView asks broker node (not any broker: each answers from its own
+// view of the cluster) for topic's partitions and the brokers it knows.
+func brokerView(ctx context.Context, cl *kgo.Client, node int32, topic string) ([]partitionView, int, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl.Broker(int(node)))
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(resp.Topics) != 1 {
+		return nil, 0, fmt.Errorf("node %d answered %d topics", node, len(resp.Topics))
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
+		return nil, 0, fmt.Errorf("node %d: %v", node, err)
+	}
+	out := make([]partitionView, len(resp.Topics[0].Partitions))
+	for _, p := range resp.Topics[0].Partitions {
+		if p.Partition < 0 || int(p.Partition) >= len(out) {
+			return nil, 0, fmt.Errorf("node %d: partition %d of %d", node, p.Partition, len(out))
+		}
+		out[p.Partition] = partitionView{leader: p.Leader, epoch: p.LeaderEpoch, replicas: p.Replicas, isr: p.ISR}
+	}
+	return out, len(resp.Brokers), nil
+}
+
+// waitInSync waits (bounded) until every broker of c answers Metadata for
+// topic with its partitions count, three brokers, rf replicas and rf in
+// sync per partition, the same leader and leader epoch as the others, and
+// returns that view.
+func waitInSync(t testing.TB, c *VCluster, cl *kgo.Client, topic string, partitions, rf int) []partitionView {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	var last string
+	for {
+		var first []partitionView
+		ok := true
+		for _, nd := range c.Nodes {
+			v, brokers, err := brokerView(ctx, cl, nd.ID, topic)
+			switch {
+			case err != nil:
+				last, ok = err.Error(), false
+			case brokers != len(c.Nodes) || len(v) != partitions:
+				last, ok = fmt.Sprintf("node %d knows %d brokers and %d partitions", nd.ID, brokers, len(v)), false
+			default:
+				for p, pv := range v {
+					if len(pv.replicas) != rf || len(pv.isr) != rf || pv.leader < 0 {
+						last, ok = fmt.Sprintf("node %d: partition %d leader %d replicas %v isr %v", nd.ID, p, pv.leader, pv.replicas, pv.isr), false
+					} else if first != nil && (first[p].leader != pv.leader || first[p].epoch != pv.epoch) {
+						last, ok = fmt.Sprintf("node %d: partition %d leader %d epoch %d, another broker says %d epoch %d", nd.ID, p, pv.leader, pv.epoch, first[p].leader, first[p].epoch), false
+					}
+				}
+				if first == nil {
+					first = v
+				}
+			}
+			if !ok {
+				break
+			}
+		}
+		if ok {
+			return first
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: the brokers never agreed on %d partitions with %d replicas in sync: %s", topic, partitions, rf, last)
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }

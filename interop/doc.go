@@ -5,7 +5,8 @@
 //
 // StartKafka and StartKafkaCluster run KRaft nodes on loopback; JavaTool,
 // Kcat and Python run the client tools; BuildVerbatim and StartVerbatim run
-// the broker under test. interop/install.sh (`make peers`) installs the
+// the broker under test, StartVCluster a Verbatim cluster through
+// scripts/cluster.sh (vcluster.go). interop/install.sh (`make peers`) installs the
 // peers; a missing peer fails a test, it never skips it. See README.md.
 //
 // Product packages must not import it.

@@ -18,6 +18,14 @@ import (
 // topicID looks the topic's id up in Metadata (Fetch v13+ names topics by
 // id).
 func topicID(t testing.TB, cl *kgo.Client, topic string) [16]byte {
+	id, _ := topicIDLeader(t, cl, topic)
+	return id
+}
+
+// topicIDLeader is topicID and the broker leading partition 0, where raw
+// fetches must go (on a cluster a random broker answers
+// NOT_LEADER_OR_FOLLOWER).
+func topicIDLeader(t testing.TB, cl *kgo.Client, topic string) ([16]byte, kmsg.Requestor) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -29,12 +37,16 @@ func topicID(t testing.TB, cl *kgo.Client, topic string) [16]byte {
 	if !ok || td.Err != nil {
 		t.Fatalf("metadata %s: %v", topic, td.Err)
 	}
-	return td.ID
+	if p, ok := td.Partitions[0]; ok && p.Leader >= 0 {
+		return td.ID, cl.Broker(int(p.Leader))
+	}
+	return td.ID, cl
 }
 
-// fetchOnce sends one raw Fetch for partition 0 of topic and returns the
-// partition's response.
-func fetchOnce(t testing.TB, cl *kgo.Client, topic string, id [16]byte, offset int64, isolation int8) kmsg.FetchResponseTopicPartition {
+// fetchOnce sends one raw Fetch for partition 0 of topic (to rq: the
+// client, or the partition leader's broker) and returns the partition's
+// response.
+func fetchOnce(t testing.TB, rq kmsg.Requestor, topic string, id [16]byte, offset int64, isolation int8) kmsg.FetchResponseTopicPartition {
 	t.Helper()
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = -1
@@ -57,7 +69,7 @@ func fetchOnce(t testing.TB, cl *kgo.Client, topic string, id [16]byte, offset i
 	req.Topics = append(req.Topics, rt)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := req.RequestWith(ctx, cl)
+	resp, err := req.RequestWith(ctx, rq)
 	if err != nil {
 		t.Fatalf("fetch %s@%d: %v", topic, offset, err)
 	}
@@ -79,11 +91,11 @@ func fetchOnce(t testing.TB, cl *kgo.Client, topic string, id [16]byte, offset i
 // batches exactly as served.
 func fetchAllRaw(t testing.TB, cl *kgo.Client, topic string) [][]byte {
 	t.Helper()
-	id := topicID(t, cl, topic)
+	id, leader := topicIDLeader(t, cl, topic)
 	var out [][]byte
 	hwm := int64(-1)
 	for off := int64(0); hwm < 0 || off < hwm; {
-		p := fetchOnce(t, cl, topic, id, off, 0)
+		p := fetchOnce(t, leader, topic, id, off, 0)
 		hwm = p.HighWatermark
 		bs := splitBatches(t, fmt.Sprintf("fetch %s@%d", topic, off), p.RecordBatches)
 		if len(bs) == 0 {
@@ -117,7 +129,8 @@ func (a abortedRange) String() string { return fmt.Sprintf("%d@%d", a.PID, a.Fir
 // from offset 0 lists.
 func abortedFromFetch(t testing.TB, cl *kgo.Client, topic string) []abortedRange {
 	t.Helper()
-	p := fetchOnce(t, cl, topic, topicID(t, cl, topic), 0, 1)
+	id, leader := topicIDLeader(t, cl, topic)
+	p := fetchOnce(t, leader, topic, id, 0, 1)
 	var out []abortedRange
 	for _, a := range p.AbortedTransactions {
 		out = append(out, abortedRange{a.ProducerID, a.FirstOffset})

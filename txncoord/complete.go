@@ -170,13 +170,15 @@ func (c *Coordinator) Tick(now time.Time) {
 
 // Load replays __transaction_state, then completes what a restart
 // interrupted (Prepare* -> markers). It runs before the coordinator
-// serves requests.
+// serves requests, on a single node only (with Config.PerPartition,
+// LoadPartition loads each partition it leads).
 func (c *Coordinator) Load() error {
+	if c.owned.PerPartition() {
+		return nil
+	}
 	c.mu.Lock()
 	for _, p := range c.host.Partitions(coordlog.TxnStateTopic) {
-		if err := c.host.Replay(coordlog.TxnStateTopic, p, c.replayRecord); err != nil {
-			c.lg.Error("transaction coordinator: a state partition is offline or its replay stopped early", "partition", p, "err", err)
-		}
+		c.replayPartition(p, c.txns)
 	}
 	var maxPid int64 = -1
 	for _, m := range c.txns {
@@ -192,8 +194,28 @@ func (c *Coordinator) Load() error {
 	// due PIDScanInterval from now, not at the first tick (which would
 	// move the allocator at a moment depending on the tick's timing).
 	c.lastPidScan = now
+	redo := c.claimInterruptedLocked(c.txns)
+	n := len(c.txns)
+	c.mu.Unlock()
+	c.completeInterrupted(redo, now)
+	c.lg.Info("transaction coordinator loaded", "transactional_ids", n, "completed_on_load", len(redo))
+	return nil
+}
+
+// replayPartition replays __transaction_state partition p into txns.
+func (c *Coordinator) replayPartition(p int32, txns map[string]*txnMeta) {
+	err := c.host.Replay(coordlog.TxnStateTopic, p, func(e coordlog.Entry) { replayRecord(txns, e) })
+	if err != nil {
+		c.lg.Error("transaction coordinator: a state partition is offline or its replay stopped early", "partition", p, "err", err)
+	}
+}
+
+// claimInterruptedLocked claims the loaded transactions a restart or a
+// coordinator move interrupted in Prepare* (PrepareEpochFence goes on as
+// PrepareAbort, as Kafka's). Called with c.mu held.
+func (c *Coordinator) claimInterruptedLocked(txns map[string]*txnMeta) []*txnMeta {
 	var redo []*txnMeta
-	for _, m := range c.txns {
+	for _, m := range txns {
 		switch m.state {
 		case txnPrepareEpochFence:
 			m.state = txnPrepareAbort
@@ -203,12 +225,14 @@ func (c *Coordinator) Load() error {
 			redo = append(redo, m)
 		}
 	}
-	n := len(c.txns)
-	c.mu.Unlock()
+	return redo
+}
+
+// completeInterrupted writes the markers of the claimed transactions
+// again and completes them. Called without c.mu.
+func (c *Coordinator) completeInterrupted(redo []*txnMeta, now time.Time) {
 	for _, m := range redo {
 		c.writeMarkers(m, now)
 		c.releaseLocking(m)
 	}
-	c.lg.Info("transaction coordinator loaded", "transactional_ids", n, "completed_on_load", len(redo))
-	return nil
 }

@@ -67,10 +67,15 @@ type Config struct {
 	Clock coordlog.Clock
 	// Logger gets the coordinator's warnings; nil discards them.
 	Logger *slog.Logger
+	// PerPartition (cluster mode): the coordinator serves only the
+	// partitions given to LoadPartition (partitions.go); false: every
+	// transactional id, loaded by Load (a single node).
+	PerPartition bool
 }
 
-// Coordinator coordinates every transactional id (this node owns every
-// __transaction_state partition).
+// Coordinator coordinates the transactional ids of the
+// __transaction_state partitions this node owns: every one on a single
+// node, those it leads in cluster mode (partitions.go).
 type Coordinator struct {
 	host  Host
 	clock coordlog.Clock
@@ -81,6 +86,8 @@ type Coordinator struct {
 	closed bool
 	// lastPidScan is when Tick last scanned the logs' producer ids.
 	lastPidScan time.Time
+	// owned are the partitions served (partitions.go).
+	owned *coordlog.Owned
 }
 
 // New returns a coordinator with no transactions; Load recovers them.
@@ -89,7 +96,8 @@ func New(cfg Config) *Coordinator {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	return &Coordinator{host: cfg.Host, clock: cfg.Clock, lg: lg, txns: map[string]*txnMeta{}}
+	return &Coordinator{host: cfg.Host, clock: cfg.Clock, lg: lg, txns: map[string]*txnMeta{},
+		owned: coordlog.NewOwned(cfg.PerPartition)}
 }
 
 // PartitionFor is the __transaction_state partition of a transactional id.
@@ -153,9 +161,9 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, reqPid int64, r
 	}
 	now := c.clock.Now()
 	c.mu.Lock()
-	if c.closed {
+	if e := c.refusal(id); e != nil {
 		c.mu.Unlock()
-		return fail(kerr.NotCoordinator)
+		return fail(e)
 	}
 	m := c.txns[id]
 	if m == nil {
@@ -301,8 +309,8 @@ func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, tps []coo
 // addable checks an AddPartitions against the transaction; called with
 // c.mu held.
 func (c *Coordinator) addable(id string, pid int64, epoch int16) (*txnMeta, int16) {
-	if c.closed {
-		return nil, kerr.NotCoordinator.Code
+	if e := c.refusal(id); e != nil {
+		return nil, e.Code
 	}
 	m := c.txns[id]
 	if code := checkProducer(m, pid, epoch); code != 0 {
@@ -389,8 +397,8 @@ func setAll(codes []int16, code int16) []int16 {
 func (c *Coordinator) BeginOffsetCommit(id string, pid int64, epoch int16, tp coordlog.TopicPartition) (done func(), code int16) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
-		return nil, kerr.NotCoordinator.Code
+	if e := c.refusal(id); e != nil {
+		return nil, e.Code
 	}
 	m := c.txns[id]
 	if code := checkProducer(m, pid, epoch); code != 0 {
@@ -414,9 +422,9 @@ func (c *Coordinator) BeginOffsetCommit(id string, pid int64, epoch int16, tp co
 func (c *Coordinator) EndTxn(id string, pid int64, epoch int16, commit bool) int16 {
 	now := c.clock.Now()
 	c.mu.Lock()
-	if c.closed {
+	if e := c.refusal(id); e != nil {
 		c.mu.Unlock()
-		return kerr.NotCoordinator.Code
+		return e.Code
 	}
 	m := c.txns[id]
 	if code := checkProducer(m, pid, epoch); code != 0 {

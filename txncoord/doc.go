@@ -1,10 +1,12 @@
 // Package txncoord is the transaction coordinator (Kafka's
-// TransactionCoordinator, transaction protocol version 1) on one node:
+// TransactionCoordinator, transaction protocol version 1):
 // transactional ids, producer id and epoch bumps and fencing, the
 // partitions of each transaction, EndTxn with its COMMIT/ABORT markers,
 // timeouts, and KIP-890 verification of transactional produce. Its
 // durable state is __transaction_state in Kafka's record schemas,
-// recovered by replay.
+// recovered by replay: of every partition at start on a single node, of
+// each partition this broker leads on its election in cluster mode
+// (LoadPartition and UnloadPartition, as Kafka's onElection/onResignation).
 //
 // It owns the in-memory transaction state and decides, under its one
 // mutex, what to write and what to answer; records and markers are

@@ -22,7 +22,7 @@ func FuzzTxnReplayRecord(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 2, 'a', 'b'}, []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 1})
 	f.Fuzz(func(t *testing.T, key, value []byte) {
 		c := &Coordinator{txns: map[string]*txnMeta{}}
-		c.replayRecord(coordlog.Entry{Key: key, Value: value})
+		replayRecord(c.txns, coordlog.Entry{Key: key, Value: value})
 		for id, m := range c.txns {
 			if m.id != id || m.parts == nil || m.state < txnEmpty || m.state > txnPrepareEpochFence || m.pid < 0 {
 				t.Fatalf("transaction %q loaded inconsistently: %+v", id, m)

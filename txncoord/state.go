@@ -141,9 +141,9 @@ func sortedTPs(set map[coordlog.TopicPartition]bool) []coordlog.TopicPartition {
 	return out
 }
 
-// replayRecord applies one __transaction_state record: the latest value
-// of a transactional id wins; a tombstone removes it.
-func (c *Coordinator) replayRecord(e coordlog.Entry) {
+// replayRecord applies one __transaction_state record to txns: the latest
+// value of a transactional id wins; a tombstone removes it.
+func replayRecord(txns map[string]*txnMeta, e coordlog.Entry) {
 	if e.Control || len(e.Key) < 2 {
 		return
 	}
@@ -152,7 +152,7 @@ func (c *Coordinator) replayRecord(e coordlog.Entry) {
 		return
 	}
 	if e.Value == nil {
-		delete(c.txns, k.TransactionalID)
+		delete(txns, k.TransactionalID)
 		return
 	}
 	var v kmsg.TxnMetadataValue
@@ -172,5 +172,5 @@ func (c *Coordinator) replayRecord(e coordlog.Entry) {
 			m.parts[coordlog.TopicPartition{Topic: vt.Topic, Partition: p}] = true
 		}
 	}
-	c.txns[m.id] = m
+	txns[m.id] = m
 }

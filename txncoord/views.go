@@ -66,6 +66,11 @@ func (c *Coordinator) List(states []string, pids []int64, minDuration time.Durat
 func (c *Coordinator) Describe(id string, d *kmsg.DescribeTransactionsResponseTransactionState) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if e := c.refusal(id); e != nil {
+		d.ErrorCode = e.Code
+		d.ProducerID, d.ProducerEpoch, d.StartTimestamp = -1, -1, -1
+		return
+	}
 	m := c.txns[id]
 	if m == nil || m.pid < 0 {
 		d.ErrorCode = kerr.TransactionalIDNotFound.Code

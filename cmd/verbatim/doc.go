@@ -4,7 +4,10 @@
 //
 // It owns the command line: flags (and their precedence over `serve
 // --config` and `--override`, which brokerconf translates), binding the
-// configured listeners and the metrics endpoint (serve_metrics.go), exit codes, output formats, signal
+// configured listeners and the metrics endpoint (serve_metrics.go), cluster
+// mode's wiring (serve_cluster.go: the embedded etcd member, the store, the
+// replica fetchers, joining, the controller candidate, the controlled
+// shutdown and the order things stop in), exit codes, output formats, signal
 // handling, and the policy tools' replay of a segment file as one mirror
 // partition (policy.go). `format` (format.go) parses --add-scram with
 // package authn and formats through broker.Format. The admin commands

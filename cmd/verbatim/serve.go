@@ -179,12 +179,14 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 		advHost, advPort = host, int32(p)
 		cfg.AdvertisedHost, cfg.AdvertisedPort = advHost, advPort
 	}
+	var clusterCfg *brokerconf.Cluster // cluster mode (serve_cluster.go); nil: the single node
 	if *configFile != "" || len(overrides) > 0 {
 		// The file and the overrides apply over the flags' defaults; the
 		// flags given on the command line are then applied again.
 		explicit := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
-		if code := loadConfig(&cfg, *configFile, overrides, stderr); code != 0 {
+		p, code := loadConfig(&cfg, *configFile, overrides, stderr)
+		if code != 0 {
 			return code
 		}
 		reapply := map[string]func(){
@@ -226,6 +228,9 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 			cfg.Listeners[0].Advertised = *advertised
 			cfg.AdvertisedHost, cfg.AdvertisedPort = "", 0
 		}
+		if clusterCfg, code = loadClusterConfig(&cfg, p, overrides, stderr); code != 0 {
+			return code
+		}
 	}
 	switch *flush {
 	case "never", "interval", "always":
@@ -248,10 +253,22 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 		defer f.Close()
 		cfg.AuditLog = f
 	}
+	var cn *clusterNode
+	if clusterCfg != nil {
+		var err error
+		if cn, err = startCluster(&cfg, clusterCfg, log); err != nil {
+			log.Error("refusing to start: cluster mode", "err", err)
+			return 1
+		}
+		defer cn.close() // after the broker's shutdown
+	}
 	srv, err := broker.Open(cfg)
 	if err != nil {
 		log.Error("refusing to start", "err", err)
 		return 1
+	}
+	if cn != nil {
+		cn.attach(srv)
 	}
 	var ms *metricsServer
 	if cfg.MetricsListen != "" {
@@ -318,12 +335,28 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 	for i, ln := range lns {
 		go func() { served <- srv.ServeListener(ln, listeners[i]) }()
 	}
+	if cn != nil {
+		if err := cn.join(srv, listeners, lns, &cfg); err != nil {
+			log.Error("refusing to start: cluster mode", "err", err)
+			closeLinks()
+			ctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
+			defer cancel()
+			_ = srv.Shutdown(ctx)
+			return 1
+		}
+	}
 	if ready != nil {
 		ready(lns[0].Addr())
 	}
 	select {
 	case sig := <-sigs:
 		log.Info("shutting down", "signal", sig.String())
+		if cn != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
+			cn.leave(ctx, srv)
+			cancel()
+			cn.stopReplication()
+		}
 	case err := <-served:
 		log.Error("listener failed", "err", err)
 		closeLinks()
@@ -360,13 +393,13 @@ func (o *overrideFlags) Set(v string) error {
 // loadConfig applies --config and --override to cfg and logs the
 // warning line of the Kafka properties Verbatim ignores. It returns 0 or
 // the exit code of a refusal (2: a usage error).
-func loadConfig(cfg *broker.Config, file string, overrides []string, stderr io.Writer) int {
+func loadConfig(cfg *broker.Config, file string, overrides []string, stderr io.Writer) (*props.Props, int) {
 	var p *props.Props
 	if file != "" {
 		var err error
 		if p, err = props.ReadFile(file); err != nil {
 			fmt.Fprintf(stderr, "verbatim serve: --config: %v\n", err)
-			return 2
+			return nil, 2
 		}
 	}
 	warnings, err := brokerconf.LoadInto(cfg, p, overrides)
@@ -376,12 +409,12 @@ func loadConfig(cfg *broker.Config, file string, overrides []string, stderr io.W
 			where = "--config " + file
 		}
 		fmt.Fprintf(stderr, "verbatim serve: %s: %v\n", where, err)
-		return 2
+		return nil, 2
 	}
 	for _, w := range warnings {
 		cfg.Logger.Warn(w)
 	}
-	return 0
+	return p, 0
 }
 
 // memoryLimit picks the Go soft memory limit: an explicit flag value, else

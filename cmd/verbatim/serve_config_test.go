@@ -99,6 +99,11 @@ func TestServeConfigRefusals(t *testing.T) {
 		{"listeners=PLAINTEXT://127.0.0.1:0\n", []string{"--listen", "127.0.0.1:0"}, "--listen and the listeners property"},
 		{"", []string{"--override", "nope"}, "name=value"},
 		{"listeners=SSL://127.0.0.1:0\n", nil, "needs a keystore"},
+		// Cluster mode's settings (serve_cluster.go) are checked before anything starts.
+		{"metadata.etcd.prefix=/x/\n", nil, "cluster mode needs an etcd"},
+		{"metadata.etcd.embed.dir=/e\n", nil, "needs metadata.etcd.embed.dir, metadata.etcd.embed.client.url"},
+		{"metadata.etcd.embed.dir=/e\nmetadata.etcd.embed.client.url=http://127.0.0.1:1\nmetadata.etcd.embed.peer.url=http://127.0.0.1:2\nmetadata.etcd.embed.initial.cluster=node-1=http://127.0.0.1:2\n",
+			[]string{"--node-id", "2"}, "does not list this member (node-2="},
 	} {
 		f := testcerts.Write(t, dir, "server.properties", []byte(tc.file))
 		var out syncBuffer

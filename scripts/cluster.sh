@@ -1,0 +1,279 @@
+#!/usr/bin/env bash
+# A Verbatim cluster on loopback, for trying it out, for the tests and for
+# fault scripts: every broker runs `verbatim serve` with an embedded etcd
+# member (docs/cluster.md "Trying it out: scripts/cluster.sh").
+#
+# usage: scripts/cluster.sh start DIR N [name=value ...]
+#        scripts/cluster.sh kill DIR NODE        SIGKILL one broker
+#        scripts/cluster.sh restart DIR NODE     start it again (stopping it first if it runs)
+#        scripts/cluster.sh pause DIR NODE       SIGSTOP
+#        scripts/cluster.sh resume DIR NODE      SIGCONT
+#        scripts/cluster.sh stop DIR             every broker: SIGTERM, then SIGKILL after a bounded wait
+#        scripts/cluster.sh status DIR           node, pid, state, address
+#        scripts/cluster.sh bootstrap DIR        the bootstrap list
+#
+# start writes DIR/node-<id>/{server.properties,data,etcd,verbatim.log,pid}
+# for node ids 1..N on free loopback ports (a Kafka listener, the metrics
+# endpoint, the etcd member's client and peer URLs), waits until every
+# broker serves as a cluster member (joined, its controller candidate
+# running), and prints the bootstrap list as its last line. The
+# name=value arguments are appended to every server.properties (they win
+# over the script's settings). The binary is $VERBATIM_BIN, default
+# bin/verbatim (`make build`). $CLUSTER_START_TIMEOUT (seconds, default
+# 90) bounds the wait of start and restart, $CLUSTER_STOP_TIMEOUT (default
+# 30) that of stop.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BIN="${VERBATIM_BIN:-$ROOT/bin/verbatim}"
+START_TIMEOUT="${CLUSTER_START_TIMEOUT:-90}"
+STOP_TIMEOUT="${CLUSTER_STOP_TIMEOUT:-30}"
+
+usage() {
+	sed -n '6,13p' "$0" | sed 's/^# \{0,1\}//' >&2
+	exit 2
+}
+
+die() {
+	echo "cluster.sh: $*" >&2
+	exit 1
+}
+
+nodedir() { echo "$1/node-$2"; }
+
+pidof_node() {
+	local f
+	f="$(nodedir "$1" "$2")/pid"
+	[ -f "$f" ] && cat "$f"
+}
+
+# alive PID: the process runs (a zombie waiting to be reaped does not).
+alive() {
+	[ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null || return 1
+	[ "$(awk '/^State:/ {print $2}' "/proc/$1/status" 2>/dev/null)" != Z ]
+}
+
+# listening PORT: something accepts connections on 127.0.0.1:PORT.
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# pick_port sets PORT to a free port below the ephemeral range (so that
+# no outgoing connection of another process takes it between the pick and
+# the bind), not picked before.
+USED=" "
+PORT=
+pick_port() {
+	local low p
+	low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+	[ "$low" -gt 12000 ] || low=32768
+	while :; do
+		p=$((10000 + (RANDOM * 32768 + RANDOM) % (low - 10000)))
+		case "$USED" in *" $p "*) continue ;; esac
+		listening "$p" && continue
+		USED="$USED$p "
+		PORT=$p
+		return
+	done
+}
+
+# launch DIR NODE: starts the broker in the background, recording its pid.
+launch() {
+	local d
+	d="$(nodedir "$1" "$2")"
+	[ -x "$BIN" ] || die "$BIN is not an executable: run make build (or set VERBATIM_BIN)"
+	echo "--- cluster.sh: starting node $2 at $(date -u +%FT%TZ)" >>"$d/verbatim.log"
+	nohup "$BIN" serve --config "$d/server.properties" >>"$d/verbatim.log" 2>&1 </dev/null &
+	echo $! >"$d/pid"
+}
+
+# wait_joined DIR NODE FROM_LINE: until the node's log (after line
+# FROM_LINE) says it serves as a cluster member (serve logs it once it
+# joined and its controller candidate runs); fails if the process dies.
+wait_joined() {
+	local d pid deadline
+	d="$(nodedir "$1" "$2")"
+	pid="$(pidof_node "$1" "$2")"
+	deadline=$(($(date +%s) + START_TIMEOUT))
+	while :; do
+		if awk -v from="$3" 'NR > from && /msg="serving as a cluster member"/ {found = 1} END {exit !found}' "$d/verbatim.log"; then
+			return 0
+		fi
+		if ! alive "$pid"; then
+			echo "cluster.sh: node $2 exited before joining; the end of $d/verbatim.log:" >&2
+			tail -n 30 "$d/verbatim.log" >&2
+			return 1
+		fi
+		if [ "$(date +%s)" -ge "$deadline" ]; then
+			echo "cluster.sh: node $2 did not join within ${START_TIMEOUT}s; the end of $d/verbatim.log:" >&2
+			tail -n 30 "$d/verbatim.log" >&2
+			return 1
+		fi
+		sleep 0.1
+	done
+}
+
+loglines() {
+	local f
+	f="$(nodedir "$1" "$2")/verbatim.log"
+	if [ -f "$f" ]; then wc -l <"$f"; else echo 0; fi
+}
+
+nodes() {
+	local d
+	for d in "$1"/node-*; do
+		[ -d "$d" ] && echo "${d##*/node-}"
+	done | sort -n
+}
+
+bootstrap() { [ -f "$1/bootstrap" ] || die "$1 holds no cluster (no $1/bootstrap)"; cat "$1/bootstrap"; }
+
+cmd_start() {
+	local dir="$1" n="$2" i
+	shift 2
+	[[ "$n" =~ ^[1-9][0-9]*$ ]] || die "N must be a positive number, got $n"
+	mkdir -p "$dir"
+	dir="$(cd "$dir" && pwd)"
+	[ -e "$dir/bootstrap" ] && die "$dir already holds a cluster: stop it and remove the directory, or restart its nodes"
+	local -a kafka metrics client peer
+	for ((i = 1; i <= n; i++)); do
+		pick_port; kafka[i]=$PORT
+		pick_port; metrics[i]=$PORT
+		pick_port; client[i]=$PORT
+		pick_port; peer[i]=$PORT
+	done
+	local initial="" bs="" rf=$((n < 3 ? n : 3))
+	for ((i = 1; i <= n; i++)); do
+		initial+="${initial:+,}node-$i=http://127.0.0.1:${peer[i]}"
+		bs+="${bs:+,}127.0.0.1:${kafka[i]}"
+	done
+	for ((i = 1; i <= n; i++)); do
+		local d="$dir/node-$i"
+		mkdir -p "$d/data" "$d/etcd"
+		{
+			echo "# Written by scripts/cluster.sh start: node $i of $n."
+			echo "node.id=$i"
+			echo "log.dirs=$d/data"
+			echo "listeners=PLAINTEXT://127.0.0.1:${kafka[i]}"
+			echo "inter.broker.listener.name=PLAINTEXT"
+			echo "metrics.listen=127.0.0.1:${metrics[i]}"
+			echo "default.replication.factor=$rf"
+			echo "offsets.topic.replication.factor=$rf"
+			echo "transaction.state.log.replication.factor=$rf"
+			echo "metadata.etcd.embed.dir=$d/etcd"
+			echo "metadata.etcd.embed.client.url=http://127.0.0.1:${client[i]}"
+			echo "metadata.etcd.embed.peer.url=http://127.0.0.1:${peer[i]}"
+			echo "metadata.etcd.embed.initial.cluster=$initial"
+			local kv
+			for kv in "$@"; do
+				[[ "$kv" == *=* ]] || die "extra property $kv is not name=value"
+				echo "$kv"
+			done
+		} >"$d/server.properties"
+	done
+	echo "$bs" >"$dir/bootstrap"
+	# Every member waits for a quorum of the others: start them together.
+	for ((i = 1; i <= n; i++)); do
+		launch "$dir" "$i"
+	done
+	local failed=0
+	for ((i = 1; i <= n; i++)); do
+		wait_joined "$dir" "$i" 0 || failed=1
+	done
+	if [ "$failed" = 1 ]; then
+		cmd_stop "$dir" >/dev/null
+		die "the cluster in $dir did not start"
+	fi
+	echo "cluster.sh: $n brokers in $dir (logs: $dir/node-*/verbatim.log)"
+	echo "$bs"
+}
+
+checknode() {
+	[ -d "$(nodedir "$1" "$2")" ] || die "no node $2 in $1"
+}
+
+cmd_signal() {
+	local dir="$1" node="$2" sig="$3" pid
+	checknode "$dir" "$node"
+	pid="$(pidof_node "$dir" "$node")"
+	alive "$pid" || die "node $node is not running"
+	kill "-$sig" "$pid"
+	if [ "$sig" = KILL ]; then
+		while alive "$pid"; do sleep 0.05; done
+	fi
+}
+
+cmd_restart() {
+	local dir="$1" node="$2" pid from
+	checknode "$dir" "$node"
+	pid="$(pidof_node "$dir" "$node")"
+	if alive "$pid"; then
+		stop_pids "$pid"
+	fi
+	from=$(loglines "$dir" "$node")
+	launch "$dir" "$node"
+	wait_joined "$dir" "$node" "$from" || die "node $node did not rejoin"
+	sed -n 's/^listeners=PLAINTEXT:\/\///p' "$(nodedir "$dir" "$node")/server.properties"
+}
+
+# stop_pids PID...: SIGTERM (resuming paused ones), then SIGKILL whatever
+# still runs after STOP_TIMEOUT seconds.
+stop_pids() {
+	local pid deadline left
+	for pid in "$@"; do
+		kill -TERM "$pid" 2>/dev/null || true
+		kill -CONT "$pid" 2>/dev/null || true
+	done
+	deadline=$(($(date +%s) + STOP_TIMEOUT))
+	while :; do
+		left=()
+		for pid in "$@"; do
+			alive "$pid" && left+=("$pid")
+		done
+		[ ${#left[@]} -eq 0 ] && return 0
+		if [ "$(date +%s)" -ge "$deadline" ]; then
+			echo "cluster.sh: ${#left[@]} broker(s) still running after ${STOP_TIMEOUT}s: SIGKILL" >&2
+			kill -KILL "${left[@]}" 2>/dev/null || true
+			sleep 0.2
+			return 0
+		fi
+		sleep 0.1
+	done
+}
+
+cmd_stop() {
+	local dir="$1" node pid pids=()
+	for node in $(nodes "$dir"); do
+		pid="$(pidof_node "$dir" "$node")"
+		alive "$pid" && pids+=("$pid")
+	done
+	if [ ${#pids[@]} -gt 0 ]; then stop_pids "${pids[@]}"; fi
+	echo "cluster.sh: stopped ${#pids[@]} broker(s) in $dir"
+}
+
+cmd_status() {
+	local dir="$1" node pid state addr
+	for node in $(nodes "$dir"); do
+		pid="$(pidof_node "$dir" "$node")"
+		state=stopped
+		if alive "$pid"; then
+			state=running
+			if [ "$(awk '/^State:/ {print $2}' "/proc/$pid/status" 2>/dev/null)" = T ]; then state=paused; fi
+		fi
+		addr="$(sed -n 's/^listeners=PLAINTEXT:\/\///p' "$(nodedir "$dir" "$node")/server.properties")"
+		echo "node $node pid ${pid:--} $state $addr"
+	done
+}
+
+[ $# -ge 2 ] || usage
+cmd="$1" dir="$2"
+shift 2
+case "$cmd" in
+start) [ $# -ge 1 ] || usage; cmd_start "$dir" "$@" ;;
+kill) [ $# -eq 1 ] || usage; cmd_signal "$dir" "$1" KILL ;;
+pause) [ $# -eq 1 ] || usage; cmd_signal "$dir" "$1" STOP ;;
+resume) [ $# -eq 1 ] || usage; cmd_signal "$dir" "$1" CONT ;;
+restart) [ $# -eq 1 ] || usage; cmd_restart "$dir" "$1" ;;
+stop) [ $# -eq 0 ] || usage; cmd_stop "$dir" ;;
+status) [ $# -eq 0 ] || usage; cmd_status "$dir" ;;
+bootstrap) [ $# -eq 0 ] || usage; bootstrap "$dir" ;;
+*) usage ;;
+esac
