@@ -184,8 +184,6 @@ type simRun struct {
 	step      int
 	trace     []string
 	lastCrash storage.CrashMode
-	// stoppedSinceCrash: a topic was stopped since the last crash.
-	stoppedSinceCrash bool
 }
 
 var simQuiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -260,20 +258,13 @@ func (s *simRun) open() {
 // lets the old process end (its later writes reach nothing).
 func (s *simRun) crash() {
 	mode := storage.CrashProcess
-	// A power cut right after a mirror stop can lose the stop's ABORT
-	// markers and barrier while the topic is already writable and
-	// STOPPED: the broker's stop does not sync the log before it makes
-	// the topic writable (broker/mirror_stop.go). Until it does, the
-	// first crash after a stop is a kill -9, unless
-	// VERBATIM_LINK_SIM_STOP_POWER_CUT=1 (which shows the loss).
-	stopPowerCut := os.Getenv("VERBATIM_LINK_SIM_STOP_POWER_CUT") == "1"
-	if s.rng.Intn(3) == 0 && (!s.stoppedSinceCrash || stopPowerCut) {
+	if s.rng.Intn(3) == 0 {
 		mode = storage.CrashModes[s.rng.Intn(len(storage.CrashModes))]
 		s.src.count("crash_power")
 	} else {
 		s.src.count("crash_process")
 	}
-	s.lastCrash, s.stoppedSinceCrash = mode, false
+	s.lastCrash = mode
 	s.t.Logf("seed %d step %d: crash (%s)", s.seed, s.step, mode)
 	next := s.fs.Crash(mode, s.crng)
 	s.close()

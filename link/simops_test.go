@@ -274,7 +274,7 @@ func (s *simRun) stop(topic string) {
 	}
 	s.t.Logf("seed %d step %d: mirror stop of %s", s.seed, s.step, topic)
 	stopTopic(s.t, s.addr, topic)
-	s.stopped[topic], s.stoppedSinceCrash = true, true
+	s.stopped[topic] = true
 	s.src.count("stop")
 	s.syncRound()
 }
