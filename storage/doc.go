@@ -38,7 +38,12 @@
 //
 // Data is written with one pwrite per record set (per segment chunk).
 // Checkpoints are written atomically (temporary file, sync, rename,
-// directory sync).
+// directory sync). The leader-epoch checkpoint is written lazily, as
+// Kafka's is: an append's new epoch is in memory at once and reaches the
+// file before any recovery point is recorded and before a roll's producer
+// snapshot (EpochCache.AssignDeferred / SyncDeferred); a crash before that
+// leaves it above the recovery point, where recovery re-learns it from the
+// batches. A new partition's log writes no empty checkpoint.
 //
 // A roll does not sync the old segment on the append path. It writes the
 // old segment's remaining index entries, records its final size and end

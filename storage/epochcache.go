@@ -40,7 +40,8 @@ type EpochEntry struct {
 //
 // Methods are safe for concurrent use. Every change is written to the
 // checkpoint atomically (temporary file, sync, rename, directory sync)
-// before the method returns; if that write fails the in-memory state has
+// before the method returns, except AssignDeferred's (a log's appends),
+// which waits for SyncDeferred; if a write fails the in-memory state has
 // changed already and the caller must treat the partition as failed (as
 // Kafka takes the log dir offline).
 type EpochCache struct {
@@ -48,6 +49,10 @@ type EpochCache struct {
 	fsys    FS
 	name    string // checkpoint path; empty: in memory only
 	entries []EpochEntry
+	// dirty: entries changed by AssignDeferred are not yet in the
+	// checkpoint; onDisk: the checkpoint file may exist (it was found at
+	// open or written since), so clearing the cache must rewrite it.
+	dirty, onDisk bool
 
 	ignored int64 // assignments ignored because the epoch went backwards
 	buf     []byte
@@ -70,6 +75,7 @@ func OpenEpochCache(fsys FS, dir string) (*EpochCache, error) {
 	if !ok {
 		return c, nil
 	}
+	c.onDisk = true
 	entries, err := ParseEpochCheckpoint(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.name, err)
@@ -136,6 +142,23 @@ func AppendEpochCheckpoint(dst []byte, entries []EpochEntry) []byte {
 // start at or after it. A new higher epoch is appended, after dropping any
 // entries starting at or after startOffset.
 func (c *EpochCache) Assign(epoch int32, startOffset int64) (changed bool, err error) {
+	return c.assign(epoch, startOffset, true)
+}
+
+// AssignDeferred is Assign without the checkpoint write: the change is
+// in memory (every reader sees it) and reaches the checkpoint with the
+// next SyncDeferred or any other write. A log calls it for its appends
+// and syncs before it records a recovery point or a producer snapshot
+// that covers the entry's offset, as Kafka writes the leader-epoch
+// checkpoint lazily on append: until then, recovery re-learns the entry
+// from the batch it describes (replay from the newest snapshot below it,
+// validation above the recovery point).
+func (c *EpochCache) AssignDeferred(epoch int32, startOffset int64) (changed bool) {
+	changed, _ = c.assign(epoch, startOffset, false)
+	return changed
+}
+
+func (c *EpochCache) assign(epoch int32, startOffset int64, write bool) (changed bool, err error) {
 	if epoch < 0 || startOffset < 0 {
 		return false, nil
 	}
@@ -161,7 +184,35 @@ func (c *EpochCache) Assign(epoch int32, startOffset int64) (changed bool, err e
 		n--
 	}
 	c.entries = append(c.entries[:n], EpochEntry{Epoch: epoch, StartOffset: startOffset})
+	if !write {
+		c.dirty = c.fsys != nil
+		return true, nil
+	}
 	return true, c.writeLocked()
+}
+
+// SyncDeferred writes the checkpoint when AssignDeferred changed the
+// entries since the last write (nothing otherwise).
+func (c *EpochCache) SyncDeferred() error {
+	c.mu.RLock()
+	dirty := c.dirty
+	c.mu.RUnlock()
+	if !dirty {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.dirty {
+		return nil
+	}
+	return c.writeLocked()
+}
+
+// Deferred reports whether entries wait for SyncDeferred.
+func (c *EpochCache) Deferred() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.dirty
 }
 
 // updateNeeded is Kafka's isUpdateNeeded. REQUIRES: c.mu held.
@@ -330,6 +381,12 @@ func (c *EpochCache) Clear() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.entries = c.entries[:0]
+	if !c.onDisk {
+		// No checkpoint file: absent is empty already (a new
+		// partition's log writes nothing here).
+		c.dirty = false
+		return nil
+	}
 	return c.writeLocked()
 }
 
@@ -347,5 +404,10 @@ func (c *EpochCache) writeLocked() error {
 		return nil
 	}
 	c.buf = AppendEpochCheckpoint(c.buf[:0], c.entries)
-	return AtomicWriteFile(c.fsys, c.name, c.buf)
+	c.onDisk = true // also when the write fails part way
+	if err := AtomicWriteFile(c.fsys, c.name, c.buf); err != nil {
+		return err
+	}
+	c.dirty = false
+	return nil
 }

@@ -319,14 +319,14 @@ func (l *Log) writeLocked(set []byte, nowMs int64, prepared bool) error {
 }
 
 func (l *Log) writeChunkLocked(a *segment, chunk []byte) error {
-	// Leader epochs are recorded before the write so that a checkpoint
-	// write that fails (ENOSPC) fails the append cleanly. Entries starting
-	// at or after the log end describe no stored batch, so truncating the
-	// cache to the log end undoes them.
+	// Leader epochs are recorded before the write, in memory only: the
+	// checkpoint is written lazily (AssignDeferred), before a recovery
+	// point or producer snapshot covers them (persistRecoveryPoint,
+	// rollLocked); until then recovery re-learns them from the batches.
+	// Entries starting at or after the log end describe no stored batch,
+	// so truncating the cache to the log end undoes them (undoChunkLocked).
 	for it := kbatch.Batches(chunk); it.Next(); {
-		if _, err := l.epochs.Assign(kbatch.LeaderEpoch(it.Batch()), kbatch.BaseOffset(it.Batch())); err != nil {
-			return l.undoChunkLocked(a, a.size, false, "leader-epoch checkpoint", err)
-		}
+		l.epochs.AssignDeferred(kbatch.LeaderEpoch(it.Batch()), kbatch.BaseOffset(it.Batch()))
 	}
 	pos := a.size
 	if _, err := a.log.WriteAt(chunk, pos); err != nil {
@@ -506,7 +506,15 @@ func (l *Log) createActiveLocked(base, nowMs int64) error {
 	l.syncSeg.Store(s)
 	// Kafka snapshots producer state on roll, named by the new base
 	// offset. Without space the snapshot is skipped: recovery then replays
-	// from an older one.
+	// from an older one. Recovery replays from that snapshot, so the
+	// leader epochs the appends below it deferred are written first
+	// (without them the snapshot is skipped too).
+	if err := l.epochs.SyncDeferred(); err != nil {
+		if !isNoSpace(err) {
+			return l.failLocked("leader-epoch checkpoint on roll", err)
+		}
+		return nil
+	}
 	if err := l.producer.snapshot(base); err != nil && !isNoSpace(err) {
 		return l.failLocked("producer snapshot on roll", err)
 	}

@@ -232,20 +232,37 @@ func TestLogNoSpaceDuringRollAndEpochCheckpoint(t *testing.T) {
 	if _, err := fs.Stat("data/t-0/" + SegmentFileName(2, ".log")); err == nil {
 		t.Fatal("partial segment left behind")
 	}
-	// A new leader epoch whose checkpoint cannot be written.
+	// A new leader epoch while the checkpoint cannot be written: the
+	// append writes none (the entry is deferred to the next recovery
+	// point), so it succeeds; its roll finds the deferred epoch-1 entry
+	// unwritable and skips the producer snapshot (recovery replays from
+	// an older one) rather than failing.
 	n.Store(1)
 	fs.SetFault(failNext(OpWrite, "leader-epoch-checkpoint.tmp", Fault{Err: syscall.ENOSPC}, &n))
-	if _, err := l.AppendLeader(testBatch(t, 0, 2, 1, 1, 200), 2, 1); !errors.Is(err, ErrNoSpace) {
-		t.Fatalf("epoch checkpoint without space: %v", err)
-	}
-	if e, _ := l.EpochCache().LatestEpoch(); e != 1 || l.LogEndOffset() != 2 || l.Offline() != nil {
-		t.Fatalf("latest epoch %d LEO %d offline %v", e, l.LogEndOffset(), l.Offline())
-	}
-	// Space is back.
-	fs.SetFault(nil)
 	res, err := l.AppendLeader(testBatch(t, 0, 2, 1, 1, 200), 2, 1)
-	if err != nil || res.FirstOffset != 2 || l.NumSegments() != 2 {
-		t.Fatalf("%+v %v segments %d", res, err, l.NumSegments())
+	if err != nil || res.FirstOffset != 2 || l.NumSegments() != 2 || l.Offline() != nil {
+		t.Fatalf("append of a new epoch without space for its checkpoint: %+v %v segments %d offline %v", res, err, l.NumSegments(), l.Offline())
+	}
+	if n.Load() != 0 {
+		t.Fatal("the roll did not try to write the deferred epochs")
+	}
+	if _, err := fs.Stat("data/t-0/" + SegmentFileName(2, ".snapshot")); err == nil {
+		t.Fatal("a producer snapshot was taken above epochs the checkpoint lacks")
+	}
+	if e, _ := l.EpochCache().LatestEpoch(); e != 2 || !l.EpochCache().Deferred() {
+		t.Fatalf("latest epoch %d, deferred %v", e, l.EpochCache().Deferred())
+	}
+	// Space is back: the flush writes them.
+	fs.SetFault(nil)
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := OpenEpochCache(fs, "data/t-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Entries(); len(got) != 2 || got[0] != (EpochEntry{1, 0}) || got[1] != (EpochEntry{2, 2}) {
+		t.Fatalf("checkpoint after the flush: %v", got)
 	}
 	if e, off, _ := l.EndOffsetForEpoch(1); e != 1 || off != 2 {
 		t.Fatalf("epoch 1 ends at %d (%d)", off, e)

@@ -66,8 +66,21 @@ func (l *Log) lowerRecoveryPoint(off int64) {
 // persistRecoveryPoint writes the recovery point when it differs from the
 // recorded one. Running out of space is not a failure: the recorded value
 // stays lower, which is safe. REQUIRES: l.syncMu.
+//
+// The leader epochs appends deferred (EpochCache.AssignDeferred) are
+// written first, every time: recovery trusts what lies below a recorded
+// recovery point and re-learns no epoch there (nor anywhere after a clean
+// close, whose recovery point this also is). Every entry starting below
+// rp was assigned before rp was read (an append assigns before it
+// writes), so the checkpoint written after that read holds them.
 func (l *Log) persistRecoveryPoint() error {
 	rp := l.recoveryPoint.Load()
+	if err := l.epochs.SyncDeferred(); err != nil {
+		if isNoSpace(err) {
+			return nil // the recorded recovery point stays lower
+		}
+		return fmt.Errorf("leader-epoch checkpoint: %w", err)
+	}
 	if rp == l.persistedRP {
 		return nil
 	}
