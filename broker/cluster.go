@@ -313,23 +313,41 @@ func (c *cluster) createTopicWithID(name string, partitions int32, cfg *TopicCon
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	snap := c.snap.Load()
-	if snap.byName[name] != nil {
+	n := c.cloneSnap()
+	t, err := c.newTopicLocked(n, name, partitions, cfg, want)
+	if err != nil || validateOnly {
+		return t, err
+	}
+	n.byName[name] = t
+	n.byID[t.ID] = t
+	if err := c.persistLocked(n); err != nil {
+		return nil, fmt.Errorf("%w: persisting topic metadata: %v", errStorage, err)
+	}
+	c.openLogs(t.Partitions())
+	c.snap.Store(n)
+	return t, nil
+}
+
+// newTopicLocked checks that topic name can be created in n (the
+// broker's topics, and those a batch adds before it) and returns it, not
+// yet in n: the id is want, or a fresh one when zero.
+// REQUIRES: c.mu is held.
+func (c *cluster) newTopicLocked(n *clusterSnap, name string, partitions int32, cfg *TopicConfig, want [16]byte) (*Topic, error) {
+	if n.byName[name] != nil {
 		return nil, fmt.Errorf("%w: Topic '%s' already exists.", errTopicExists, name)
 	}
-	if coll := collidingTopic(snap, name); coll != "" {
+	if coll := collidingTopic(n, name); coll != "" {
 		return nil, fmt.Errorf("%w: Topic '%s' collides with existing topic: %s", errInvalidTopic, name, coll)
 	}
 	if partitions < 1 {
 		return nil, fmt.Errorf("%w: Number of partitions must be larger than 0.", errInvalidPartitions)
 	}
-	if err := c.checkPartitionLimitLocked(snap, int64(partitions)); err != nil {
+	if err := c.checkPartitionLimitLocked(n, int64(partitions)); err != nil {
 		return nil, err
 	}
-	if other := snap.byID[want]; want != ([16]byte{}) && other != nil {
+	if other := n.byID[want]; want != ([16]byte{}) && other != nil {
 		return nil, fmt.Errorf("%w: Topic id %s is already used by topic '%s'.", errTopicExists, formatTopicID(want), other.Name)
 	}
-	n := c.cloneSnap()
 	id := want
 	if id == ([16]byte{}) {
 		var err error
@@ -344,16 +362,6 @@ func (c *cluster) createTopicWithID(name string, partitions int32, cfg *TopicCon
 		parts[i] = &Partition{Topic: t, Index: int32(i)}
 	}
 	t.parts.Store(&parts)
-	if validateOnly {
-		return t, nil
-	}
-	n.byName[name] = t
-	n.byID[id] = t
-	if err := c.persistLocked(n); err != nil {
-		return nil, fmt.Errorf("%w: persisting topic metadata: %v", errStorage, err)
-	}
-	c.openLogs(parts)
-	c.snap.Store(n)
 	return t, nil
 }
 
@@ -474,19 +482,6 @@ func (c *cluster) addPartitions(t *Topic, count int32, validateOnly bool) error 
 		return fmt.Errorf("%w: persisting topic metadata: %v", errStorage, err)
 	}
 	return nil
-}
-
-// openLogs attaches logs to new partitions; a failure leaves that
-// partition offline (KAFKA_STORAGE_ERROR) rather than failing the request.
-func (c *cluster) openLogs(parts []*Partition) {
-	if c.openLog == nil {
-		return
-	}
-	for _, p := range parts {
-		if err := c.openLog(p); err != nil {
-			c.log.Error("partition offline: its log does not open", "topic", p.Topic.Name, "partition", p.Index, "err", err)
-		}
-	}
 }
 
 // setConfig replaces t's config durably.

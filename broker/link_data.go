@@ -118,11 +118,71 @@ func (s *Server) formerMirrorState(t *Topic) string {
 // returned in skipped) plus mirror.mode=pull, mirror.link=link and
 // mirror.source.cluster.id=sourceClusterID.
 func (s *Server) CreatePullTopic(link, name string, partitions int32, id [16]byte, sourceConfigs map[string]string, sourceClusterID string) (skipped []string, err error) {
+	res := s.CreatePullTopics(link, sourceClusterID, []PullTopic{{Name: name, Partitions: partitions, ID: id, SourceConfigs: sourceConfigs}})
+	return res[0].Skipped, res[0].Err
+}
+
+// PullTopic is one topic CreatePullTopics creates: its name, the source's
+// partition count, topic id (zero: a fresh one) and explicit configs.
+type PullTopic struct {
+	Name          string
+	Partitions    int32
+	ID            [16]byte
+	SourceConfigs map[string]string
+}
+
+// PullTopicResult is CreatePullTopics' outcome for one topic: the source
+// configs left out, and its refusal (nil: created).
+type PullTopicResult struct {
+	Skipped []string
+	Err     error
+}
+
+// CreatePullTopics creates topics as pull-mode mirrors of link, each as
+// CreatePullTopic does, with one topic metadata write for all of them (a
+// link discovering a source's topics creates them in one batch: on a
+// single node one topics.json write and the new logs opened a few at a
+// time; in cluster mode each topic is its own cluster store write).
+func (s *Server) CreatePullTopics(link, sourceClusterID string, topics []PullTopic) []PullTopicResult {
+	res := make([]PullTopicResult, len(topics))
 	if link == "" || sourceClusterID == "" {
-		return nil, kafkaErr(kerr.InvalidRequest, "a pull-mode topic needs its link and the source cluster id")
+		for i := range res {
+			res[i].Err = kafkaErr(kerr.InvalidRequest, "a pull-mode topic needs its link and the source cluster id")
+		}
+		return res
 	}
+	var cs []topicCreate
+	var idx []int
+	for i, pt := range topics {
+		cfg, skipped, err := s.pullTopicConfig(link, pt.Name, pt.SourceConfigs, sourceClusterID)
+		res[i].Skipped = skipped
+		if err != nil {
+			res[i].Err = linkErr(err)
+			continue
+		}
+		cs, idx = append(cs, topicCreate{name: pt.Name, partitions: pt.Partitions, cfg: cfg, id: pt.ID}), append(idx, i)
+	}
+	if len(cs) == 0 {
+		return res
+	}
+	ts, errs := s.createMirrorTopicsWithIDs(cs)
+	for j, i := range idx {
+		if errs[j] != nil {
+			res[i].Err = linkErr(errs[j])
+			continue
+		}
+		pt := topics[i]
+		s.log.Info("created pull-mode mirror topic", "topic", pt.Name, "link", link, "partitions", len(ts[j].Partitions()), "topic_id", formatTopicID(ts[j].ID), "skipped_configs", res[i].Skipped)
+	}
+	return res
+}
+
+// pullTopicConfig is the config of link's pull-mode topic name made from
+// the source's explicit configs (mirror.* and unknown ones left out, in
+// skipped), checked against the topic policies.
+func (s *Server) pullTopicConfig(link, name string, sourceConfigs map[string]string, sourceClusterID string) (cfg *TopicConfig, skipped []string, err error) {
 	if err := validateTopicName(name); err != nil {
-		return nil, linkErr(err)
+		return nil, nil, err
 	}
 	overrides := make(map[string]string, len(sourceConfigs)+3)
 	for k, v := range sourceConfigs {
@@ -134,23 +194,13 @@ func (s *Server) CreatePullTopic(link, name string, partitions int32, id [16]byt
 	}
 	sort.Strings(skipped)
 	overrides[cfgMirrorMode], overrides[cfgMirrorLink], overrides[cfgMirrorSourceClusterID] = "pull", link, sourceClusterID
-	cfg, err := s.topicConfig(overrides)
-	if err != nil {
-		return skipped, linkErr(err)
+	if cfg, err = s.topicConfig(overrides); err != nil {
+		return nil, skipped, err
 	}
 	if err := s.checkTopicPolicies(cfg); err != nil {
-		return skipped, linkErr(err)
+		return nil, skipped, err
 	}
-	if id == ([16]byte{}) {
-		_, err = s.cluster.createTopic(name, partitions, cfg, false)
-	} else {
-		_, err = s.createMirrorTopicWithID(name, partitions, cfg, false, id)
-	}
-	if err != nil {
-		return skipped, linkErr(err)
-	}
-	s.log.Info("created pull-mode mirror topic", "topic", name, "link", link, "partitions", partitions, "topic_id", formatTopicID(id), "skipped_configs", skipped)
-	return skipped, nil
+	return cfg, skipped, nil
 }
 
 // AddPullPartitions grows link's pull-mode topic name to count

@@ -88,12 +88,49 @@ func (s *Server) createMirrorTopicWithID(name string, partitions int32, cfg *Top
 	r := &s.mirror
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !validateOnly && s.cluster.topicByID(id) == nil {
-		delete(r.topics, id)
-		err := s.fs.Remove(mirrorStateDir + "/" + mirrorStateName(id))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w: removing the mirror state a deleted topic left under id %s: %v", errStorage, formatTopicID(id), err)
+	if !validateOnly {
+		if err := s.forgetMirrorStateLocked(id); err != nil {
+			return nil, err
 		}
 	}
 	return s.cluster.createTopicWithID(name, partitions, cfg, validateOnly, id)
+}
+
+// createMirrorTopicsWithIDs is createMirrorTopicWithID for a batch
+// (cluster.createTopics); a zero id is a fresh one, as in createTopic.
+func (s *Server) createMirrorTopicsWithIDs(cs []topicCreate) ([]*Topic, []error) {
+	r := &s.mirror
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	errs := make([]error, len(cs))
+	var ok []topicCreate
+	var idx []int
+	for i, tc := range cs {
+		if tc.id != ([16]byte{}) {
+			if errs[i] = s.forgetMirrorStateLocked(tc.id); errs[i] != nil {
+				continue
+			}
+		}
+		ok, idx = append(ok, tc), append(idx, i)
+	}
+	ts := make([]*Topic, len(cs))
+	cts, cerrs := s.cluster.createTopics(ok)
+	for j, i := range idx {
+		ts[i], errs[i] = cts[j], cerrs[j]
+	}
+	return ts, errs
+}
+
+// forgetMirrorStateLocked drops the mirror state a deleted topic left
+// under id, unless a topic has that id. REQUIRES: s.mirror.mu.
+func (s *Server) forgetMirrorStateLocked(id [16]byte) error {
+	if s.cluster.topicByID(id) != nil {
+		return nil
+	}
+	delete(s.mirror.topics, id)
+	err := s.fs.Remove(mirrorStateDir + "/" + mirrorStateName(id))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: removing the mirror state a deleted topic left under id %s: %v", errStorage, formatTopicID(id), err)
+	}
+	return nil
 }

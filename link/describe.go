@@ -69,6 +69,7 @@ func (r *runner) startTopic(ctx context.Context, topic string, sm *client.TopicM
 	if err := r.update(func(lm *linkMeta) { lm.topic(topic).Added = true }); err != nil {
 		return kafkaErr(kerr.KafkaStorageError, "persisting topic %s of link %s: %v", topic, r.name, err)
 	}
+	r.createTopics(ctx, map[string]*client.TopicMeta{topic: sm}, []string{topic})
 	r.ensureTopic(ctx, topic, sm)
 	if _, ok := r.m.host.LinkTopic(topic); !ok {
 		return kafkaErr(kerr.UnknownServerError, "topic %s could not be created (see the broker log)", topic)

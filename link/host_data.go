@@ -17,10 +17,11 @@ type dataHost interface {
 	// and mirror state; LinkTopic one (false: absent).
 	LinkTopics() []broker.LinkTopicInfo
 	LinkTopic(name string) (broker.LinkTopicInfo, bool)
-	// CreatePullTopic creates a pull-mode topic of link like the
-	// source's (partitions, topic id unless zero, configs); it returns
-	// the source configs it left out.
-	CreatePullTopic(link, name string, partitions int32, id [16]byte, sourceConfigs map[string]string, sourceClusterID string) ([]string, error)
+	// CreatePullTopics creates pull-mode topics of link like the
+	// source's (partitions, topic id unless zero, configs) with one
+	// metadata write; per topic the source configs it left out and its
+	// refusal.
+	CreatePullTopics(link, sourceClusterID string, topics []broker.PullTopic) []broker.PullTopicResult
 	AddPullPartitions(link, name string, count int32) error
 	// RegisterLinkWriter registers id as the writer of parts (one
 	// broker-assigned writer epoch for all), per partition its refusal.

@@ -267,6 +267,7 @@ func (r *runner) syncRound(ctx context.Context) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	r.createTopics(ctx, md, names)
 	var start []*partRun
 	for _, n := range names {
 		if !r.wants(n) {
@@ -316,31 +317,7 @@ func (r *runner) ensureTopic(ctx context.Context, name string, sm *client.TopicM
 	info, ok := h.LinkTopic(name)
 	switch {
 	case !ok:
-		cfgs, err := r.src.TopicConfigs(ctx, name)
-		if err != nil {
-			r.log.Warn("reading the source topic's configs", "topic", name, "err", err)
-			return nil
-		}
-		for k := range cfgs {
-			if !SyncedTopicConfig(k) {
-				delete(cfgs, k) // the destination's own (sync.go)
-			}
-		}
-		clusterID := r.src.ClusterID()
-		if clusterID == "" {
-			// The mirror stop's barrier names it: wait for a source
-			// that reports one (Metadata v2+).
-			r.log.Warn("the source reports no cluster id; not creating the mirror topic", "topic", name)
-			return nil
-		}
-		if _, err := h.CreatePullTopic(r.name, name, int32(len(sm.Partitions)), sm.ID, cfgs, clusterID); err != nil {
-			r.log.Warn("creating the pull-mode topic", "topic", name, "err", err)
-			return nil
-		}
-		if info, ok = h.LinkTopic(name); !ok {
-			return nil
-		}
-		r.createdTopic(name, sm.ID)
+		return nil // createTopics could not create it (it said why)
 	case info.MirrorMode == "pull" && info.MirrorLink == r.name:
 		if r.sourceReplaced(name, sm.ID) {
 			return nil // FAILED, never re-mirrored (sync.go)
@@ -363,6 +340,58 @@ func (r *runner) ensureTopic(ctx context.Context, name string, sm *client.TopicM
 		return nil
 	}
 	return r.adopt(name, info)
+}
+
+// createTopics creates the destination topics of the wanted source
+// topics in md that do not exist yet like the source's, all in one batch
+// (one topic metadata write for a link's whole discovery: a thousand
+// partitions start at once), and records them as the link's in one link
+// meta write; ensureTopic then adopts them.
+func (r *runner) createTopics(ctx context.Context, md map[string]*client.TopicMeta, names []string) {
+	h := r.m.host
+	var pts []broker.PullTopic
+	for _, name := range names {
+		sm := md[name]
+		if sm.Err != nil || strings.HasPrefix(name, "__") || !r.wants(name) {
+			continue
+		}
+		if _, ok := h.LinkTopic(name); ok {
+			continue
+		}
+		cfgs, err := r.src.TopicConfigs(ctx, name)
+		if err != nil {
+			r.log.Warn("reading the source topic's configs", "topic", name, "err", err)
+			continue
+		}
+		for k := range cfgs {
+			if !SyncedTopicConfig(k) {
+				delete(cfgs, k) // the destination's own (sync.go)
+			}
+		}
+		pts = append(pts, broker.PullTopic{Name: name, Partitions: int32(len(sm.Partitions)), ID: sm.ID, SourceConfigs: cfgs})
+	}
+	if len(pts) == 0 {
+		return
+	}
+	clusterID := r.src.ClusterID()
+	if clusterID == "" {
+		// The mirror stop's barrier names it: wait for a source that
+		// reports one (Metadata v2+).
+		r.log.Warn("the source reports no cluster id; not creating the mirror topics", "topics", len(pts))
+		return
+	}
+	res := h.CreatePullTopics(r.name, clusterID, pts)
+	var created []broker.PullTopic
+	for i, pt := range pts {
+		if res[i].Err != nil {
+			r.log.Warn("creating the pull-mode topic", "topic", pt.Name, "err", res[i].Err)
+			continue
+		}
+		created = append(created, pt)
+	}
+	if len(created) > 0 {
+		r.createdTopics(created)
+	}
 }
 
 func (r *runner) mirrored(name string) bool {
@@ -455,6 +484,16 @@ func (r *runner) startCopies(ctx context.Context, ps []*partRun) {
 		parts[i] = broker.LinkPartition{Topic: pr.topic, Partition: pr.partition}
 	}
 	epoch, errs := r.m.host.RegisterLinkWriter(r.name, r.id, parts)
+	var begin []broker.LinkPartition
+	for i := range ps {
+		if errs[i] == nil {
+			begin = append(begin, parts[i])
+		}
+	}
+	// The restarts' failures go in one write (begin's own finds none).
+	if err := r.clearFailures(begin); err != nil {
+		r.log.Warn("persisting the partitions' restart", "partitions", len(begin), "err", err)
+	}
 	for i, pr := range ps {
 		if errs[i] != nil {
 			pr.ended(errs[i])
@@ -543,9 +582,33 @@ func (r *runner) fail(topic string, partition int32, f failure) {
 
 // clearFailure forgets a partition's failure (persisted).
 func (r *runner) clearFailure(topic string, partition int32) error {
-	return r.update(func(lm *linkMeta) {
-		if tm := lm.Topics[topic]; tm != nil {
-			delete(tm.Failed, partition)
+	return r.clearFailures([]broker.LinkPartition{{Topic: topic, Partition: partition}})
+}
+
+// clearFailures forgets the failures of ps in one persisted update, and
+// writes nothing when none of them has one (every copy's start clears
+// its partition's failure: a link starting a thousand copies must not
+// rewrite its meta file a thousand times).
+func (r *runner) clearFailures(ps []broker.LinkPartition) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	failed := false
+	for _, p := range ps {
+		if tm := r.meta.Topics[p.Topic]; tm != nil {
+			if _, ok := tm.Failed[p.Partition]; ok {
+				failed = true
+				break
+			}
+		}
+	}
+	if !failed {
+		return nil
+	}
+	return r.updateLocked(func(lm *linkMeta) {
+		for _, p := range ps {
+			if tm := lm.Topics[p.Topic]; tm != nil {
+				delete(tm.Failed, p.Partition)
+			}
 		}
 	})
 }

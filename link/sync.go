@@ -180,21 +180,24 @@ func (r *runner) sourceReplaced(topic string, srcID [16]byte) bool {
 	return true
 }
 
-// createdTopic records, for a mirror topic the link just created, the
-// source topic id it mirrors, and forgets the failures of an earlier
-// destination topic of that name (deleted since, e.g. to mirror a
-// re-created source topic anew).
-func (r *runner) createdTopic(topic string, srcID [16]byte) {
-	id := ""
-	if srcID != ([16]byte{}) {
-		id = formatID(srcID)
-	}
+// createdTopics records, for mirror topics the link just created, the
+// source topic id each mirrors and that the link mirrors it, and forgets
+// the failures of an earlier destination topic of that name (deleted
+// since, e.g. to mirror a re-created source topic anew): one persisted
+// update for the batch.
+func (r *runner) createdTopics(created []broker.PullTopic) {
 	err := r.update(func(lm *linkMeta) {
-		tm := lm.topic(topic)
-		tm.SourceID, tm.Failed = id, nil
+		for _, pt := range created {
+			id := ""
+			if pt.ID != ([16]byte{}) {
+				id = formatID(pt.ID)
+			}
+			tm := lm.topic(pt.Name)
+			tm.SourceID, tm.Failed, tm.Mirrored = id, nil, true
+		}
 	})
 	if err != nil {
-		r.log.Warn("persisting the source topic's id", "topic", topic, "err", err)
+		r.log.Warn("persisting the created topics' source ids", "topics", len(created), "err", err)
 	}
 }
 
