@@ -296,6 +296,35 @@ func (s *Server) RegisterLinkWriter(link string, id [16]byte, parts []LinkPartit
 	return epoch, errs
 }
 
+// RaiseLinkEpochs raises the leader epochs of link's pull-mode
+// partitions parts, before their copies start, to what their first
+// appends would raise them to (storage.MirrorLeaderEpoch, KIP-1279's
+// rule) for batches of the source's current leader epochs (sourceEpochs[i];
+// negative: unknown, left alone), with one metadata write for all: a
+// link starting a thousand copies would otherwise raise each on its
+// first append, hundreds of whole-metadata writes even group-committed.
+// A batch of a later source epoch still raises its partition on append.
+func (s *Server) RaiseLinkEpochs(link string, parts []LinkPartition, sourceEpochs []int32) error {
+	var ps []*Partition
+	var want []int32
+	for i, lp := range parts {
+		if sourceEpochs[i] < 0 {
+			continue
+		}
+		p, _, err := s.pullPartition(link, lp.Topic, lp.Partition)
+		if err != nil {
+			continue // its registration says why
+		}
+		if cur, w := p.LeaderEpoch(), storage.MirrorLeaderEpoch(p.LeaderEpoch(), sourceEpochs[i]); w > cur {
+			ps, want = append(ps, p), append(want, w)
+		}
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	return linkErr(s.setLeaderEpochsAtLeast(ps, want))
+}
+
 // LinkAppend is a link's mirror append in a partition's queue.
 type LinkAppend struct {
 	s       *Server

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/verbatim-kafka/verbatim/broker"
 	"github.com/verbatim-kafka/verbatim/internal/testkit"
@@ -60,12 +61,11 @@ func (c *fsCounts) renamesUnder(dir string) int {
 }
 
 // TestLinkDiscoveryMetadataWrites: a link discovering 4 source topics of
-// 25 partitions creates all their pull-mode topics with one topic
-// metadata write (topics.json) and records them with one link meta write
-// besides the link's creation; opening the 100 new logs syncs no
-// leader-epoch checkpoint, one directory sync each. The source topics are
-// empty, so no append raises a leader epoch (those are group-committed
-// writes of their own, epoch_commit_test.go).
+// 25 partitions, a few records each, creates all their pull-mode topics
+// with one topic metadata write and raises all their leader epochs for
+// the source's with one more (not one per partition's first append),
+// records them with one link meta write besides the link's creation, and
+// its copies' first appends sync no leader-epoch checkpoint.
 func TestLinkDiscoveryMetadataWrites(t *testing.T) {
 	const topics, parts = 4, 25
 	var names []string
@@ -73,6 +73,12 @@ func TestLinkDiscoveryMetadataWrites(t *testing.T) {
 		names = append(names, fmt.Sprintf("d%d", i))
 	}
 	src := testkit.StartSource(t, kfake.SeedTopics(parts, names...))
+	cl := testkit.Client(t, src.ListenAddrs()[0], kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for _, n := range names {
+		for p := int32(0); p < parts; p++ {
+			produce(t, cl, n, p, 2, "x")
+		}
+	}
 	dir := filepath.Join(t.TempDir(), "data")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -96,8 +102,15 @@ func TestLinkDiscoveryMetadataWrites(t *testing.T) {
 	}
 	waitState(t, m, "l1", wireext.StateMirroring, all...)
 	fs.SetFault(nil)
-	if n := counts.renames["verbatim-meta/topics.json"]; n != 1 {
-		t.Errorf("discovering %d topics wrote the topic metadata %d times, want 1", topics, n)
+	if n := counts.renames["verbatim-meta/topics.json"]; n != 2 {
+		t.Errorf("discovering %d topics and mirroring their first batches wrote the topic metadata %d times, want 2 (their creation, their epochs)", topics, n)
+	}
+	for _, n := range names {
+		for _, p := range d.Srv.Topic(n).Partitions() {
+			if e := p.LeaderEpoch(); e != storage.MirrorLeaderEpoch(0, 0) {
+				t.Fatalf("%s/%d: leader epoch %d after mirroring epoch 0, want %d", n, p.Index, e, storage.MirrorLeaderEpoch(0, 0))
+			}
+		}
 	}
 	// links.json (the list) and link-l1.json at the creation, then
 	// link-l1.json once for the created topics; the copies' starts clear

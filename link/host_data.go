@@ -26,6 +26,9 @@ type dataHost interface {
 	// RegisterLinkWriter registers id as the writer of parts (one
 	// broker-assigned writer epoch for all), per partition its refusal.
 	RegisterLinkWriter(link string, id [16]byte, parts []broker.LinkPartition) (int32, []error)
+	// RaiseLinkEpochs raises parts' leader epochs for batches of the
+	// source's current leader epochs (KIP-1279's rule) in one write.
+	RaiseLinkEpochs(link string, parts []broker.LinkPartition, sourceEpochs []int32) error
 	// LinkMirrorAppend queues a mirror append (the wire mirror
 	// produce's path, the bytes as given); it blocks while the
 	// partition's queue is full.

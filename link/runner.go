@@ -279,7 +279,7 @@ func (r *runner) syncRound(ctx context.Context) {
 		}
 		start = append(start, r.ensureTopic(ctx, n, tm)...)
 	}
-	r.startCopies(ctx, start)
+	r.startCopies(ctx, md, start)
 	r.refreshIdle(ctx)
 	if h := r.m.syncHook; h != nil {
 		h(ctx, r)
@@ -474,8 +474,9 @@ func (r *runner) updateLocked(fn func(lm *linkMeta)) error {
 }
 
 // startCopies registers the link as the writer of ps, all in one
-// registration, and starts their copies.
-func (r *runner) startCopies(ctx context.Context, ps []*partRun) {
+// registration, raises their leader epochs for the source's current ones
+// (md) in one write, and starts their copies.
+func (r *runner) startCopies(ctx context.Context, md map[string]*client.TopicMeta, ps []*partRun) {
 	if len(ps) == 0 || ctx.Err() != nil {
 		return
 	}
@@ -493,6 +494,18 @@ func (r *runner) startCopies(ctx context.Context, ps []*partRun) {
 	// The restarts' failures go in one write (begin's own finds none).
 	if err := r.clearFailures(begin); err != nil {
 		r.log.Warn("persisting the partitions' restart", "partitions", len(begin), "err", err)
+	}
+	// The first appends' epoch raises, done once for all (else each
+	// partition's first append rewrites the topic metadata).
+	epochs := make([]int32, len(begin))
+	for i, lp := range begin {
+		epochs[i] = -1
+		if tm := md[lp.Topic]; tm != nil && int(lp.Partition) < len(tm.Partitions) {
+			epochs[i] = tm.Partitions[lp.Partition].LeaderEpoch
+		}
+	}
+	if err := r.m.host.RaiseLinkEpochs(r.name, begin, epochs); err != nil {
+		r.log.Warn("raising the partitions' leader epochs (their first appends will)", "partitions", len(begin), "err", err)
 	}
 	for i, pr := range ps {
 		if errs[i] != nil {
