@@ -56,21 +56,23 @@ func Reassigning(s clustermeta.PartitionState) bool {
 
 // Reassign is the state that starts moving s to target (nil: cancel the
 // reassignment in progress, back to the original replicas), as Kafka's
-// controller builds it: Replicas = target followed by the current
-// replicas the target drops (RemovingReplicas), AddingReplicas = the
-// target's replicas s lacks. The current replicas are those of s, so a
-// new target replaces one in progress. A target equal to the current
-// assignment, or a cancellation, changes the replicas at once (no
-// replica is added): the ISR keeps only the target's replicas and the
-// leader moves onto the target if it was dropped, its epoch raised.
-// allowRFChange false refuses a target of another size than Target(s).
-// The partition epoch is raised.
+// controller builds it: a reassignment in progress is reverted first, so
+// the current replicas are Original(s); then Replicas = target followed
+// by the current replicas the target drops (RemovingReplicas),
+// AddingReplicas = the target's replicas not current, and the ISR keeps
+// its members among those. Sending the same target again is therefore
+// the same state. A target adding no replica (a reorder, a shrink), or a
+// cancellation, changes the replicas at once: the ISR keeps only the
+// target's members and the leader moves onto the target if it was
+// dropped, its epoch raised. allowRFChange false refuses a target of
+// another size than the current replicas. The partition epoch is raised.
 func Reassign(s clustermeta.PartitionState, target []int32, allowRFChange bool, brokers map[int32]clustermeta.BrokerInfo) (clustermeta.PartitionState, error) {
+	cur := Original(s)
 	if target == nil {
 		if !Reassigning(s) {
 			return s, ErrNoReassignment
 		}
-		return settle(s, Original(s), brokers)
+		return settle(s, cur, brokers)
 	}
 	if len(target) == 0 {
 		return s, fmt.Errorf("%w: the target replica list is empty", ErrInvalidAssignment)
@@ -83,18 +85,24 @@ func Reassign(s clustermeta.PartitionState, target []int32, allowRFChange bool, 
 			return s, fmt.Errorf("%w: the target replicas %v contain broker %d, which is not registered", ErrInvalidAssignment, target, id)
 		}
 	}
-	if !allowRFChange && len(target) != len(Target(s)) {
-		return s, fmt.Errorf("%w: from %d to %d replicas", ErrReplicationFactorChange, len(Target(s)), len(target))
+	if !allowRFChange && len(target) != len(cur) {
+		return s, fmt.Errorf("%w: from %d to %d replicas", ErrReplicationFactorChange, len(cur), len(target))
 	}
-	adding := filter(target, func(id int32) bool { return !contains(s.Replicas, id) })
+	adding := filter(target, func(id int32) bool { return !contains(cur, id) })
 	if len(adding) == 0 {
 		return settle(s, target, brokers)
 	}
-	n := changed(s, s.Leader, s.ISR, false)
-	n.Replicas = append(slices.Clone(target), filter(s.Replicas, func(id int32) bool { return !contains(target, id) })...)
-	n.AddingReplicas = adding
-	n.RemovingReplicas = filter(s.Replicas, func(id int32) bool { return !contains(target, id) })
-	n.AddingReplicas, n.RemovingReplicas = nilIfEmpty(n.AddingReplicas), nilIfEmpty(n.RemovingReplicas)
+	removing := filter(cur, func(id int32) bool { return !contains(target, id) })
+	if s.Leader != clustermeta.NoLeader && !contains(cur, s.Leader) && !contains(target, s.Leader) {
+		// The leader is a replica the reverted reassignment added (it was
+		// elected meanwhile) and the new target drops: it leads until the
+		// move completes, as any replica being removed.
+		removing = append(removing, s.Leader)
+	}
+	replicas := append(slices.Clone(target), removing...)
+	n := changed(s, s.Leader, filter(s.ISR, func(id int32) bool { return contains(replicas, id) }), false)
+	n.Replicas = replicas
+	n.AddingReplicas, n.RemovingReplicas = adding, nilIfEmpty(removing)
 	return n, nil
 }
 

@@ -142,3 +142,40 @@ func TestDecideAllOneDecisionPerPartition(t *testing.T) {
 		t.Fatalf("completed %+v", got)
 	}
 }
+
+// A target sent again while its reassignment is in progress is the same
+// state (the added replica keeps its place in the ISR); a new target
+// replaces the old one from the original replicas.
+func TestReassignAgain(t *testing.T) {
+	brokers := brokerSpec{1: "up", 2: "up", 3: "up", 4: "up", 5: "up"}.infos()
+	s := pstate("t", 0, ids(1, 2, 3), 1, ids(1, 2, 3))
+	n, err := Reassign(s, ids(1, 2, 4), true, brokers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.ISR = ids(1, 2, 3, 4)
+	again, err := Reassign(n, ids(1, 2, 4), true, brokers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(again.Replicas, n.Replicas) || !reflect.DeepEqual(again.ISR, n.ISR) || !reflect.DeepEqual(again.AddingReplicas, ids(4)) || !reflect.DeepEqual(again.RemovingReplicas, ids(3)) {
+		t.Fatalf("again: %+v", again)
+	}
+	other, err := Reassign(n, ids(1, 5, 3), true, brokers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(other.Replicas, ids(1, 5, 3, 2)) || !reflect.DeepEqual(other.AddingReplicas, ids(5)) || !reflect.DeepEqual(other.RemovingReplicas, ids(2)) || !reflect.DeepEqual(other.ISR, ids(1, 2, 3)) {
+		t.Fatalf("replaced: %+v", other)
+	}
+	// An added replica elected leader meanwhile, dropped by a new target,
+	// leads until the move completes.
+	n.Leader = 4
+	moved, err := Reassign(n, ids(1, 2, 5), true, brokers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(moved.Replicas, ids(1, 2, 5, 3, 4)) || moved.Leader != 4 || !reflect.DeepEqual(moved.RemovingReplicas, ids(3, 4)) {
+		t.Fatalf("leader dropped: %+v", moved)
+	}
+}
