@@ -1,6 +1,7 @@
 package clustermeta_test
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"sync"
@@ -20,6 +21,12 @@ func mustPut(t *testing.T, st clustermeta.Store, f clustermeta.Fence, kind, name
 		t.Fatalf("PutRecord %s/%s: %v", kind, name, err)
 	}
 	return v
+}
+
+// del is DeleteRecord's error.
+func del(st clustermeta.Store, f clustermeta.Fence, kind, name string, expect int64) error {
+	_, err := st.DeleteRecord(context.Background(), f, kind, name, expect)
+	return err
 }
 
 func wantRecord(t *testing.T, s *clustermeta.Snapshot, kind, name, value string, version int64) {
@@ -51,12 +58,19 @@ var recordBehaviours = []struct {
 			t.Fatalf("snapshot revision %d < write %d", s.Revision, v2)
 		}
 		v3 := mustPut(t, h.st, none, "acl", "a", "three", clustermeta.AnyVersion)
-		wantErr(t, h.st.DeleteRecord(ctxT(t), none, "acl", "a", v2), clustermeta.ErrConflict, "stale delete")
-		if err := h.st.DeleteRecord(ctxT(t), none, "acl", "a", v3); err != nil {
+		wantErr(t, del(h.st, none, "acl", "a", v2), clustermeta.ErrConflict, "stale delete")
+		dv, err := h.st.DeleteRecord(ctxT(t), none, "acl", "a", v3)
+		if err != nil {
 			t.Fatal(err)
 		}
-		wantErr(t, h.st.DeleteRecord(ctxT(t), none, "acl", "a", clustermeta.AnyVersion), clustermeta.ErrNotFound, "delete of a missing record")
-		wantErr(t, h.st.DeleteRecord(ctxT(t), none, "acl", "a", v3), clustermeta.ErrConflict, "delete at a version of a deleted record")
+		if dv <= v3 {
+			t.Fatalf("deleted at revision %d after version %d", dv, v3)
+		}
+		if s := snap(t, h.st); s.Revision < dv {
+			t.Fatalf("snapshot revision %d < deletion %d", s.Revision, dv)
+		}
+		wantErr(t, del(h.st, none, "acl", "a", clustermeta.AnyVersion), clustermeta.ErrNotFound, "delete of a missing record")
+		wantErr(t, del(h.st, none, "acl", "a", v3), clustermeta.ErrConflict, "delete at a version of a deleted record")
 		_, err = h.st.PutRecord(ctxT(t), none, "acl", "a", []byte("back"), v3)
 		wantErr(t, err, clustermeta.ErrConflict, "put at a version of a deleted record")
 		if s := snap(t, h.st); len(s.Records) != 0 {
@@ -64,7 +78,7 @@ var recordBehaviours = []struct {
 		}
 		v4 := mustPut(t, h.st, none, "acl", "a", "", clustermeta.MustNotExist)
 		wantRecord(t, snap(t, h.st), "acl", "a", "", v4)
-		if err := h.st.DeleteRecord(ctxT(t), none, "acl", "a", clustermeta.AnyVersion); err != nil {
+		if _, err := h.st.DeleteRecord(ctxT(t), none, "acl", "a", clustermeta.AnyVersion); err != nil {
 			t.Fatal(err)
 		}
 	}},
@@ -87,7 +101,7 @@ var recordBehaviours = []struct {
 		if err := h.st.DeleteTopic(ctxT(t), "beside", tr.ID); err != nil {
 			t.Fatal(err)
 		}
-		if err := h.st.DeleteRecord(ctxT(t), none, "scram", "SCRAM-SHA-256/al", vb); err != nil {
+		if _, err := h.st.DeleteRecord(ctxT(t), none, "scram", "SCRAM-SHA-256/al", vb); err != nil {
 			t.Fatal(err)
 		}
 		s = snap(t, h.st)
@@ -105,11 +119,11 @@ var recordBehaviours = []struct {
 			if _, err := h.st.PutRecord(ctxT(t), none, c.kind, c.name, []byte("v"), c.expect); err == nil {
 				t.Fatalf("put %+v accepted", c)
 			}
-			if err := h.st.DeleteRecord(ctxT(t), none, c.kind, c.name, c.expect); err == nil {
+			if _, err := h.st.DeleteRecord(ctxT(t), none, c.kind, c.name, c.expect); err == nil {
 				t.Fatalf("delete %+v accepted", c)
 			}
 		}
-		if err := h.st.DeleteRecord(ctxT(t), none, "acl", "n", clustermeta.MustNotExist); err == nil || errors.Is(err, clustermeta.ErrNotFound) {
+		if _, err := h.st.DeleteRecord(ctxT(t), none, "acl", "n", clustermeta.MustNotExist); err == nil || errors.Is(err, clustermeta.ErrNotFound) {
 			t.Fatalf("delete expecting no record: %v", err)
 		}
 		if s := snap(t, h.st); len(s.Records) != 0 {
@@ -125,12 +139,12 @@ var recordBehaviours = []struct {
 		wantErr(t, err, clustermeta.ErrFenced, "put on an expired session")
 		_, err = h.st.PutRecord(ctxT(t), sess.Fence(), "link", "l", []byte("off"), v-1)
 		wantErr(t, err, clustermeta.ErrFenced, "fenced stale put")
-		wantErr(t, h.st.DeleteRecord(ctxT(t), sess.Fence(), "link", "l", clustermeta.AnyVersion), clustermeta.ErrFenced, "delete on an expired session")
+		wantErr(t, del(h.st, sess.Fence(), "link", "l", clustermeta.AnyVersion), clustermeta.ErrFenced, "delete on an expired session")
 		again := mustRegister(t, h.st, 1)
 		_, err = h.st.PutRecord(ctxT(t), again.Fence(), "link", "l", []byte("off"), v-1)
 		wantErr(t, err, clustermeta.ErrConflict, "stale put on a live fence")
 		wantRecord(t, snap(t, h.st), "link", "l", "on", v)
-		if err := h.st.DeleteRecord(ctxT(t), again.Fence(), "link", "l", v); err != nil {
+		if _, err := h.st.DeleteRecord(ctxT(t), again.Fence(), "link", "l", v); err != nil {
 			t.Fatal(err)
 		}
 	}},
@@ -141,11 +155,11 @@ var recordBehaviours = []struct {
 		first := waitFor(t, w, "acl/x", func(s *clustermeta.Snapshot) bool { _, ok := s.Record("acl", "x"); return ok })
 		vb := mustPut(t, h.st, none, "acl", "y", "2", clustermeta.MustNotExist)
 		second := waitFor(t, w, "acl/y", func(s *clustermeta.Snapshot) bool { _, ok := s.Record("acl", "y"); return ok })
-		if err := h.st.DeleteRecord(ctxT(t), none, "acl", "x", va); err != nil {
+		if _, err := h.st.DeleteRecord(ctxT(t), none, "acl", "x", va); err != nil {
 			t.Fatal(err)
 		}
 		third := waitFor(t, w, "acl/x gone", func(s *clustermeta.Snapshot) bool { _, ok := s.Record("acl", "x"); return !ok })
-		if err := h.st.DeleteRecord(ctxT(t), none, "acl", "y", vb); err != nil {
+		if _, err := h.st.DeleteRecord(ctxT(t), none, "acl", "y", vb); err != nil {
 			t.Fatal(err)
 		}
 		fourth := waitFor(t, w, "no acls", func(s *clustermeta.Snapshot) bool { return len(s.Records) == 0 })

@@ -49,17 +49,17 @@ func (s *etcdStore) PutRecord(ctx context.Context, fence Fence, kind, name strin
 	return resp.Header.Revision, nil
 }
 
-func (s *etcdStore) DeleteRecord(ctx context.Context, fence Fence, kind, name string, expectVersion int64) error {
+func (s *etcdStore) DeleteRecord(ctx context.Context, fence Fence, kind, name string, expectVersion int64) (int64, error) {
 	if err := CheckRecord(kind, name, expectVersion, false); err != nil {
-		return err
+		return 0, err
 	}
 	key := s.keys.Record(kind, name)
 	resp, err := s.recordTxn(ctx, fence, key, expectVersion, clientv3.OpDelete(key))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if resp.Responses[0].GetResponseDeleteRange().Deleted == 0 {
-		return ErrNotFound
+		return 0, ErrNotFound
 	}
-	return nil
+	return resp.Header.Revision, nil
 }

@@ -64,8 +64,9 @@ type Store interface {
 	// DeleteRecord removes the named record if expectVersion holds: a
 	// version only if it is the stored one (ErrConflict otherwise, also
 	// when the record is gone), AnyVersion whatever it is (ErrNotFound
-	// when absent); only while fence holds (ErrFenced).
-	DeleteRecord(ctx context.Context, fence Fence, kind, name string, expectVersion int64) error
+	// when absent); only while fence holds (ErrFenced). It returns the
+	// deletion's revision (a snapshot at or after it lacks the record).
+	DeleteRecord(ctx context.Context, fence Fence, kind, name string, expectVersion int64) (int64, error)
 
 	// Campaign blocks until this node is the controller (or ctx ends);
 	// the leadership lasts until its Done channel closes or Resign.

@@ -561,11 +561,10 @@ func (s *Store) PutRecord(ctx context.Context, fence clustermeta.Fence, kind, na
 	return s.recordWrite(fence, key, expectVersion, op{key: key, value: append([]byte{}, value...)})
 }
 
-func (s *Store) DeleteRecord(ctx context.Context, fence clustermeta.Fence, kind, name string, expectVersion int64) error {
+func (s *Store) DeleteRecord(ctx context.Context, fence clustermeta.Fence, kind, name string, expectVersion int64) (int64, error) {
 	if err := clustermeta.CheckRecord(kind, name, expectVersion, false); err != nil {
-		return err
+		return 0, err
 	}
 	key := s.keys.Record(kind, name)
-	_, err := s.recordWrite(fence, key, expectVersion, op{key: key})
-	return err
+	return s.recordWrite(fence, key, expectVersion, op{key: key})
 }
