@@ -415,6 +415,9 @@ type Server struct {
 
 	// repl is cluster mode's replication state (replica_role.go).
 	repl replServer
+	// dyn is the single node's dynamic broker configs
+	// (broker_dynconfig.go).
+	dyn brokerDyn
 }
 
 // Open takes the data dir (lock, format version, cluster id), recovers the
