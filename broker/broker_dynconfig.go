@@ -25,6 +25,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -53,10 +54,14 @@ var dynamicBrokerConfigDocs = map[string]string{
 	cfgAlterLogDirsRate:     "Moves between log dirs' rate, in bytes per second (accepted; Verbatim has one log dir, so no effect).",
 }
 
-// brokerDyn is the single node's dynamic broker configs (Server.dyn).
+// brokerDyn is the dynamic broker configs' state (Server.dyn): the single
+// node's configs and the effective rates' cache.
 type brokerDyn struct {
 	mu    sync.Mutex
 	local map[string]map[string]string
+	// gen counts the single node's changes; cache is throttleRate's.
+	gen   atomic.Uint64
+	cache atomic.Pointer[rateCache]
 }
 
 func brokerRecordName(resource string) string {
@@ -93,15 +98,41 @@ func decodeBrokerConfigs(snap *clustermeta.Snapshot, resource string) (map[strin
 	return m, rec.Version
 }
 
-// throttleRate is this broker's effective value of a throttle rate.
+// throttleRate is this broker's effective value of a throttle rate
+// (read on every follower fetch: decoded once per snapshot or change).
 func (s *Server) throttleRate(name string) int64 {
-	for _, res := range []string{strconv.Itoa(int(s.cfg.NodeID)), ""} {
+	var snap *clustermeta.Snapshot
+	if s.cm != nil {
+		snap = s.cm.snap.Load()
+	}
+	gen := s.dyn.gen.Load()
+	if c := s.dyn.cache.Load(); c != nil && c.snap == snap && c.gen == gen {
+		return c.rate(name)
+	}
+	c := &rateCache{snap: snap, gen: gen, rates: map[string]int64{}}
+	for _, res := range []string{"", strconv.Itoa(int(s.cfg.NodeID))} {
 		m, _ := s.dynamicBrokerConfigs(res)
-		if v, ok := m[name]; ok {
+		for k, v := range m {
 			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-				return n
+				c.rates[k] = n // the node's own value wins over the default
 			}
 		}
+	}
+	s.dyn.cache.Store(c)
+	return c.rate(name)
+}
+
+// rateCache is the effective dynamic configs of one snapshot (cluster
+// mode) or generation of changes (single node).
+type rateCache struct {
+	snap  *clustermeta.Snapshot
+	gen   uint64
+	rates map[string]int64
+}
+
+func (c *rateCache) rate(name string) int64 {
+	if v, ok := c.rates[name]; ok {
+		return v
 	}
 	return unthrottled
 }
@@ -191,6 +222,7 @@ func (s *Server) alterBrokerConfigs(resource string, validateOnly bool, change f
 			s.dyn.local = map[string]map[string]string{}
 		}
 		s.dyn.local[resource] = next
+		s.dyn.gen.Add(1)
 		s.log.Info("dynamic broker configs altered", "resource", resource, "configs", next)
 		return nil
 	}

@@ -418,6 +418,9 @@ type Server struct {
 	// dyn is the single node's dynamic broker configs
 	// (broker_dynconfig.go).
 	dyn brokerDyn
+	// throttle is the replication throttles' meters
+	// (replica_throttle.go).
+	throttle throttles
 }
 
 // Open takes the data dir (lock, format version, cluster id), recovers the
