@@ -200,3 +200,68 @@ func TestReassignmentSingleNode(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+// A broker that was down while its replica was moved away removes the
+// replica's directory when it starts; one whose topic was deleted and
+// created again under the same name meanwhile starts that partition
+// empty (partition.metadata names the old topic id).
+func TestReassignmentWhileDown(t *testing.T) {
+	c := newReplCluster(t, 4, nil)
+	c.createTopic("away", []int32{1, 2, 3}, nil)
+	c.createTopic("again", []int32{1, 2, 3}, nil)
+	for _, topic := range []string{"away", "again"} {
+		if pr := c.produce(1, topic, 1, "old"); pr.ErrorCode != 0 {
+			t.Fatal(kerr.ErrorForCode(pr.ErrorCode))
+		}
+	}
+	c.replicate(2)
+	dir3 := c.nodes[3].b.dir
+	for _, d := range []string{"away-0", "again-0"} {
+		if _, err := os.Stat(filepath.Join(dir3, d, partitionMetadataFile)); err != nil {
+			t.Fatalf("node 3's %s: %v", d, err)
+		}
+	}
+	c.nodes[3].b.stop()
+
+	// "away" moves to 1, 2, 4.
+	if code := reassignCode(alterReassignment(t, c.nodes[1].b.addr, "away", []int32{1, 2, 4})); code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	c.sync(c.state("away").Version)
+	waitUntil(t, "replica 4 in the ISR", func() bool { c.replicate(1); return slices.Contains(c.state("away").ISR, 4) })
+	done, ok := controller.Complete(c.state("away"), mustSnapshot(t, c).Brokers)
+	if !ok {
+		t.Fatal("not complete")
+	}
+	done.PartitionEpoch--
+	c.write(done)
+	// "again" is deleted and created under a new id on the same brokers.
+	old := c.state("again")
+	if err := c.store.DeleteTopic(ctxT(t), "again", old.TopicID); err != nil {
+		t.Fatal(err)
+	}
+	id := old.TopicID
+	id[15] ^= 0xff
+	_, parts, err := c.store.CreateTopic(ctxT(t), clustermeta.TopicRecord{Name: "again", ID: id, Partitions: 1},
+		[]clustermeta.PartitionState{{Topic: "again", TopicID: id, Partition: 0, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.sync(parts[0].Version)
+
+	c.start(3, dir3)
+	c.sync(mustSnapshot(t, c).Revision)
+	if _, err := os.Stat(filepath.Join(dir3, "away-0")); !os.IsNotExist(err) {
+		t.Fatalf("node 3 kept the directory of the replica moved away: %v", err)
+	}
+	if end := c.handle(3, "again").log.LogEndOffset(); end != 0 {
+		t.Fatalf("node 3's replica of the re-created topic starts at log end %d, want an empty log", end)
+	}
+	data, err := os.ReadFile(filepath.Join(dir3, "again-0", partitionMetadataFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := parsePartitionMetadata(data); err != nil || got != id {
+		t.Fatalf("node 3's partition.metadata names %v (%v), want the new topic id", got, err)
+	}
+}
