@@ -19,11 +19,13 @@ import (
 
 // TestVerbatimClusterACLsAndSCRAM: Kafka 4.4's kafka-acls.sh and
 // kafka-configs.sh against a 3-broker Verbatim cluster whose one listener
-// speaks SASL_PLAINTEXT: an ACL added through broker 1 is enforced by
-// every broker, a SCRAM user added through broker 1 authenticates on every
-// broker, and the tools read both back through another broker. (No topic
-// is created: what replicates is not what this tests, and the brokers'
-// state here lives in etcd alone.)
+// speaks SASL_PLAINTEXT: an ACL added with the tools is enforced by every
+// broker, a SCRAM user added with them authenticates on every broker
+// (each broker probed alone), and the tools read both back bootstrapped
+// from another broker. (The Java admin client sends each request to a
+// broker of its choice, so which broker wrote is not fixed here: the
+// broker tests fix it. No topic is created: replication is not what this
+// tests.)
 func TestVerbatimClusterACLsAndSCRAM(t *testing.T) {
 	bin := BuildVerbatim(t)
 	c := StartVCluster(t, bin, 3, VClusterOptions{Props: []string{
@@ -53,8 +55,8 @@ func TestVerbatimClusterACLsAndSCRAM(t *testing.T) {
 	carolProps := props("carol.properties", "SCRAM-SHA-256", "carol", "carol-secret")
 	carol := scram.Auth{User: "carol", Pass: "carol-secret"}.AsSha256Mechanism()
 
-	// SCRAM: the user added through broker 1 authenticates on every
-	// broker once its snapshot has the credential.
+	// SCRAM: the user authenticates on every broker once its snapshot has
+	// the credential.
 	JavaTool(t, "kafka-configs", "--bootstrap-server", one, "--command-config", admin,
 		"--alter", "--entity-type", "users", "--entity-name", "carol", "--add-config", "SCRAM-SHA-256=[iterations=8192,password=carol-secret]")
 	for _, nd := range c.Nodes {
@@ -67,8 +69,8 @@ func TestVerbatimClusterACLsAndSCRAM(t *testing.T) {
 		t.Fatalf("kafka-configs --describe through node 3 does not show carol's credential:\n%s", res.describe())
 	}
 
-	// ACLs: carol may not describe ACLs until an ACL added through broker
-	// 1 lets her; then every broker lets her.
+	// ACLs: carol may not describe ACLs until an ACL lets her; then every
+	// broker lets her.
 	JavaTool(t, "kafka-acls", "--bootstrap-server", one, "--command-config", admin,
 		"--add", "--allow-principal", "User:carol", "--operation", "Describe", "--cluster")
 	for _, nd := range c.Nodes {
@@ -79,7 +81,7 @@ func TestVerbatimClusterACLsAndSCRAM(t *testing.T) {
 		t.Fatalf("kafka-acls --list as carol through node 2:\n%s", list)
 	}
 
-	// Removed through broker 3: every broker refuses her again.
+	// Removed: every broker refuses her again.
 	JavaTool(t, "kafka-acls", "--bootstrap-server", c.Node(t, 3).Addr, "--command-config", admin,
 		"--remove", "--force", "--allow-principal", "User:carol", "--operation", "Describe", "--cluster")
 	for _, nd := range c.Nodes {
