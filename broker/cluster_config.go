@@ -26,6 +26,9 @@ package broker
 //     written to the store, moved replicas removed), broker_dynconfig.go
 //     (dynamic broker configs, the throttle rates), replica_throttle.go
 //     (the throttles applied), partition_metadata.go.
+//   - cluster_security.go: the ACLs and SCRAM credentials in the store
+//     (records of kinds "acl" and "scram"), followed by every broker's
+//     authorizer and credential store.
 
 import (
 	"time"
