@@ -15,7 +15,8 @@
 //     (secrets.go: sealed in memory too, opened only for the client);
 //   - one runner per link: the source cluster's client, topic discovery
 //     by the link's patterns, pull-mode mirror topics created like the
-//     source's, continuous sync (new partitions; in sync.go configs
+//     source's (a round's new topics in one batch, their copies'
+//     leader-epoch raises in one write), continuous sync (new partitions; in sync.go configs
 //     except the destination's own, deletion and re-creation as FAILED,
 //     consumer group offsets clamped as KIP-1279 does);
 //   - per partition, the copy state machine of package mirror
