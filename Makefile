@@ -4,7 +4,7 @@ BIN       := bin/verbatim
 PKGS_UNIT := $(shell $(GO) list ./... | grep -v /interop)
 FUZZTIME  ?= 20s
 
-.PHONY: build run test vet unit alloc interop peers bench bench-quick bench-hotpath bench-ingest bench-ingest-tls bench-cleaner bench-link scale link-repair-long fuzz clean
+.PHONY: build run test vet unit alloc interop peers bench bench-quick bench-hotpath bench-ingest bench-ingest-tls bench-cleaner bench-link bench-cluster scale link-repair-long fuzz clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/verbatim
@@ -63,6 +63,16 @@ bench-link: peers
 	./benchmarks/mm2/install.sh
 	$(GO) test -tags peerbench -count=1 -timeout 90m -run '^TestLinkBench$$' ./benchmarks/ -v -args -linkbench.out=results $(BENCH_LINK_ARGS)
 	cd benchmarks/charts && $(GO) run . -in $$(ls -t ../results/*-link.json | head -1) -readme ''
+
+# Replicated cluster beside Kafka (benchmarks/README.md "Replicated cluster
+# beside Kafka"): 3 Verbatim brokers (scripts/cluster.sh) and 3 Kafka 4.4
+# brokers on this machine, acks=all at RF 3, raw generator and
+# ProducerPerformance, leader SIGKILL failover; writes
+# benchmarks/results/<date>-<commit>-cluster.jsonl and its charts.
+# BENCH_CLUSTER_ARGS passes flags (e.g. -clusterbench.rounds=5).
+bench-cluster: peers
+	$(GO) test -tags peerbench -count=1 -timeout 90m -run '^TestClusterBench$$' ./benchmarks/ -v -args -clusterbench.out=results $(BENCH_CLUSTER_ARGS)
+	cd benchmarks/charts && $(GO) run . -in $$(ls -t ../results/*-cluster.jsonl | head -1) -readme ''
 
 bench-hotpath:
 	$(GO) test -run '^$$' -bench '^BenchmarkHotpathReport$$' -benchtime 1x -timeout 30m ./hotpath
