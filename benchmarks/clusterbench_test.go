@@ -29,6 +29,8 @@ var (
 	clusterRawMB    = flag.Int("clusterbench.raw-mb", 256, "MiB the raw generator sends per run")
 	clusterPPRecs   = flag.Int("clusterbench.pp-records", 50_000, "ProducerPerformance records (1 KiB) per run")
 	clusterSession  = flag.Int("clusterbench.session-ms", 6000, "broker.session.timeout.ms of both clusters (Kafka's broker.heartbeat.interval.ms is a third of it, as etcd's lease keep-alive)")
+	clusterWarmMB   = flag.Int("clusterbench.warmup-mb", 64, "MiB of the raw generator's lead-in per cluster, not recorded (0: no lead-in)")
+	clusterWarmRecs = flag.Int("clusterbench.warmup-records", 10_000, "ProducerPerformance records of the lead-in per cluster")
 	clusterOut      = flag.String("clusterbench.out", "tmp", "directory (relative to benchmarks/) for <date>-<commit>-cluster.jsonl")
 	clusterQuiet    = flag.String("clusterbench.wait-file", "", "wait (polling every 30 s) until this file exists before starting the clusters")
 )
@@ -107,27 +109,26 @@ func TestClusterBench(t *testing.T) {
 		return []*benchCluster{kafka, verb}
 	}
 
-	// 1. The raw generator: Produce v9, acks=-1, to each partition's leader.
+	// A lead-in of each load per cluster, not recorded: the JVMs' JIT
+	// (brokers' and the tool's class loading) must not land in round 1.
 	rawBytes := int64(*clusterRawMB) << 20
+	if *clusterWarmMB > 0 {
+		for _, c := range all {
+			m := runRaw(t, c, all, "warm-raw", int64(*clusterWarmMB)<<20)
+			p := runPerf(t, c, all, "warm-perf", *clusterWarmRecs)
+			t.Logf("lead-in %s (not recorded): raw %.1f MB/s, ProducerPerformance %.1f MB/s", c.name, m["mb_per_s"], p["mb_per_s"])
+		}
+	}
+
+	// 1. The raw generator: Produce v9, acks=-1, to each partition's leader.
 	{
 		rounds := map[string]Rounds{sysKafka: {}, sysVerbatim: {}}
 		for r := range *clusterRounds {
 			got := map[string]map[string]float64{}
 			for _, c := range order(r) {
 				topic := fmt.Sprintf("raw-%d", r)
-				leaders, _ := createReplicated(t, c, topic, 4, map[string]string{"max.message.bytes": strconv.Itoa(2 << 20)})
-				waitAllIdle(all)
-				var res LoadResult
-				cpu := clusterCPU(t, c, func() {
-					res, err = RunLoad(context.Background(), Load{Addrs: leaders, Topic: topic, BatchBytes: 64 << 10, Conns: 4, InFlight: 8,
-						TotalBytes: rawBytes, Timeout: 10 * time.Minute})
-					if err != nil {
-						t.Fatalf("raw generator on %s: %v", c.name, err)
-					}
-				})
-				got[c.name] = map[string]float64{"mb_per_s": res.MBps(), "p50_ms": res.Percentile(0.5), "p99_ms": res.Percentile(0.99),
-					"p999_ms": res.Percentile(0.999), "cluster_cpu_s": cpu, "cluster_cpu_s_per_gb": cpu / (float64(res.Bytes) / 1e9)}
-				t.Logf("produce-raw round %d %s: %.1f MB/s, p99 %.1f ms, %.2f cluster CPU s/GB", r+1, c.name, res.MBps(), res.Percentile(0.99), got[c.name]["cluster_cpu_s_per_gb"])
+				got[c.name] = runRaw(t, c, all, topic, rawBytes)
+				t.Logf("produce-raw round %d %s: %.1f MB/s, p99 %.1f ms, %.2f cluster CPU s/GB", r+1, c.name, got[c.name]["mb_per_s"], got[c.name]["p99_ms"], got[c.name]["cluster_cpu_s_per_gb"])
 			}
 			addRatios(got)
 			for sys, m := range got {
@@ -144,22 +145,7 @@ func TestClusterBench(t *testing.T) {
 			got := map[string]map[string]float64{}
 			for _, c := range order(r) {
 				topic := fmt.Sprintf("perf-%d", r)
-				createReplicated(t, c, topic, 4, nil)
-				waitAllIdle(all)
-				var m map[string]float64
-				cpu := clusterCPU(t, c, func() {
-					res, err := interop.RunJavaTool(t, interop.Cmd{Timeout: 15 * time.Minute, JVMOpts: perfJVM}, "kafka-producer-perf-test",
-						"--bootstrap-server", c.bs, "--topic", topic, "--num-records", strconv.Itoa(*clusterPPRecs),
-						"--record-size", "1024", "--throughput", "-1", "--command-property", "acks=all",
-						"enable.idempotence=true", "linger.ms=5")
-					if err != nil {
-						t.Fatalf("ProducerPerformance on %s: %v", c.name, err)
-					}
-					if m, err = parseProducerPerf(res.Stdout); err != nil {
-						t.Fatalf("ProducerPerformance on %s: %v\n%s", c.name, err, res.Stdout)
-					}
-				})
-				m["cluster_cpu_s"], m["cluster_cpu_s_per_gb"] = cpu, cpu/(float64(*clusterPPRecs)*1024/1e9)
+				m := runPerf(t, c, all, topic, *clusterPPRecs)
 				got[c.name] = m
 				t.Logf("produce-perf round %d %s: %.1f MB/s, p99 %.0f ms, %.2f cluster CPU s/GB", r+1, c.name, m["mb_per_s"], m["p99_ms"], m["cluster_cpu_s_per_gb"])
 			}
@@ -204,6 +190,46 @@ func TestClusterBench(t *testing.T) {
 		}
 	}
 	t.Logf("wrote %s", name)
+}
+
+// runRaw creates topic (4 partitions, RF 3) on c and runs the raw
+// generator into it: one connection per partition, to its leader.
+func runRaw(t *testing.T, c *benchCluster, all []*benchCluster, topic string, bytes int64) map[string]float64 {
+	leaders, _ := createReplicated(t, c, topic, 4, map[string]string{"max.message.bytes": strconv.Itoa(2 << 20)})
+	waitAllIdle(all)
+	var res LoadResult
+	cpu := clusterCPU(t, c, func() {
+		var err error
+		res, err = RunLoad(context.Background(), Load{Addrs: leaders, Topic: topic, BatchBytes: 64 << 10, Conns: 4, InFlight: 8,
+			TotalBytes: bytes, Timeout: 10 * time.Minute})
+		if err != nil {
+			t.Fatalf("raw generator on %s: %v", c.name, err)
+		}
+	})
+	return map[string]float64{"mb_per_s": res.MBps(), "p50_ms": res.Percentile(0.5), "p99_ms": res.Percentile(0.99),
+		"p999_ms": res.Percentile(0.999), "cluster_cpu_s": cpu, "cluster_cpu_s_per_gb": cpu / (float64(res.Bytes) / 1e9)}
+}
+
+// runPerf creates topic (4 partitions, RF 3) on c and runs Kafka's
+// ProducerPerformance into it through the bootstrap list.
+func runPerf(t *testing.T, c *benchCluster, all []*benchCluster, topic string, records int) map[string]float64 {
+	createReplicated(t, c, topic, 4, nil)
+	waitAllIdle(all)
+	var m map[string]float64
+	cpu := clusterCPU(t, c, func() {
+		res, err := interop.RunJavaTool(t, interop.Cmd{Timeout: 15 * time.Minute, JVMOpts: perfJVM}, "kafka-producer-perf-test",
+			"--bootstrap-server", c.bs, "--topic", topic, "--num-records", strconv.Itoa(records),
+			"--record-size", "1024", "--throughput", "-1", "--command-property", "acks=all",
+			"enable.idempotence=true", "linger.ms=5")
+		if err != nil {
+			t.Fatalf("ProducerPerformance on %s: %v", c.name, err)
+		}
+		if m, err = parseProducerPerf(res.Stdout); err != nil {
+			t.Fatalf("ProducerPerformance on %s: %v\n%s", c.name, err, res.Stdout)
+		}
+	})
+	m["cluster_cpu_s"], m["cluster_cpu_s_per_gb"] = cpu, cpu/(float64(records)*1024/1e9)
+	return m
 }
 
 // addRatios puts one round's Verbatim/Kafka ratios into Verbatim's metrics.

@@ -56,43 +56,36 @@ func readClusterReport(path string) (report, error) {
 	return r, nil
 }
 
-var clusterRows = []struct{ scenario, label string }{
-	{"cluster-produce-raw", "raw generator"},
-	{"cluster-produce-perf", "ProducerPerformance"},
+// clusterRatios are the bars of the ratios chart: Verbatim/Kafka of the
+// same round, median and min-max over the rounds.
+var clusterRatios = []struct{ scenario, metric, label string }{
+	{"cluster-produce-raw", "ratio_mb_per_s", "raw MB/s"},
+	{"cluster-produce-raw", "ratio_p99_ms", "raw p99"},
+	{"cluster-produce-perf", "ratio_mb_per_s", "ProducerPerformance MB/s"},
+	{"cluster-produce-perf", "ratio_p99_ms", "ProducerPerformance p99"},
+	{"cluster-failover", "ratio_failover_ms", "failover time"},
 }
 
-// clusterCharts renders <base>-throughput.svg (MB/s), <base>-p99.svg
-// (p99 latency, ms) and <base>-failover.svg (seconds from the SIGKILL of a
-// leader to the next acknowledged write) next to the report.
+// clusterCharts renders <base>-ratios.svg (Verbatim/Kafka of MB/s, p99
+// and failover time) and <base>-failover.svg (seconds from the SIGKILL
+// of a leader to the next acknowledged write) next to the report.
 func clusterCharts(path string, png bool) error {
 	r, err := readClusterReport(path)
 	if err != nil {
 		return err
 	}
 	base := strings.TrimSuffix(path, ".jsonl")
-	charts := []struct {
-		name string
-		f    func(report, string) error
-	}{
-		{"throughput", func(r report, out string) error {
-			return clusterChart(r, "mb_per_s", "acks=all, RF 3: Kafka 4.4 vs Verbatim, 3 brokers each (median, min-max)", "MB/s", out)
-		}},
-		{"p99", func(r report, out string) error {
-			return clusterChart(r, "p99_ms", "acks=all, RF 3: p99 latency (median, min-max)", "ms", out)
-		}},
-		{"failover", failoverChart},
-	}
-	for _, c := range charts {
-		out := base + "-" + c.name + ".svg"
-		err := c.f(r, out)
+	for name, f := range map[string]func(report, string) error{"ratios": ratiosChart, "failover": failoverChart} {
+		out := base + "-" + name + ".svg"
+		err := f(r, out)
 		if errors.Is(err, errNoData) {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("%s chart: %w", c.name, err)
+			return fmt.Errorf("%s chart: %w", name, err)
 		}
 		if png {
-			if err := c.f(r, strings.TrimSuffix(out, ".svg")+".png"); err != nil {
+			if err := f(r, strings.TrimSuffix(out, ".svg")+".png"); err != nil {
 				return err
 			}
 		}
@@ -100,19 +93,17 @@ func clusterCharts(path string, png bool) error {
 	return nil
 }
 
-func clusterChart(r report, metric, title, ylabel, out string) error {
+func ratiosChart(r report, out string) error {
 	var labels []string
-	var kafka, verb []stat
-	for _, row := range clusterRows {
-		k, ok1 := find(r, row.scenario, "kafka")
-		v, ok2 := find(r, row.scenario, "verbatim")
-		if !ok1 || !ok2 {
-			continue
+	var vals []stat
+	for _, b := range clusterRatios {
+		v, ok := find(r, b.scenario, "verbatim")
+		if s, has := v.Metrics[b.metric]; ok && has {
+			labels, vals = append(labels, b.label), append(vals, s)
 		}
-		labels = append(labels, row.label)
-		kafka, verb = append(kafka, k.Metrics[metric]), append(verb, v.Metrics[metric])
 	}
-	return groupedN(title, ylabel, labels, []series{{"kafka", colPeer, kafka}, {"verbatim", colVerbatim, verb}}, out, 14*vg.Centimeter)
+	return groupedN("Verbatim / Kafka 4.4, 3 brokers each, acks=all, RF 3 (same round; median, min-max)", "Verbatim / Kafka",
+		labels, []series{{"verbatim / kafka", colVerbatim, vals}}, out, 18*vg.Centimeter)
 }
 
 func failoverChart(r report, out string) error {
@@ -121,9 +112,9 @@ func failoverChart(r report, out string) error {
 	if !ok1 || !ok2 {
 		return errNoData
 	}
-	return groupedN("Leader SIGKILL to the next acknowledged write (median, min-max)", "seconds",
-		[]string{"failover"}, []series{{"kafka", colPeer, []stat{scaled(k.Metrics["failover_ms"], 1e-3)}},
-			{"verbatim", colVerbatim, []stat{scaled(v.Metrics["failover_ms"], 1e-3)}}}, out, 10*vg.Centimeter)
+	return groupedN("SIGKILL of a leader to the next acknowledged write", "seconds (median, min-max)",
+		[]string{"leader failover"}, []series{{"kafka", colPeer, []stat{scaled(k.Metrics["failover_ms"], 1e-3)}},
+			{"verbatim", colVerbatim, []stat{scaled(v.Metrics["failover_ms"], 1e-3)}}}, out, 14*vg.Centimeter)
 }
 
 func scaled(s stat, f float64) stat {
