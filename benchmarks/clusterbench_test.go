@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -74,21 +72,10 @@ func TestClusterBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	commit := gitOut(t, root, "rev-parse", "--short=12", "HEAD")
-	if gitOut(t, root, "status", "--porcelain", "--untracked-files=no", "--", "benchmarks", "broker", "replica", "controller", "clustermeta", "storage", "cmd", "scripts") != "" {
-		commit += "-dirty"
-	}
+	commit := headCommit(t, root, "benchmarks", "broker", "replica", "controller", "clustermeta", "storage", "cmd", "scripts")
 	session := time.Duration(*clusterSession) * time.Millisecond
 	bin := interop.BuildVerbatim(t)
-	if *clusterQuiet != "" {
-		for {
-			if _, err := os.Stat(*clusterQuiet); err == nil {
-				break
-			}
-			t.Logf("waiting for %s (a quiet machine) before starting the clusters", *clusterQuiet)
-			time.Sleep(30 * time.Second)
-		}
-	}
+	waitForFile(t, *clusterQuiet, "starting the clusters")
 	work := t.TempDir()
 	machine := DescribeMachine(work)
 	kafka := startKafkaBench(t, session)
@@ -400,7 +387,7 @@ func metadata(ctx context.Context, bs, topic string) (kadm.Metadata, error) {
 // factor 3 and min.insync.replicas=2 on c, waits until every broker
 // agrees on every partition's leader with three replicas in sync, and
 // returns the leaders' addresses by partition and that view.
-func createReplicated(t *testing.T, c *benchCluster, topic string, parts int32, cfg map[string]string) ([]string, []partView) {
+func createReplicated(t *testing.T, c *benchCluster, topic string, parts int32, cfg map[string]string) ([]string, []interop.PartitionView) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(c.bs, ",")...))
@@ -427,91 +414,26 @@ func createReplicated(t *testing.T, c *benchCluster, topic string, parts int32, 
 	addrs := make([]string, parts)
 	for p, pv := range view {
 		for _, b := range md.Brokers {
-			if b.NodeID == pv.leader {
+			if b.NodeID == pv.Leader {
 				addrs[p] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
 			}
 		}
 		if addrs[p] == "" {
-			t.Fatalf("%s: %s/%d led by unknown broker %d", c.name, topic, p, pv.leader)
+			t.Fatalf("%s: %s/%d led by unknown broker %d", c.name, topic, p, pv.Leader)
 		}
 	}
 	return addrs, view
 }
 
-// partView is one broker's Metadata answer for one partition.
-type partView struct {
-	leader, epoch int32
-	isr           []int32
-}
-
-// waitReplicated waits (bounded) until every broker of c answers Metadata
-// for topic with all partitions, each with a leader, the same leader and
-// epoch on every broker and all 3 replicas in sync, and returns that view.
-func waitReplicated(t *testing.T, c *benchCluster, cl *kgo.Client, topic string, parts int) []partView {
+// waitReplicated waits (bounded) until every broker of c agrees on every
+// partition of topic with a leader and all 3 replicas in sync, and
+// returns that view.
+func waitReplicated(t *testing.T, c *benchCluster, cl *kgo.Client, topic string, parts int) []interop.PartitionView {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var last string
-	for {
-		var first []partView
-		ok := true
-		for _, id := range c.ids {
-			v, err := brokerPartitions(ctx, cl, id, topic)
-			switch {
-			case err != nil:
-				last, ok = err.Error(), false
-			case len(v) != parts:
-				last, ok = fmt.Sprintf("broker %d knows %d partitions", id, len(v)), false
-			default:
-				for p, pv := range v {
-					if pv.leader < 0 || len(pv.isr) != 3 {
-						last, ok = fmt.Sprintf("broker %d: partition %d leader %d isr %v", id, p, pv.leader, pv.isr), false
-					} else if first != nil && (first[p].leader != pv.leader || first[p].epoch != pv.epoch) {
-						last, ok = fmt.Sprintf("broker %d: partition %d leader %d epoch %d, another says %d epoch %d", id, p, pv.leader, pv.epoch, first[p].leader, first[p].epoch), false
-					}
-				}
-				if first == nil {
-					first = v
-				}
-			}
-			if !ok {
-				break
-			}
-		}
-		if ok {
-			return first
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s: %s never had %d partitions with 3 replicas in sync on every broker: %s", c.name, topic, parts, last)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// brokerPartitions asks broker id itself for topic's partitions.
-func brokerPartitions(ctx context.Context, cl *kgo.Client, id int32, topic string) ([]partView, error) {
-	req := kmsg.NewPtrMetadataRequest()
-	rt := kmsg.NewMetadataRequestTopic()
-	rt.Topic = kmsg.StringPtr(topic)
-	req.Topics = append(req.Topics, rt)
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	resp, err := req.RequestWith(rctx, cl.Broker(int(id)))
+	v, err := interop.WaitInSync(ctx, cl, c.ids, topic, parts, 3)
 	if err != nil {
-		return nil, err
+		t.Fatalf("%s: %s: %v", c.name, topic, err)
 	}
-	if len(resp.Topics) != 1 {
-		return nil, fmt.Errorf("broker %d answered %d topics", id, len(resp.Topics))
-	}
-	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
-		return nil, fmt.Errorf("broker %d: %v", id, err)
-	}
-	out := make([]partView, len(resp.Topics[0].Partitions))
-	for _, p := range resp.Topics[0].Partitions {
-		if p.Partition < 0 || int(p.Partition) >= len(out) {
-			return nil, fmt.Errorf("broker %d: partition %d of %d", id, p.Partition, len(out))
-		}
-		out[p.Partition] = partView{leader: p.Leader, epoch: p.LeaderEpoch, isr: p.ISR}
-	}
-	return out, nil
+	return v
 }

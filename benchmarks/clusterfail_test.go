@@ -44,7 +44,7 @@ func runFailover(t *testing.T, c *benchCluster, topic string, round int) map[str
 	roles := c.control(ctx)
 	var free []int
 	for p, pv := range view {
-		if roles[pv.leader] == "" {
+		if roles[pv.Leader] == "" {
 			free = append(free, p)
 		}
 	}
@@ -52,8 +52,8 @@ func runFailover(t *testing.T, c *benchCluster, topic string, round int) map[str
 	if len(free) > 0 {
 		part, controlPlane = free[round%len(free)], 0
 	}
-	victim := view[part].leader
-	t.Logf("%s failover round %d: control plane %v; killing broker %d, leader of %s/%d at epoch %d", c.name, round+1, roles, victim, topic, part, view[part].epoch)
+	victim := view[part].Leader
+	t.Logf("%s failover round %d: control plane %v; killing broker %d, leader of %s/%d at epoch %d", c.name, round+1, roles, victim, topic, part, view[part].Epoch)
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(c.bs, ",")...), kgo.DefaultProduceTopic(topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
@@ -163,8 +163,8 @@ func runFailover(t *testing.T, c *benchCluster, topic string, round int) map[str
 		if id == victim {
 			continue
 		}
-		if v, err := brokerPartitions(ctx, cl, id, topic); err == nil && part < len(v) {
-			newLeader, newEpoch = v[part].leader, v[part].epoch
+		if v, _, err := interop.BrokerPartitions(ctx, cl, id, topic); err == nil && part < len(v) {
+			newLeader, newEpoch = v[part].Leader, v[part].Epoch
 			break
 		}
 	}
