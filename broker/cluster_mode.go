@@ -59,6 +59,9 @@ type clusterMode struct {
 	// and the first after a re-registration); info is the registration.
 	forceRoles bool
 	info       clustermeta.BrokerInfo
+	// sec is what the ACLs and SCRAM credentials were last loaded from
+	// (cluster_security.go).
+	sec securityState
 }
 
 // clusterDefaults fills in ClusterConfig's defaults (Kafka's).
@@ -343,14 +346,20 @@ func (cm *clusterMode) apply(snap *clustermeta.Snapshot) {
 			p.cstate.Store(&st)
 			p.raiseLeaderEpoch(st.LeaderEpoch)
 			wasHosted := prev != nil && hosts(prev, cm.nodeID)
-			if hosts(&st, cm.nodeID) {
-				cm.openHosted(p)
-			} else if !wasHosted {
+			if !hosts(&st, cm.nodeID) {
+				if wasHosted || p.Log != nil {
+					cm.removeMovedReplica(p, st) // cluster_mode_reassign.go
+				}
 				continue
 			}
+			if !wasHosted && p.Log == nil {
+				p = cm.addedReplica(p, st) // cluster_mode_reassign.go
+			}
+			cm.openHosted(p)
 			s.applyRole(p, st)
 		}
 	}
+	cm.applySecurity(snap)
 	cm.snap.Store(snap)
 	cm.mu.Lock()
 	close(cm.mu.applied)

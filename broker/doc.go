@@ -43,8 +43,11 @@
 // in the store's order (cluster_mode.go); the topic admin APIs write to
 // the store and wait until the reconciler applied the write
 // (cluster_mode_admin.go); Metadata and the describe APIs answer for the
-// whole cluster (cluster_mode_describe.go). It must not decide leaders or
-// ISRs there (the controller and the leaders' ISR writes do).
+// whole cluster (cluster_mode_describe.go); the ACLs and SCRAM
+// credentials are the store's too, every broker's authorizer and
+// credential store following the applied snapshots (cluster_security.go).
+// It must not decide leaders or ISRs there (the controller and the
+// leaders' ISR writes do).
 //
 // In cluster mode (Config.Cluster, cluster_config.go) each hosted replica
 // leads or follows at the store's leader epoch (replica_role.go): the
@@ -54,7 +57,14 @@
 // log is written by the replica fetcher (package replica) through
 // FollowerReplica (replica_follower.go); the high watermarks are
 // checkpointed in the data dir (replica_checkpoint.go). The data APIs
-// answer NOT_LEADER_OR_FOLLOWER off the leader.
+// answer NOT_LEADER_OR_FOLLOWER off the leader. Partition reassignment
+// (45_alter_partition_reassignments.go, 46_list_partition_reassignments.go)
+// writes the target into the store and the reconciler removes the log of
+// a replica moved away (cluster_mode_reassign.go); the replication
+// throttles are applied on both sides (replica_throttle.go) from the
+// dynamic broker configs (broker_dynconfig.go, in the store in cluster
+// mode). Every partition directory carries partition.metadata, the topic
+// id its log belongs to (partition_metadata.go).
 //
 // It runs the background work over the logs: retention (partition_log.go)
 // and the log cleaner threads, which choose the compacted log to clean and

@@ -415,6 +415,12 @@ type Server struct {
 
 	// repl is cluster mode's replication state (replica_role.go).
 	repl replServer
+	// dyn is the single node's dynamic broker configs
+	// (broker_dynconfig.go).
+	dyn brokerDyn
+	// throttle is the replication throttles' meters
+	// (replica_throttle.go).
+	throttle throttles
 }
 
 // Open takes the data dir (lock, format version, cluster id), recovers the
@@ -472,7 +478,12 @@ func Open(cfg Config) (*Server, error) {
 	} else if s.pids, err = openProducerIDs(s.fs); err != nil {
 		return fail(err)
 	}
-	if s.scram, err = openSCRAMStore(s.fs); err != nil {
+	if s.cm != nil {
+		s.scram, err = s.cm.openSCRAM() // the cluster store's (cluster_security.go)
+	} else {
+		s.scram, err = openSCRAMStore(s.fs)
+	}
+	if err != nil {
 		return fail(err)
 	}
 	s.cluster.openLog = s.openPartitionLog
