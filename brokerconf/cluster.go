@@ -9,6 +9,7 @@ import (
 
 	"github.com/verbatim-kafka/verbatim/broker"
 	"github.com/verbatim-kafka/verbatim/clustermeta"
+	"github.com/verbatim-kafka/verbatim/controller"
 	"github.com/verbatim-kafka/verbatim/props"
 	"github.com/verbatim-kafka/verbatim/replica"
 )
@@ -30,6 +31,9 @@ type Cluster struct {
 	// Fetch is the replica fetcher manager's configuration (Host and Log
 	// left for the command): replica.fetch.*, num.replica.fetchers.
 	Fetch replica.Config
+	// Rebalance is the controller's automatic preferred-leader rebalance
+	// (auto.leader.rebalance.enable, leader.imbalance.*).
+	Rebalance controller.RebalanceConfig
 
 	// offsetsRF and txnRF are offsets.topic.replication.factor and
 	// transaction.state.log.replication.factor as given (0: not given).
@@ -37,6 +41,9 @@ type Cluster struct {
 	// etcdSet is set by any metadata.etcd.* name but the prefix;
 	// csGiven by controlled.shutdown.enable (its default is true).
 	etcdSet, csGiven bool
+	// rebalanceGiven is set by auto.leader.rebalance.enable (default
+	// true), imbalanceGiven by leader.imbalance.per.broker.percentage.
+	rebalanceGiven, imbalanceGiven bool
 }
 
 // clusterProp is one cluster-mode property: its name, help line, and how
@@ -103,6 +110,24 @@ var clusterProps = []clusterProp{
 		func(c *Cluster, v string) error {
 			b, err := boolean(v)
 			c.Broker.ControlledShutdown, c.csGiven = b, true
+			return err
+		}},
+	{"auto.leader.rebalance.enable", "The controller moves leaderships back to the preferred replicas (the first of each assignment) of brokers whose imbalance is above leader.imbalance.per.broker.percentage (default true).",
+		func(c *Cluster, v string) error {
+			b, err := boolean(v)
+			c.Rebalance.Enable, c.rebalanceGiven = b, true
+			return err
+		}},
+	{"leader.imbalance.check.interval.seconds", "How often the controller checks the leader imbalance (default 300).",
+		func(c *Cluster, v string) error {
+			n, err := intIn(v, 1, math.MaxInt32)
+			c.Rebalance.Interval = time.Duration(n) * time.Second
+			return err
+		}},
+	{"leader.imbalance.per.broker.percentage", "The share of a broker's preferred partitions, in percent, that may be led by others before the controller rebalances them (default 10).",
+		func(c *Cluster, v string) error {
+			n, err := intIn(v, 0, 100)
+			c.Rebalance.PerBrokerPercentage, c.imbalanceGiven = n, true
 			return err
 		}},
 	{"num.replica.fetchers", "Fetcher connections per leader broker (default 1).",
@@ -228,6 +253,12 @@ func (c *Cluster) finish(cfg *broker.Config) error {
 	b.InternalReplicationFactor = max(c.offsetsRF, c.txnRF)
 	if !c.csGiven {
 		b.ControlledShutdown = true
+	}
+	if !c.rebalanceGiven {
+		c.Rebalance.Enable = true
+	}
+	if !c.imbalanceGiven {
+		c.Rebalance.PerBrokerPercentage = controller.DefaultLeaderImbalancePercentage
 	}
 	if b.InterBrokerListener != "" && !hasListener(cfg, b.InterBrokerListener) {
 		return fmt.Errorf("inter.broker.listener.name %s is not a listener of listeners", b.InterBrokerListener)

@@ -110,7 +110,8 @@ func (n *clusterNode) join(srv *broker.Server, listeners []*broker.Listener, lns
 	go func() {
 		defer close(n.controllerDone)
 		err := controller.Run(cctx, controller.Config{Store: n.store, NodeID: n.nodeID, SessionTTL: ttl,
-			UncleanLeaderElection: n.c.Broker.UncleanLeaderElection, Log: n.base.With("component", "controller")})
+			UncleanLeaderElection: n.c.Broker.UncleanLeaderElection, Rebalance: n.c.Rebalance,
+			Log: n.base.With("component", "controller")})
 		if err != nil && cctx.Err() == nil {
 			n.log.Error("controller candidate stopped", "err", err)
 		}
