@@ -64,6 +64,11 @@ type ClusterConfig struct {
 	NumReplicaFetchers int
 	// ControlledShutdown is controlled.shutdown.enable (default true).
 	ControlledShutdown bool
+	// RackAwareReplicaSelector is replica.selector.class set to Kafka's
+	// RackAwareReplicaSelector: consumers of Fetch v11+ are pointed to
+	// an in-sync replica in their rack, and followers serve them
+	// (KIP-392, replica_readreplica.go).
+	RackAwareReplicaSelector bool
 }
 
 // Followers replicates the partitions this broker follows; the replica

@@ -130,6 +130,18 @@ var clusterProps = []clusterProp{
 			c.Rebalance.PerBrokerPercentage, c.imbalanceGiven = n, true
 			return err
 		}},
+	{"replica.selector.class", "KIP-392: " + broker.RackAwareReplicaSelector + " points consumers that send client.rack to an in-sync replica in their rack, and followers serve them; empty or Kafka's LeaderSelector: consumers read from leaders (default).",
+		func(c *Cluster, v string) error {
+			switch v {
+			case broker.RackAwareReplicaSelector:
+				c.Broker.RackAwareReplicaSelector = true
+			case "", "org.apache.kafka.common.replica.LeaderSelector":
+				c.Broker.RackAwareReplicaSelector = false
+			default:
+				return fmt.Errorf("%q: only %s and org.apache.kafka.common.replica.LeaderSelector are implemented", v, broker.RackAwareReplicaSelector)
+			}
+			return nil
+		}},
 	{"num.replica.fetchers", "Fetcher connections per leader broker (default 1).",
 		func(c *Cluster, v string) error {
 			n, err := intIn(v, 1, 64)
