@@ -425,7 +425,7 @@ func (op *fetchOp) response() *fetchReply {
 		if sess != nil {
 			op.remember(fp)
 		}
-		op.s.apiError(fetchKey, fp.resp.ErrorCode)
+		op.s.fetchMetrics(op.replicaID >= 0).Error(fp.resp.ErrorCode)
 		if n := len(fp.resp.RecordBatches); n > 0 && fp.p != nil {
 			op.s.topicMetrics(fp.p.Topic).BytesOut.Add(float64(n))
 		}

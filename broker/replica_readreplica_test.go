@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"net/http/httptest"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -86,5 +87,32 @@ func TestFollowerRefusesConsumersWithoutSelector(t *testing.T) {
 	}
 	if fr := rackFetch(c, 2, "b", 0); fr.ErrorCode != kerr.NotLeaderForPartition.Code {
 		t.Fatalf("without the selector, at the follower: %+v", fr)
+	}
+}
+
+// TestFollowerFetchMetrics: a follower's fetches count as Kafka's
+// FetchFollower request, a consumer's as FetchConsumer.
+func TestFollowerFetchMetrics(t *testing.T) {
+	c := rackCluster(t, true) // followers fetched; no consumer yet
+	hs := httptest.NewServer(c.nodes[1].srv().MetricsHandler())
+	defer hs.Close()
+	mfs := scrape(t, hs.URL)
+	requests := func(name string) float64 {
+		return counter(mfs, "kafka_network_requestmetrics_requests_total", map[string]string{"request": name})
+	}
+	if v := requests("FetchFollower"); v < 3 {
+		t.Errorf("requests{FetchFollower} = %v, want the followers' fetches", v)
+	}
+	if v := requests("FetchConsumer"); v > 0 {
+		t.Errorf("requests{FetchConsumer} = %v before any consumer fetched", v)
+	}
+	rackFetch(c, 1, "a", 0)
+	// Counted once the answer is written, which the client may see first.
+	waitUntil(t, "the consumer fetch counted", func() bool {
+		mfs = scrape(t, hs.URL)
+		return requests("FetchConsumer") == 1
+	})
+	if v := counter(mfs, "kafka_network_requestmetrics_errors_total", map[string]string{"request": "FetchFollower", "error": "NONE"}); v < 3 {
+		t.Errorf("errors{FetchFollower,NONE} = %v", v)
 	}
 }
