@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/verbatim-kafka/verbatim/broker"
+	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/clustermeta"
 	"github.com/verbatim-kafka/verbatim/controller"
 	"github.com/verbatim-kafka/verbatim/props"
@@ -34,6 +35,10 @@ type Cluster struct {
 	// Rebalance is the controller's automatic preferred-leader rebalance
 	// (auto.leader.rebalance.enable, leader.imbalance.*).
 	Rebalance controller.RebalanceConfig
+	// InterBroker is how this broker dials the others on their
+	// inter-broker listener (interbroker.go): the listener's TLS and
+	// SASL as a client.
+	InterBroker client.Options
 
 	// offsetsRF and txnRF are offsets.topic.replication.factor and
 	// transaction.state.log.replication.factor as given (0: not given).
@@ -250,6 +255,11 @@ func LoadCluster(cfg *broker.Config, p *props.Props, overrides []string) (*Clust
 	if err := c.finish(cfg); err != nil {
 		return nil, nil, err
 	}
+	ib, err := interBrokerClient(cfg, all, c.Broker.InterBrokerListener)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.InterBroker = ib
 	return c, nil, nil
 }
 

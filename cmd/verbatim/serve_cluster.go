@@ -79,6 +79,9 @@ func (n *clusterNode) attach(srv *broker.Server) {
 	fc.Host, fc.Log = replica.BrokerHost(srv), n.base.With("component", "replica-fetcher")
 	n.followers = replica.NewManager(fc)
 	srv.SetFollowers(n.followers)
+	// Followers' fetches and the coordinators' markers and verifications
+	// dial the other brokers with the inter-broker listener's TLS and SASL.
+	srv.SetInterBrokerClient(n.c.InterBroker)
 }
 
 // join registers the broker with the endpoints its listeners serve and
