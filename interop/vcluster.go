@@ -34,7 +34,8 @@ type VNode struct {
 // VClusterOptions tunes StartVCluster.
 type VClusterOptions struct {
 	// Props are server.properties lines (name=value) appended to every
-	// node's file, winning over the script's.
+	// node's file, winning over the script's; cluster.sh replaces {node},
+	// {kafka} and {port:NAME} in them per node (a second listener's port).
 	Props []string
 	// StartTimeout bounds start and every restart (default 90 s).
 	StartTimeout time.Duration
@@ -97,7 +98,7 @@ func (c *VCluster) readNodes(t testing.TB, n int) {
 		if b, err := os.ReadFile(filepath.Join(d, "server.properties")); err == nil {
 			for _, l := range strings.Split(string(b), "\n") {
 				if a, ok := strings.CutPrefix(l, "listeners=PLAINTEXT://"); ok {
-					nd.Addr = a
+					nd.Addr, _, _ = strings.Cut(a, ",") // more listeners may follow
 				}
 			}
 		}

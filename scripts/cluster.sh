@@ -18,7 +18,10 @@
 # broker serves as a cluster member (joined, its controller candidate
 # running), and prints the bootstrap list as its last line. The
 # name=value arguments are appended to every server.properties (they win
-# over the script's settings). The binary is $VERBATIM_BIN, default
+# over the script's settings), with {node} replaced by the node id,
+# {kafka} by its PLAINTEXT port and {port:NAME} by a free port picked for
+# NAME on that node (e.g. a second listener:
+# listeners=PLAINTEXT://127.0.0.1:{kafka},BROKER://127.0.0.1:{port:broker}). The binary is $VERBATIM_BIN, default
 # bin/verbatim (`make build`). $CLUSTER_START_TIMEOUT (seconds, default
 # 90) bounds the wait of start and restart, $CLUSTER_STOP_TIMEOUT (default
 # 30) that of stop.
@@ -73,6 +76,26 @@ pick_port() {
 		PORT=$p
 		return
 	done
+}
+
+# expand KV NODE sets EXPANDED to the extra property KV with node NODE's
+# placeholders replaced ({node}, {kafka}, {port:NAME}: NAME's port on the
+# node, picked once); it reads cmd_start's kafka array.
+declare -A NAMED_PORTS
+EXPANDED=
+expand() {
+	local kv="$1" i="$2" name
+	kv="${kv//\{node\}/$i}"
+	kv="${kv//\{kafka\}/${kafka[i]}}"
+	while [[ "$kv" =~ \{port:([A-Za-z0-9_]+)\} ]]; do
+		name="${BASH_REMATCH[1]}"
+		if [ -z "${NAMED_PORTS[$i.$name]:-}" ]; then
+			pick_port
+			NAMED_PORTS[$i.$name]=$PORT
+		fi
+		kv="${kv//\{port:$name\}/${NAMED_PORTS[$i.$name]}}"
+	done
+	EXPANDED="$kv"
 }
 
 # launch DIR NODE: starts the broker in the background, recording its pid.
@@ -165,7 +188,8 @@ cmd_start() {
 			local kv
 			for kv in "$@"; do
 				[[ "$kv" == *=* ]] || die "extra property $kv is not name=value"
-				echo "$kv"
+				expand "$kv" "$i"
+				echo "$EXPANDED"
 			done
 		} >"$d/server.properties"
 	done
