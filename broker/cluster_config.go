@@ -22,6 +22,9 @@ package broker
 //     checkpoint.
 //   - coordinators: the group and transaction coordinators load and unload
 //     with the leadership of their internal topics' partitions.
+//   - cluster_elect.go: ElectLeaders' decisions (controller.Elect) written
+//     to the store; replica_readreplica.go: KIP-392's preferred read
+//     replica and consumers' fetches on followers.
 
 import (
 	"time"

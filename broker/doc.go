@@ -44,7 +44,10 @@
 // the store and wait until the reconciler applied the write
 // (cluster_mode_admin.go); Metadata and the describe APIs answer for the
 // whole cluster (cluster_mode_describe.go). It must not decide leaders or
-// ISRs there (the controller and the leaders' ISR writes do).
+// ISRs by rules of its own: the controller does, and ElectLeaders writes
+// the controller's own decisions (controller.Elect) fenced by this
+// broker's registration (cluster_elect.go), as leaders write their ISR
+// changes.
 //
 // In cluster mode (Config.Cluster, cluster_config.go) each hosted replica
 // leads or follows at the store's leader epoch (replica_role.go): the
@@ -54,7 +57,9 @@
 // log is written by the replica fetcher (package replica) through
 // FollowerReplica (replica_follower.go); the high watermarks are
 // checkpointed in the data dir (replica_checkpoint.go). The data APIs
-// answer NOT_LEADER_OR_FOLLOWER off the leader.
+// answer NOT_LEADER_OR_FOLLOWER off the leader, but for consumers' fetches
+// on followers with the rack-aware replica selector, which the leader
+// points to a replica in their rack (KIP-392, replica_readreplica.go).
 //
 // It runs the background work over the logs: retention (partition_log.go)
 // and the log cleaner threads, which choose the compacted log to clean and

@@ -7,7 +7,10 @@
 // registered again since the state was written (unclean election only
 // where configured), removal of such brokers from ISRs, re-election of a
 // returning ISR member where a partition has no leader (Decide), and
-// preferred and unclean elections on request (Elect, for ElectLeaders).
+// preferred and unclean elections on request (Elect, for ElectLeaders,
+// whose decisions the broker the request reached writes), and the
+// automatic preferred-leader rebalance (Rebalance, every
+// leader.imbalance.check.interval.seconds when enabled).
 // Reassignment steps come later. Every decision is a new PartitionState
 // (leader epoch raised on a leader change, partition epoch on every
 // change) written with clustermeta's compare-and-swap under the
@@ -15,9 +18,10 @@
 // a newer decision.
 //
 // The decisions are pure functions of a snapshot and the configuration
-// (assign.go, decide.go, elect.go; none depends on the time: a broker's
-// failure is its lease expiring in etcd); the runner (run.go) is the only
-// part that does I/O. It must not import the broker or storage, talk the
+// (assign.go, decide.go, elect.go, rebalance.go; none depends on the
+// time: a broker's failure is its lease expiring in etcd); the runner
+// (run.go) is the only part that does I/O, and times the rebalance's
+// looks. It must not import the broker or storage, talk the
 // Kafka protocol, write anything but partition states (the leaders write
 // their ISR changes, the brokers their registrations), or keep state that
 // is not in etcd beyond its current term.
