@@ -25,6 +25,9 @@ package broker
 //   - cluster_elect.go: ElectLeaders' decisions (controller.Elect) written
 //     to the store; replica_readreplica.go: KIP-392's preferred read
 //     replica and consumers' fetches on followers.
+//   - cluster_security.go: the ACLs and SCRAM credentials in the store
+//     (records of kinds "acl" and "scram"), followed by every broker's
+//     authorizer and credential store.
 
 import (
 	"time"
