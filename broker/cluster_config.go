@@ -25,6 +25,10 @@ package broker
 //   - cluster_elect.go: ElectLeaders' decisions (controller.Elect) written
 //     to the store; replica_readreplica.go: KIP-392's preferred read
 //     replica and consumers' fetches on followers.
+//   - reassignment: 45_/46_*.go and cluster_mode_reassign.go (the target
+//     written to the store, moved replicas removed), broker_dynconfig.go
+//     (dynamic broker configs, the throttle rates), replica_throttle.go
+//     (the throttles applied), partition_metadata.go.
 //   - cluster_security.go: the ACLs and SCRAM credentials in the store
 //     (records of kinds "acl" and "scram"), followed by every broker's
 //     authorizer and credential store.

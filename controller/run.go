@@ -188,7 +188,7 @@ func (t *term) run(ctx context.Context) error {
 			continue
 		}
 		latest = snap
-		ds := Decide(snap, Policy{UncleanLeaderElection: t.c.UncleanLeaderElection})
+		ds := DecideAll(snap, Policy{UncleanLeaderElection: t.c.UncleanLeaderElection})
 		if balance && len(ds) == 0 {
 			// Failures first: the next look rebalances what is left.
 			ds = Rebalance(snap, t.c.Rebalance.PerBrokerPercentage)
@@ -235,6 +235,7 @@ func (t *term) act(ctx context.Context, ds []Decision) error {
 				"leader", fmt.Sprintf("%d -> %d", d.Old.Leader, d.New.Leader),
 				"leader_epoch", d.New.LeaderEpoch,
 				"isr", fmt.Sprintf("%v -> %v", d.Old.ISR, d.New.ISR),
+				"replicas", fmt.Sprintf("%v -> %v", d.Old.Replicas, d.New.Replicas),
 				"reason", string(d.Reason))
 		}
 	}
