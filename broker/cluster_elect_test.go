@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/verbatim-kafka/verbatim/authz"
 	"github.com/verbatim-kafka/verbatim/clustermeta"
 )
 
@@ -110,5 +111,22 @@ func TestElectLeadersSingleNode(t *testing.T) {
 	resp = rawRequest[*kmsg.ElectLeadersResponse](t, b, electReq(2, 1, nil))
 	if resp.ErrorCode != 0 || len(resp.Topics) != 0 {
 		t.Fatalf("single node, all partitions: %+v", resp)
+	}
+}
+
+// TestElectLeadersAuthorization: ALTER on CLUSTER, else the top-level
+// error (v1+) and every partition asked for are
+// CLUSTER_AUTHORIZATION_FAILED.
+func TestElectLeadersAuthorization(t *testing.T) {
+	b := startBroker(t, t.TempDir(), withACLs(nil))
+	createTopic(t, b, "t", 1, nil)
+	resp := rawAs[*kmsg.ElectLeadersResponse](t, b, malloryIP, electReq(2, 0, map[string][]int32{"t": {0}}))
+	if resp.ErrorCode != kerr.ClusterAuthorizationFailed.Code || partitionCodes(resp)[TopicPartition{"t", 0}] != kerr.ClusterAuthorizationFailed.Code {
+		t.Fatalf("without ALTER on CLUSTER: %+v", resp)
+	}
+	grant(t, b, mallory, authz.PermAllow, "CLUSTER:kafka-cluster:ALTER")
+	resp = rawAs[*kmsg.ElectLeadersResponse](t, b, malloryIP, electReq(2, 0, map[string][]int32{"t": {0}}))
+	if resp.ErrorCode != 0 || partitionCodes(resp)[TopicPartition{"t", 0}] != kerr.ElectionNotNeeded.Code {
+		t.Fatalf("with ALTER on CLUSTER: %+v", resp)
 	}
 }
