@@ -433,7 +433,11 @@ func (op *fetchOp) response() *fetchReply {
 		}
 		op.s.fetchMetrics(op.replicaID >= 0).Error(fp.resp.ErrorCode)
 		if n := len(fp.resp.RecordBatches); n > 0 && fp.p != nil {
-			op.s.topicMetrics(fp.p.Topic).BytesOut.Add(float64(n))
+			if op.replicaID >= 0 {
+				op.s.topicMetrics(fp.p.Topic).ReplicationBytesOut.Add(float64(n)) // Kafka's ReplicationBytesOut
+			} else {
+				op.s.topicMetrics(fp.p.Topic).BytesOut.Add(float64(n))
+			}
 		}
 		if cur == nil || cur.Topic != fp.name || cur.TopicID != fp.id {
 			resp.Topics = append(resp.Topics, kmsg.NewFetchResponseTopic())

@@ -115,4 +115,14 @@ func TestFollowerFetchMetrics(t *testing.T) {
 	if v := counter(mfs, "kafka_network_requestmetrics_errors_total", map[string]string{"request": "FetchFollower", "error": "NONE"}); v < 3 {
 		t.Errorf("errors{FetchFollower,NONE} = %v", v)
 	}
+	// The followers' bytes are replication bytes, not consumers'.
+	topic := map[string]string{"topic": "near"}
+	if v := counter(mfs, "kafka_server_brokertopicmetrics_replicationbytesout_total", topic); v < 2*61 {
+		t.Errorf("replicationbytesout{topic=near} = %v, want the two followers' batches", v)
+	}
+	hs2 := httptest.NewServer(c.nodes[2].srv().MetricsHandler())
+	defer hs2.Close()
+	if v := counter(scrape(t, hs2.URL), "kafka_server_brokertopicmetrics_replicationbytesin_total", topic); v < 61 {
+		t.Errorf("follower's replicationbytesin{topic=near} = %v, want the appended batch", v)
+	}
 }
