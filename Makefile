@@ -9,6 +9,12 @@ FUZZTIME  ?= 20s
 build:
 	$(GO) build -o $(BIN) ./cmd/verbatim
 
+# The etcd server (the module's own main package) for an external etcd
+# cluster: scripts/cluster.sh etcd-start, make chaos.
+.PHONY: etcd
+etcd:
+	$(GO) build -o bin/etcd go.etcd.io/etcd/server/v3
+
 run: build
 	./$(BIN) serve --listen 127.0.0.1:9092 --data-dir ./data --metrics-listen 127.0.0.1:9404
 
