@@ -46,17 +46,22 @@ func BuildVerbatim(t testing.TB) string {
 	buildMu.Lock()
 	defer buildMu.Unlock()
 	bin := filepath.Join(t.TempDir(), "verbatim")
-	goBin := filepath.Join(os.Getenv("GOROOT"), "bin", "go")
-	if _, err := os.Stat(goBin); err != nil {
-		goBin = "go"
-	}
-	cmd := exec.Command(goBin, "build", "-o", bin, "./cmd/verbatim")
+	cmd := exec.Command(goCommand(), "build", "-o", bin, "./cmd/verbatim")
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("interop: go build ./cmd/verbatim: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// goCommand is the go tool of GOROOT when there is one, else go on PATH.
+func goCommand() string {
+	goBin := filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+	if _, err := os.Stat(goBin); err != nil {
+		return "go"
+	}
+	return goBin
 }
 
 // StartVerbatim runs `verbatim serve --listen 127.0.0.1:<free> --data-dir
