@@ -424,11 +424,21 @@ func TestReplicationHighWatermarkCheckpoint(t *testing.T) {
 	if string(data) != "0\n1\nck 0 1\n" {
 		t.Fatalf("checkpoint %q", data)
 	}
-	// Restarted, the broker shows consumers only what was replicated,
+	// Restarted, the broker does not lead in the epoch the state named it
+	// leader in before its new registration (the controller re-elects
+	// it in a new one), and shows consumers only what was replicated,
 	// also once it leads again.
 	c.start(1, dir)
 	h := c.handle(1, "ck")
 	p := c.nodes[1].srv().cluster.topic("ck").Partition(0)
+	waitUntil(t, "the restarted broker's role", func() bool { return p.repl.Load() != nil })
+	if rs := p.repl.Load(); rs.leader || rs.leaderID != clustermeta.NoLeader {
+		t.Fatalf("restarted broker's role under the state before its registration: %+v, want no leader", rs)
+	}
+	if pr := c.produce(1, "ck", 1, "stale epoch"); pr.ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("produce to the restarted broker before its re-election: code %d", pr.ErrorCode)
+	}
+	c.elect("ck", 1, []int32{1, 2})
 	waitUntil(t, "the restarted broker leading again", func() bool { rs := p.repl.Load(); return rs != nil && rs.leader })
 	if hw, leo := highWatermark(h), h.log.LogEndOffset(); hw != 1 || leo != 2 {
 		t.Fatalf("after restart: high watermark %d log end %d, want 1 and 2", hw, leo)
