@@ -68,6 +68,8 @@ type chaosInput struct {
 	tp   string
 	recs []chaosRec
 	end  int64
+	// epoch is the leader epoch an end was answered at (for messages).
+	epoch int32
 }
 
 type chaosHistory struct {
@@ -83,10 +85,10 @@ func (h *chaosHistory) add(kind chaosOpKind, topic string, p int32, recs []chaos
 	h.ops = append(h.ops, porcupine.Operation{Input: chaosInput{kind: kind, tp: fmt.Sprintf("%s-%d", topic, p), recs: recs}, Call: call, Return: ret})
 }
 
-func (h *chaosHistory) addEnd(topic string, p int32, end, call, ret int64) {
+func (h *chaosHistory) addEnd(topic string, p int32, end int64, epoch int32, call, ret int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.ops = append(h.ops, porcupine.Operation{Input: chaosInput{kind: chaosOpEnd, tp: fmt.Sprintf("%s-%d", topic, p), end: end}, Call: call, Return: ret})
+	h.ops = append(h.ops, porcupine.Operation{Input: chaosInput{kind: chaosOpEnd, tp: fmt.Sprintf("%s-%d", topic, p), end: end, epoch: epoch}, Call: call, Return: ret})
 }
 
 // endMonitor asks for the topics' end offsets every 200 ms until the
@@ -111,7 +113,7 @@ func (r *chaosRun) endMonitor(adm *kadm.Client) func() {
 			}
 			ends.Each(func(o kadm.ListedOffset) {
 				if o.Err == nil {
-					r.hist.addEnd(o.Topic, o.Partition, o.Offset, call, ret)
+					r.hist.addEnd(o.Topic, o.Partition, o.Offset, o.LeaderEpoch, call, ret)
 				}
 			})
 		}
@@ -245,9 +247,10 @@ func (r *chaosRun) check(t *testing.T, c *VCluster, cl *kgo.Client, consumers []
 	if closing.values == nil || r.txns[len(r.txns)-1].outcome != "commit" {
 		t.Fatalf("the transactional producer did not end with a commit: %d transactions, errors %v", len(r.txns), r.errs)
 	}
+	// The closing transaction's last record of each partition.
 	last := map[int32]string{}
-	for p, v := range closing.values {
-		last[int32(p)] = v
+	for i, v := range closing.values {
+		last[int32(i%chaosParts)] = v
 	}
 	logs := map[string]map[int32]chaosLog{
 		chaosIdemTopic: readLogs(t, r.bs, chaosIdemTopic, ends[chaosIdemTopic], false, nil),
@@ -264,7 +267,7 @@ func (r *chaosRun) check(t *testing.T, c *VCluster, cl *kgo.Client, consumers []
 	}
 	out.txnSummary = checkTxns(t, r.txns, logs[chaosTxnTopic], committedView)
 	out.unknownIn = checkIdempotent(t, logs[chaosIdemTopic], r.unknown)
-	out.ops = checkHistory(t, r.hist.ops, logs)
+	out.ops = checkHistory(t, r.t0, r.hist.ops, logs)
 
 	// The groups drain the logs, then every member's view is checked.
 	drainGroups(t, consumers, logs, committedView)
@@ -358,7 +361,7 @@ func sortedOffsets(l chaosLog) []int64 {
 
 // checkHistory checks the history against the model, per partition, and
 // returns the number of operations checked.
-func checkHistory(t testing.TB, ops []porcupine.Operation, logs map[string]map[int32]chaosLog) int {
+func checkHistory(t testing.TB, t0 time.Time, ops []porcupine.Operation, logs map[string]map[int32]chaosLog) int {
 	t.Helper()
 	ref := map[string]chaosLog{}
 	for topic, ps := range logs {
@@ -412,13 +415,38 @@ func checkHistory(t testing.TB, ops []porcupine.Operation, logs map[string]map[i
 		case porcupine.Illegal:
 			path := filepath.Join(t.TempDir(), "chaos-"+tp+".html")
 			_ = porcupine.VisualizePath(model, info, path)
-			t.Errorf("%s: the history of %d operations is not linearizable in the model (a high watermark went back or a consumed/acknowledged offset was answered as beyond the end); visualization %s",
-				tp, len(byTP[tp]), path)
+			t.Errorf("%s: the history of %d operations is not linearizable in the model (a high watermark went back or a consumed/acknowledged offset was answered as beyond the end)%s; visualization %s",
+				tp, len(byTP[tp]), endWitness(t0, byTP[tp]), path)
 		case porcupine.Unknown:
 			t.Errorf("%s: the checker did not decide within 60 s (%d operations)", tp, len(byTP[tp]))
 		}
 	}
 	return len(ops)
+}
+
+// endWitness finds the plainest violation: an end that began after an
+// acknowledgement or a read had returned and answered less than its
+// offset + 1.
+func endWitness(t0 time.Time, ops []porcupine.Operation) string {
+	for _, e := range ops {
+		in := e.Input.(chaosInput)
+		if in.kind != chaosOpEnd {
+			continue
+		}
+		for _, o := range ops {
+			oi := o.Input.(chaosInput)
+			if oi.kind == chaosOpEnd || o.Return >= e.Call {
+				continue
+			}
+			if hi := oi.recs[len(oi.recs)-1].off + 1; hi > in.end {
+				what := map[chaosOpKind]string{chaosOpAck: "an acknowledgement", chaosOpRead: "a read"}[oi.kind]
+				at := func(d int64) string { return t0.Add(time.Duration(d)).UTC().Format("15:04:05.000") }
+				return fmt.Sprintf(": ListOffsets latest at %s..%s answered %d at leader epoch %d, after %s up to offset %d at %s",
+					at(e.Call), at(e.Return), in.end, in.epoch, what, hi-1, at(o.Return))
+			}
+		}
+	}
+	return ""
 }
 
 // drainGroups waits (bounded) until each group's members together saw the

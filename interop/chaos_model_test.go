@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 
@@ -60,22 +61,22 @@ func TestChaosHistoryModel(t *testing.T) {
 		chaosOp(chaosOpRead, "x-0", 12, 12, 0, chaosRec{2, "c"}),
 		chaosOp(chaosOpEnd, "x-0", 13, 14, 3),
 	}
-	if n := checkHistory(rec, good, logs); n != len(good) {
+	if n := checkHistory(rec, time.Now(), good, logs); n != len(good) {
 		t.Errorf("checked %d operations of %d", n, len(good))
 	}
 	rec.expect(t, "a linearizable history", "")
 
 	// An end answered after an acknowledgement returned is behind it.
 	back := append(append([]porcupine.Operation{}, good[:2]...), chaosOp(chaosOpEnd, "x-0", 6, 7, 1))
-	checkHistory(rec, back, logs)
+	checkHistory(rec, time.Now(), back, logs)
 	rec.expect(t, "an end behind an earlier acknowledgement", "not linearizable")
 
 	// A consumed record the log does not hold (truncated, replaced).
-	checkHistory(rec, []porcupine.Operation{chaosOp(chaosOpRead, "x-0", 1, 1, 0, chaosRec{1, "z"})}, logs)
+	checkHistory(rec, time.Now(), []porcupine.Operation{chaosOp(chaosOpRead, "x-0", 1, 1, 0, chaosRec{1, "z"})}, logs)
 	rec.expect(t, "a read of a replaced record", "lost or replaced")
 
 	// An acknowledged record beyond the log.
-	checkHistory(rec, []porcupine.Operation{chaosOp(chaosOpAck, "x-0", 1, 1, 0, chaosRec{3, "d"})}, logs)
+	checkHistory(rec, time.Now(), []porcupine.Operation{chaosOp(chaosOpAck, "x-0", 1, 1, 0, chaosRec{3, "d"})}, logs)
 	rec.expect(t, "a lost acknowledged record", "lost or replaced")
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -24,9 +25,10 @@ import (
 // the histories and the replicas' logs.
 //
 // Sizes: `make test` runs the small one (3 faults, a few thousand
-// records); `make chaos` sets VERBATIM_CHAOS=large (12 faults, more
-// producers' records). VERBATIM_CHAOS_FAULTS and VERBATIM_CHAOS_SEED
-// override the fault count and the seed of the fault schedule.
+// records); `make chaos` sets VERBATIM_CHAOS=large (15 faults, more
+// producers and records). VERBATIM_CHAOS_FAULTS and VERBATIM_CHAOS_SEED
+// override the fault count and the seed of the fault schedule;
+// VERBATIM_CHAOS_KEEP=DIR keeps the nodes' logs of a failed run there.
 
 const (
 	chaosIdemTopic = "chaos-idem"
@@ -44,12 +46,14 @@ type chaosSize struct {
 	batch int
 	// maxRecords caps each idempotent producer.
 	maxRecords int
+	// txnRecs are a transaction's records per partition.
+	txnRecs int
 }
 
 func chaosSizeFromEnv(t *testing.T) (chaosSize, int64) {
-	sz := chaosSize{faults: 3, idemProducers: 2, pace: 60 * time.Millisecond, batch: 10, maxRecords: 4000}
+	sz := chaosSize{faults: 3, idemProducers: 2, pace: 20 * time.Millisecond, batch: 40, maxRecords: 20000, txnRecs: 4}
 	if os.Getenv("VERBATIM_CHAOS") == "large" {
-		sz = chaosSize{faults: 12, idemProducers: 3, pace: 25 * time.Millisecond, batch: 20, maxRecords: 200000}
+		sz = chaosSize{faults: 15, idemProducers: 3, pace: 10 * time.Millisecond, batch: 100, maxRecords: 500000, txnRecs: 10}
 	}
 	if v := os.Getenv("VERBATIM_CHAOS_FAULTS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -187,8 +191,9 @@ func (r *chaosRun) txnProducer(t *testing.T, sz chaosSize) {
 		// The last transaction is a commit: it closes every partition, so
 		// readers know they read everything once they read it.
 		last := ""
-		for n, extra := 0, 0; last != "commit" || (n < sz.maxRecords/chaosParts && !r.stopped()); n++ {
-			closing := r.stopped() || n >= sz.maxRecords/chaosParts
+		maxTxns := sz.maxRecords / (chaosParts * sz.txnRecs)
+		for n, extra := 0, 0; last != "commit" || (n < maxTxns && !r.stopped()); n++ {
+			closing := r.stopped() || n >= maxTxns
 			if closing {
 				if extra++; extra > 30 {
 					r.logErr("no closing commit in 30 transactions")
@@ -200,11 +205,15 @@ func (r *chaosRun) txnProducer(t *testing.T, sz chaosSize) {
 			if n%4 == 3 && !closing {
 				txn.outcome = "abort"
 			}
-			recs := make([]*kgo.Record, chaosParts)
-			for p := range recs {
-				v := fmt.Sprintf("t%06d-%d", n, p)
-				txn.values = append(txn.values, v)
-				recs[p] = &kgo.Record{Partition: int32(p), Value: []byte(v)}
+			// Each partition's last record of the transaction is the
+			// partition's own, so the closing commit is last everywhere.
+			var recs []*kgo.Record
+			for i := range sz.txnRecs {
+				for p := range chaosParts {
+					v := fmt.Sprintf("t%06d-%d-%d", n, p, i)
+					txn.values = append(txn.values, v)
+					recs = append(recs, &kgo.Record{Partition: int32(p), Value: []byte(v)})
+				}
 			}
 			err := cl.BeginTransaction()
 			if err == nil {
@@ -318,6 +327,21 @@ func TestChaos(t *testing.T) {
 		"group.initial.rebalance.delay.ms=0",
 		"min.insync.replicas=2",
 	}})
+	if keep := os.Getenv("VERBATIM_CHAOS_KEEP"); keep != "" {
+		// The nodes' logs of a failed run, kept for a post-mortem.
+		t.Cleanup(func() {
+			if t.Failed() {
+				_ = os.MkdirAll(keep, 0o755)
+				files, _ := filepath.Glob(filepath.Join(c.Dir, "*", "*.log"))
+				for _, f := range files {
+					if b, err := os.ReadFile(f); err == nil {
+						_ = os.WriteFile(filepath.Join(keep, filepath.Base(filepath.Dir(f))+".log"), b, 0o644)
+					}
+				}
+				t.Logf("node and etcd logs kept in %s", keep)
+			}
+		})
+	}
 	cl := verbatimClient(t, c.Bootstrap())
 	adm := kadm.NewClient(cl)
 	for _, topic := range []string{chaosIdemTopic, chaosTxnTopic} {
@@ -364,16 +388,38 @@ func TestChaos(t *testing.T) {
 	progress("before the first fault")
 	kinds := []string{"broker-kill", "broker-pause", "etcd-kill"}
 	counts := map[string]int{}
+	// views are both topics' partitions once every replica is in sync.
+	views := func() []partitionView {
+		var v []partitionView
+		for _, topic := range []string{chaosIdemTopic, chaosTxnTopic} {
+			v = append(v, waitInSync(t, c, cl, topic, chaosParts, 3)...)
+		}
+		return v
+	}
+	before := views()
+	leaderChanges := 0
 	for i := range sz.faults {
+		// A broker fault hits the leader of a random partition; an etcd
+		// fault a random member.
 		f := chaosFault{kind: kinds[i%len(kinds)], target: 1 + rng.Intn(3)}
+		if f.kind != "etcd-kill" {
+			f.target = int(before[rng.Intn(len(before))].leader)
+		}
 		start := time.Now()
 		f.inject(t, c)
 		counts[f.kind]++
 		progress(fmt.Sprintf("fault %d (%s %d)", i+1, f.kind, f.target))
-		for _, topic := range []string{chaosIdemTopic, chaosTxnTopic} {
-			waitInSync(t, c, cl, topic, chaosParts, 3)
+		after := views()
+		moved := 0
+		for p := range after {
+			if after[p].epoch > before[p].epoch {
+				moved++
+			}
 		}
-		t.Logf("fault %d: %s %d, healed and in sync after %v", i+1, f.kind, f.target, time.Since(start).Round(time.Millisecond))
+		leaderChanges += moved
+		before = after
+		t.Logf("fault %d: %s %d, healed and in sync after %v; %d of %d partitions changed leader epoch",
+			i+1, f.kind, f.target, time.Since(start).Round(time.Millisecond), moved, len(after))
 	}
 	stopAll()
 	for _, topic := range []string{chaosIdemTopic, chaosTxnTopic} {
@@ -386,8 +432,8 @@ func TestChaos(t *testing.T) {
 	checked := r.check(t, c, cl, consumers)
 	c.Stop(t)
 	batches := checkReplicaLogs(t, c)
-	t.Logf("chaos: %d faults injected (%d broker SIGKILL+restart, %d broker SIGSTOP past the session timeout, %d etcd member SIGKILL+restart); "+
+	t.Logf("chaos: %d faults injected (%d broker SIGKILL+restart, %d broker SIGSTOP past the session timeout, %d etcd member SIGKILL+restart), %d partition leader changes; "+
 		"%d records checked (%d idempotent acknowledged, %d of failed produces present; %d transactions: %s), %d history operations linearizable, %d consumer records checked, %d replica batch pairs compared",
-		sz.faults, counts["broker-kill"], counts["broker-pause"], counts["etcd-kill"],
+		sz.faults, counts["broker-kill"], counts["broker-pause"], counts["etcd-kill"], leaderChanges,
 		checked.records, r.acked.Load(), checked.unknownIn, len(r.txns), checked.txnSummary, checked.ops, checked.consumed, batches)
 }
