@@ -112,7 +112,7 @@ clean:
 	rm -rf bin data .peers
 
 # The fault test at its larger size (docs/cluster.md "Fault testing"):
-# 15 faults (broker SIGKILL, SIGSTOP past the session timeout, etcd member
+# 30 faults (broker SIGKILL, SIGSTOP past the session timeout, etcd member
 # SIGKILL) under idempotent and transactional producers and consumer
 # groups, on a 3-broker cluster over an external 3-member etcd; minutes.
 # `make test` runs it small. CHAOS_ARGS passes env, e.g.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // The fault test (docs/cluster.md "Fault testing"): a 3-broker Verbatim
@@ -25,7 +27,7 @@ import (
 // the histories and the replicas' logs.
 //
 // Sizes: `make test` runs the small one (3 faults, a few thousand
-// records); `make chaos` sets VERBATIM_CHAOS=large (15 faults, more
+// records); `make chaos` sets VERBATIM_CHAOS=large (30 faults, more
 // producers and records). VERBATIM_CHAOS_FAULTS and VERBATIM_CHAOS_SEED
 // override the fault count and the seed of the fault schedule;
 // VERBATIM_CHAOS_KEEP=DIR keeps the nodes' logs of a failed run there.
@@ -53,7 +55,7 @@ type chaosSize struct {
 func chaosSizeFromEnv(t *testing.T) (chaosSize, int64) {
 	sz := chaosSize{faults: 3, idemProducers: 2, pace: 20 * time.Millisecond, batch: 40, maxRecords: 20000, txnRecs: 4}
 	if os.Getenv("VERBATIM_CHAOS") == "large" {
-		sz = chaosSize{faults: 15, idemProducers: 3, pace: 10 * time.Millisecond, batch: 100, maxRecords: 500000, txnRecs: 10}
+		sz = chaosSize{faults: 30, idemProducers: 3, pace: 10 * time.Millisecond, batch: 100, maxRecords: 500000, txnRecs: 10}
 	}
 	if v := os.Getenv("VERBATIM_CHAOS_FAULTS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -291,10 +293,33 @@ func (r *chaosRun) groupConsumer(t *testing.T, id int, topic, group string, comm
 	return c
 }
 
+// etcdLeader is the member (1-based, cluster.sh's numbering) that leads
+// the external etcd's raft group.
+func etcdLeader(t *testing.T, c *VCluster) int {
+	t.Helper()
+	eps := strings.Split(c.EtcdEndpoints, ",")
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("etcd client: %v", err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i, ep := range eps {
+		st, err := cli.Status(ctx, ep)
+		if err == nil && st.Header.MemberId == st.Leader {
+			return i + 1
+		}
+	}
+	t.Fatalf("no etcd member of %s says it leads", c.EtcdEndpoints)
+	return 0
+}
+
 // chaosFault is one injected fault.
 type chaosFault struct {
 	kind   string // "broker-kill", "broker-pause", "etcd-kill"
 	target int
+	what   string // what the target was
 }
 
 // inject runs the fault and heals it: a killed broker or member is
@@ -402,8 +427,13 @@ func TestChaos(t *testing.T) {
 		// A broker fault hits the leader of a random partition; an etcd
 		// fault a random member.
 		f := chaosFault{kind: kinds[i%len(kinds)], target: 1 + rng.Intn(3)}
-		if f.kind != "etcd-kill" {
-			f.target = int(before[rng.Intn(len(before))].leader)
+		switch {
+		case f.kind != "etcd-kill":
+			f.target, f.what = int(before[rng.Intn(len(before))].leader), " (a partition leader)"
+		case counts["etcd-kill"]%2 == 0:
+			// Every other etcd fault takes the raft leader: a new etcd
+			// election under the brokers' leases and watches.
+			f.target, f.what = etcdLeader(t, c), " (the raft leader)"
 		}
 		start := time.Now()
 		f.inject(t, c)
@@ -418,8 +448,8 @@ func TestChaos(t *testing.T) {
 		}
 		leaderChanges += moved
 		before = after
-		t.Logf("fault %d: %s %d, healed and in sync after %v; %d of %d partitions changed leader epoch",
-			i+1, f.kind, f.target, time.Since(start).Round(time.Millisecond), moved, len(after))
+		t.Logf("fault %d: %s %d%s, healed and in sync after %v; %d of %d partitions changed leader epoch",
+			i+1, f.kind, f.target, f.what, time.Since(start).Round(time.Millisecond), moved, len(after))
 	}
 	stopAll()
 	for _, topic := range []string{chaosIdemTopic, chaosTxnTopic} {
