@@ -413,10 +413,15 @@ func checkHistory(t testing.TB, t0 time.Time, ops []porcupine.Operation, logs ma
 		res, info := porcupine.CheckOperationsVerbose(model, byTP[tp], 60*time.Second)
 		switch res {
 		case porcupine.Illegal:
-			path := filepath.Join(t.TempDir(), "chaos-"+tp+".html")
-			_ = porcupine.VisualizePath(model, info, path)
-			t.Errorf("%s: the history of %d operations is not linearizable in the model (a high watermark went back or a consumed/acknowledged offset was answered as beyond the end)%s; visualization %s",
-				tp, len(byTP[tp]), endWitness(t0, byTP[tp]), path)
+			vis := ""
+			if keep := os.Getenv("VERBATIM_CHAOS_KEEP"); keep != "" {
+				path := filepath.Join(keep, "history-"+tp+".html")
+				if os.MkdirAll(keep, 0o755) == nil && porcupine.VisualizePath(model, info, path) == nil {
+					vis = "; visualization " + path
+				}
+			}
+			t.Errorf("%s: the history of %d operations is not linearizable in the model (a high watermark went back or a consumed/acknowledged offset was answered as beyond the end)%s%s",
+				tp, len(byTP[tp]), endWitness(t0, byTP[tp]), vis)
 		case porcupine.Unknown:
 			t.Errorf("%s: the checker did not decide within 60 s (%d operations)", tp, len(byTP[tp]))
 		}
