@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -246,17 +245,5 @@ func (c *VCluster) stop(t testing.TB, env []string) {
 // the test and returns the binary's path, for VClusterOptions.EtcdBin.
 func BuildEtcd(t testing.TB) string {
 	t.Helper()
-	root, err := RepoRoot()
-	if err != nil {
-		t.Fatalf("interop: %v", err)
-	}
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	bin := filepath.Join(t.TempDir(), "etcd")
-	cmd := exec.Command(goCommand(), "build", "-o", bin, "go.etcd.io/etcd/server/v3")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("interop: go build go.etcd.io/etcd/server/v3: %v\n%s", err, out)
-	}
-	return bin
+	return goBuild(t, "go.etcd.io/etcd/server/v3", "etcd")
 }

@@ -39,29 +39,30 @@ var buildMu sync.Mutex
 // the test honest about the code under test (a stale bin/ cannot pass it).
 func BuildVerbatim(t testing.TB) string {
 	t.Helper()
+	return goBuild(t, "./cmd/verbatim", "verbatim")
+}
+
+// goBuild builds the main package pkg, in the repository's module, into
+// a temporary directory of the test as name and returns its path.
+func goBuild(t testing.TB, pkg, name string) string {
+	t.Helper()
 	root, err := RepoRoot()
 	if err != nil {
 		t.Fatalf("interop: %v", err)
 	}
 	buildMu.Lock()
 	defer buildMu.Unlock()
-	bin := filepath.Join(t.TempDir(), "verbatim")
-	cmd := exec.Command(goCommand(), "build", "-o", bin, "./cmd/verbatim")
-	cmd.Dir = root
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("interop: go build ./cmd/verbatim: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// goCommand is the go tool of GOROOT when there is one, else go on PATH.
-func goCommand() string {
+	bin := filepath.Join(t.TempDir(), name)
 	goBin := filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 	if _, err := os.Stat(goBin); err != nil {
-		return "go"
+		goBin = "go"
 	}
-	return goBin
+	cmd := exec.Command(goBin, "build", "-o", bin, pkg)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("interop: go build %s: %v\n%s", pkg, err, out)
+	}
+	return bin
 }
 
 // StartVerbatim runs `verbatim serve --listen 127.0.0.1:<free> --data-dir

@@ -52,11 +52,10 @@ die() {
 
 nodedir() { echo "$1/node-$2"; }
 
-pidof_node() {
-	local f
-	f="$(nodedir "$1" "$2")/pid"
-	[ -f "$f" ] && cat "$f"
-}
+# pidin DIR: the pid recorded in DIR/pid (nothing if none).
+pidin() { [ -f "$1/pid" ] && cat "$1/pid"; }
+
+pidof_node() { pidin "$(nodedir "$1" "$2")"; }
 
 # alive PID: the process runs (a zombie waiting to be reaped does not).
 alive() {
@@ -96,30 +95,40 @@ launch() {
 	echo $! >"$d/pid"
 }
 
-# wait_joined DIR NODE FROM_LINE: until the node's log (after line
-# FROM_LINE) says it serves as a cluster member (serve logs it once it
-# joined and its controller candidate runs); fails if the process dies.
-wait_joined() {
-	local d pid deadline
-	d="$(nodedir "$1" "$2")"
-	pid="$(pidof_node "$1" "$2")"
+# wait_for WHAT PID LOG CMD...: until CMD succeeds, bounded by
+# START_TIMEOUT; fails, showing the end of LOG, if PID dies first or the
+# time runs out.
+wait_for() {
+	local what="$1" pid="$2" log="$3" deadline
+	shift 3
 	deadline=$(($(date +%s) + START_TIMEOUT))
 	while :; do
-		if awk -v from="$3" 'NR > from && /msg="serving as a cluster member"/ {found = 1} END {exit !found}' "$d/verbatim.log"; then
-			return 0
-		fi
+		"$@" && return 0
 		if ! alive "$pid"; then
-			echo "cluster.sh: node $2 exited before joining; the end of $d/verbatim.log:" >&2
-			tail -n 30 "$d/verbatim.log" >&2
+			echo "cluster.sh: $what exited before it was ready; the end of $log:" >&2
+			tail -n 30 "$log" >&2
 			return 1
 		fi
 		if [ "$(date +%s)" -ge "$deadline" ]; then
-			echo "cluster.sh: node $2 did not join within ${START_TIMEOUT}s; the end of $d/verbatim.log:" >&2
-			tail -n 30 "$d/verbatim.log" >&2
+			echo "cluster.sh: $what not ready within ${START_TIMEOUT}s; the end of $log:" >&2
+			tail -n 30 "$log" >&2
 			return 1
 		fi
 		sleep 0.1
 	done
+}
+
+# joined LOG FROM_LINE: the log (after line FROM_LINE) says the broker
+# serves as a cluster member (serve logs it once it joined and its
+# controller candidate runs).
+joined() { awk -v from="$2" 'NR > from && /msg="serving as a cluster member"/ {found = 1} END {exit !found}' "$1"; }
+
+# wait_joined DIR NODE FROM_LINE: until the node joined (after line
+# FROM_LINE of its log); fails if the process dies.
+wait_joined() {
+	local d
+	d="$(nodedir "$1" "$2")"
+	wait_for "node $2" "$(pidof_node "$1" "$2")" "$d/verbatim.log" joined "$d/verbatim.log" "$3"
 }
 
 loglines() {
@@ -302,11 +311,7 @@ cmd_status() {
 # The external etcd cluster: members 1..M under DIR/etcd-<i>/.
 memberdir() { echo "$1/etcd-$2"; }
 
-pidof_member() {
-	local f
-	f="$(memberdir "$1" "$2")/pid"
-	[ -f "$f" ] && cat "$f"
-}
+pidof_member() { pidin "$(memberdir "$1" "$2")"; }
 
 members() {
 	local d
@@ -334,31 +339,18 @@ launch_member() {
 	echo $! >"$d/pid"
 }
 
-# wait_healthy DIR MEMBER: until the member answers /health with true
-# (it has a leader), bounded by START_TIMEOUT; fails if it dies.
+# healthy PORT: the etcd member on 127.0.0.1:PORT answers /health with
+# true (it has a leader).
+healthy() {
+	(exec 3<>"/dev/tcp/127.0.0.1/$1" && printf 'GET /health HTTP/1.0\r\n\r\n' >&3 && grep -q '"health":"true"' <&3) 2>/dev/null
+}
+
+# wait_healthy DIR MEMBER: until the member is healthy; fails if it dies.
 wait_healthy() {
-	local d pid port deadline
+	local d port
 	d="$(memberdir "$1" "$2")"
-	pid="$(pidof_member "$1" "$2")"
 	port="$(sed -n 1p "$d/urls")"
-	port="${port##*:}"
-	deadline=$(($(date +%s) + START_TIMEOUT))
-	while :; do
-		if (exec 3<>"/dev/tcp/127.0.0.1/$port" && printf 'GET /health HTTP/1.0\r\n\r\n' >&3 && grep -q '"health":"true"' <&3) 2>/dev/null; then
-			return 0
-		fi
-		if ! alive "$pid"; then
-			echo "cluster.sh: etcd member $2 exited; the end of $d/etcd.log:" >&2
-			tail -n 30 "$d/etcd.log" >&2
-			return 1
-		fi
-		if [ "$(date +%s)" -ge "$deadline" ]; then
-			echo "cluster.sh: etcd member $2 not healthy within ${START_TIMEOUT}s; the end of $d/etcd.log:" >&2
-			tail -n 30 "$d/etcd.log" >&2
-			return 1
-		fi
-		sleep 0.1
-	done
+	wait_for "etcd member $2" "$(pidof_member "$1" "$2")" "$d/etcd.log" healthy "${port##*:}"
 }
 
 cmd_etcd_start() {
