@@ -24,7 +24,7 @@ import (
 // the transactional topic) running while brokers are SIGKILLed and
 // restarted, SIGSTOPped past their session timeout and resumed, and etcd
 // members SIGKILLed and restarted. Afterwards chaos_check_test.go checks
-// the histories and the replicas' logs.
+// the histories and chaos_replicas_test.go the replicas' logs.
 //
 // Sizes: `make test` runs the small one (3 faults, a few thousand
 // records); `make chaos` sets VERBATIM_CHAOS=large (30 faults, more
