@@ -59,6 +59,9 @@ type clusterMode struct {
 	// and the first after a re-registration); info is the registration.
 	forceRoles bool
 	info       clustermeta.BrokerInfo
+	// sec is what the ACLs and SCRAM credentials were last loaded from
+	// (cluster_security.go).
+	sec securityState
 }
 
 // clusterDefaults fills in ClusterConfig's defaults (Kafka's).
@@ -351,6 +354,7 @@ func (cm *clusterMode) apply(snap *clustermeta.Snapshot) {
 			s.applyRole(p, st)
 		}
 	}
+	cm.applySecurity(snap)
 	cm.snap.Store(snap)
 	cm.mu.Lock()
 	close(cm.mu.applied)
