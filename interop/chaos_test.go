@@ -181,15 +181,19 @@ func (r *chaosRun) recordProduce(topic string, res kgo.ProduceResults, failed *[
 // transaction's outcome unknown and the producer starts over with a new
 // client of the same transactional id (which fences the old one).
 func (r *chaosRun) txnProducer(t *testing.T, sz chaosSize) {
-	newClient := func() *kgo.Client {
-		return verbatimClient(t, r.bs, kgo.DefaultProduceTopic(chaosTxnTopic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-			kgo.TransactionalID("chaos-txn-producer"), kgo.TransactionTimeout(60*time.Second),
-			kgo.RecordDeliveryTimeout(60*time.Second), kgo.ProducerLinger(0))
+	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(r.bs, ",")...), kgo.DefaultProduceTopic(chaosTxnTopic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.TransactionalID("chaos-txn-producer"), kgo.TransactionTimeout(60 * time.Second),
+		kgo.RecordDeliveryTimeout(60 * time.Second), kgo.ProducerLinger(0)}
+	// The first client here (the options are checked on the test's
+	// goroutine), later ones on the producer's.
+	first, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
 	}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		cl := newClient()
+		cl := first
 		// The last transaction is a commit: it closes every partition, so
 		// readers know they read everything once they read it.
 		last := ""
@@ -237,7 +241,10 @@ func (r *chaosRun) txnProducer(t *testing.T, sz chaosSize) {
 				txn.outcome = "unknown"
 				r.logErr("transaction %d: %v", n, err)
 				cl.Close()
-				cl = newClient()
+				if cl, err = kgo.NewClient(opts...); err != nil {
+					r.logErr("transactional client: %v", err)
+					return
+				}
 			} else if txn.outcome == "commit" {
 				r.commits.Add(1)
 			}
