@@ -131,6 +131,21 @@ wait_joined() {
 	wait_for "node $2" "$(pidof_node "$1" "$2")" "$d/verbatim.log" joined "$d/verbatim.log" "$3"
 }
 
+# start_all DIR N LAUNCH WAIT [ARG...]: LAUNCH DIR i for i in 1..N, all
+# at once (every etcd member waits for a quorum of the others), then WAIT
+# DIR i ARG... for each; fails if one did not come up.
+start_all() {
+	local dir="$1" n="$2" launch="$3" wait="$4" i failed=0
+	shift 4
+	for ((i = 1; i <= n; i++)); do
+		"$launch" "$dir" "$i"
+	done
+	for ((i = 1; i <= n; i++)); do
+		"$wait" "$dir" "$i" "$@" || failed=1
+	done
+	return "$failed"
+}
+
 loglines() {
 	local f
 	f="$(nodedir "$1" "$2")/verbatim.log"
@@ -198,15 +213,7 @@ cmd_start() {
 		} >"$d/server.properties"
 	done
 	echo "$bs" >"$dir/bootstrap"
-	# Every member waits for a quorum of the others: start them together.
-	for ((i = 1; i <= n; i++)); do
-		launch "$dir" "$i"
-	done
-	local failed=0
-	for ((i = 1; i <= n; i++)); do
-		wait_joined "$dir" "$i" 0 || failed=1
-	done
-	if [ "$failed" = 1 ]; then
+	if ! start_all "$dir" "$n" launch wait_joined 0; then
 		cmd_stop "$dir" >/dev/null
 		die "the cluster in $dir did not start"
 	fi
@@ -374,14 +381,7 @@ cmd_etcd_start() {
 		printf '%s\n%s\n%s\n' "http://127.0.0.1:${client[i]}" "http://127.0.0.1:${peer[i]}" "$initial" >"$(memberdir "$dir" "$i")/urls"
 	done
 	echo "$eps" >"$dir/etcd-endpoints"
-	for ((i = 1; i <= m; i++)); do
-		launch_member "$dir" "$i"
-	done
-	local failed=0
-	for ((i = 1; i <= m; i++)); do
-		wait_healthy "$dir" "$i" || failed=1
-	done
-	if [ "$failed" = 1 ]; then
+	if ! start_all "$dir" "$m" launch_member wait_healthy; then
 		cmd_stop "$dir" >/dev/null
 		die "the etcd cluster in $dir did not start"
 	fi
