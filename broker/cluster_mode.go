@@ -59,6 +59,10 @@ type clusterMode struct {
 	// and the first after a re-registration); info is the registration.
 	forceRoles bool
 	info       clustermeta.BrokerInfo
+
+	// raises are this broker's own leader-epoch raises not yet applied
+	// (mirror_cluster.go).
+	raises epochRaises
 }
 
 // clusterDefaults fills in ClusterConfig's defaults (Kafka's).

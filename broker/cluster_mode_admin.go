@@ -364,6 +364,9 @@ func (cm *clusterMode) raiseLeaderEpochs(ps []*Partition, epochs []int32) error 
 	ctx, cancel := cm.writeCtx()
 	defer cancel()
 	var written []clustermeta.PartitionState
+	// Held across the write: the reconciler recognises the raise as this
+	// broker's own (mirror_cluster.go) only once it is recorded.
+	cm.raises.mu.Lock()
 	err := cm.retryConflict(ctx, func(snap *clustermeta.Snapshot) error {
 		var states []clustermeta.PartitionState
 		for i, p := range ps {
@@ -388,6 +391,10 @@ func (cm *clusterMode) raiseLeaderEpochs(ps []*Partition, epochs []int32) error 
 		written, err = cm.store.CASPartitions(ctx, sess.Fence(), states)
 		return err
 	})
+	if err == nil {
+		cm.raises.recordLocked(written)
+	}
+	cm.raises.mu.Unlock()
 	var ke *kafkaError
 	switch {
 	case errors.As(err, &ke):
