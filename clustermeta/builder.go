@@ -46,6 +46,7 @@ func NewBuilder(k Keys, clusterID string) *Builder {
 			ClusterID: clusterID, Controller: NoLeader,
 			Brokers: map[int32]BrokerInfo{}, Topics: map[string]TopicRecord{},
 			Partitions: map[string][]PartitionState{},
+			Records:    map[string]map[string]Record{},
 		},
 		parts:      map[string]map[int32]PartitionState{},
 		candidates: map[string]candidate{},
@@ -70,6 +71,9 @@ func (b *Builder) Apply(rev int64, kvs []KV) *Snapshot {
 	next := *b.cur
 	next.Revision = rev
 	var brokersCopied, topicsCopied bool
+	// kindsCopied are the record kinds whose inner map this Apply copied
+	// (the outer map is copied with the first).
+	var kindsCopied map[string]bool
 	dirty := map[string]bool{}
 	controllerChanged, corruptChanged := false, false
 	for _, kv := range kvs {
@@ -148,6 +152,31 @@ func (b *Builder) Apply(rev int64, kvs []KV) *Snapshot {
 				b.parts[topic] = map[int32]PartitionState{}
 			}
 			b.parts[topic][n] = p
+		case strings.HasPrefix(rest, keyRecords):
+			kind, name, err := recordKey(b.keys, kv.Key)
+			if err != nil {
+				if !kv.Deleted {
+					bad(err)
+				}
+				continue
+			}
+			if kindsCopied == nil {
+				next.Records, kindsCopied = maps.Clone(next.Records), map[string]bool{}
+			}
+			if !kindsCopied[kind] {
+				next.Records[kind], kindsCopied[kind] = maps.Clone(next.Records[kind]), true
+			}
+			if kv.Deleted {
+				delete(next.Records[kind], name)
+				if len(next.Records[kind]) == 0 {
+					delete(next.Records, kind)
+				}
+				continue
+			}
+			if next.Records[kind] == nil {
+				next.Records[kind] = map[string]Record{}
+			}
+			next.Records[kind][name] = Record{Value: kv.Value, Version: kv.ModRev}
 		case strings.HasPrefix(rest, keyController):
 			controllerChanged = true
 			if kv.Deleted {

@@ -8,7 +8,7 @@ import (
 
 // fuzzKey is the key a fuzz input decodes at: kind picks the record.
 func fuzzKey(k Keys, kind uint8, tail string) string {
-	switch kind % 6 {
+	switch kind % 7 {
 	case 0:
 		return k.Prefix + keyBrokers + tail
 	case 1:
@@ -19,8 +19,10 @@ func fuzzKey(k Keys, kind uint8, tail string) string {
 		return k.ProducerIDs()
 	case 4:
 		return k.ClusterID()
-	default:
+	case 5:
 		return k.Controller() + tail
+	default:
+		return k.Prefix + keyRecords + tail
 	}
 }
 
@@ -36,13 +38,15 @@ func FuzzDecodeValue(f *testing.F) {
 	f.Add(uint8(3), "", EncodeProducerIDs(5000))
 	f.Add(uint8(4), "", encodeClusterID("AAAAAAAAAAAAAAAAAAAAAA"))
 	f.Add(uint8(5), "694d8a1b", []byte("3"))
+	f.Add(uint8(6), "acl/a/b", []byte(`{"x":1}`))
+	f.Add(uint8(6), "scram", []byte{})
 	f.Add(uint8(2), "t/x", []byte(`{"topic":"t"}`))
 	f.Add(uint8(1), "t", []byte(`{"name":"t","id":"short","partitions":1}`))
 	f.Fuzz(func(t *testing.T, kind uint8, tail string, value []byte) {
 		key := fuzzKey(k, kind, tail)
 		var got, again any
 		var err error
-		switch kind % 6 {
+		switch kind % 7 {
 		case 0:
 			var b BrokerInfo
 			if b, err = DecodeBroker(k, key, value); err == nil {
@@ -73,8 +77,14 @@ func FuzzDecodeValue(f *testing.F) {
 				got = id
 				again, err = decodeClusterID(key, encodeClusterID(id))
 			}
-		default:
+		case 5:
 			_, err = decodeControllerValue(key, value)
+		default:
+			// Any value is a record's: only the key can be wrong.
+			var rk, rn string
+			if rk, rn, err = recordKey(k, key); err == nil && k.Record(rk, rn) != key {
+				t.Fatalf("record key %q splits into %q, %q", key, rk, rn)
+			}
 		}
 		if err != nil {
 			if !strings.Contains(err.Error(), key) {
@@ -86,6 +96,12 @@ func FuzzDecodeValue(f *testing.F) {
 		// The builder keeps what decodes and lists what does not.
 		b := NewBuilder(k, "c")
 		s := b.Apply(1, []KV{{Key: key, Value: value, CreateRev: 1, ModRev: 1}})
+		if kind%7 == 6 && err == nil {
+			kn, nm, _ := recordKey(k, key)
+			if r, ok := s.Record(kn, nm); !ok || string(r.Value) != string(value) || r.Version != 1 {
+				t.Fatalf("record %q in the snapshot: %+v %v", key, r, ok)
+			}
+		}
 		for _, e := range s.Corrupt {
 			if !strings.Contains(e.Error(), "clustermeta: corrupt value at ") {
 				t.Fatalf("corrupt entry %v", e)
@@ -94,6 +110,9 @@ func FuzzDecodeValue(f *testing.F) {
 		s = b.Apply(2, []KV{{Key: key, ModRev: 2, Deleted: true}})
 		if len(s.Corrupt) != 0 {
 			t.Fatalf("deleted key still corrupt: %v", s.Corrupt)
+		}
+		if len(s.Records) != 0 {
+			t.Fatalf("deleted record still listed: %v", s.Records)
 		}
 	})
 }

@@ -3,7 +3,9 @@
 // one prefix, the records stored there (brokers, topics and their ids and
 // config overrides, partition assignments with leader, leader epoch, ISR
 // and partition epoch, the producer-id allocator, the controller's
-// election), their encoding, and the operations on them with etcd's
+// election, and a space of named, versioned records of kinds other
+// packages own and encode: ACLs, SCRAM credentials, mirror state),
+// their encoding, and the operations on them with etcd's
 // leases and transactions: broker registration held by a lease (its loss
 // fences the broker), compare-and-swap writes on a record's version so a
 // stale writer (a deposed controller, a leader with an old epoch) cannot
@@ -14,7 +16,8 @@
 // Files: codec.go (the key layout and the values' JSON; decoders check
 // what they read and name the key when they refuse it), builder.go (the
 // copy-on-write snapshot builder both stores share), validate.go (the
-// argument checks both stores share), etcd.go (Store over
+// argument checks both stores share), records.go (the record space's
+// keys and checks), etcd_records.go (its writes over etcd), etcd.go (Store over
 // go.etcd.io/etcd/client/v3), embed.go (the embedded member), session.go
 // (Session and Leadership over an implementation's state). memstore is the
 // same Store in memory for other packages' unit tests; the conformance

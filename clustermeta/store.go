@@ -51,6 +51,23 @@ type Store interface {
 	// caller ever gets and returns the first.
 	AllocateProducerIDs(ctx context.Context, n int64) (int64, error)
 
+	// PutRecord writes the named record of a kind (a space for other
+	// packages' state: ACLs, SCRAM credentials, mirror state; each kind
+	// is its owner's to encode) if expectVersion holds: AnyVersion
+	// writes unconditionally, MustNotExist only if the record is absent,
+	// a version only if it is the stored one (ErrConflict otherwise,
+	// also when the record is gone), and only while fence holds (the
+	// zero Fence: unfenced; ErrFenced). It returns the new version.
+	// Kinds hold no '/' and neither is empty; names are not empty and
+	// may hold anything else.
+	PutRecord(ctx context.Context, fence Fence, kind, name string, value []byte, expectVersion int64) (int64, error)
+	// DeleteRecord removes the named record if expectVersion holds: a
+	// version only if it is the stored one (ErrConflict otherwise, also
+	// when the record is gone), AnyVersion whatever it is (ErrNotFound
+	// when absent); only while fence holds (ErrFenced). It returns the
+	// deletion's revision (a snapshot at or after it lacks the record).
+	DeleteRecord(ctx context.Context, fence Fence, kind, name string, expectVersion int64) (int64, error)
+
 	// Campaign blocks until this node is the controller (or ctx ends);
 	// the leadership lasts until its Done channel closes or Resign.
 	Campaign(ctx context.Context, nodeID int32, ttlSeconds int64) (*Leadership, error)

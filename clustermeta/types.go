@@ -103,6 +103,10 @@ type Snapshot struct {
 	// Controller is the node id of the elected controller, NoLeader when
 	// none.
 	Controller int32
+	// Records are the named, versioned records of other packages' kinds
+	// (Store.PutRecord): kind -> name -> record. A kind without records
+	// is absent.
+	Records map[string]map[string]Record
 	// Corrupt lists the stored values that did not decode, each error
 	// naming its key; their records are left out of the snapshot.
 	Corrupt []error
@@ -115,6 +119,21 @@ func (s *Snapshot) Partition(topic string, p int32) (PartitionState, bool) {
 		return PartitionState{}, false
 	}
 	return ps[p], true
+}
+
+// Record is one named record of a kind (Store.PutRecord): its value is
+// the owning package's encoding, opaque to the store.
+type Record struct {
+	Value []byte
+	// Version is the record's etcd ModRevision, assigned by the store;
+	// PutRecord and DeleteRecord compare it.
+	Version int64
+}
+
+// Record returns the named record of a kind, false when absent.
+func (s *Snapshot) Record(kind, name string) (Record, bool) {
+	r, ok := s.Records[kind][name]
+	return r, ok
 }
 
 // Errors of the store's conditional writes.

@@ -521,3 +521,50 @@ func (s *Store) Close() error {
 }
 
 var _ clustermeta.Store = (*Store)(nil)
+
+// recordHolds: the expected version of a record write holds.
+func (s *Store) recordHolds(key string, expect int64) bool {
+	switch expect {
+	case clustermeta.AnyVersion:
+		return true
+	case clustermeta.MustNotExist:
+		return s.createRev(key) == 0
+	default:
+		return s.modRev(key) == expect
+	}
+}
+
+// recordWrite commits o on key if fence and the expected version hold.
+func (s *Store) recordWrite(fence clustermeta.Fence, key string, expect int64, o op) (int64, error) {
+	if err := s.lock(); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	if !s.fenceHolds(fence) {
+		return 0, clustermeta.ErrFenced
+	}
+	if !s.recordHolds(key, expect) {
+		return 0, clustermeta.ErrConflict
+	}
+	if o.value == nil && s.kv[key] == nil {
+		return 0, clustermeta.ErrNotFound
+	}
+	return s.commitLocked([]op{o}), nil
+}
+
+func (s *Store) PutRecord(ctx context.Context, fence clustermeta.Fence, kind, name string, value []byte, expectVersion int64) (int64, error) {
+	if err := clustermeta.CheckRecord(kind, name, expectVersion, true); err != nil {
+		return 0, err
+	}
+	key := s.keys.Record(kind, name)
+	// A copy, never nil (nil is a delete): the caller may reuse value.
+	return s.recordWrite(fence, key, expectVersion, op{key: key, value: append([]byte{}, value...)})
+}
+
+func (s *Store) DeleteRecord(ctx context.Context, fence clustermeta.Fence, kind, name string, expectVersion int64) (int64, error) {
+	if err := clustermeta.CheckRecord(kind, name, expectVersion, false); err != nil {
+		return 0, err
+	}
+	key := s.keys.Record(kind, name)
+	return s.recordWrite(fence, key, expectVersion, op{key: key})
+}
