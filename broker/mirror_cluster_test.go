@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -63,5 +64,48 @@ func TestMirrorEpochRaiseKeepsTheLeadership(t *testing.T) {
 		if got := c.logBytes(id, "m"); !bytes.Equal(got, concat(b1, b2, b3)) {
 			t.Fatalf("follower %d holds %d bytes, want the mirrored batches", id, len(got))
 		}
+	}
+}
+
+// The writer registration is the cluster store's: after a leader change
+// the new leader admits the writer the old one registered (at its
+// epoch), a later registrant on the new leader gets the next epoch, and
+// the old writer is fenced there.
+func TestMirrorWriterSurvivesLeaderChange(t *testing.T) {
+	c := newReplCluster(t, 3, nil)
+	c.createTopic("m", []int32{1, 2, 3}, map[string]string{"mirror.mode": "push"})
+	if e := registerAs(t, c.nodes[1].b, "m", writerID{}, 0); e != testWriterEpoch {
+		t.Fatalf("first registration: epoch %d", e)
+	}
+	b1, b2, b3 := data(0, 2, 3).encode(t), data(3, 2, 1).encode(t), data(4, 2, 1).encode(t)
+	ch := c.mirrorProduceAsync(1, "m", b1, 0)
+	c.waitLEO(1, "m", 3)
+	c.replicate(2)
+	if r := awaitProduce(t, ch); r.ErrorCode != 0 {
+		t.Fatalf("produce to the first leader: %+v", r)
+	}
+	c.elect("m", 2, []int32{1, 2, 3})
+	ch = c.mirrorProduceAsync(2, "m", b2, 3)
+	c.waitLEO(2, "m", 4)
+	c.replicate(2)
+	if r := awaitProduce(t, ch); r.ErrorCode != 0 || r.BaseOffset != 3 {
+		t.Fatalf("the same writer on the new leader: %+v", r)
+	}
+	if e := registerAs(t, c.nodes[2].b, "m", writerID{9}, 0); e != testWriterEpoch+1 {
+		t.Fatalf("a new registrant on the new leader: epoch %d, want %d", e, testWriterEpoch+1)
+	}
+	if r := awaitProduce(t, c.mirrorProduceAsync(2, "m", b3, 4)); r.ErrorCode != kerr.ProducerFenced.Code {
+		t.Fatalf("the old writer after a newer registration: %+v", r)
+	}
+	// Every broker's view is the store's record.
+	for id := int32(1); id <= 3; id++ {
+		srv := c.nodes[id].srv()
+		waitUntil(t, "every broker sees the registration", func() bool {
+			st, err := srv.mirrorStateOf(srv.cluster.topic("m"))
+			return err == nil && st.Partitions[0].WriterEpoch == testWriterEpoch+1 && st.Partitions[0].WriterID == (writerID{9})
+		})
+	}
+	if dir, err := c.nodes[1].srv().fs.ReadDir(mirrorStateDir); err == nil && len(dir) > 0 {
+		t.Fatalf("cluster mode wrote local mirror state files: %v", dir)
 	}
 }
