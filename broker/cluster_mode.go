@@ -356,6 +356,7 @@ func (cm *clusterMode) apply(snap *clustermeta.Snapshot) {
 		}
 	}
 	cm.snap.Store(snap)
+	s.mirrorStopsAfterSnapshot(snap) // mirror_stop_cluster.go; does not block
 	cm.mu.Lock()
 	close(cm.mu.applied)
 	cm.mu.applied = make(chan struct{})

@@ -2,10 +2,14 @@ package broker
 
 import (
 	"bytes"
+	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
 // mirrorProduceAsync sends a mirror produce (acks=all, the pusher's) of
@@ -25,6 +29,27 @@ func (c *replCluster) mirrorProduceAsync(node int32, topic string, set []byte, e
 	return out
 }
 
+// replicateUntil runs fetch rounds until the produce is answered (the
+// followers learn a raised epoch from the store asynchronously: a round
+// before that is refused) and returns its answer.
+func (c *replCluster) replicateUntil(ch <-chan produceResult) kmsg.ProduceResponseTopicPartition {
+	c.t.Helper()
+	var r produceResult
+	waitUntil(c.t, "the produce answered", func() bool {
+		c.replicate(1)
+		select {
+		case r = <-ch:
+			return true
+		default:
+			return false
+		}
+	})
+	if r.err != nil {
+		c.t.Fatal(r.err)
+	}
+	return r.pr
+}
+
 // The KIP-1279 raise a mirror append asks for is a compare-and-swap of
 // the partition's state; applying that state must not end the
 // leadership it came from: an acks=all append waiting for the followers
@@ -38,8 +63,7 @@ func TestMirrorEpochRaiseKeepsTheLeadership(t *testing.T) {
 	b1, b2, b3 := data(0, 2, 3).encode(t), data(3, 5, 1).encode(t), data(4, 10, 1).encode(t)
 	first := c.mirrorProduceAsync(1, "m", b1, 0) // epoch 2: raised to 12
 	c.waitLEO(1, "m", 3)
-	c.replicate(2)
-	if r := awaitProduce(t, first); r.ErrorCode != 0 {
+	if r := c.replicateUntil(first); r.ErrorCode != 0 {
 		t.Fatalf("first mirror produce: %+v", r)
 	}
 	waiting := c.mirrorProduceAsync(1, "m", b2, 3) // epoch 5: no raise
@@ -54,9 +78,8 @@ func TestMirrorEpochRaiseKeepsTheLeadership(t *testing.T) {
 		t.Fatalf("store after the raises: leader %d epoch %d, want 1 at 22", st.Leader, st.LeaderEpoch)
 	}
 	notAnswered(t, waiting, "before the followers fetched it, after the raise")
-	c.replicate(3)
 	for what, ch := range map[string]<-chan produceResult{"waiting": waiting, "raising": raising} {
-		if r := awaitProduce(t, ch); r.ErrorCode != 0 {
+		if r := c.replicateUntil(ch); r.ErrorCode != 0 {
 			t.Fatalf("the %s mirror produce: %+v", what, r)
 		}
 	}
@@ -80,15 +103,13 @@ func TestMirrorWriterSurvivesLeaderChange(t *testing.T) {
 	b1, b2, b3 := data(0, 2, 3).encode(t), data(3, 2, 1).encode(t), data(4, 2, 1).encode(t)
 	ch := c.mirrorProduceAsync(1, "m", b1, 0)
 	c.waitLEO(1, "m", 3)
-	c.replicate(2)
-	if r := awaitProduce(t, ch); r.ErrorCode != 0 {
+	if r := c.replicateUntil(ch); r.ErrorCode != 0 {
 		t.Fatalf("produce to the first leader: %+v", r)
 	}
 	c.elect("m", 2, []int32{1, 2, 3})
 	ch = c.mirrorProduceAsync(2, "m", b2, 3)
 	c.waitLEO(2, "m", 4)
-	c.replicate(2)
-	if r := awaitProduce(t, ch); r.ErrorCode != 0 || r.BaseOffset != 3 {
+	if r := c.replicateUntil(ch); r.ErrorCode != 0 || r.BaseOffset != 3 {
 		t.Fatalf("the same writer on the new leader: %+v", r)
 	}
 	if e := registerAs(t, c.nodes[2].b, "m", writerID{9}, 0); e != testWriterEpoch+1 {
@@ -107,5 +128,107 @@ func TestMirrorWriterSurvivesLeaderChange(t *testing.T) {
 	}
 	if dir, err := c.nodes[1].srv().fs.ReadDir(mirrorStateDir); err == nil && len(dir) > 0 {
 		t.Fatalf("cluster mode wrote local mirror state files: %v", dir)
+	}
+}
+
+// barriers counts the MIRROR_PID_RESET batches of node's log of topic.
+func (c *replCluster) barriers(node int32, topic string) int {
+	c.t.Helper()
+	n := 0
+	for it := kbatch.Batches(c.logBytes(node, topic)); it.Next(); {
+		if typ, ok := kbatch.ControlType(it.Batch()); ok && typ == kbatch.ControlMirrorPidReset {
+			n++
+		}
+	}
+	return n
+}
+
+// A mirror stop is one decision in the store carried out by the
+// partition's leader; when the leader changes after writing the barrier
+// (replicated) but before recording the partition stopped, the new
+// leader finishes the stop without a second barrier: the stop completes
+// once, every replica holds the same log with one barrier after the
+// mirrored data, and the topic is writable.
+func TestMirrorStopAcrossLeaderChange(t *testing.T) {
+	c := newReplCluster(t, 3, nil)
+	c.createTopic("m", []int32{1, 2, 3}, map[string]string{"mirror.mode": "push", "mirror.source.cluster.id": "src-A", "retention.ms": "-1"})
+	registerAs(t, c.nodes[1].b, "m", writerID{}, 0)
+	ch := c.mirrorProduceAsync(1, "m", data(0, 2, 3).encode(t), 0)
+	c.waitLEO(1, "m", 3)
+	if r := c.replicateUntil(ch); r.ErrorCode != 0 {
+		t.Fatalf("mirror produce: %+v", r)
+	}
+	// Node 1 stops short of recording the partition stopped.
+	var hold atomic.Bool
+	hold.Store(true)
+	hook := func(topic string, partition int32, step int) error {
+		if step == stopStepBarrier && hold.Load() {
+			return errors.New("held by the test")
+		}
+		return nil
+	}
+	mirrorStopHook.Store(&hook)
+	t.Cleanup(func() { mirrorStopHook.Store(nil) })
+
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName, rr.Configs = kmsg.ConfigResourceTypeTopic, "m", []kmsg.IncrementalAlterConfigsRequestResourceConfig{iacDelete("mirror.mode")}
+	req.Resources = append(req.Resources, rr)
+	answer := make(chan *kmsg.IncrementalAlterConfigsResponse, 1)
+	go func() {
+		resp, err := rawRoundTrip(c.nodes[3].b.addr, req) // any broker takes the stop
+		if err != nil {
+			answer <- nil
+			return
+		}
+		answer <- resp.(*kmsg.IncrementalAlterConfigsResponse)
+	}()
+	c.waitLEO(1, "m", 4) // node 1 wrote the barrier
+	waitUntil(t, "the barrier replicated", func() bool {
+		c.replicate(1)
+		return c.handle(2, "m").log.LogEndOffset() == 4 && c.handle(3, "m").log.LogEndOffset() == 4
+	})
+	if n := c.barriers(2, "m"); n != 1 {
+		t.Fatalf("node 2 holds %d barriers before the leader change, want the replicated one", n)
+	}
+	c.elect("m", 2, []int32{1, 2, 3})
+	hold.Store(false)
+	var resp *kmsg.IncrementalAlterConfigsResponse
+	waitUntil(t, "the stop answered", func() bool {
+		c.replicate(1)
+		select {
+		case resp = <-answer:
+			return true
+		default:
+			return false
+		}
+	})
+	if resp == nil || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("the stop: %+v", resp)
+	}
+	want := c.logBytes(2, "m")
+	waitUntil(t, "the followers have the leader's log", func() bool {
+		c.replicate(1)
+		return bytes.Equal(c.logBytes(1, "m"), want) && bytes.Equal(c.logBytes(3, "m"), want)
+	})
+	for id := int32(1); id <= 3; id++ {
+		if n := c.barriers(id, "m"); n != 1 {
+			t.Fatalf("node %d holds %d barriers, want 1", id, n)
+		}
+		if got := c.logBytes(id, "m"); !bytes.Equal(got, want) {
+			t.Fatalf("node %d's log differs from the leader's", id)
+		}
+		srv := c.nodes[id].srv()
+		waitUntil(t, "the config without mirror.mode applied", func() bool {
+			return !srv.cluster.topic("m").Config().MirrorPush
+		})
+		st, err := srv.mirrorStateOf(srv.cluster.topic("m"))
+		if err != nil || st.State != mirrorStateStopped || !st.Partitions[0].Stopped || st.Partitions[0].StopFrom != 3 || st.Partitions[0].LastMirroredOffset != 2 {
+			t.Fatalf("node %d's mirror state after the stop: %+v (%v)", id, st, err)
+		}
+	}
+	// Writable: an ordinary produce to the new leader.
+	if r := c.produce(2, "m", 1, "after"); r.ErrorCode != 0 {
+		t.Fatalf("ordinary produce after the stop: %+v", r)
 	}
 }

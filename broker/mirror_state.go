@@ -80,6 +80,9 @@ type mirrorPartitionState struct {
 	LastMirroredEpoch  int32 `json:"last_mirrored_epoch"`
 	StopFrom           int64 `json:"stop_from"`
 	NewEpoch           int32 `json:"new_epoch"`
+	// Stopped (cluster mode): the partition's leader completed its stop
+	// steps and its in-sync replicas have them (mirror_stop_cluster.go).
+	Stopped bool `json:"stopped,omitempty"`
 }
 
 func newMirrorPartitionState() mirrorPartitionState {
@@ -96,6 +99,7 @@ type mirrorRegistry struct {
 	// names the records' names.
 	versions map[[16]byte]int64
 	names    map[[16]byte]string
+	stops    clusterStops
 }
 
 func mirrorStateName(id [16]byte) string { return hex.EncodeToString(id[:]) + ".json" }

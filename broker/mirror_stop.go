@@ -75,6 +75,9 @@ func stopHook(topic string, partition int32, step int) error {
 // the topic's overrides once stopped, sourceID its
 // mirror.source.cluster.id.
 func (s *Server) stopMirror(t *Topic, target map[string]string, sourceID string) error {
+	if s.cm != nil {
+		return s.stopMirrorCluster(t, target, sourceID)
+	}
 	err := s.updateMirrorState(t, func(st *mirrorTopicState) error {
 		if st.State != mirrorStateMirroring {
 			return nil // a stop that failed earlier: resume it as recorded
@@ -271,6 +274,10 @@ func (s *Server) resumeMirrorStop(t *Topic) error {
 	st, err := s.mirrorStateOf(t)
 	if err != nil || st.State != mirrorStateStopping {
 		return err
+	}
+	if s.cm != nil {
+		s.kickMirrorStop(t)
+		return s.awaitClusterStop(t)
 	}
 	return s.completeMirrorStop(t)
 }
