@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/kbatch"
@@ -58,7 +59,15 @@ func Stop(ctx context.Context, dest string, co client.Options, topics []string) 
 		before := make([]StopResult, len(tm.Partitions))
 		leos := make([]int64, len(tm.Partitions))
 		for i := range tm.Partitions {
-			r, leo, err := lastBatch(ctx, cl, name, int32(i))
+			// On a cluster a partition's leader may be failing over:
+			// its successor is asked after a back-off.
+			var r StopResult
+			var leo int64
+			err := stopRetry(ctx, func() error {
+				var err error
+				r, leo, err = lastBatch(ctx, cl, name, int32(i))
+				return err
+			})
 			if err != nil {
 				return out, Usage("%s/%d: %v", name, i, err)
 			}
@@ -74,13 +83,25 @@ func Stop(ctx context.Context, dest string, co client.Options, topics []string) 
 		for i := range before {
 			r := before[i]
 			r.NewEpoch = md2[name].Partitions[i].LeaderEpoch
-			if err := countStopMarkers(ctx, cl, name, int32(i), leos[i], &r); err != nil {
+			if err := stopRetry(ctx, func() error {
+				r.AbortedTransactions, r.Barrier = 0, false
+				return countStopMarkers(ctx, cl, name, int32(i), leos[i], &r)
+			}); err != nil {
 				return out, Usage("%s/%d: reading back the stop markers: %v", name, i, err)
 			}
 			out = append(out, r)
 		}
 	}
 	return out, nil
+}
+
+// stopRetryFor bounds stopRetry: about a cluster's failover.
+const stopRetryFor = 30 * time.Second
+
+// stopRetry runs a read of the stop again after transient failures (a
+// leader that died, NOT_LEADER_OR_FOLLOWER before the metadata moved).
+func stopRetry(ctx context.Context, fn func() error) error {
+	return client.Retry(ctx, client.SystemClock{}, stopRetryFor, fn, nil)
 }
 
 // lastBatch reads a partition's log end and the epoch of its last batch.
