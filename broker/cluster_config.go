@@ -22,6 +22,9 @@ package broker
 //     checkpoint.
 //   - coordinators: the group and transaction coordinators load and unload
 //     with the leadership of their internal topics' partitions.
+//   - mirror_cluster.go, mirror_state_cluster.go, mirror_stop_cluster.go:
+//     mirror topics' state in the store, the stop carried out by each
+//     partition's leader, the leader's own epoch raises, links refused.
 
 import (
 	"time"
