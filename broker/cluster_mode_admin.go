@@ -264,6 +264,7 @@ func (cm *clusterMode) deleteTopic(t *Topic) error {
 	if !cm.awaitSnapshot(ctx, func(s *clustermeta.Snapshot) bool { rec, ok := s.Topics[t.Name]; return !ok || rec.ID != t.ID }) {
 		return notSeenYet("deleting topic " + t.Name)
 	}
+	cm.s.forgetMirrorRecord(ctx, t) // mirror_state_cluster.go
 	return nil
 }
 

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -247,5 +248,28 @@ func TestLinkCreationRefusedInCluster(t *testing.T) {
 	}
 	if calls := links.took(); len(calls) != 0 {
 		t.Fatalf("the link service was called: %v", calls)
+	}
+}
+
+// Deleting a mirror topic deletes its record from the store.
+func TestMirrorRecordDeletedWithTopic(t *testing.T) {
+	c := newReplCluster(t, 1, nil)
+	c.createTopic("m", []int32{1}, map[string]string{"mirror.mode": "push"})
+	registerAs(t, c.nodes[1].b, "m", writerID{}, 0)
+	id := c.nodes[1].srv().cluster.topic("m").ID
+	name := hex.EncodeToString(id[:])
+	snap, err := c.store.Snapshot(ctxT(t))
+	if _, ok := snap.Record(mirrorRecordKind, name); err != nil || !ok {
+		t.Fatalf("no mirror record after the registration (%v)", err)
+	}
+	req := kmsg.NewPtrDeleteTopicsRequest()
+	req.TopicNames = []string{"m"}
+	req.TimeoutMillis = 10000
+	if resp := rawRequest[*kmsg.DeleteTopicsResponse](t, c.nodes[1].b, req); resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("delete: %v", kerr.ErrorForCode(resp.Topics[0].ErrorCode))
+	}
+	snap, err = c.store.Snapshot(ctxT(t))
+	if _, ok := snap.Record(mirrorRecordKind, name); err != nil || ok {
+		t.Fatalf("the mirror record outlived its topic (%v)", err)
 	}
 }

@@ -13,6 +13,7 @@ package broker
 // what won.
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -162,4 +163,23 @@ func (s *Server) retryMirrorConflicts(topics func() []*Topic, fn func() error) e
 			}
 		}
 	}
+}
+
+// forgetMirrorRecord deletes a deleted topic's mirror record (topic ids
+// are never reused, so nothing else would); a failure leaves a record
+// nobody reads, logged.
+func (s *Server) forgetMirrorRecord(ctx context.Context, t *Topic) {
+	name := hex.EncodeToString(t.ID[:])
+	if snap := s.cm.snap.Load(); snap != nil {
+		if _, ok := snap.Record(mirrorRecordKind, name); !ok {
+			return
+		}
+	}
+	if _, err := s.cm.store.DeleteRecord(ctx, clustermeta.Fence{}, mirrorRecordKind, name, clustermeta.AnyVersion); err != nil && !errors.Is(err, clustermeta.ErrNotFound) {
+		s.log.Warn("could not delete the mirror state of a deleted topic", "topic", t.Name, "err", err)
+	}
+	s.mirror.mu.Lock()
+	delete(s.mirror.topics, t.ID)
+	delete(s.mirror.versions, t.ID)
+	s.mirror.mu.Unlock()
 }
