@@ -17,18 +17,7 @@ import (
 // mirrorProduceAsync sends a mirror produce (acks=all, the pusher's) of
 // set to node, stating the log end expect, as writer epoch testWriterEpoch.
 func (c *replCluster) mirrorProduceAsync(node int32, topic string, set []byte, expect int64) <-chan produceResult {
-	req := mirrorProduce(11, topic, 0, set, expect, -1)
-	addr := c.nodes[node].b.addr
-	out := make(chan produceResult, 1)
-	go func() {
-		resp, err := rawRoundTrip(addr, req)
-		if err != nil {
-			out <- produceResult{err: err}
-			return
-		}
-		out <- produceResult{pr: resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0]}
-	}()
-	return out
+	return c.sendProduce(node, mirrorProduce(11, topic, 0, set, expect, -1))
 }
 
 // replicateUntil runs fetch rounds until the produce is answered (the

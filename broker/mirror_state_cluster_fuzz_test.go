@@ -12,16 +12,7 @@ import (
 // a record it accepts names the topic and has a known state, is cached
 // at the record's version, and re-encodes to a record it accepts again.
 func FuzzMirrorRecord(f *testing.F) {
-	id := [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
-	valid := mirrorTopicState{Version: 2, Topic: "m", TopicID: "0102030405060708090a0b0c0d0e0f10", State: mirrorStateStopping,
-		SourceClusterID: "src", TargetConfigs: map[string]string{"retention.ms": "1"},
-		Partitions: []mirrorPartitionState{newMirrorPartitionState(), {WriterEpoch: 9, Stopping: true, LastMirroredOffset: 4, LastMirroredEpoch: 2, StopFrom: 5, NewEpoch: 13, Stopped: true}}}
-	for _, st := range []string{mirrorStateMirroring, mirrorStateStopping, mirrorStateStopped} {
-		v := valid
-		v.State = st
-		b, _ := json.Marshal(v)
-		f.Add(b)
-	}
+	id := addMirrorStateSeeds(f, 2)
 	f.Add([]byte(`{"state":"stopped","topic_id":"00"}`))
 	f.Add([]byte(`{"state":"x","topic_id":"0102030405060708090a0b0c0d0e0f10"}`))
 	f.Add([]byte(`{"state":"mirroring","topic_id":"0102030405060708090a0b0c0d0e0f10","partitions":[{"writer_id":"zz"}]}`))
@@ -54,4 +45,19 @@ func FuzzMirrorRecord(f *testing.F) {
 			t.Fatalf("the re-encoded record is refused: %v\n%s", err, again)
 		}
 	})
+}
+
+// addMirrorStateSeeds adds a valid state of the given version in each
+// mirror state as seeds and returns its topic id.
+func addMirrorStateSeeds(f *testing.F, version int) [16]byte {
+	valid := mirrorTopicState{Version: version, Topic: "m", TopicID: "0102030405060708090a0b0c0d0e0f10", State: mirrorStateStopping,
+		SourceClusterID: "src", TargetConfigs: map[string]string{"retention.ms": "1"},
+		Partitions: []mirrorPartitionState{newMirrorPartitionState(), {WriterEpoch: 9, Stopping: true, LastMirroredOffset: 4, LastMirroredEpoch: 2, StopFrom: 5, NewEpoch: 13, Stopped: version > 1}}}
+	for _, st := range []string{mirrorStateMirroring, mirrorStateStopping, mirrorStateStopped} {
+		v := valid
+		v.State = st
+		b, _ := json.Marshal(v)
+		f.Add(b)
+	}
+	return [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
 }

@@ -113,7 +113,15 @@ func (s *Server) completeMirrorStop(t *Topic) error {
 			return fmt.Errorf("mirror stop of %s: %w", p.Dir(), err)
 		}
 	}
-	cfg, err := s.topicConfig(st.TargetConfigs)
+	return s.finishMirrorStop(t, st.TargetConfigs)
+}
+
+// finishMirrorStop is a stop's topic steps once every partition is
+// stopped: the configs target without mirror.* (the topic is writable),
+// then the state "stopped" (logged by the broker that moved it there)
+// and retention at once.
+func (s *Server) finishMirrorStop(t *Topic, target map[string]string) error {
+	cfg, err := s.topicConfig(target)
 	if err != nil {
 		return err
 	}
@@ -124,13 +132,17 @@ func (s *Server) completeMirrorStop(t *Topic) error {
 	if err := stopHook(t.Name, -1, stopStepWritable); err != nil {
 		return err
 	}
+	stopped := false
 	if err := s.updateMirrorState(t, func(st *mirrorTopicState) error {
+		stopped = st.State == mirrorStateStopping
 		st.State = mirrorStateStopped
 		return nil
 	}); err != nil {
 		return err
 	}
-	s.log.Info("mirror stopped: the topic is writable", "topic", t.Name, "configs", cfg.Overrides())
+	if stopped {
+		s.log.Info("mirror stopped: the topic is writable", "topic", t.Name, "configs", cfg.Overrides())
+	}
 	s.wakeRetention(t)
 	return nil
 }

@@ -217,7 +217,7 @@ func (s *Server) clusterStopPass(t *Topic) (more bool, err error) {
 	} else if rs := ps[0].repl.Load(); rs == nil || !rs.leader {
 		return false, nil // partition 0's leader completes the topic
 	}
-	return false, s.completeClusterStop(t, st)
+	return false, s.finishMirrorStop(t, st.TargetConfigs)
 }
 
 // stopLedPartition runs p's stop steps as its leader; done once the
@@ -330,33 +330,4 @@ func (s *Server) writeStopMarkers(p *Partition, ls *leaderState, ps mirrorPartit
 		p.notifyAppend()
 	}
 	return l.LogEndOffset(), aborted, wrote, nil
-}
-
-// completeClusterStop writes t's config without mirror.* and records the
-// topic stopped.
-func (s *Server) completeClusterStop(t *Topic, st mirrorTopicState) error {
-	cfg, err := s.topicConfig(st.TargetConfigs)
-	if err != nil {
-		return err
-	}
-	if err := s.cluster.setConfig(t, cfg); err != nil {
-		return err
-	}
-	s.reconfigureLogs(t)
-	if err := stopHook(t.Name, -1, stopStepWritable); err != nil {
-		return err
-	}
-	stopped := false
-	if err := s.updateMirrorState(t, func(st *mirrorTopicState) error {
-		stopped = st.State == mirrorStateStopping
-		st.State = mirrorStateStopped
-		return nil
-	}); err != nil {
-		return err
-	}
-	if stopped {
-		s.log.Info("mirror stopped: the topic is writable", "topic", t.Name, "configs", cfg.Overrides())
-	}
-	s.wakeRetention(t)
-	return nil
 }
