@@ -326,6 +326,11 @@ func (s *Server) writeStopMarkers(p *Partition, ls *leaderState, ps mirrorPartit
 			kbatch.ControlMirrorPidReset, kbatch.MirrorPidResetValue(sourceID)); err != nil {
 			return 0, aborted, false, fmt.Errorf("writing the MIRROR_PID_RESET barrier: %w", err)
 		}
+		// Durable on the leader too, as on a single node, besides
+		// replicated before the partition is recorded stopped.
+		if err := l.Flush(); err != nil {
+			return 0, aborted, true, fmt.Errorf("syncing the stop's markers and barrier: %w", err)
+		}
 		wrote = true
 		p.notifyAppend()
 	}
