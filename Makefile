@@ -4,7 +4,7 @@ BIN       := bin/verbatim
 PKGS_UNIT := $(shell $(GO) list ./... | grep -v /interop)
 FUZZTIME  ?= 20s
 
-.PHONY: build run test vet unit alloc interop peers bench bench-quick bench-hotpath bench-ingest bench-ingest-tls bench-cleaner bench-link scale link-repair-long fuzz clean
+.PHONY: build run test vet unit alloc interop peers bench bench-quick bench-hotpath bench-ingest bench-ingest-tls bench-cleaner bench-link scale link-repair-long sim-link fuzz clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/verbatim
@@ -35,6 +35,13 @@ interop: peers build
 # (make test runs it with 60) and its divergence repair; not in make test.
 link-repair-long: peers
 	VERBATIM_LINK_FAILBACK_RECORDS=2000 $(GO) test -count=1 -timeout 15m -run '^(TestLinkFailback|TestLinkDivergenceRepair)$$' ./interop/
+
+# The link's deterministic simulation with more seeds and steps than make
+# test runs (link/sim_test.go); SIM_SEEDS and SIM_STEPS override.
+SIM_SEEDS ?= 200
+SIM_STEPS ?= 30
+sim-link:
+	VERBATIM_LINK_SIM_SEEDS=$(SIM_SEEDS) VERBATIM_LINK_SIM_STEPS=$(SIM_STEPS) $(GO) test -count=1 -timeout 60m -run '^TestLinkSimulation$$' ./link/
 
 # Installs the real peers idempotently (apt, Maven, pip caches).
 peers:

@@ -16,6 +16,10 @@
 // messages a failure carries are Kafka's (Error.Message), so clients show
 // what they would show against Kafka.
 //
+// The credentials also have a form as records of a shared store
+// (records.go: one record per user and mechanism, for a cluster's
+// brokers; the holder writes them and hands the whole set to Set).
+//
 // It owns the cryptography's use (crypto/pbkdf2, crypto/hmac, the SHA-2
 // hashes of the standard library: no primitive is written here) and the
 // store's encoding. It must not import the broker, open sockets or files

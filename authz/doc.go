@@ -6,9 +6,12 @@
 // DESCRIBE_CONFIGS, the literal "*" resource, prefixed patterns, super
 // users, allow.everyone.if.no.acl.found and authorizeByResourceType), an
 // index per resource type (literal names in a map, prefixed patterns by
-// prefix and the distinct prefix lengths), and the ACL set's persisted
-// form (store.go: JSON, written by whoever holds the set through a
-// callback, so that it survives restarts).
+// prefix and the distinct prefix lengths), the ACL set's persisted form
+// (store.go: JSON, written by whoever holds the set through a callback,
+// so that it survives restarts), and its form as records of a shared
+// store (records.go: one record per binding, named by a digest of it, for
+// a cluster's brokers; the holder writes them and hands the whole set to
+// Set).
 //
 // It is a leaf: it must not import the broker, do I/O itself, or know the
 // wire protocol's encoding (the broker's ACL handlers translate kmsg

@@ -77,16 +77,22 @@ func (a *Authorizer) Load(data []byte) error {
 			return fmt.Errorf("authz: ACL file: %s: %v", b, err)
 		}
 	}
+	a.replace(f.ACLs)
+	return nil
+}
+
+// replace makes bs (valid bindings; duplicates count once) the ACL set,
+// without persisting it.
+func (a *Authorizer) replace(bs []Binding) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.all = map[Binding]struct{}{}
 	a.idx = [numResourceTypes]typeIndex{}
-	for _, b := range f.ACLs {
+	for _, b := range bs {
 		if _, dup := a.all[b]; !dup {
 			a.addLocked(b)
 		}
 	}
-	return nil
 }
 
 // Len is the number of ACLs.

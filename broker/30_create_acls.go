@@ -11,7 +11,11 @@ package broker
 // the others are still created. An ACL that already exists is a success.
 // The ACL set is persisted (verbatim-meta/acls.json) before the answer;
 // a failed write answers every creation with the storage error and
-// changes nothing.
+// changes nothing. In cluster mode each creation is one record of the
+// cluster store (cluster_security.go), answered on its own: the store's
+// failure as storeErr maps it (REQUEST_TIMED_OUT, UNKNOWN_SERVER_ERROR);
+// the answer comes once this broker enforces the ACL, the other brokers
+// enforce it once their snapshots have it.
 //
 // Deviations from Apache Kafka: none known.
 
@@ -45,16 +49,22 @@ func handleCreateAcls(_ context.Context, s *Server, r *Request) (Reply, error) {
 	for i := range req.Creations {
 		bs[i] = bindingOfCreation(&req.Creations[i])
 	}
-	errs, err := s.acl.Create(bs)
-	if err != nil {
-		fill(kerr.KafkaStorageError.Code, s.aclPersistFailed(r, err))
-		s.auditRecord(r, "create acls", "CLUSTER", "kafka-cluster", kerr.KafkaStorageError.Code)
-		return resp, nil
+	var errs []error
+	if s.cm != nil {
+		errs = s.cm.createAcls(bs) // cluster_security.go
+	} else {
+		var err error
+		if errs, err = s.acl.Create(bs); err != nil {
+			fill(kerr.KafkaStorageError.Code, s.aclPersistFailed(r, err))
+			s.auditRecord(r, "create acls", "CLUSTER", "kafka-cluster", kerr.KafkaStorageError.Code)
+			return resp, nil
+		}
 	}
 	for i := range resp.Results {
 		resp.Results[i] = kmsg.NewCreateACLsResponseResult()
 		if errs[i] != nil {
-			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = kerr.InvalidRequest.Code, aclStr(errs[i].Error())
+			code, msg := aclCreationError(errs[i])
+			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = code, aclStr(msg)
 		} else {
 			s.log.Info("ACL created", "acl", bs[i].String(), "principal", r.Principal)
 		}

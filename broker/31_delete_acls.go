@@ -8,7 +8,11 @@ package broker
 // (as DescribeAcls matches them) and lists them as its matching ACLs; a
 // filter with an UNKNOWN code is INVALID_REQUEST and deletes nothing. The
 // ACL set is persisted before the answer; a failed write answers every
-// filter with the storage error and deletes nothing.
+// filter with the storage error and deletes nothing. In cluster mode the
+// filters match the cluster store's ACLs as they are (not this broker's
+// applied copy) and each match is one record deleted; a binding another
+// request deleted first is not listed; a store failure midway answers
+// every filter with it though the deletions before it stand.
 //
 // Deviations from Apache Kafka: none known.
 
@@ -45,7 +49,13 @@ func handleDeleteAcls(_ context.Context, s *Server, r *Request) (Reply, error) {
 		f := &req.Filters[i]
 		fs[i] = filterOf(f.ResourceType, f.ResourceName, f.ResourcePatternType, f.Principal, f.Host, f.Operation, f.PermissionType)
 	}
-	matched, err := s.acl.Delete(fs)
+	var matched [][]authz.Binding
+	var err error
+	if s.cm != nil {
+		matched, err = s.cm.deleteAcls(fs) // cluster_security.go
+	} else {
+		matched, err = s.acl.Delete(fs)
+	}
 	if err != nil {
 		fill(kerr.KafkaStorageError.Code, s.aclPersistFailed(r, err))
 		s.auditRecord(r, "delete acls", "CLUSTER", "kafka-cluster", kerr.KafkaStorageError.Code)

@@ -8,7 +8,11 @@ package broker
 // the salt, iterations, StoredKey and ServerKey derived from it. All
 // accepted changes of one request are persisted together, atomically,
 // before the answer (sasl_config.go), and take effect for the next
-// authentication (sessions already authenticated are kept).
+// authentication (sessions already authenticated are kept). In cluster
+// mode each user's change is one record of the cluster store
+// (cluster_security.go), written and answered on its own; the answer
+// comes once this broker authenticates with it, the other brokers do once
+// their snapshots have it.
 // Per user, in the order users first appear:
 //   - a user named twice in the request (whatever the mechanisms, in
 //     deletions or upsertions): DUPLICATE_RESOURCE "A user credential
@@ -85,7 +89,9 @@ func handleAlterUserScramCredentials(_ context.Context, s *Server, r *Request) (
 		m, good := first(d.Name, d.Mechanism)
 		switch {
 		case !good:
-		case !s.scramHas(d.Name, m.Name):
+		// In cluster mode the store answers it (alterScram): this
+		// broker's copy may lack a credential just created elsewhere.
+		case s.cm == nil && !s.scramHas(d.Name, m.Name):
 			fail(d.Name, kerr.ResourceNotFound, "Attempt to delete a user credential that does not exist")
 		default:
 			ok[d.Name] = scramAlteration{mech: m, delete: true}
@@ -118,7 +124,15 @@ func handleAlterUserScramCredentials(_ context.Context, s *Server, r *Request) (
 			fail(user, kerr.ClusterAuthorizationFailed, kerr.ClusterAuthorizationFailed.Message)
 		}
 	}
-	if len(ok) > 0 {
+	if len(ok) > 0 && s.cm != nil {
+		for user, err := range s.cm.alterScram(ok) { // cluster_security.go
+			if !errors.Is(err, errScramGone) {
+				s.log.Error("AlterUserScramCredentials failed", "err", err, "user", printable(user), "remote", clientOf(r).remoteString())
+			}
+			e, msg := scramAlterFailure(err)
+			fail(user, e, msg)
+		}
+	} else if len(ok) > 0 {
 		err := s.scram.Update(func(tx *authn.Tx) error {
 			for user, a := range ok {
 				if a.delete {

@@ -7,7 +7,8 @@ package broker
 // here allows and costs one nil test; the ACL APIs answer
 // SECURITY_DISABLED. With it on, the ACL set lives in
 // "verbatim-meta/acls.json", rewritten atomically on every change before
-// the change is visible, and read at start.
+// the change is visible, and read at start; in cluster mode it lives in
+// the cluster store instead (cluster_security.go).
 //
 // The mirror permission is CLUSTER_ACTION on the CLUSTER resource (the
 // operation Kafka asks of a follower fetch), on top of the ordinary
@@ -43,6 +44,11 @@ func (s *Server) openAuthorizer() (*authz.Authorizer, error) {
 		if err := authz.ValidPrincipal(p); err != nil {
 			return nil, fmt.Errorf("broker: super.users: %v", err)
 		}
+	}
+	if s.cm != nil {
+		// Cluster mode: the ACLs are the cluster store's
+		// (cluster_security.go).
+		return s.cm.openAuthorizer(authz.Config{SuperUsers: s.cfg.SuperUsers, AllowEveryoneIfNoACLFound: s.cfg.AllowEveryoneIfNoACLFound}), nil
 	}
 	a := authz.New(authz.Config{
 		SuperUsers:                s.cfg.SuperUsers,

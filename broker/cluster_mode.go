@@ -59,6 +59,9 @@ type clusterMode struct {
 	// and the first after a re-registration); info is the registration.
 	forceRoles bool
 	info       clustermeta.BrokerInfo
+	// sec is what the ACLs and SCRAM credentials were last loaded from
+	// (cluster_security.go).
+	sec securityState
 
 	// raises are this broker's own leader-epoch raises not yet applied
 	// (mirror_cluster.go).
@@ -355,6 +358,7 @@ func (cm *clusterMode) apply(snap *clustermeta.Snapshot) {
 			s.applyRole(p, st)
 		}
 	}
+	cm.applySecurity(snap)
 	cm.snap.Store(snap)
 	s.mirrorStopsAfterSnapshot(snap) // mirror_stop_cluster.go; does not block
 	cm.mu.Lock()

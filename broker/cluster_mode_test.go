@@ -30,6 +30,9 @@ type testCluster struct {
 	mod     func(*ClusterConfig)
 	// modCfg, when set, changes each broker's Config too.
 	modCfg func(*Config)
+	// listener, when set, is the one listener every broker serves (nil:
+	// PLAINTEXT).
+	listener *Listener
 	// followers records each broker's Follow and Unfollow calls.
 	followers map[int32]*recordingFollowers
 }
@@ -82,7 +85,7 @@ func (tc *testCluster) start(id int32) *testBroker {
 		dir = t.TempDir()
 		tc.dirs[id] = dir
 	}
-	b := startBroker(t, dir, func(cfg *Config) {
+	b := startBrokerOn(t, dir, func(cfg *Config) {
 		cfg.NodeID = id
 		if tc.modCfg != nil {
 			tc.modCfg(cfg)
@@ -92,7 +95,7 @@ func (tc *testCluster) start(id int32) *testBroker {
 			tc.mod(cc)
 		}
 		cfg.Cluster = cc
-	})
+	}, tc.listener)
 	if tc.followers != nil {
 		f := &recordingFollowers{}
 		tc.followers[id] = f
@@ -101,6 +104,9 @@ func (tc *testCluster) start(id int32) *testBroker {
 	host, port, _ := net.SplitHostPort(b.addr)
 	p, _ := strconv.Atoi(port)
 	ep := []clustermeta.Endpoint{{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: host, Port: int32(p)}}
+	if l := tc.listener; l != nil {
+		ep[0].Listener, ep[0].SecurityProtocol = l.Name, string(l.Protocol)
+	}
 	if err := b.srv.JoinCluster(ctxT(t), ep); err != nil {
 		t.Fatalf("JoinCluster %d: %v", id, err)
 	}

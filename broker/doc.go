@@ -43,8 +43,11 @@
 // in the store's order (cluster_mode.go); the topic admin APIs write to
 // the store and wait until the reconciler applied the write
 // (cluster_mode_admin.go); Metadata and the describe APIs answer for the
-// whole cluster (cluster_mode_describe.go). It must not decide leaders or
-// ISRs there (the controller and the leaders' ISR writes do).
+// whole cluster (cluster_mode_describe.go); the ACLs and SCRAM
+// credentials are the store's too, every broker's authorizer and
+// credential store following the applied snapshots (cluster_security.go).
+// It must not decide leaders or ISRs there (the controller and the
+// leaders' ISR writes do).
 //
 // In cluster mode (Config.Cluster, cluster_config.go) each hosted replica
 // leads or follows at the store's leader epoch (replica_role.go): the

@@ -274,6 +274,12 @@ func (s *Server) stopPartition(p *Partition, sourceID string) error {
 			return fmt.Errorf("writing the MIRROR_PID_RESET barrier: %w", err)
 		}
 	}
+	// The markers and the barrier are durable before the stop goes on
+	// to make the topic writable: a power cut must not leave a STOPPED,
+	// writable partition with a transaction open again (I6).
+	if err := l.Flush(); err != nil {
+		return fmt.Errorf("syncing the stop's markers and barrier: %w", err)
+	}
 	p.notifyAppend()
 	s.log.Info("mirror partition stopped", "topic", p.Topic.Name, "partition", p.Index,
 		"last_mirrored_offset", ps.LastMirroredOffset, "last_mirrored_epoch", ps.LastMirroredEpoch,

@@ -472,7 +472,12 @@ func Open(cfg Config) (*Server, error) {
 	} else if s.pids, err = openProducerIDs(s.fs); err != nil {
 		return fail(err)
 	}
-	if s.scram, err = openSCRAMStore(s.fs); err != nil {
+	if s.cm != nil {
+		s.scram, err = s.cm.openSCRAM() // the cluster store's (cluster_security.go)
+	} else {
+		s.scram, err = openSCRAMStore(s.fs)
+	}
+	if err != nil {
 		return fail(err)
 	}
 	s.cluster.openLog = s.openPartitionLog

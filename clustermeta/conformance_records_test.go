@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -177,37 +176,25 @@ var recordBehaviours = []struct {
 		mustPut(t, h.st, none, "counter", "n", "0", clustermeta.MustNotExist)
 		const writers, rounds = 4, 8
 		var created atomic.Int32
-		var wg sync.WaitGroup
-		for g := 0; g < writers; g++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if _, err := h.st.PutRecord(ctxT(t), none, "counter", "once", []byte(strconv.Itoa(g)), clustermeta.MustNotExist); err == nil {
-					created.Add(1)
-				} else if !errors.Is(err, clustermeta.ErrConflict) {
-					t.Error(err)
-				}
-				for done := 0; done < rounds; {
-					s, err := h.st.Snapshot(ctxT(t))
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					r, _ := s.Record("counter", "n")
-					n, _ := strconv.Atoi(string(r.Value))
-					_, err = h.st.PutRecord(ctxT(t), none, "counter", "n", []byte(strconv.Itoa(n+1)), r.Version)
-					if errors.Is(err, clustermeta.ErrConflict) {
-						continue
-					}
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					done++
-				}
-			}()
-		}
-		wg.Wait()
+		racers(t, writers, 1, func(g int) error {
+			_, err := h.st.PutRecord(ctxT(t), none, "counter", "once", []byte(strconv.Itoa(g)), clustermeta.MustNotExist)
+			if err == nil {
+				created.Add(1)
+			} else if errors.Is(err, clustermeta.ErrConflict) {
+				return nil // another goroutine created it: this one's round is done
+			}
+			return err
+		})
+		racers(t, writers, rounds, func(int) error {
+			s, err := h.st.Snapshot(ctxT(t))
+			if err != nil {
+				return err
+			}
+			r, _ := s.Record("counter", "n")
+			n, _ := strconv.Atoi(string(r.Value))
+			_, err = h.st.PutRecord(ctxT(t), none, "counter", "n", []byte(strconv.Itoa(n+1)), r.Version)
+			return err
+		})
 		r, _ := snap(t, h.st).Record("counter", "n")
 		if string(r.Value) != strconv.Itoa(writers*rounds) || created.Load() != 1 {
 			t.Fatalf("counter %s after %d increments, %d creations of one record", r.Value, writers*rounds, created.Load())

@@ -130,6 +130,31 @@ func waitFor(t *testing.T, w <-chan *clustermeta.Snapshot, what string, ok func(
 	}
 }
 
+// racers runs writers goroutines, each until rounds of its attempts
+// succeeded: an attempt that returns ErrConflict (it lost a race) is made
+// again, another error ends its goroutine as a test error.
+func racers(t *testing.T, writers, rounds int, attempt func(g int) error) {
+	var wg sync.WaitGroup
+	for g := 0; g < writers; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for done := 0; done < rounds; {
+				err := attempt(g)
+				if errors.Is(err, clustermeta.ErrConflict) {
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				done++
+			}
+		}()
+	}
+	wg.Wait()
+}
+
 func wantErr(t *testing.T, err, want error, what string) {
 	t.Helper()
 	if !errors.Is(err, want) {
@@ -468,35 +493,21 @@ var behaviours = []struct {
 		mustCreate(t, h.st, "race", 1)
 		const writers, rounds = 4, 8
 		var won sync.Map
-		var wg sync.WaitGroup
-		for g := 0; g < writers; g++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for done := 0; done < rounds; {
-					s, err := h.st.Snapshot(context.Background())
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					p, _ := s.Partition("race", 0)
-					p.PartitionEpoch++
-					_, err = h.st.CASPartitions(context.Background(), clustermeta.Fence{}, []clustermeta.PartitionState{p})
-					if errors.Is(err, clustermeta.ErrConflict) {
-						continue
-					}
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					if _, dup := won.LoadOrStore(p.PartitionEpoch, g); dup {
-						t.Errorf("partition epoch %d written twice", p.PartitionEpoch)
-					}
-					done++
-				}
-			}()
-		}
-		wg.Wait()
+		racers(t, writers, rounds, func(g int) error {
+			s, err := h.st.Snapshot(context.Background())
+			if err != nil {
+				return err
+			}
+			p, _ := s.Partition("race", 0)
+			p.PartitionEpoch++
+			if _, err = h.st.CASPartitions(context.Background(), clustermeta.Fence{}, []clustermeta.PartitionState{p}); err != nil {
+				return err
+			}
+			if _, dup := won.LoadOrStore(p.PartitionEpoch, g); dup {
+				t.Errorf("partition epoch %d written twice", p.PartitionEpoch)
+			}
+			return nil
+		})
 		p, _ := snap(t, h.st).Partition("race", 0)
 		if p.PartitionEpoch != writers*rounds {
 			t.Fatalf("partition epoch %d after %d successful increments", p.PartitionEpoch, writers*rounds)

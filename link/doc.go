@@ -55,7 +55,14 @@
 // end) and throttle.go (the link's rate cap); docs/mirroring.md "Fetching
 // from the source".
 //
+// The source cluster is reached only through sourceCluster
+// (sourcecluster.go: metadata, per-broker ListOffsets and
+// OffsetForLeaderEpoch, fetch sessions, configs and groups); package
+// client's cluster is its production implementation, the simulation's
+// fake source cluster (simsource_test.go) the other.
+//
 // It must not touch storage or the wire protocol directly: the broker's
 // exported methods (Host) and package client are its only I/O, and time
-// comes from a Clock so its seeded simulation can drive it.
+// comes from a Clock so its seeded simulation (sim_test.go, docs/mirroring.md
+// "The link's simulation") can drive it.
 package link

@@ -40,6 +40,9 @@ type Config struct {
 	RetryFor time.Duration
 	// FetchBytes is a copy's fetch size (default 4 MiB).
 	FetchBytes int32
+	// newSource opens a link's source cluster (nil: package client's,
+	// clientSource); the simulation's fake source cluster sets it.
+	newSource func(seed string, o client.Options) (sourceCluster, error)
 }
 
 // Manager runs the broker's cluster links; it implements
@@ -52,6 +55,7 @@ type Manager struct {
 	syncInterval time.Duration
 	retryFor     time.Duration
 	fetchBytes   int32
+	newSource    func(seed string, o client.Options) (sourceCluster, error)
 
 	// Hooks the other parts of the link fill in (nil: not available).
 	//
@@ -77,7 +81,16 @@ var _ broker.LinkService = (*Manager)(nil)
 // starts them.
 func Open(cfg Config) (*Manager, error) {
 	m := &Manager{host: cfg.Host, log: cfg.Log, clock: cfg.Clock, store: store{cfg.Host},
-		syncInterval: cfg.SyncInterval, retryFor: cfg.RetryFor, fetchBytes: cfg.FetchBytes, links: map[string]*runner{}}
+		syncInterval: cfg.SyncInterval, retryFor: cfg.RetryFor, fetchBytes: cfg.FetchBytes, newSource: cfg.newSource, links: map[string]*runner{}}
+	if m.newSource == nil {
+		m.newSource = func(seed string, o client.Options) (sourceCluster, error) {
+			cl, err := client.NewCluster(seed, o)
+			if err != nil {
+				return nil, err
+			}
+			return clientSource{cl}, nil
+		}
+	}
 	if m.log == nil {
 		m.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -220,7 +233,7 @@ func (m *Manager) CreateLink(ctx context.Context, principal string, cfg wireext.
 	if validateOnly {
 		return nil
 	}
-	if err := reachable(ctx, cfg.SourceBootstrap, o); err != nil {
+	if err := m.reachable(ctx, cfg.SourceBootstrap, o); err != nil {
 		return kafkaErr(kerr.InvalidRequest, "link %s: the source %s cannot be reached: %v", cfg.Name, cfg.SourceBootstrap, err)
 	}
 	var id [16]byte
@@ -263,11 +276,11 @@ func (m *Manager) namesLocked() []string {
 
 // reachable checks that the source answers Metadata through one of the
 // bootstrap list's addresses.
-func reachable(ctx context.Context, bootstrap string, o client.Options) error {
+func (m *Manager) reachable(ctx context.Context, bootstrap string, o client.Options) error {
 	err := fmt.Errorf("no address in %q", bootstrap)
 	for _, a := range bootstrapList(bootstrap) {
-		var cl *client.Cluster
-		if cl, err = client.NewCluster(a, o); err != nil {
+		var cl sourceCluster
+		if cl, err = m.newSource(a, o); err != nil {
 			return err
 		}
 		actx, cancel := context.WithTimeout(ctx, 15*time.Second)

@@ -121,11 +121,12 @@ func (pr *partRun) readFirstHW(ctx context.Context) {
 
 // sourceHW asks the source leader for the partition's high watermark.
 func (pr *partRun) sourceHW(ctx context.Context) (int64, error) {
-	cn, _, err := pr.r.src.Leader(ctx, pr.topic, pr.partition)
+	tp := client.TopicPartition{Topic: pr.topic, Partition: pr.partition}
+	addr, _, err := leaderAddr(ctx, pr.r.src, tp)
 	if err != nil {
 		return -1, err
 	}
-	a, err := client.ListOffset(ctx, cn, pr.topic, pr.partition, client.Latest, client.ReadUncommitted)
+	a, err := pr.r.src.ListOffset(ctx, addr, tp, client.Latest)
 	if err != nil {
 		return -1, err
 	}
@@ -220,7 +221,7 @@ func (pr *partRun) classify(err error) failure {
 func (pr *partRun) divergencePoint() int64 {
 	ctx, cancel := context.WithTimeout(pr.r.ctx, 10*time.Second)
 	defer cancel()
-	cp, err := CommonPointOf(pr.r.m.host, pr.topic, pr.partition, SourceEpochs(ctx, pr.r.src, pr.topic, pr.partition))
+	cp, err := CommonPointOf(pr.r.m.host, pr.topic, pr.partition, sourceEpochs(ctx, pr.r.src, pr.topic, pr.partition))
 	if err != nil {
 		return -1
 	}

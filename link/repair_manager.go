@@ -110,7 +110,7 @@ func (m *Manager) truncateTopic(ctx context.Context, name, keep string) ([]wiree
 		if pr := r.part(name, p); pr != nil {
 			pr.halt()
 		}
-		tp, cp, err := TruncateToCommon(ctx, m.host, name, p, keep, -1, SourceEpochs(ctx, r.src, name, p), nil)
+		tp, cp, err := TruncateToCommon(ctx, m.host, name, p, keep, -1, sourceEpochs(ctx, r.src, name, p), nil)
 		if err != nil {
 			return parts, fmt.Errorf("%s/%d: %w", name, p, err)
 		}
@@ -170,7 +170,11 @@ func (m *Manager) failbackTopic(ctx context.Context, r *runner, name, keep strin
 	if n := int32(len(sm.Partitions)); n < info.Partitions {
 		return nil, kafkaErr(kerr.InvalidPartitions, "topic %s has %d partitions here but %d on the source: a mirror cannot hold partitions its source lacks", name, info.Partitions, n)
 	}
-	limits, err := SourceMirroredLimits(ctx, r.src, name)
+	cl := r.src.Client()
+	if cl == nil {
+		return nil, kafkaErr(kerr.InvalidRequest, "link %s: failback needs a source reached through package client", r.name)
+	}
+	limits, err := SourceMirroredLimits(ctx, cl, name)
 	if err != nil {
 		r.log.Warn("failback: the source's last mirrored points are unavailable; OffsetForLeaderEpoch alone decides", "topic", name, "err", err)
 	}
@@ -204,8 +208,8 @@ func (m *Manager) failbackTopic(ctx context.Context, r *runner, name, keep strin
 			limit = l
 		}
 		read := func(off int64) ([]byte, error) { return m.host.ReadMirrorLog(name, p, off, 1<<20) }
-		sameAt := func(off int64) (bool, error) { return SameBatchAt(ctx, read, r.src, name, p, off) }
-		tp, cp, err := TruncateToCommon(ctx, m.host, name, p, keep, limit, SourceEpochs(ctx, r.src, name, p), sameAt)
+		sameAt := func(off int64) (bool, error) { return SameBatchAt(ctx, read, cl, name, p, off) }
+		tp, cp, err := TruncateToCommon(ctx, m.host, name, p, keep, limit, sourceEpochs(ctx, r.src, name, p), sameAt)
 		if err != nil {
 			return parts, fmt.Errorf("%s/%d: %w (the topic stays a paused mirror of link %s: mirror create --truncate-to-common again, or mirror resume)", name, p, err, r.name)
 		}

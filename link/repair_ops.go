@@ -14,12 +14,18 @@ import (
 // an epoch ends (OffsetForLeaderEpoch as a consumer), the ask of
 // FindCommonPoint.
 func SourceEpochs(ctx context.Context, src *client.Cluster, topic string, partition int32) func(epoch int32) (EpochEnd, error) {
+	return sourceEpochs(ctx, clientSource{src}, topic, partition)
+}
+
+// sourceEpochs is SourceEpochs over any sourceCluster.
+func sourceEpochs(ctx context.Context, src sourceCluster, topic string, partition int32) func(epoch int32) (EpochEnd, error) {
+	tp := client.TopicPartition{Topic: topic, Partition: partition}
 	return func(epoch int32) (EpochEnd, error) {
-		cn, _, err := src.Leader(ctx, topic, partition)
+		addr, _, err := leaderAddr(ctx, src, tp)
 		if err != nil {
 			return EpochEnd{}, err
 		}
-		ee, err := client.OffsetForLeaderEpoch(ctx, cn, topic, partition, epoch)
+		ee, err := src.OffsetForLeaderEpoch(ctx, addr, tp, epoch)
 		if err != nil {
 			return EpochEnd{}, err
 		}

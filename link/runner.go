@@ -42,7 +42,7 @@ type runner struct {
 	name string
 	id   [16]byte
 	log  *slog.Logger
-	src  *client.Cluster
+	src  sourceCluster
 	// fetch serves every copy's Source over shared fetch sessions
 	// (source.go): one or two connections per source broker.
 	fetch *sourceFetchers
@@ -161,7 +161,7 @@ func newRunner(m *Manager, lm *linkMeta) (*runner, error) {
 			return nil, err
 		}
 	}
-	src, err := client.NewCluster(pickSeed(lm.Config.SourceBootstrap, o), o)
+	src, err := m.newSource(pickSeed(lm.Config.SourceBootstrap, o), o)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +177,7 @@ func newRunner(m *Manager, lm *linkMeta) (*runner, error) {
 	r := &runner{m: m, name: lm.Config.Name, id: id, log: m.log.With("link", lm.Config.Name), src: src, include: inc, exclude: exc,
 		ctx: ctx, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1),
 		meta: lm, state: linkActive, secretErr: secretErr, parts: map[string][]*partRun{}, skipped: map[string]string{}, stopped: map[string]bool{}}
-	r.fetch = newSourceFetchers(sourceConfig{Cluster: src, Clock: m.clock, Log: r.log, ThrottleBytesPerSec: lm.Config.ThrottleBytesPerSec, FetchConns: linkFetchConns})
+	r.fetch = newSourceFetchers(sourceConfig{Cluster: src.Client(), source: src, Clock: m.clock, Log: r.log, ThrottleBytesPerSec: lm.Config.ThrottleBytesPerSec, FetchConns: linkFetchConns})
 	if secretErr != nil {
 		r.state, r.reason = linkUnavailable, secretErr.Error()
 	}
@@ -316,7 +316,7 @@ func (r *runner) ensureTopic(ctx context.Context, name string, sm *client.TopicM
 	info, ok := h.LinkTopic(name)
 	switch {
 	case !ok:
-		cfgs, err := client.TopicConfigs(ctx, r.src, name)
+		cfgs, err := r.src.TopicConfigs(ctx, name)
 		if err != nil {
 			r.log.Warn("reading the source topic's configs", "topic", name, "err", err)
 			return nil
@@ -503,7 +503,7 @@ func (r *runner) Topics() []string {
 // Name is the link's name; Source its source cluster (for the sync
 // hook); Config its definition.
 func (r *runner) Name() string            { return r.name }
-func (r *runner) Source() *client.Cluster { return r.src }
+func (r *runner) Source() *client.Cluster { return r.src.Client() }
 func (r *runner) Config() wireext.LinkConfig {
 	r.mu.Lock()
 	defer r.mu.Unlock()

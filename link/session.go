@@ -45,7 +45,7 @@ type sessionLoop struct {
 	wake chan struct{}
 
 	// Owned by run.
-	sess       *client.FetchSession
+	sess       fetchSession
 	backoff    *client.Backoff
 	answered   map[client.TopicPartition]struct{} // answered by the last response
 	quotaUntil time.Time                          // the broker's quota throttle
@@ -117,7 +117,7 @@ func (l *sessionLoop) failAll(ks []*ask, err error) {
 
 func (l *sessionLoop) closeConn() {
 	if l.sess != nil {
-		l.sess.Conn().Close()
+		l.sess.Close()
 		l.sess = nil
 	}
 }
@@ -141,7 +141,7 @@ func (l *sessionLoop) run() {
 		if err := l.pace(ctx); err != nil {
 			return
 		}
-		if l.sess != nil && l.sess.Conn().Broken() {
+		if l.sess != nil && l.sess.Broken() {
 			l.closeConn() // dropped while idle (the broker's idle timeout): redial quietly
 		}
 		if l.sess == nil {
@@ -209,7 +209,7 @@ func (l *sessionLoop) pace(ctx context.Context) error {
 // backs off (a source broker restarting).
 func (l *sessionLoop) dial(ctx context.Context) bool {
 	dctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	cn, err := client.Dial(dctx, l.addr, l.f.cfg.Cluster.Options())
+	sess, err := l.f.cfg.source.DialSession(dctx, l.addr)
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -220,7 +220,7 @@ func (l *sessionLoop) dial(ctx context.Context) bool {
 		_ = l.backoff.Wait(ctx)
 		return false
 	}
-	l.sess = client.NewFetchSession(cn)
+	l.sess = sess
 	return true
 }
 

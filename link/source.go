@@ -48,8 +48,11 @@ type sourceConfig struct {
 	// carries Metadata, ListOffsets and OffsetForLeaderEpoch, and its
 	// Options dial the fetch sessions' connections.
 	Cluster *client.Cluster
-	Clock   client.Clock
-	Log     *slog.Logger
+	// source is the cluster as the fetchers use it (nil: Cluster's,
+	// clientSource); the simulation's fake source cluster sets it.
+	source sourceCluster
+	Clock  client.Clock
+	Log    *slog.Logger
 	// FetchConns is the number of fetch sessions (each its own
 	// connection) per source broker: default 1, at most 2.
 	FetchConns int
@@ -86,6 +89,9 @@ func newSourceFetchers(cfg sourceConfig) *sourceFetchers {
 	if cfg.Clock == nil {
 		cfg.Clock = client.SystemClock{}
 	}
+	if cfg.source == nil {
+		cfg.source = clientSource{cfg.Cluster}
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -98,7 +104,7 @@ func newSourceFetchers(cfg sourceConfig) *sourceFetchers {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &sourceFetchers{cfg: cfg, ctx: ctx, cancel: cancel, thr: newThrottle(cfg.Clock, cfg.ThrottleBytesPerSec), budget: newFetchBudget(cfg.BufferBytes), loops: map[string][]*sessionLoop{}}
-	f.meta.init(cfg.Cluster)
+	f.meta.init(cfg.source)
 	return f
 }
 
@@ -167,12 +173,12 @@ type permanentError string
 func (e permanentError) Error() string   { return string(e) }
 func (e permanentError) Permanent() bool { return true }
 
-// adminCall runs fn on f's shared connection to addr with the fetchers'
-// context, so a caller that gives up does not tear the shared connection
-// down (a Conn drops itself when a waiter abandons a request). fn's
-// answer travels back on the channel only, so an abandoned call's late
-// answer is written nowhere the caller reads.
-func adminCall[T any](ctx context.Context, f *sourceFetchers, addr string, fn func(ctx context.Context, cn *client.Conn) (T, error)) (T, error) {
+// adminCall runs fn (a request on the source's shared connection to a
+// broker) with the fetchers' context, so a caller that gives up does not
+// tear the shared connection down (a Conn drops itself when a waiter
+// abandons a request). fn's answer travels back on the channel only, so
+// an abandoned call's late answer is written nowhere the caller reads.
+func adminCall[T any](ctx context.Context, f *sourceFetchers, fn func(ctx context.Context) (T, error)) (T, error) {
 	type answer struct {
 		v   T
 		err error
@@ -182,11 +188,7 @@ func adminCall[T any](ctx context.Context, f *sourceFetchers, addr string, fn fu
 		actx, cancel := context.WithTimeout(f.ctx, requestTimeout)
 		defer cancel()
 		var a answer
-		cn, err := f.cfg.Cluster.Conn(actx, addr)
-		if err == nil {
-			a.v, err = fn(actx, cn)
-		}
-		a.err = err
+		a.v, a.err = fn(actx)
 		done <- a
 	}()
 	select {
@@ -281,14 +283,14 @@ func (c *partConn) Fetch(ctx context.Context, a client.FetchArgs) (client.FetchR
 }
 
 func (c *partConn) ListOffset(ctx context.Context, ts int64) (client.OffsetAnswer, error) {
-	return adminCall(ctx, c.s.f, c.addr, func(ctx context.Context, cn *client.Conn) (client.OffsetAnswer, error) {
-		return client.ListOffset(ctx, cn, c.s.tp.Topic, c.s.tp.Partition, ts, client.ReadUncommitted)
+	return adminCall(ctx, c.s.f, func(ctx context.Context) (client.OffsetAnswer, error) {
+		return c.s.f.cfg.source.ListOffset(ctx, c.addr, c.s.tp, ts)
 	})
 }
 
 func (c *partConn) OffsetForLeaderEpoch(ctx context.Context, epoch int32) (client.EpochEnd, error) {
-	return adminCall(ctx, c.s.f, c.addr, func(ctx context.Context, cn *client.Conn) (client.EpochEnd, error) {
-		return client.OffsetForLeaderEpoch(ctx, cn, c.s.tp.Topic, c.s.tp.Partition, epoch)
+	return adminCall(ctx, c.s.f, func(ctx context.Context) (client.EpochEnd, error) {
+		return c.s.f.cfg.source.OffsetForLeaderEpoch(ctx, c.addr, c.s.tp, epoch)
 	})
 }
 
@@ -304,7 +306,7 @@ func (c *partConn) Close() { c.closed.Store(true) }
 // that needs its leader joins a refresh in flight that covers its topic,
 // or starts one for every topic asked about so far.
 type metaCache struct {
-	cl     *client.Cluster
+	cl     sourceCluster
 	mu     sync.Mutex
 	topics map[string]struct{}
 	call   *metaCall
@@ -317,7 +319,7 @@ type metaCall struct {
 	err    error
 }
 
-func (m *metaCache) init(cl *client.Cluster) { m.cl, m.topics = cl, map[string]struct{}{} }
+func (m *metaCache) init(cl sourceCluster) { m.cl, m.topics = cl, map[string]struct{}{} }
 
 // leader returns the address, leader epoch and topic id of tp's leader;
 // the refresh runs on bg so that a caller giving up does not fail the
@@ -355,22 +357,28 @@ func (m *metaCache) leader(ctx, bg context.Context, tp client.TopicPartition) (s
 	if c.err != nil {
 		return "", -1, [16]byte{}, c.err
 	}
-	tm := c.md[tp.Topic]
+	return leaderOf(m.cl, c.md, tp)
+}
+
+// leaderOf reads tp's leader (its address and epoch) and its topic's id
+// from md, the source's metadata.
+func leaderOf(src sourceCluster, md map[string]*client.TopicMeta, tp client.TopicPartition) (string, int32, [16]byte, error) {
+	tm := md[tp.Topic]
 	switch {
 	case tm == nil:
-		return "", -1, [16]byte{}, fmt.Errorf("%w: %s on %s", client.ErrTopicMissing, tp.Topic, m.cl.Seed())
+		return "", -1, [16]byte{}, fmt.Errorf("%w: %s on %s", client.ErrTopicMissing, tp.Topic, src.Seed())
 	case tm.Err != nil:
 		return "", -1, [16]byte{}, tm.Err
 	case int(tp.Partition) >= len(tm.Partitions):
-		return "", -1, [16]byte{}, fmt.Errorf("%s has no partition %d on %s", tp.Topic, tp.Partition, m.cl.Seed())
+		return "", -1, [16]byte{}, fmt.Errorf("%s has no partition %d on %s", tp.Topic, tp.Partition, src.Seed())
 	}
 	pm := tm.Partitions[tp.Partition]
 	if pm.Err != nil {
-		return "", -1, [16]byte{}, fmt.Errorf("%s on %s: %w", tp, m.cl.Seed(), pm.Err)
+		return "", -1, [16]byte{}, fmt.Errorf("%s on %s: %w", tp, src.Seed(), pm.Err)
 	}
-	addr, ok := m.cl.BrokerAddr(pm.Leader)
+	addr, ok := src.BrokerAddr(pm.Leader)
 	if pm.Leader < 0 || !ok {
-		return "", -1, [16]byte{}, fmt.Errorf("%s on %s: leader %d: %w", tp, m.cl.Seed(), pm.Leader, kerr.LeaderNotAvailable)
+		return "", -1, [16]byte{}, fmt.Errorf("%s on %s: leader %d: %w", tp, src.Seed(), pm.Leader, kerr.LeaderNotAvailable)
 	}
 	return addr, pm.LeaderEpoch, tm.ID, nil
 }

@@ -278,7 +278,7 @@ func (r *runner) syncConfigs(ctx context.Context, topics []broker.LinkTopicInfo)
 	for i, t := range topics {
 		names[i] = t.Name
 	}
-	src, errs, err := client.TopicsConfigs(ctx, r.src, names)
+	src, errs, err := r.src.TopicsConfigs(ctx, names)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.log.Debug("continuous sync: source configs", "err", err)
@@ -349,7 +349,7 @@ func (r *runner) syncGroups(ctx context.Context, pattern string, topics []broker
 	if err != nil {
 		return // refused at creation
 	}
-	groups, err := client.ListGroups(ctx, r.src, re)
+	groups, err := r.src.ListGroups(ctx, re)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.warnOnce("groups", "continuous sync: listing the source's groups", "err", err)
@@ -377,7 +377,7 @@ func (r *runner) syncGroup(ctx context.Context, group string, topics []string) {
 		}
 		return
 	}
-	src, err := client.FetchGroupOffsets(ctx, r.src, group, topics)
+	src, err := r.src.FetchGroupOffsets(ctx, group, topics)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.warnOnce("group/"+group, "continuous sync: the source group's offsets", "group", group, "err", err)

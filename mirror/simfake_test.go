@@ -207,15 +207,11 @@ func (w *simWorld) truncate() {
 
 // endForEpoch answers OffsetForLeaderEpoch from the leader epoch cache.
 func (w *simWorld) endForEpoch(e int32) client.EpochEnd {
-	for i := len(w.cache) - 1; i >= 0; i-- {
-		if w.cache[i].epoch <= e {
-			if i+1 < len(w.cache) {
-				return client.EpochEnd{LeaderEpoch: w.cache[i].epoch, EndOffset: w.cache[i+1].start}
-			}
-			return client.EpochEnd{LeaderEpoch: w.cache[i].epoch, EndOffset: w.next}
-		}
+	cache := make([]testkit.EpochStart, len(w.cache))
+	for i, c := range w.cache {
+		cache[i] = testkit.EpochStart{Epoch: c.epoch, Start: c.start}
 	}
-	return client.EpochEnd{LeaderEpoch: -1, EndOffset: -1}
+	return testkit.EndForEpoch(cache, w.next, e)
 }
 
 // records serves batches ending at or after offset within maxBytes; a

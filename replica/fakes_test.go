@@ -113,7 +113,9 @@ func (l *memLog) advanceStart(to int64) {
 // isPrefixOf reports why l is not a prefix of o (whole batches, same
 // bytes, same offsets, from where both hold data), "" when it is.
 func (l *memLog) isPrefixOf(o *memLog) string {
-	if l.end > o.end {
+	if l.end > o.end && len(l.batches) > 0 {
+		// (An empty log may start beyond the leader's end after a
+		// leader change: its first fetch goes out of range.)
 		return fmt.Sprintf("log end %d beyond the leader's %d", l.end, o.end)
 	}
 	at := func(base int64) []byte { // o's batch at base, nil when none
@@ -228,6 +230,20 @@ func (r *memReplica) TruncateFullyAndStartAt(offset int64) error {
 	r.log = memLog{start: offset, end: offset}
 	r.hw = offset
 	return nil
+}
+
+// counts is the replica's counters and flags, read under its lock (the
+// fetcher may be writing).
+type counts struct {
+	hw                         int64
+	bad                        string
+	appends, truncates, resets int
+}
+
+func (r *memReplica) counts() counts {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return counts{r.hw, r.bad, r.appends, r.truncates, r.resets}
 }
 
 // snapshot copies the replica's log.

@@ -298,7 +298,7 @@ func (f *fetcher) resolve(p *partition, now time.Time) bool {
 	r, err := f.cfg.host.Replica(p.tp.Topic, p.tp.Partition)
 	if err != nil {
 		f.log.Debug("replica fetcher: no local replica yet", "topic", p.tp.Topic, "partition", p.tp.Partition, "err", err)
-		p.delay = now.Add(f.cfg.backoff)
+		p.backOff(now, f.cfg.backoff)
 		return false
 	}
 	p.rep = r
@@ -318,9 +318,12 @@ func (f *fetcher) apply(p *partition, fn func(*partition) (outcome, error)) {
 	}
 	before := p.phase
 	o, err := fn(p)
+	if o == goOn && err == nil {
+		p.wait = 0 // progress: the next error waits the shortest again
+	}
 	switch {
 	case o == backOff:
-		p.delay = f.cfg.clock.Now().Add(f.cfg.backoff)
+		p.backOff(f.cfg.clock.Now(), f.cfg.backoff)
 		f.log.Debug("replica fetcher: partition backs off", "topic", p.tp.Topic, "partition", p.tp.Partition, "phase", p.phase, "err", err)
 	case p.phase == fenced:
 		f.log.Info("replica fetcher: fenced by a newer leader epoch; waiting for it", "topic", p.tp.Topic, "partition", p.tp.Partition, "leader_epoch", p.epoch, "err", err)

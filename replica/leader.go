@@ -86,16 +86,23 @@ type connLeader struct {
 	sess *client.FetchSession
 	opts client.SessionOptions
 	id   int32 // this broker's replica id
+	// epoch is this broker's current broker epoch, read for every fetch
+	// (as Kafka's brokerEpochSupplier): a broker that registered again
+	// (a new epoch) must not go on fetching with the old one, which the
+	// leader refuses.
+	epoch func() int64
 }
 
-func newConnLeader(cn *client.Conn, o client.SessionOptions) *connLeader {
-	return &connLeader{cn: cn, sess: client.NewFetchSession(cn), opts: o, id: o.ReplicaID}
+func newConnLeader(cn *client.Conn, o client.SessionOptions, epoch func() int64) *connLeader {
+	return &connLeader{cn: cn, sess: client.NewFetchSession(cn), opts: o, id: o.ReplicaID, epoch: epoch}
 }
 
 func (l *connLeader) Close() { l.cn.Close() }
 
 func (l *connLeader) Fetch(ctx context.Context, want []client.SessionPartition) ([]client.SessionAnswer, error) {
-	r, err := l.sess.Fetch(ctx, want, l.opts)
+	o := l.opts
+	o.ReplicaEpoch = l.epoch()
+	r, err := l.sess.Fetch(ctx, want, o)
 	return r.Answers, err
 }
 

@@ -25,11 +25,11 @@ type Config struct {
 	// (1).
 	MaxBytes, PartitionMaxBytes, MinBytes int32
 	MaxWaitMs                             int32
-	// Backoff is replica.fetch.backoff.ms (Kafka's 1 s): how long a
+	// Backoff is replica.fetch.backoff.ms (Kafka's 1 s): the longest a
 	// partition whose fetch failed (UNKNOWN_LEADER_EPOCH,
-	// NOT_LEADER_OR_FOLLOWER, ...) waits before it is asked again. A
-	// broken connection backs the whole fetcher off (100 ms doubling to
-	// 2 s) before it is dialled again.
+	// NOT_LEADER_OR_FOLLOWER, ...) waits before it is asked again (100
+	// ms after progress, doubling). A broken connection backs the whole
+	// fetcher off (100 ms doubling to 2 s) before it is dialled again.
 	Backoff time.Duration
 	// Clock is the time source (nil: the wall clock).
 	Clock client.Clock
@@ -114,8 +114,8 @@ func (m *Manager) dial(ctx context.Context, leaderID int32) (leader, error) {
 		return nil, err
 	}
 	o := m.fcfg.opts
-	o.ReplicaID, o.ReplicaEpoch = m.cfg.Host.NodeID(), m.cfg.Host.BrokerEpoch()
-	return newConnLeader(cn, o), nil
+	o.ReplicaID = m.cfg.Host.NodeID()
+	return newConnLeader(cn, o, m.cfg.Host.BrokerEpoch), nil
 }
 
 // index is the fetcher of tp among a leader's (Kafka's fetcher id: a hash

@@ -135,7 +135,7 @@ func (fx *leaderFixture) waitCopied(ps ...int32) {
 	for _, p := range ps {
 		want := fx.leaderLog(p)
 		for !bytes.Equal(fx.replicaBytes(p), want) {
-			if bad := fx.host.replica(clientTP("r", p)).bad; bad != "" {
+			if bad := fx.host.replica(clientTP("r", p)).counts().bad; bad != "" {
 				fx.t.Fatalf("partition %d: %s", p, bad)
 			}
 			if time.Now().After(deadline) {
@@ -175,16 +175,16 @@ func TestManagerCopiesTopic(t *testing.T) {
 	defer m.Close()
 	m.Follow(fx.parts)
 	fx.waitCopied(0, 1, 2, 3)
-	if rep3.truncates != 1 || rep3.resets != 0 {
-		t.Fatalf("partition 3: %d truncations, %d full truncations; want the one of OffsetForLeaderEpoch", rep3.truncates, rep3.resets)
+	if c := rep3.counts(); c.truncates != 1 || c.resets != 0 {
+		t.Fatalf("partition 3: %d truncations, %d full truncations; want the one of OffsetForLeaderEpoch", c.truncates, c.resets)
 	}
 	fx.produce(20, "b")
 	fx.waitCopied(0, 1, 2, 3)
 	if n := fx.dials.Load(); n != 1 || m.Connections() != 1 {
 		t.Fatalf("%d dials, %d fetchers for one leader; want 1", n, m.Connections())
 	}
-	if r := fx.host.replica(clientTP("r", 0)); r.hw != r.LogEndOffset() {
-		t.Fatalf("partition 0: high watermark %d, log end %d", r.hw, r.LogEndOffset())
+	if r := fx.host.replica(clientTP("r", 0)); r.counts().hw != r.LogEndOffset() {
+		t.Fatalf("partition 0: high watermark %d, log end %d", r.counts().hw, r.LogEndOffset())
 	}
 
 	// Unfollow 1: later appends reach the others only.

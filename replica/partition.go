@@ -48,7 +48,23 @@ type partition struct {
 	gone  bool
 	rep   Replica // nil until Host.Replica answers
 	phase phase
-	delay time.Time // nothing is asked before
+	delay time.Time     // nothing is asked before
+	wait  time.Duration // the last backoff (0: none since progress)
+}
+
+// firstWait is a partition's first backoff after progress.
+const firstWait = 100 * time.Millisecond
+
+// backOff delays p: 100 ms after progress, doubling on each further
+// error up to limit (replica.fetch.backoff.ms).
+func (p *partition) backOff(now time.Time, limit time.Duration) {
+	if p.wait <= 0 {
+		p.wait = firstWait
+	} else {
+		p.wait *= 2
+	}
+	p.wait = min(p.wait, limit)
+	p.delay = now.Add(p.wait)
 }
 
 func newPartition(tp client.TopicPartition, id [16]byte, epoch int32) *partition {
@@ -106,15 +122,15 @@ func truncateTo(rep Replica, end client.EpochEnd) (done bool, err error) {
 // and end (Kafka's fetchOffsetAndTruncate): a leader that ends below us
 // (an unclean election) truncates us to its end; one that starts above our
 // end empties the replica to start at its log start.
-func resetOutOfRange(rep Replica, start, end int64) error {
+func resetOutOfRange(rep Replica, start, end int64) (changed bool, err error) {
 	leo := rep.LogEndOffset()
 	switch {
 	case end < leo:
-		return rep.Truncate(end)
+		return true, rep.Truncate(end)
 	case start > leo:
-		return rep.TruncateFullyAndStartAt(start)
+		return true, rep.TruncateFullyAndStartAt(start)
 	}
-	return nil // the range moved meanwhile: fetch again
+	return false, nil // the range moved meanwhile: fetch again
 }
 
 // wholeBatches is set without a partial trailing batch (a leader may cut
@@ -138,11 +154,14 @@ func appendAnswer(rep Replica, a client.FetchResult) error {
 	if len(set) > 0 {
 		end := rep.LogEndOffset()
 		if base := kbatch.BaseOffset(set); base < end {
-			// An empty log that starts inside the leader's first batch
-			// (a log start moved by DeleteRecords) starts again at the
-			// batch's base, as Kafka's follower does.
+			// The leader's log start is inside its first batch
+			// (DeleteRecords). An empty log starts again at the batch's
+			// base, as Kafka's follower does; so does a log that holds
+			// nothing at or above the leader's log start (all of it is
+			// deleted on the leader), where Kafka's follower would stop
+			// on the overlap.
 			last := base + int64(kbatch.LastOffsetDelta(set))
-			if rep.LogStartOffset() != end || last < end {
+			if last < end || (rep.LogStartOffset() != end && a.LogStart < end) {
 				return fmt.Errorf("%w: batch %d-%d, log end %d", errBelowEnd, base, last, end)
 			}
 			if err := rep.TruncateFullyAndStartAt(base); err != nil {
@@ -177,6 +196,11 @@ func (p *partition) onFetch(a client.FetchResult, offset int64) (outcome, error)
 		}
 		if !done {
 			p.phase = truncating
+		}
+		if p.rep.LogEndOffset() == offset {
+			// A divergence that truncates nothing would be answered
+			// again at once: pace it.
+			return backOff, fmt.Errorf("diverging epoch %d end %d truncates nothing at %d", a.DivergingEpoch.LeaderEpoch, a.DivergingEpoch.EndOffset, offset)
 		}
 		return goOn, nil
 	case a.Err == nil:
@@ -225,9 +249,15 @@ func (p *partition) onOffsets(a offsetAnswer) (outcome, error) {
 		}
 		return backOff, a.Err
 	}
-	if err := resetOutOfRange(p.rep, a.Start, a.End); err != nil {
+	changed, err := resetOutOfRange(p.rep, a.Start, a.End)
+	if err != nil {
 		return backOff, err
 	}
 	p.phase = fetching
+	if !changed {
+		// Within the leader's range after all (it moved, or the leader
+		// answers inconsistently): fetch again, paced.
+		return backOff, fmt.Errorf("log end %d within the leader's [%d, %d] after OFFSET_OUT_OF_RANGE", p.rep.LogEndOffset(), a.Start, a.End)
+	}
 	return goOn, nil
 }

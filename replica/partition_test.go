@@ -2,7 +2,9 @@ package replica
 
 import (
 	"errors"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -82,6 +84,17 @@ func TestDivergingEpoch(t *testing.T) {
 	}
 }
 
+// TestDivergingEpochNoTruncation: a divergence that truncates nothing
+// (an inconsistent leader) is paced, not asked again at once.
+func TestDivergingEpochNoTruncation(t *testing.T) {
+	r := replicaWith(t, 1, 3)
+	p := fetchingPart(r)
+	o, err := p.onFetch(client.FetchResult{DivergingEpoch: client.EpochEnd{LeaderEpoch: 3, EndOffset: 9}}, 4)
+	if o != backOff || err == nil || r.LogEndOffset() != 4 || p.phase != fetching {
+		t.Fatalf("%v %v: log end %d phase %s", o, err, r.LogEndOffset(), p.phase)
+	}
+}
+
 // TestFetchAnswers: what each kind of answer does to the partition.
 func TestFetchAnswers(t *testing.T) {
 	t.Run("records, cut last batch dropped, high watermark taken", func(t *testing.T) {
@@ -104,6 +117,16 @@ func TestFetchAnswers(t *testing.T) {
 			t.Fatal(o, err)
 		}
 		if r.LogEndOffset() != 14 || r.LogStartOffset() != 11 || r.bad != "" {
+			t.Fatalf("log [%d,%d) bad %q", r.LogStartOffset(), r.LogEndOffset(), r.bad)
+		}
+	})
+	t.Run("log holding only what the leader deleted", func(t *testing.T) {
+		r := replicaWith(t, 1, 1) // [0,4); the leader deleted below 4, inside its batch 3-6
+		p := fetchingPart(r)
+		if o, err := p.onFetch(client.FetchResult{DivergingEpoch: noDiv, Records: batchAt(t, 3, 2, 4), HighWatermark: 7, LogStart: 4}, 4); o != goOn || err != nil {
+			t.Fatal(o, err)
+		}
+		if r.LogStartOffset() != 4 || r.LogEndOffset() != 7 || r.bad != "" {
 			t.Fatalf("log [%d,%d) bad %q", r.LogStartOffset(), r.LogEndOffset(), r.bad)
 		}
 	})
@@ -157,6 +180,11 @@ func TestOutOfRange(t *testing.T) {
 	if o, err := p.onOffsets(offsetAnswer{Start: 40, End: 50}); o != goOn || err != nil || r.LogStartOffset() != 40 || r.LogEndOffset() != 40 {
 		t.Fatalf("%v %v: log [%d,%d)", o, err, r.LogStartOffset(), r.LogEndOffset())
 	}
+	// Within the leader's range after all: fetch again, but paced.
+	p.phase = outOfRange
+	if o, err := p.onOffsets(offsetAnswer{Start: 30, End: 60}); o != backOff || err == nil || p.phase != fetching || r.LogEndOffset() != 40 {
+		t.Fatalf("within range: %v %v phase %s log end %d", o, err, p.phase, r.LogEndOffset())
+	}
 	// Fenced while asking: wait for the next Follow.
 	p.phase = outOfRange
 	if o, _ := p.onOffsets(offsetAnswer{Err: kerr.FencedLeaderEpoch}); o != goOn || p.phase != fenced {
@@ -181,5 +209,24 @@ func TestEpochEndAnswers(t *testing.T) {
 	p.phase = truncating
 	if o, _ := p.onEpochEnd(epochAnswer{Err: kerr.UnknownLeaderEpoch}); o != backOff || p.phase != truncating {
 		t.Fatalf("unknown leader epoch: %v %s", o, p.phase)
+	}
+}
+
+// TestPartitionBackoff: 100 ms after progress, doubling up to the limit.
+func TestPartitionBackoff(t *testing.T) {
+	p := newPartition(client.TopicPartition{Topic: "t"}, [16]byte{}, 1)
+	now := time.Unix(100, 0)
+	var got []time.Duration
+	for i := 0; i < 6; i++ {
+		p.backOff(now, time.Second)
+		got = append(got, p.delay.Sub(now))
+	}
+	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, time.Second, time.Second}
+	if !slices.Equal(got, want) {
+		t.Fatalf("waits %v, want %v", got, want)
+	}
+	p.wait = 0 // progress
+	if p.backOff(now, 50*time.Millisecond); p.delay.Sub(now) != 50*time.Millisecond {
+		t.Fatalf("a limit below 100 ms: waited %v", p.delay.Sub(now))
 	}
 }

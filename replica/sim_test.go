@@ -34,6 +34,11 @@ type simPart struct {
 	electedAt int64 // the leader's log end when elected (its epoch's start)
 	hw        int64
 	told      int32 // the epoch our follower was last given
+	// onFetch: the assignment truncates on fetch (DivergingEpoch), so
+	// the replica is known to be a prefix only once it appended after
+	// the assignment (appendsAtTell: its appends before).
+	onFetch       bool
+	appendsAtTell int
 }
 
 func (sp *simPart) lead() *memLog { return sp.logs[sp.leader] }
@@ -254,9 +259,19 @@ func (s *sim) elect(sp *simPart) {
 }
 
 // tell gives the follower the partition's current epoch (Follow).
+// Half the assignments skip OffsetForLeaderEpoch and fetch at once with
+// LastFetchedEpoch, as Kafka's truncation on fetch (KIP-595's
+// DivergingEpoch) does: the leader's DivergingEpoch answers then drive
+// the truncation through the same code.
 func (s *sim) tell(sp *simPart) {
 	sp.told = sp.epoch
-	s.f.add(newPartition(sp.tp, [16]byte{1}, sp.epoch))
+	p := newPartition(sp.tp, [16]byte{1}, sp.epoch)
+	sp.onFetch = s.rng.IntN(2) == 0
+	if sp.onFetch {
+		p.phase = fetching
+	}
+	sp.appendsAtTell = s.host.replica(sp.tp).appends
+	s.f.add(p)
 }
 
 // deleteRecords moves the leader's log start up to the high watermark,
@@ -283,6 +298,9 @@ func (s *sim) check(step int, what string) {
 		p.mu.Lock()
 		following := p.phase == fetching && p.epoch == sp.epoch && p.rep != nil
 		p.mu.Unlock()
+		if sp.onFetch && rep.appends == sp.appendsAtTell {
+			following = false // not yet checked against this leader
+		}
 		if !following {
 			continue
 		}
@@ -437,7 +455,7 @@ func TestFetcherSim(t *testing.T) {
 	}
 	t.Logf("over %d seeds: %v", seeds, total)
 	// The simulation must have exercised what it claims to.
-	for _, k := range []string{"lost", "cut", "fenced", "out of range", "offsets", "truncated below our end", "elections", "delete records", "stale answers", "partition error"} {
+	for _, k := range []string{"lost", "cut", "diverging", "fenced", "out of range", "offsets", "truncated below our end", "elections", "delete records", "stale answers", "partition error"} {
 		if total[k] == 0 {
 			t.Errorf("no %s in any seed", k)
 		}
