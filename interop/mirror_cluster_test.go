@@ -139,7 +139,7 @@ func TestMirrorIntoVerbatimCluster(t *testing.T) {
 	for p := range int32(2) {
 		var want []byte
 		for _, nd := range c.Nodes {
-			got := waitReplicaBarrier(t, nd, topic, p)
+			got := waitReplicaBarrier(t, nd, topic, p, ends[p])
 			if want == nil {
 				want = got
 			} else if string(got) != string(want) {
@@ -204,9 +204,10 @@ func sourceEnds(t *testing.T, addr, topic string, n int32) []int64 {
 }
 
 // waitReplicaBarrier waits until node's replica of topic/p holds one
-// MIRROR_PID_RESET barrier as its last batch (the followers copy it) and
-// returns the replica's segment bytes.
-func waitReplicaBarrier(t *testing.T, nd VNode, topic string, p int32) []byte {
+// MIRROR_PID_RESET barrier as its last batch (the followers copy it), at
+// offset at (right after the mirrored data: the stop point), and returns
+// the replica's segment bytes.
+func waitReplicaBarrier(t *testing.T, nd VNode, topic string, p int32, at int64) []byte {
 	t.Helper()
 	var n int
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
@@ -218,6 +219,9 @@ func waitReplicaBarrier(t *testing.T, nd VNode, topic string, p int32) []byte {
 			lastIsBarrier = ok && typ == kbatch.ControlMirrorPidReset
 			if lastIsBarrier {
 				n++
+				if off := kbatch.BaseOffset(it.Batch()); off != at {
+					t.Fatalf("%s/%d: node %d holds the barrier at offset %d, want %d (the source's log end)", topic, p, nd.ID, off, at)
+				}
 			}
 		}
 		if n > 1 {
