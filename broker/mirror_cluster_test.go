@@ -262,3 +262,66 @@ func TestMirrorRecordDeletedWithTopic(t *testing.T) {
 		t.Fatalf("the mirror record outlived its topic (%v)", err)
 	}
 }
+
+// When the leader that began a stop dies with its last mirror appends
+// and its barrier on its log only, the new leader records the stop point
+// again at its own log end and writes the barrier there; the old leader,
+// back as a follower, truncates to the new leader's log.
+func TestMirrorStopNewLeaderRecordsItsStopPoint(t *testing.T) {
+	c := newReplCluster(t, 3, nil)
+	c.createTopic("m", []int32{1, 2, 3}, map[string]string{"mirror.mode": "push", "mirror.source.cluster.id": "src-A", "retention.ms": "-1"})
+	registerAs(t, c.nodes[1].b, "m", writerID{}, 0)
+	if r := c.replicateUntil(c.mirrorProduceAsync(1, "m", data(0, 2, 3).encode(t), 0)); r.ErrorCode != 0 {
+		t.Fatalf("mirror produce: %+v", r)
+	}
+	// Offsets 3-4 reach node 1 only (acks=all: never acknowledged).
+	c.mirrorProduceAsync(1, "m", data(3, 2, 2).encode(t), 3)
+	c.waitLEO(1, "m", 5)
+	var hold atomic.Bool
+	hold.Store(true)
+	hook := func(topic string, partition int32, step int) error {
+		if step == stopStepBarrier && hold.Load() {
+			return errors.New("held by the test")
+		}
+		return nil
+	}
+	mirrorStopHook.Store(&hook)
+	t.Cleanup(func() { mirrorStopHook.Store(nil) })
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName, rr.Configs = kmsg.ConfigResourceTypeTopic, "m", []kmsg.IncrementalAlterConfigsRequestResourceConfig{iacDelete("mirror.mode")}
+	req.Resources = append(req.Resources, rr)
+	answer := make(chan kmsg.Response, 1)
+	go func() {
+		resp, _ := rawRoundTrip(c.nodes[3].b.addr, req)
+		answer <- resp
+	}()
+	c.waitLEO(1, "m", 6) // node 1's barrier at 5, on node 1 only
+	c.elect("m", 2, []int32{2, 3})
+	hold.Store(false)
+	var resp kmsg.Response
+	waitUntil(t, "the stop answered", func() bool {
+		c.replicate(1)
+		select {
+		case resp = <-answer:
+			return true
+		default:
+			return false
+		}
+	})
+	if r, ok := resp.(*kmsg.IncrementalAlterConfigsResponse); !ok || r.Resources[0].ErrorCode != 0 {
+		t.Fatalf("the stop: %+v", resp)
+	}
+	want := c.logBytes(2, "m")
+	waitUntil(t, "the followers have the new leader's log", func() bool {
+		c.replicate(1)
+		return bytes.Equal(c.logBytes(1, "m"), want) && bytes.Equal(c.logBytes(3, "m"), want)
+	})
+	if end := c.handle(2, "m").log.LogEndOffset(); end != 4 || c.barriers(2, "m") != 1 {
+		t.Fatalf("the new leader ends at %d with %d barriers, want its barrier at 3", end, c.barriers(2, "m"))
+	}
+	st, err := c.nodes[2].srv().mirrorStateOf(c.nodes[2].srv().cluster.topic("m"))
+	if ps := st.Partitions[0]; err != nil || st.State != mirrorStateStopped || ps.StopFrom != 3 || ps.LastMirroredOffset != 2 {
+		t.Fatalf("the stop point after the leader change: %+v (%v), want stop_from 3, last mirrored 2", st, err)
+	}
+}
