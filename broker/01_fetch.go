@@ -270,6 +270,9 @@ func (op *fetchOp) readPartition(fp *fetchPart, remaining int64, first bool) int
 	upper := hw
 	if follower != nil {
 		upper = leo // followers replicate up to the log end
+		if op.s.leaderThrottled(follower, p, op.replicaID) {
+			return 0 // over the leader's replication throttle (replica_throttle.go)
+		}
 	} else if op.req.IsolationLevel == 1 {
 		upper = lso
 		r.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
@@ -322,6 +325,9 @@ func (op *fetchOp) readPartition(fp *fetchPart, remaining int64, first bool) int
 		return 0
 	}
 	r.RecordBatches = buf[:keep]
+	if follower != nil {
+		op.s.leaderSent(p, keep)
+	}
 	if op.req.IsolationLevel == 1 {
 		aborted, err := l.AbortedTransactions(fp.fetchOffset, last+1, nil)
 		if err != nil {

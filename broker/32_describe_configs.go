@@ -10,8 +10,11 @@ package broker
 //     list the topic override and then the broker config that supplies the
 //     default, as Kafka orders them. ConfigNames filters (null = all).
 //   - Broker resources (name = node id, or "" for the cluster default)
-//     list the broker's settings (read-only, STATIC_BROKER_CONFIG) and the
-//     broker defaults of topic configs (DEFAULT_CONFIG). Another node id
+//     list the broker's settings (read-only, STATIC_BROKER_CONFIG), the
+//     broker defaults of topic configs (DEFAULT_CONFIG) and the dynamic
+//     broker configs (broker_dynconfig.go: the replication throttles,
+//     DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG or
+//     DEFAULT_CONFIG); the cluster default lists the dynamic defaults set. Another node id
 //     is INVALID_REQUEST, as Kafka answers a broker that is not addressed.
 //   - Unknown topics are UNKNOWN_TOPIC_OR_PARTITION; broker-logger and
 //     other resource types INVALID_REQUEST. Each resource is answered on
@@ -23,10 +26,12 @@ package broker
 // Deviations from Apache Kafka: the DEFAULT_CONFIG synonym of a config
 // whose Kafka default comes from a coarser broker setting (retention.ms
 // from log.retention.hours) is reported under the millisecond name with the
-// millisecond value; no dynamic broker configs exist.
+// millisecond value; the only dynamic broker configs are the replication
+// throttles.
 
 import (
 	"context"
+	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -80,17 +85,22 @@ func handleDescribeConfigs(_ context.Context, s *Server, r *Request) (Reply, err
 				sr.Configs = append(sr.Configs, c)
 			}
 		} else {
-			// The cluster-default resource ("") only holds dynamic
-			// defaults in Kafka, of which there are none here.
+			// The cluster-default resource ("") only holds the dynamic
+			// defaults set (broker_dynconfig.go).
+			entries := s.dynamicBrokerEntries(rr.ResourceName)
 			if rr.ResourceName != "" {
-				for _, e := range s.brokerConfigs() {
+				entries = append(s.brokerConfigs(), entries...)
+				sort.SliceStable(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
+			}
+			{
+				for _, e := range entries {
 					if !wanted(e.name) {
 						continue
 					}
 					c := kmsg.NewDescribeConfigsResponseResourceConfig()
 					v := e.value
 					c.Name, c.Value, c.Source, c.ConfigType = e.name, &v, e.source, e.typ
-					c.ReadOnly = true
+					c.ReadOnly = !e.dynamic
 					c.IsDefault = e.source == kmsg.ConfigSourceDefaultConfig
 					if req.IncludeSynonyms {
 						syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()

@@ -13,15 +13,18 @@ package broker
 //     only an explicit IncrementalAlterConfigs DELETE does, and setting it
 //     on an ordinary topic is refused (set only at creation), both
 //     INVALID_CONFIG with a message saying so.
-//   - Broker resources are refused (INVALID_REQUEST): there are no dynamic
-//     broker configs. Duplicate resources are INVALID_REQUEST.
+//   - Broker resources (this node's id, or "" for the cluster default):
+//     the listed dynamic broker configs (the replication throttles,
+//     broker_dynconfig.go) replace the resource's. Duplicate resources are
+//     INVALID_REQUEST.
 //   - ValidateOnly runs every check and changes nothing. Each resource is
 //     answered on its own.
 //
 // Authorization (with the authorizer on, authorize.go): ALTER_CONFIGS on
 // the topic or CLUSTER; mirror topics the mirror lifecycle permission too.
 //
-// Deviations from Apache Kafka: no dynamic broker configs; no
+// Deviations from Apache Kafka: the only dynamic broker configs are the
+// replication throttles; no
 // alter.config.policy.class.name.
 
 import (
@@ -64,7 +67,7 @@ func (s *Server) alterConfigs(rr *kmsg.AlterConfigsRequestResource, validateOnly
 		return err
 	}
 	if t == nil {
-		return kafkaErr(kerr.InvalidRequest, "Dynamic broker configs are not supported by Verbatim; broker settings are command-line flags of verbatim serve.")
+		return s.alterBrokerConfigsReplace(rr, validateOnly) // broker_dynconfig.go
 	}
 	next := make(map[string]string, len(rr.Configs))
 	for _, c := range rr.Configs {

@@ -14,8 +14,10 @@ package broker
 //     mirror.source.cluster.id with it; any other change to mirror.* is
 //     refused with INVALID_CONFIG (set only at creation). ValidateOnly
 //     checks the DELETE but never stops anything.
-//   - Broker resources are refused (INVALID_REQUEST): no dynamic broker
-//     configs. Duplicate resources are INVALID_REQUEST.
+//   - Broker resources (this node's id, or "" for the cluster default):
+//     SET and DELETE of the dynamic broker configs, the replication
+//     throttles (broker_dynconfig.go); other names are INVALID_CONFIG.
+//     Duplicate resources are INVALID_REQUEST.
 //   - ValidateOnly runs every check and changes nothing. Each resource is
 //     answered on its own, and a resource is applied all-or-nothing.
 //
@@ -23,7 +25,8 @@ package broker
 // the topic or CLUSTER; mirror topics (the mirror stop included) the
 // mirror lifecycle permission too.
 //
-// Deviations from Apache Kafka: no dynamic broker or broker-logger configs.
+// Deviations from Apache Kafka: the only dynamic broker configs are the
+// replication throttles; no broker-logger configs.
 
 import (
 	"context"
@@ -66,7 +69,7 @@ func (s *Server) incrementalAlter(rr *kmsg.IncrementalAlterConfigsRequestResourc
 		return err
 	}
 	if t == nil {
-		return kafkaErr(kerr.InvalidRequest, "Dynamic broker configs are not supported by Verbatim; broker settings are command-line flags of verbatim serve.")
+		return s.incrementalAlterBroker(rr, validateOnly) // broker_dynconfig.go
 	}
 	seen := map[string]bool{}
 	for _, c := range rr.Configs {

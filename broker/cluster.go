@@ -406,21 +406,28 @@ func (c *cluster) removeTopicFiles(t *Topic) {
 				c.log.Warn("closing log of deleted partition", "topic", t.Name, "partition", p.Index, "err", err)
 			}
 		}
-		dir := p.Dir()
-		if _, err := c.fs.Stat(dir); err != nil {
-			continue
-		}
-		tomb := dir + "." + hex.EncodeToString(t.ID[:]) + "-delete"
-		if err := c.fs.Rename(dir, tomb); err != nil {
-			c.log.Warn("renaming deleted partition dir", "dir", dir, "err", err)
-			continue
-		}
-		if err := removeAll(c.fs, tomb); err != nil {
-			c.log.Warn("removing deleted partition dir", "dir", tomb, "err", err)
-		}
+		c.removePartitionDir(p, t.ID)
 	}
 	if err := c.fs.SyncDir("."); err != nil {
 		c.log.Warn("syncing data dir after delete", "err", err)
+	}
+}
+
+// removePartitionDir removes p's directory (its log closed): renamed to a
+// "-delete" name first, so a crash midway leaves a name removeDeletedDirs
+// finishes.
+func (c *cluster) removePartitionDir(p *Partition, id [16]byte) {
+	dir := p.Dir()
+	if _, err := c.fs.Stat(dir); err != nil {
+		return
+	}
+	tomb := dir + "." + hex.EncodeToString(id[:]) + "-delete"
+	if err := c.fs.Rename(dir, tomb); err != nil {
+		c.log.Warn("renaming deleted partition dir", "dir", dir, "err", err)
+		return
+	}
+	if err := removeAll(c.fs, tomb); err != nil {
+		c.log.Warn("removing deleted partition dir", "dir", tomb, "err", err)
 	}
 }
 

@@ -22,6 +22,10 @@ package broker
 //     checkpoint.
 //   - coordinators: the group and transaction coordinators load and unload
 //     with the leadership of their internal topics' partitions.
+//   - reassignment: 45_/46_*.go and cluster_mode_reassign.go (the target
+//     written to the store, moved replicas removed), broker_dynconfig.go
+//     (dynamic broker configs, the throttle rates), replica_throttle.go
+//     (the throttles applied), partition_metadata.go.
 //   - cluster_security.go: the ACLs and SCRAM credentials in the store
 //     (records of kinds "acl" and "scram"), followed by every broker's
 //     authorizer and credential store.

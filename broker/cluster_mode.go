@@ -350,11 +350,16 @@ func (cm *clusterMode) apply(snap *clustermeta.Snapshot) {
 			p.cstate.Store(&st)
 			p.raiseLeaderEpoch(st.LeaderEpoch)
 			wasHosted := prev != nil && hosts(prev, cm.nodeID)
-			if hosts(&st, cm.nodeID) {
-				cm.openHosted(p)
-			} else if !wasHosted {
+			if !hosts(&st, cm.nodeID) {
+				if wasHosted || p.Log != nil {
+					cm.removeMovedReplica(p, st) // cluster_mode_reassign.go
+				}
 				continue
 			}
+			if !wasHosted && p.Log == nil {
+				p = cm.addedReplica(p, st) // cluster_mode_reassign.go
+			}
+			cm.openHosted(p)
 			s.applyRole(p, st)
 		}
 	}

@@ -76,7 +76,8 @@ func (s *Server) hostsPartition(p *Partition) bool {
 }
 
 // removeOrphanDirs removes the partition directories of topics the store
-// does not have: they were deleted while this broker was down (renamed to
+// does not have, and of partitions it does not place on this broker: they
+// were deleted or moved away while this broker was down (renamed to
 // a "-delete" name first, as a deletion does, so a crash midway leaves a
 // name removeDeletedDirs finishes).
 func (cm *clusterMode) removeOrphanDirs() {
@@ -88,9 +89,16 @@ func (cm *clusterMode) removeOrphanDirs() {
 	}
 	removed := false
 	for _, n := range names {
-		topic, _, ok := partitionDirTopic(n)
-		if !ok || c.topic(topic) != nil {
+		topic, idx, ok := partitionDirTopic(n)
+		if !ok {
 			continue
+		}
+		if t := c.topic(topic); t != nil {
+			// A replica moved off this broker while it was down is
+			// removed as a deleted one is.
+			if p := t.Partition(idx); p != nil && cm.s.hostsPartition(p) {
+				continue
+			}
 		}
 		if fi, err := c.fs.Stat(n); err != nil || !fi.IsDir() {
 			continue

@@ -43,6 +43,9 @@ type brokerConfigEntry struct {
 	typ    kmsg.ConfigType
 	source kmsg.ConfigSource
 	doc    string
+	// dynamic: a dynamic broker config (broker_dynconfig.go), not
+	// read-only.
+	dynamic bool
 }
 
 // brokerConfigs lists this broker's configs: the startup settings that

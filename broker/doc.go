@@ -57,7 +57,14 @@
 // log is written by the replica fetcher (package replica) through
 // FollowerReplica (replica_follower.go); the high watermarks are
 // checkpointed in the data dir (replica_checkpoint.go). The data APIs
-// answer NOT_LEADER_OR_FOLLOWER off the leader.
+// answer NOT_LEADER_OR_FOLLOWER off the leader. Partition reassignment
+// (45_alter_partition_reassignments.go, 46_list_partition_reassignments.go)
+// writes the target into the store and the reconciler removes the log of
+// a replica moved away (cluster_mode_reassign.go); the replication
+// throttles are applied on both sides (replica_throttle.go) from the
+// dynamic broker configs (broker_dynconfig.go, in the store in cluster
+// mode). Every partition directory carries partition.metadata, the topic
+// id its log belongs to (partition_metadata.go).
 //
 // In cluster mode a mirror topic's state (writers, writer epochs, the
 // stop) is a record of the cluster store changed by compare-and-swap

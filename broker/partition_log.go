@@ -211,9 +211,14 @@ func (s *Server) partitionLogDir(p *Partition) string {
 
 // openPartitionLog opens (creating or recovering) p's log and attaches it.
 func (s *Server) openPartitionLog(p *Partition) error {
+	s.checkPartitionMetadata(p) // partition_metadata.go
 	l, err := storage.Open(s.cfg.FS, s.partitionLogDir(p), s.storageConfig(p))
 	if err != nil {
 		return fmt.Errorf("%w: opening the log of %s: %v", errStorage, p.Dir(), err)
+	}
+	if err := s.writePartitionMetadata(p); err != nil {
+		l.Close()
+		return fmt.Errorf("%w: writing %s of %s: %v", errStorage, partitionMetadataFile, p.Dir(), err)
 	}
 	h := &logHandle{log: l, queue: hotpath.NewPartition(l, hotpath.QueueConfig{}), always: l.Config().Flush == storage.FlushAlways}
 	if s.cfg.Cluster != nil {

@@ -415,6 +415,12 @@ type Server struct {
 
 	// repl is cluster mode's replication state (replica_role.go).
 	repl replServer
+	// dyn is the single node's dynamic broker configs
+	// (broker_dynconfig.go).
+	dyn brokerDyn
+	// throttle is the replication throttles' meters
+	// (replica_throttle.go).
+	throttle throttles
 }
 
 // Open takes the data dir (lock, format version, cluster id), recovers the

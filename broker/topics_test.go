@@ -276,13 +276,14 @@ func TestAlterConfigs(t *testing.T) {
 	if rs[0].Err != nil || b.srv.cluster.topic("t").Config().RetentionBytes != 12345 {
 		t.Fatalf("validate-only: %v", rs[0].Err)
 	}
-	// Unknown topic; broker resource is read-only.
+	// Unknown topic; a broker's static settings do not change (its only
+	// dynamic configs are the replication throttles).
 	rs, _ = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: sp("1")}}, "nope")
 	if !errors.Is(rs[0].Err, kerr.UnknownTopicOrPartition) {
 		t.Fatalf("unknown topic: %v", rs[0].Err)
 	}
 	brs, _ := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "log.retention.ms", Value: sp("1")}}, 1)
-	if len(brs) != 1 || !errors.Is(brs[0].Err, kerr.InvalidRequest) {
+	if len(brs) != 1 || !errors.Is(brs[0].Err, kerr.InvalidConfig) {
 		t.Fatalf("broker alter: %+v", brs)
 	}
 }

@@ -7,8 +7,10 @@
 // registered again since the state was written (unclean election only
 // where configured), removal of such brokers from ISRs, re-election of a
 // returning ISR member where a partition has no leader (Decide), and
-// preferred and unclean elections on request (Elect, for ElectLeaders).
-// Reassignment steps come later. Every decision is a new PartitionState
+// preferred and unclean elections on request (Elect, for ElectLeaders),
+// and partition reassignment (reassign.go, KIP-455: Reassign builds the
+// state AlterPartitionReassignments writes, Complete the controller's
+// step that finishes it once every added replica is in sync). Every decision is a new PartitionState
 // (leader epoch raised on a leader change, partition epoch on every
 // change) written with clustermeta's compare-and-swap under the
 // controller's leadership fence, so a deposed controller cannot overwrite

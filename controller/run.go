@@ -186,7 +186,7 @@ func (t *term) run(ctx context.Context) error {
 
 // act writes the decisions on snap, in batches.
 func (t *term) act(ctx context.Context, snap *clustermeta.Snapshot) error {
-	ds := Decide(snap, Policy{UncleanLeaderElection: t.c.UncleanLeaderElection})
+	ds := DecideAll(snap, Policy{UncleanLeaderElection: t.c.UncleanLeaderElection})
 	for len(ds) > 0 {
 		batch := ds[:min(len(ds), maxStatesPerWrite)]
 		ds = ds[len(batch):]
@@ -207,6 +207,7 @@ func (t *term) act(ctx context.Context, snap *clustermeta.Snapshot) error {
 				"leader", fmt.Sprintf("%d -> %d", d.Old.Leader, d.New.Leader),
 				"leader_epoch", d.New.LeaderEpoch,
 				"isr", fmt.Sprintf("%v -> %v", d.Old.ISR, d.New.ISR),
+				"replicas", fmt.Sprintf("%v -> %v", d.Old.Replicas, d.New.Replicas),
 				"reason", string(d.Reason))
 		}
 	}

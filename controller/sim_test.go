@@ -28,6 +28,7 @@ type simBroker struct {
 
 type simCounts struct {
 	steps, kills, restarts, shutdowns, appends, leaderISRWrites, decisions, elections, unclean int
+	reassignStarts, reassignCompletions                                                        int
 }
 
 type sim struct {
@@ -195,12 +196,41 @@ func (s *sim) step() {
 			b.up, b.shutting = false, false
 		}
 	}
+	if s.rng.Float64() < 0.1 {
+		s.reassign()
+	}
 	s.eachPartition(func(k string, st *clustermeta.PartitionState) { s.replicate(k, st) })
 	s.checkCommitted()
 	// The controller acts on most steps; on the others events pile up
 	// (a broker may die and return before it looks).
 	if s.rng.Float64() < 0.7 {
 		s.decide()
+	}
+}
+
+// reassign is an operator's AlterPartitionReassignments: a partition of
+// topic "a" to 3 random brokers (or a cancellation), written as a
+// broker writes it (a compare-and-swap of Reassign's state).
+func (s *sim) reassign() {
+	st := s.parts["a"][s.rng.Intn(len(s.parts["a"]))]
+	var target []int32
+	if !Reassigning(st) || s.rng.Intn(4) > 0 {
+		target = []int32{1, 2, 3, 4}
+		s.rng.Shuffle(len(target), func(i, j int) { target[i], target[j] = target[j], target[i] })
+		target = target[:3]
+	}
+	n, err := Reassign(st, target, true, s.snapshot().Brokers)
+	if err != nil {
+		return // an unregistered target broker, nothing to cancel
+	}
+	if Reassigning(n) && !slices.Equal(Target(n), target) {
+		s.fail("Reassign to %v built target %v", target, Target(n))
+	}
+	if n.Leader != st.Leader && !slices.Contains(st.ISR, n.Leader) && n.Leader != clustermeta.NoLeader {
+		s.fail("Reassign elected %d from outside the ISR %v", n.Leader, st.ISR)
+	}
+	if s.write(n) {
+		s.counts.reassignStarts++
 	}
 }
 
@@ -310,7 +340,7 @@ func (s *sim) electable(id int32) bool { b := s.brokers[id]; return b.up && !b.s
 
 func (s *sim) decide() {
 	snap := s.snapshot()
-	ds := Decide(snap, Policy{})
+	ds := DecideAll(snap, Policy{})
 	seen := map[string]bool{}
 	for _, d := range ds {
 		k := pkey(d.New.Topic, d.New.Partition)
@@ -318,11 +348,23 @@ func (s *sim) decide() {
 			s.fail("two decisions for %s", k)
 		}
 		seen[k] = true
-		// The ISR loses no live member by the controller's hand.
+		// The ISR loses no live member by the controller's hand but the
+		// replicas a completed reassignment removes.
 		for _, m := range d.Old.ISR {
-			if !slices.Contains(d.New.ISR, m) && s.live(m, d.Old) {
+			if !slices.Contains(d.New.ISR, m) && s.live(m, d.Old) && !(d.Reason == ReasonReassignmentComplete && slices.Contains(d.Old.RemovingReplicas, m)) {
 				s.fail("%v removed live ISR member %d", d, m)
 			}
+		}
+		if d.Reason == ReasonReassignmentComplete {
+			for _, a := range d.Old.AddingReplicas {
+				if !slices.Contains(d.Old.ISR, a) {
+					s.fail("%v: completed with adding replica %d out of the ISR", d, a)
+				}
+			}
+			if !slices.Equal(d.New.Replicas, Target(d.Old)) || Reassigning(d.New) || !slices.Contains(d.New.Replicas, d.New.Leader) {
+				s.fail("%v: completed to replicas %v leader %d (target %v)", d, d.New.Replicas, d.New.Leader, Target(d.Old))
+			}
+			s.counts.reassignCompletions++
 		}
 		if len(d.New.ISR) == 0 {
 			s.fail("%v: empty ISR", d)
@@ -377,9 +419,13 @@ func (s *sim) decide() {
 			}
 		}
 	})
-	// The decisions converge: on the state they leave, nothing more to do.
-	if again := Decide(s.snapshot(), Policy{}); len(again) > 0 {
-		s.fail("decisions right after the decisions: %v", again)
+	// The decisions converge: on the state they leave, nothing more to do
+	// but the completion of a reassignment whose partition had a failover
+	// decision this time.
+	for _, d := range DecideAll(s.snapshot(), Policy{}) {
+		if d.Reason != ReasonReassignmentComplete || !seen[pkey(d.New.Topic, d.New.Partition)] {
+			s.fail("decisions right after the decisions: %v", d)
+		}
 	}
 }
 
@@ -400,10 +446,12 @@ func TestSimulation(t *testing.T) {
 		total.decisions += c.decisions
 		total.elections += c.elections
 		total.unclean += c.unclean
+		total.reassignStarts += c.reassignStarts
+		total.reassignCompletions += c.reassignCompletions
 	}
 	t.Logf("%+v", total)
 	// The simulation must have exercised what it checks.
-	if total.elections < 50 || total.unclean == 0 || total.shutdowns == 0 || total.leaderISRWrites < 50 {
+	if total.elections < 50 || total.unclean == 0 || total.shutdowns == 0 || total.leaderISRWrites < 50 || total.reassignCompletions < 20 {
 		t.Fatalf("the simulation exercised too little: %+v", total)
 	}
 }

@@ -16,3 +16,6 @@ func (h brokerHost) Replica(topic string, partition int32) (Replica, error) {
 	}
 	return r, nil
 }
+
+// A broker applies the follower side of the replication throttles.
+var _ Throttler = brokerHost{}

@@ -9,7 +9,9 @@
 // OffsetForLeaderEpoch (KIP-101/KIP-279) or a DivergingEpoch answer, and
 // after OFFSET_OUT_OF_RANGE by the leader's log start and end, as Kafka's
 // AbstractFetcherThread does (partition.go: the per-partition states and
-// transitions).
+// transitions). A Host that implements Throttler applies the follower
+// side of the replication throttles: a partition it holds back is left
+// out of the fetches, and the bytes fetched are reported to it.
 //
 // The state machine takes its I/O and time as inputs (the leader
 // interface, a client.Clock), so tests drive it step by step with a

@@ -22,6 +22,10 @@ import (
 const requestTimeout = 30 * time.Second
 
 // fetcherConfig is what a fetcher needs, the Manager's Config resolved.
+// throttleRecheck is how soon a partition left out by the follower
+// throttle is looked at again.
+const throttleRecheck = 100 * time.Millisecond
+
 type fetcherConfig struct {
 	host     Host
 	clock    client.Clock
@@ -196,12 +200,19 @@ func (f *fetcher) round(ctx context.Context, ld leader) (roundResult, error) {
 		earliest time.Time
 	)
 	pl.asked = map[client.TopicPartition]*partition{}
+	thr, _ := f.cfg.host.(Throttler)
 	for _, p := range f.snapshot() {
 		p.mu.Lock()
 		if !p.gone && p.phase != fenced {
 			if now.Before(p.delay) || !f.resolve(p, now) {
 				if !delayed || p.delay.Before(earliest) {
 					earliest = p.delay
+				}
+				delayed = true
+			} else if thr != nil && fetches(p) && thr.FollowerThrottled(p.tp.Topic, p.tp.Partition) {
+				// Over the follower throttle: asked again shortly.
+				if at := now.Add(throttleRecheck); !delayed || at.Before(earliest) {
+					earliest = at
 				}
 				delayed = true
 			} else {
@@ -251,6 +262,9 @@ func (f *fetcher) round(ctx context.Context, ld leader) (roundResult, error) {
 			continue
 		}
 		delete(byTP, a.TopicPartition) // the first answer only
+		if thr != nil && len(a.Records) > 0 {
+			thr.FollowerFetched(a.Topic, a.Partition, len(a.Records))
+		}
 		off := pl.want[i].Offset
 		f.apply(pl.fetchable[i], func(p *partition) (outcome, error) { return p.onFetch(a.FetchResult, off) })
 	}
@@ -264,6 +278,12 @@ type plan struct {
 	asked     map[client.TopicPartition]*partition // of the two above
 	want      []client.SessionPartition
 	fetchable []*partition // want's, in its order
+}
+
+// fetches reports whether p (held, with its replica) asks for records
+// this round (plan.add).
+func fetches(p *partition) bool {
+	return p.phase == fetching || p.phase == truncating && p.rep.LatestEpoch() < 0
 }
 
 // add puts p (held, with its replica) in the plan by its phase.

@@ -39,3 +39,16 @@ type Replica interface {
 	// leader's log start is above our log end).
 	TruncateFullyAndStartAt(offset int64) error
 }
+
+// Throttler is the follower side of the replication throttles, which a
+// Host may implement (Kafka's follower ReplicationQuotaManager): a
+// partition it says is throttled is left out of the fetches until it is
+// not, and the bytes fetched are reported to it.
+type Throttler interface {
+	// FollowerThrottled reports whether the partition's fetch must wait
+	// now (it is throttled on this broker and the throttled bytes fetched
+	// are above follower.replication.throttled.rate).
+	FollowerThrottled(topic string, partition int32) bool
+	// FollowerFetched counts bytes of records fetched for the partition.
+	FollowerFetched(topic string, partition int32, bytes int)
+}
