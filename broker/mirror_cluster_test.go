@@ -150,31 +150,9 @@ func TestMirrorStopAcrossLeaderChange(t *testing.T) {
 		t.Fatalf("mirror produce: %+v", r)
 	}
 	// Node 1 stops short of recording the partition stopped.
-	var hold atomic.Bool
-	hold.Store(true)
-	hook := func(topic string, partition int32, step int) error {
-		if step == stopStepBarrier && hold.Load() {
-			return errors.New("held by the test")
-		}
-		return nil
-	}
-	mirrorStopHook.Store(&hook)
-	t.Cleanup(func() { mirrorStopHook.Store(nil) })
-
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
-	rr.ResourceType, rr.ResourceName, rr.Configs = kmsg.ConfigResourceTypeTopic, "m", []kmsg.IncrementalAlterConfigsRequestResourceConfig{iacDelete("mirror.mode")}
-	req.Resources = append(req.Resources, rr)
-	answer := make(chan *kmsg.IncrementalAlterConfigsResponse, 1)
-	go func() {
-		resp, err := rawRoundTrip(c.nodes[3].b.addr, req) // any broker takes the stop
-		if err != nil {
-			answer <- nil
-			return
-		}
-		answer <- resp.(*kmsg.IncrementalAlterConfigsResponse)
-	}()
-	c.waitLEO(1, "m", 4) // node 1 wrote the barrier
+	hold := holdStopsAtBarrier(t)
+	answer := c.deleteMirrorModeAsync(3, "m") // any broker takes the stop
+	c.waitLEO(1, "m", 4)                      // node 1 wrote the barrier
 	waitUntil(t, "the barrier replicated", func() bool {
 		c.replicate(1)
 		return c.handle(2, "m").log.LogEndOffset() == 4 && c.handle(3, "m").log.LogEndOffset() == 4
@@ -184,18 +162,8 @@ func TestMirrorStopAcrossLeaderChange(t *testing.T) {
 	}
 	c.elect("m", 2, []int32{1, 2, 3})
 	hold.Store(false)
-	var resp *kmsg.IncrementalAlterConfigsResponse
-	waitUntil(t, "the stop answered", func() bool {
-		c.replicate(1)
-		select {
-		case resp = <-answer:
-			return true
-		default:
-			return false
-		}
-	})
-	if resp == nil || resp.Resources[0].ErrorCode != 0 {
-		t.Fatalf("the stop: %+v", resp)
+	if code := c.replicateUntilStopped(answer); code != 0 {
+		t.Fatalf("the stop: %v", kerr.ErrorForCode(code))
 	}
 	want := c.logBytes(2, "m")
 	waitUntil(t, "the followers have the leader's log", func() bool {
@@ -277,40 +245,13 @@ func TestMirrorStopNewLeaderRecordsItsStopPoint(t *testing.T) {
 	// Offsets 3-4 reach node 1 only (acks=all: never acknowledged).
 	c.mirrorProduceAsync(1, "m", data(3, 2, 2).encode(t), 3)
 	c.waitLEO(1, "m", 5)
-	var hold atomic.Bool
-	hold.Store(true)
-	hook := func(topic string, partition int32, step int) error {
-		if step == stopStepBarrier && hold.Load() {
-			return errors.New("held by the test")
-		}
-		return nil
-	}
-	mirrorStopHook.Store(&hook)
-	t.Cleanup(func() { mirrorStopHook.Store(nil) })
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
-	rr.ResourceType, rr.ResourceName, rr.Configs = kmsg.ConfigResourceTypeTopic, "m", []kmsg.IncrementalAlterConfigsRequestResourceConfig{iacDelete("mirror.mode")}
-	req.Resources = append(req.Resources, rr)
-	answer := make(chan kmsg.Response, 1)
-	go func() {
-		resp, _ := rawRoundTrip(c.nodes[3].b.addr, req)
-		answer <- resp
-	}()
+	hold := holdStopsAtBarrier(t)
+	answer := c.deleteMirrorModeAsync(3, "m")
 	c.waitLEO(1, "m", 6) // node 1's barrier at 5, on node 1 only
 	c.elect("m", 2, []int32{2, 3})
 	hold.Store(false)
-	var resp kmsg.Response
-	waitUntil(t, "the stop answered", func() bool {
-		c.replicate(1)
-		select {
-		case resp = <-answer:
-			return true
-		default:
-			return false
-		}
-	})
-	if r, ok := resp.(*kmsg.IncrementalAlterConfigsResponse); !ok || r.Resources[0].ErrorCode != 0 {
-		t.Fatalf("the stop: %+v", resp)
+	if code := c.replicateUntilStopped(answer); code != 0 {
+		t.Fatalf("the stop: %v", kerr.ErrorForCode(code))
 	}
 	want := c.logBytes(2, "m")
 	waitUntil(t, "the followers have the new leader's log", func() bool {
@@ -324,4 +265,57 @@ func TestMirrorStopNewLeaderRecordsItsStopPoint(t *testing.T) {
 	if ps := st.Partitions[0]; err != nil || st.State != mirrorStateStopped || ps.StopFrom != 3 || ps.LastMirroredOffset != 2 {
 		t.Fatalf("the stop point after the leader change: %+v (%v), want stop_from 3, last mirrored 2", st, err)
 	}
+}
+
+// holdStopsAtBarrier makes every broker's stop step fail after the
+// barrier (before the partition is recorded stopped) until the returned
+// flag is cleared.
+func holdStopsAtBarrier(t *testing.T) *atomic.Bool {
+	hold := new(atomic.Bool)
+	hold.Store(true)
+	hook := func(topic string, partition int32, step int) error {
+		if step == stopStepBarrier && hold.Load() {
+			return errors.New("held by the test")
+		}
+		return nil
+	}
+	mirrorStopHook.Store(&hook)
+	t.Cleanup(func() { mirrorStopHook.Store(nil) })
+	return hold
+}
+
+// deleteMirrorModeAsync sends the DELETE of topic's mirror.mode (the
+// stop) to node and delivers the resource's error code (-1: no answer).
+func (c *replCluster) deleteMirrorModeAsync(node int32, topic string) <-chan int16 {
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName, rr.Configs = kmsg.ConfigResourceTypeTopic, topic, []kmsg.IncrementalAlterConfigsRequestResourceConfig{iacDelete("mirror.mode")}
+	req.Resources = append(req.Resources, rr)
+	addr := c.nodes[node].b.addr
+	out := make(chan int16, 1)
+	go func() {
+		resp, err := rawRoundTrip(addr, req)
+		if err != nil {
+			out <- -1
+			return
+		}
+		out <- resp.(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode
+	}()
+	return out
+}
+
+// replicateUntilStopped runs fetch rounds until the stop is answered.
+func (c *replCluster) replicateUntilStopped(answer <-chan int16) int16 {
+	c.t.Helper()
+	var code int16
+	waitUntil(c.t, "the stop answered", func() bool {
+		c.replicate(1)
+		select {
+		case code = <-answer:
+			return true
+		default:
+			return false
+		}
+	})
+	return code
 }
