@@ -32,6 +32,9 @@ package broker
 //   - cluster_security.go: the ACLs and SCRAM credentials in the store
 //     (records of kinds "acl" and "scram"), followed by every broker's
 //     authorizer and credential store.
+//   - mirror_cluster.go, mirror_state_cluster.go, mirror_stop_cluster.go:
+//     mirror topics' state in the store, the stop carried out by each
+//     partition's leader, the leader's own epoch raises, links refused.
 
 import (
 	"time"

@@ -71,6 +71,13 @@
 // mode). Every partition directory carries partition.metadata, the topic
 // id its log belongs to (partition_metadata.go).
 //
+// In cluster mode a mirror topic's state (writers, writer epochs, the
+// stop) is a record of the cluster store changed by compare-and-swap
+// (mirror_state_cluster.go); a mirror stop is decided there and carried
+// out by each partition's leader (mirror_stop_cluster.go); a leader's own
+// KIP-1279 epoch raise keeps its leadership, and cluster links are
+// refused (mirror_cluster.go).
+//
 // It runs the background work over the logs: retention (partition_log.go)
 // and the log cleaner threads, which choose the compacted log to clean and
 // have storage clean it (log_cleaner.go).

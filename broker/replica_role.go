@@ -125,6 +125,15 @@ func (s *Server) applyRole(p *Partition, st clustermeta.PartitionState) {
 			cur.lead.update(st) // an ISR or assignment change under the same leader
 			return
 		}
+		if cur != nil && cur.leader && s.ownEpochRaise(p, st) {
+			// This broker's own raise (a mirror's epoch rule): the
+			// leadership goes on at the new epoch, its waiters too.
+			p.raiseLeaderEpoch(st.LeaderEpoch)
+			p.repl.Store(&replState{leader: true, epoch: st.LeaderEpoch, leaderID: self, lead: cur.lead})
+			cur.lead.update(st)
+			s.log.Info("partition leader epoch raised", "topic", p.Topic.Name, "partition", p.Index, "leader_epoch", st.LeaderEpoch)
+			return
+		}
 		if cur != nil && !cur.leader {
 			// The fetcher must append nothing more once this broker
 			// takes writes.

@@ -32,6 +32,12 @@ func (c *replCluster) produceAsync(node int32, topic string, acks int16, timeout
 	}
 	req := produceRequest(9, topic, 0, encodeBatch(c.t, 0, -1, -1, vs...))
 	req.Acks, req.TimeoutMillis = acks, timeoutMs
+	return c.sendProduce(node, req)
+}
+
+// sendProduce sends req to node and delivers its first partition answer
+// (or the transport error).
+func (c *replCluster) sendProduce(node int32, req *kmsg.ProduceRequest) <-chan produceResult {
 	addr := c.nodes[node].b.addr
 	out := make(chan produceResult, 1)
 	go func() {
