@@ -9,6 +9,12 @@ FUZZTIME  ?= 20s
 build:
 	$(GO) build -o $(BIN) ./cmd/verbatim
 
+# The etcd server (the module's own main package) for an external etcd
+# cluster: scripts/cluster.sh etcd-start, make chaos.
+.PHONY: etcd
+etcd:
+	$(GO) build -o bin/etcd go.etcd.io/etcd/server/v3
+
 run: build
 	./$(BIN) serve --listen 127.0.0.1:9092 --data-dir ./data --metrics-listen 127.0.0.1:9404
 
@@ -121,6 +127,16 @@ fuzz:
 
 clean:
 	rm -rf bin data .peers
+
+# The fault test at its larger size (docs/cluster.md "Fault testing"):
+# 30 faults (broker SIGKILL, SIGSTOP past the session timeout, etcd member
+# SIGKILL) under idempotent and transactional producers and consumer
+# groups, on a 3-broker cluster over an external 3-member etcd; minutes.
+# `make test` runs it small. CHAOS_ARGS passes env, e.g.
+# VERBATIM_CHAOS_FAULTS=30 VERBATIM_CHAOS_SEED=1.
+.PHONY: chaos
+chaos: peers
+	$(CHAOS_ARGS) VERBATIM_CHAOS=large $(GO) test -count=1 -timeout 30m -run '^TestChaos' -v ./interop/
 
 # franz-go's kgo suite with KGO_TEST_RF=3 against a 3-broker Verbatim cluster
 # started by scripts/cluster.sh (not part of `make test` yet). KGO_SUITE_RUN /

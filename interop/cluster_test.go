@@ -164,6 +164,7 @@ func TestVerbatimCluster(t *testing.T) {
 	t.Run("leader-sigkill-failover", func(t *testing.T) { clusterFailover(t, c, cl) })
 	t.Run("restarted-broker-rejoins-isr", func(t *testing.T) { clusterRejoin(t, c, cl) })
 	t.Run("controlled-shutdown-moves-leadership", func(t *testing.T) { clusterControlledShutdown(t, c, cl) })
+	t.Run("kafka-leader-election", func(t *testing.T) { clusterLeaderElection(t, c, cl) })
 }
 
 // partitionView is one broker's Metadata answer for one partition.
