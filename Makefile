@@ -4,10 +4,16 @@ BIN       := bin/verbatim
 PKGS_UNIT := $(shell $(GO) list ./... | grep -v /interop)
 FUZZTIME  ?= 20s
 
-.PHONY: build run test vet unit alloc interop peers bench bench-quick bench-hotpath bench-ingest bench-ingest-tls bench-cleaner bench-link scale link-repair-long sim-link fuzz clean
+.PHONY: build run test vet unit alloc interop peers bench bench-quick bench-hotpath bench-ingest bench-ingest-tls bench-cleaner bench-link bench-cluster scale link-repair-long sim-link fuzz clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/verbatim
+
+# The etcd server (the module's own main package) for an external etcd
+# cluster: scripts/cluster.sh etcd-start, make chaos.
+.PHONY: etcd
+etcd:
+	$(GO) build -o bin/etcd go.etcd.io/etcd/server/v3
 
 run: build
 	./$(BIN) serve --listen 127.0.0.1:9092 --data-dir ./data --metrics-listen 127.0.0.1:9404
@@ -71,6 +77,16 @@ bench-link: peers
 	$(GO) test -tags peerbench -count=1 -timeout 90m -run '^TestLinkBench$$' ./benchmarks/ -v -args -linkbench.out=results $(BENCH_LINK_ARGS)
 	cd benchmarks/charts && $(GO) run . -in $$(ls -t ../results/*-link.json | head -1) -readme ''
 
+# Replicated cluster beside Kafka (benchmarks/README.md "Replicated cluster
+# beside Kafka"): 3 Verbatim brokers (scripts/cluster.sh) and 3 Kafka 4.4
+# brokers on this machine, acks=all at RF 3, raw generator and
+# ProducerPerformance, leader SIGKILL failover; writes
+# benchmarks/results/<date>-<commit>-cluster.jsonl and its charts.
+# BENCH_CLUSTER_ARGS passes flags (e.g. -clusterbench.rounds=5).
+bench-cluster: peers
+	$(GO) test -tags peerbench -count=1 -timeout 90m -run '^TestClusterBench$$' ./benchmarks/ -v -args -clusterbench.out=results $(BENCH_CLUSTER_ARGS)
+	cd benchmarks/charts && $(GO) run . -in $$(ls -t ../results/*-cluster.jsonl | head -1) -readme ''
+
 bench-hotpath:
 	$(GO) test -run '^$$' -bench '^BenchmarkHotpathReport$$' -benchtime 1x -timeout 30m ./hotpath
 
@@ -111,6 +127,16 @@ fuzz:
 
 clean:
 	rm -rf bin data .peers
+
+# The fault test at its larger size (docs/cluster.md "Fault testing"):
+# 30 faults (broker SIGKILL, SIGSTOP past the session timeout, etcd member
+# SIGKILL) under idempotent and transactional producers and consumer
+# groups, on a 3-broker cluster over an external 3-member etcd; minutes.
+# `make test` runs it small. CHAOS_ARGS passes env, e.g.
+# VERBATIM_CHAOS_FAULTS=30 VERBATIM_CHAOS_SEED=1.
+.PHONY: chaos
+chaos: peers
+	$(CHAOS_ARGS) VERBATIM_CHAOS=large $(GO) test -count=1 -timeout 30m -run '^TestChaos' -v ./interop/
 
 # franz-go's kgo suite with KGO_TEST_RF=3 against a 3-broker Verbatim cluster
 # started by scripts/cluster.sh (not part of `make test` yet). KGO_SUITE_RUN /

@@ -69,10 +69,7 @@ func TestLinkBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	commit := gitOut(t, root, "rev-parse", "--short=12", "HEAD")
-	if gitOut(t, root, "status", "--porcelain", "--untracked-files=no", "--", "benchmarks", "broker", "link", "mirror", "client", "storage", "hotpath", "cmd") != "" {
-		commit += "-dirty"
-	}
+	commit := headCommit(t, root, "benchmarks", "broker", "link", "mirror", "client", "storage", "hotpath", "cmd")
 	bin := interop.BuildVerbatim(t)
 	var partCounts []int32
 	var mbs []int
@@ -109,15 +106,7 @@ func TestLinkBench(t *testing.T) {
 	tmpl := serveTemplate(t, bin, work)
 	WaitIdle(k.Nodes[0].PID(), time.Minute)
 
-	if *linkBenchQuiet != "" {
-		for {
-			if _, err := os.Stat(*linkBenchQuiet); err == nil {
-				break
-			}
-			t.Logf("waiting for %s (a quiet machine) before measuring", *linkBenchQuiet)
-			time.Sleep(30 * time.Second)
-		}
-	}
+	waitForFile(t, *linkBenchQuiet, "measuring")
 	rep := &Report{Date: time.Now().UTC().Format("2006-01-02T15:04Z"), Commit: commit, Profile: fmt.Sprintf("%d rounds", *linkBenchRounds),
 		Command: "make bench-link", Machine: DescribeMachine(work)}
 	rep.Gaps = append(rep.Gaps, "MirrorMaker 2 is connect-mirror 4.3.0 with the 4.3.0 Kafka clients and Connect runtime: 4.4.0 is not served by this machine's Maven Central mirror (benchmarks/mm2/pom.xml)")

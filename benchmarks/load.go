@@ -38,7 +38,11 @@ const ProduceVersion = 9
 // carries the matching ExpectedLogEndOffset, so one connection is the one
 // writer of its partition.
 type Load struct {
-	Addr       string
+	Addr string
+	// Addrs, when set, gives each connection its own server: connection i
+	// dials Addrs[i] (the leader of its partition in a cluster) instead of
+	// Addr.
+	Addrs      []string
 	Topic      string
 	Mirror     bool
 	BatchBytes int
@@ -426,7 +430,11 @@ func RunLoad(ctx context.Context, l Load) (LoadResult, error) {
 			return LoadResult{}, err
 		}
 		tmpls[i] = t
-		c, err := d.DialContext(ctx, "tcp", l.Addr)
+		addr := l.Addr
+		if i < len(l.Addrs) {
+			addr = l.Addrs[i]
+		}
+		c, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
 			return LoadResult{}, err
 		}

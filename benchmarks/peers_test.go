@@ -692,6 +692,28 @@ func gitOut(t *testing.T, dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// headCommit is HEAD's short commit, with -dirty when a tracked file
+// under dirs differs from it.
+func headCommit(t *testing.T, root string, dirs ...string) string {
+	commit := gitOut(t, root, "rev-parse", "--short=12", "HEAD")
+	if gitOut(t, root, append([]string{"status", "--porcelain", "--untracked-files=no", "--"}, dirs...)...) != "" {
+		commit += "-dirty"
+	}
+	return commit
+}
+
+// waitForFile waits, polling every 30 s, until path exists (empty: no
+// wait); what says what waits.
+func waitForFile(t *testing.T, path, what string) {
+	for path != "" {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		t.Logf("waiting for %s (a quiet machine) before %s", path, what)
+		time.Sleep(30 * time.Second)
+	}
+}
+
 // mm2Classpath is MM2's own Kafka jars (4.3.0) followed by the third-party
 // jars of the Kafka 4.4 classpath (no Apache Kafka jar from it).
 func mm2Classpath(t *testing.T, mm2Lib, kafkaLib string) string {

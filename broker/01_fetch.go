@@ -33,7 +33,11 @@ package broker
 //     check); a follower's fetch reads up to the log end, records the
 //     follower's progress (a broker that is not a replica, or a stale
 //     broker epoch: NOT_LEADER_OR_FOLLOWER) and moves the high watermark
-//     and the ISR.
+//     and the ISR. With replica.selector.class Kafka's
+//     RackAwareReplicaSelector (replica_readreplica.go, KIP-392), a
+//     consumer's v11+ fetch with a rack is pointed by the leader to an
+//     in-sync replica in its rack (PreferredReadReplica), and followers
+//     serve consumers' v11+ fetches up to their high watermark.
 //
 // Authorization (with the authorizer on, authorize.go): READ on the topic;
 // follower fetches CLUSTER_ACTION on CLUSTER; refused partitions
@@ -41,7 +45,8 @@ package broker
 //
 // Deviations from Apache Kafka: a partially fitting trailing batch is left
 // out rather than sent cut (clients drop it anyway); no quotas
-// (ThrottleMillis 0); no preferred read replica (-1). Records are read into
+// (ThrottleMillis 0); a preferred read replica only in cluster mode
+// with the rack-aware selector (-1 otherwise). Records are read into
 // pooled buffers and written with one vectored write (fetch_reply.go has
 // the measurement against sendfile).
 
@@ -190,7 +195,7 @@ func (op *fetchOp) read() bool {
 		n := op.readPartition(fp, remaining, first)
 		total += int64(n)
 		remaining -= int64(n)
-		if fp.resp.ErrorCode != 0 || fp.resp.DivergingEpoch.Epoch >= 0 {
+		if fp.resp.ErrorCode != 0 || fp.resp.DivergingEpoch.Epoch >= 0 || fp.resp.PreferredReadReplica >= 0 {
 			urgent = true
 		}
 	}
@@ -234,11 +239,22 @@ func (op *fetchOp) readPartition(fp *fetchPart, remaining int64, first bool) int
 		if op.req.Version >= 9 {
 			cur = fp.currentLeaderEpoch
 		}
-		ls, err := op.s.fetchLeaderCheck(p, cur, op.replicaID, op.replicaEpoch, fp.fetchOffset)
-		if err != nil {
-			return fail(err)
+		if op.replicaID < 0 && op.req.Version >= 11 && op.s.followerReadsOn() {
+			// KIP-392 (replica_readreplica.go).
+			preferred, err := op.consumerFetchCheck(p, cur, fp.fetchOffset)
+			if err != nil {
+				return fail(err)
+			}
+			if preferred >= 0 {
+				return op.pointTo(fp, preferred)
+			}
+		} else {
+			ls, err := op.s.fetchLeaderCheck(p, cur, op.replicaID, op.replicaEpoch, fp.fetchOffset)
+			if err != nil {
+				return fail(err)
+			}
+			follower = ls
 		}
-		follower = ls
 	}
 	h, err := partitionHandle(p)
 	if err != nil {
@@ -415,9 +431,13 @@ func (op *fetchOp) response() *fetchReply {
 		if sess != nil {
 			op.remember(fp)
 		}
-		op.s.apiError(fetchKey, fp.resp.ErrorCode)
+		op.s.fetchMetrics(op.replicaID >= 0).Error(fp.resp.ErrorCode)
 		if n := len(fp.resp.RecordBatches); n > 0 && fp.p != nil {
-			op.s.topicMetrics(fp.p.Topic).BytesOut.Add(float64(n))
+			if op.replicaID >= 0 {
+				op.s.topicMetrics(fp.p.Topic).ReplicationBytesOut.Add(float64(n)) // Kafka's ReplicationBytesOut
+			} else {
+				op.s.topicMetrics(fp.p.Topic).BytesOut.Add(float64(n))
+			}
 		}
 		if cur == nil || cur.Topic != fp.name || cur.TopicID != fp.id {
 			resp.Topics = append(resp.Topics, kmsg.NewFetchResponseTopic())

@@ -31,7 +31,11 @@ package broker
 //   - Cluster mode: only the leader answers (NOT_LEADER_OR_FOLLOWER
 //     elsewhere; Kafka's debugging replica id -2 may ask any replica); the
 //     high watermark is the replicated one, and a replica's (replica id
-//     >= 0) LATEST is the log end, as Kafka answers followers.
+//     >= 0) LATEST is the log end, as Kafka answers followers. A new
+//     leader whose high watermark is below the start of its leader epoch
+//     answers a consumer's (replica id -1) LATEST, and a timestamp lookup
+//     that finds nothing below that limit, with OFFSET_NOT_AVAILABLE
+//     (KIP-207), so the end of the log never seems to go back.
 //
 // Authorization (with the authorizer on, authorize.go): DESCRIBE on the
 // topic (TOPIC_AUTHORIZATION_FAILED).
@@ -45,6 +49,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -111,7 +116,8 @@ func (s *Server) listOffsetLeader(ctx context.Context, p *Partition, req *kmsg.L
 		if req.Version >= 4 {
 			cur = rp.CurrentLeaderEpoch
 		}
-		if _, err := s.leaderCheck(p, cur); err != nil {
+		rs, err := s.leaderCheck(p, cur)
+		if err != nil {
 			return err
 		}
 		if req.ReplicaID >= 0 && rp.Timestamp == tsLatest {
@@ -122,8 +128,34 @@ func (s *Server) listOffsetLeader(ctx context.Context, p *Partition, req *kmsg.L
 			op.Offset, op.LeaderEpoch = l.LogEndOffset(), p.LeaderEpoch()
 			return nil
 		}
+		if req.ReplicaID == -1 && belowEpochStart(p, rs) {
+			// A new leader whose high watermark has not reached the start
+			// of its epoch may be behind what the old leader acknowledged
+			// (KIP-207): no latest offset, and no timestamp lookup
+			// answered "none" from that lagging limit, until it caught up.
+			if rp.Timestamp == tsLatest {
+				return errOffsetNotAvailable(p)
+			}
+			if err := listOffset(ctx, p, req.Version, req.IsolationLevel, rp, op); err != nil || rp.Timestamp < 0 || op.Offset != -1 {
+				return err
+			}
+			return errOffsetNotAvailable(p)
+		}
 	}
 	return listOffset(ctx, p, req.Version, req.IsolationLevel, rp, op)
+}
+
+// belowEpochStart reports whether rs leads p with a high watermark below
+// the log end the leadership began at.
+func belowEpochStart(p *Partition, rs *replState) bool {
+	if rs == nil || rs.lead == nil || rs.lead.h == nil {
+		return false
+	}
+	return highWatermark(rs.lead.h) < rs.lead.epochStart
+}
+
+func errOffsetNotAvailable(p *Partition) error {
+	return kafkaErr(kerr.OffsetNotAvailable, fmt.Sprintf("the leader of %s has not caught up to the start of its leader epoch yet", p.Dir()))
 }
 
 func listOffset(ctx context.Context, p *Partition, version int16, isolation int8, rp *kmsg.ListOffsetsRequestTopicPartition, op *kmsg.ListOffsetsResponseTopicPartition) error {

@@ -22,6 +22,9 @@ package broker
 //     checkpoint.
 //   - coordinators: the group and transaction coordinators load and unload
 //     with the leadership of their internal topics' partitions.
+//   - cluster_elect.go: ElectLeaders' decisions (controller.Elect) written
+//     to the store; replica_readreplica.go: KIP-392's preferred read
+//     replica and consumers' fetches on followers.
 //   - reassignment: 45_/46_*.go and cluster_mode_reassign.go (the target
 //     written to the store, moved replicas removed), broker_dynconfig.go
 //     (dynamic broker configs, the throttle rates), replica_throttle.go
@@ -29,6 +32,9 @@ package broker
 //   - cluster_security.go: the ACLs and SCRAM credentials in the store
 //     (records of kinds "acl" and "scram"), followed by every broker's
 //     authorizer and credential store.
+//   - mirror_cluster.go, mirror_state_cluster.go, mirror_stop_cluster.go:
+//     mirror topics' state in the store, the stop carried out by each
+//     partition's leader, the leader's own epoch raises, links refused.
 
 import (
 	"time"
@@ -71,6 +77,11 @@ type ClusterConfig struct {
 	NumReplicaFetchers int
 	// ControlledShutdown is controlled.shutdown.enable (default true).
 	ControlledShutdown bool
+	// RackAwareReplicaSelector is replica.selector.class set to Kafka's
+	// RackAwareReplicaSelector: consumers of Fetch v11+ are pointed to
+	// an in-sync replica in their rack, and followers serve them
+	// (KIP-392, replica_readreplica.go).
+	RackAwareReplicaSelector bool
 }
 
 // Followers replicates the partitions this broker follows; the replica

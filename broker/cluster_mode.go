@@ -62,6 +62,10 @@ type clusterMode struct {
 	// sec is what the ACLs and SCRAM credentials were last loaded from
 	// (cluster_security.go).
 	sec securityState
+
+	// raises are this broker's own leader-epoch raises not yet applied
+	// (mirror_cluster.go).
+	raises epochRaises
 }
 
 // clusterDefaults fills in ClusterConfig's defaults (Kafka's).
@@ -361,6 +365,7 @@ func (cm *clusterMode) apply(snap *clustermeta.Snapshot) {
 	}
 	cm.applySecurity(snap)
 	cm.snap.Store(snap)
+	s.mirrorStopsAfterSnapshot(snap) // mirror_stop_cluster.go; does not block
 	cm.mu.Lock()
 	close(cm.mu.applied)
 	cm.mu.applied = make(chan struct{})

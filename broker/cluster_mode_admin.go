@@ -264,6 +264,7 @@ func (cm *clusterMode) deleteTopic(t *Topic) error {
 	if !cm.awaitSnapshot(ctx, func(s *clustermeta.Snapshot) bool { rec, ok := s.Topics[t.Name]; return !ok || rec.ID != t.ID }) {
 		return notSeenYet("deleting topic " + t.Name)
 	}
+	cm.s.forgetMirrorRecord(ctx, t) // mirror_state_cluster.go
 	return nil
 }
 
@@ -364,6 +365,9 @@ func (cm *clusterMode) raiseLeaderEpochs(ps []*Partition, epochs []int32) error 
 	ctx, cancel := cm.writeCtx()
 	defer cancel()
 	var written []clustermeta.PartitionState
+	// Held across the write: the reconciler recognises the raise as this
+	// broker's own (mirror_cluster.go) only once it is recorded.
+	cm.raises.mu.Lock()
 	err := cm.retryConflict(ctx, func(snap *clustermeta.Snapshot) error {
 		var states []clustermeta.PartitionState
 		for i, p := range ps {
@@ -388,6 +392,10 @@ func (cm *clusterMode) raiseLeaderEpochs(ps []*Partition, epochs []int32) error 
 		written, err = cm.store.CASPartitions(ctx, sess.Fence(), states)
 		return err
 	})
+	if err == nil {
+		cm.raises.recordLocked(written)
+	}
+	cm.raises.mu.Unlock()
 	var ke *kafkaError
 	switch {
 	case errors.As(err, &ke):

@@ -46,8 +46,10 @@
 // whole cluster (cluster_mode_describe.go); the ACLs and SCRAM
 // credentials are the store's too, every broker's authorizer and
 // credential store following the applied snapshots (cluster_security.go).
-// It must not decide leaders or ISRs there (the controller and the
-// leaders' ISR writes do).
+// It must not decide leaders or ISRs by rules of its own: the controller
+// does, and ElectLeaders writes the controller's own decisions
+// (controller.Elect) fenced by this broker's registration
+// (cluster_elect.go), as leaders write their ISR changes.
 //
 // In cluster mode (Config.Cluster, cluster_config.go) each hosted replica
 // leads or follows at the store's leader epoch (replica_role.go): the
@@ -57,7 +59,10 @@
 // log is written by the replica fetcher (package replica) through
 // FollowerReplica (replica_follower.go); the high watermarks are
 // checkpointed in the data dir (replica_checkpoint.go). The data APIs
-// answer NOT_LEADER_OR_FOLLOWER off the leader. Partition reassignment
+// answer NOT_LEADER_OR_FOLLOWER off the leader, but for consumers' fetches
+// on followers with the rack-aware replica selector, which the leader
+// points to a replica in their rack (KIP-392, replica_readreplica.go).
+// Partition reassignment
 // (45_alter_partition_reassignments.go, 46_list_partition_reassignments.go)
 // writes the target into the store and the reconciler removes the log of
 // a replica moved away (cluster_mode_reassign.go); the replication
@@ -65,6 +70,13 @@
 // dynamic broker configs (broker_dynconfig.go, in the store in cluster
 // mode). Every partition directory carries partition.metadata, the topic
 // id its log belongs to (partition_metadata.go).
+//
+// In cluster mode a mirror topic's state (writers, writer epochs, the
+// stop) is a record of the cluster store changed by compare-and-swap
+// (mirror_state_cluster.go); a mirror stop is decided there and carried
+// out by each partition's leader (mirror_stop_cluster.go); a leader's own
+// KIP-1279 epoch raise keeps its leadership, and cluster links are
+// refused (mirror_cluster.go).
 //
 // It runs the background work over the logs: retention (partition_log.go)
 // and the log cleaner threads, which choose the compacted log to clean and

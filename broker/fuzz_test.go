@@ -51,6 +51,8 @@ func fuzzSeedRequests() []kmsg.Request {
 				m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch = 7, 1, true, 2
 				m.Topics = []kmsg.WriteTxnMarkersRequestMarkerTopic{{Topic: "fz", Partitions: []int32{0, 1}}}
 				r.Markers = append(r.Markers, m)
+			case *kmsg.ElectLeadersRequest:
+				r.Topics = []kmsg.ElectLeadersRequestTopic{{Topic: "fz", Partitions: []int32{0, 1, 5}}}
 			case *kmsg.ApiVersionsRequest:
 				r.ClientSoftwareName, r.ClientSoftwareVersion = "fz", "1"
 			}

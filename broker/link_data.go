@@ -246,6 +246,13 @@ func (s *Server) pullPartition(link, topic string, partition int32) (*Partition,
 	if p == nil {
 		return nil, nil, kafkaErr(kerr.UnknownTopicOrPartition, fmt.Sprintf("topic %s has no partition %d", topic, partition))
 	}
+	// Cluster mode: only a partition's leader writes it (a link's append
+	// on a follower would be a second writer of its replica). Links are
+	// not created in cluster mode (mirror_cluster.go); this holds
+	// whatever runs.
+	if _, err := s.leaderCheck(p, -1); err != nil {
+		return nil, nil, err
+	}
 	h, err := partitionHandle(p)
 	if err != nil {
 		return nil, nil, linkErr(err)
@@ -359,6 +366,9 @@ func (s *Server) LinkMirrorAppend(ctx context.Context, link, topic string, parti
 	if err != nil {
 		la.err = linkErr(err)
 		return la
+	}
+	if rs := p.repl.Load(); rs != nil && rs.leader {
+		la.guard.lead = rs.lead // written only while the leadership holds
 	}
 	la.records = vr.Records
 	la.g.Reset()

@@ -24,6 +24,7 @@ func (s *Server) openMetrics() {
 			s.apiMetrics[key] = s.metrics.API(requestMetricName(int16(key)))
 		}
 	}
+	s.fetchFollowerMetrics = s.metrics.API("FetchFollower")
 	s.metrics.GaugeFunc("verbatim_inflight_bytes", "Request bytes held in memory by all connections (--max-inflight-bytes budget in use).",
 		func() float64 { return float64(s.budget.InUse()) })
 	s.metrics.GaugeFunc("verbatim_inflight_bytes_limit", "The in-flight request bytes budget (--max-inflight-bytes).",
@@ -38,7 +39,8 @@ func (s *Server) openMetrics() {
 }
 
 // requestMetricName is the request label Kafka's RequestMetrics uses: the
-// API name, with Fetch as FetchConsumer (this node has no followers).
+// API name, with Fetch as FetchConsumer (a follower's Fetch is counted as
+// FetchFollower: fetchMetrics).
 func requestMetricName(key int16) string {
 	if key == kmsg.Fetch.Int16() {
 		return "FetchConsumer"
@@ -64,6 +66,9 @@ func (s *Server) requestDone(p *pending) {
 		return
 	}
 	m := s.apiMetrics[key]
+	if key == fetchKey {
+		m = s.fetchMetrics(isFollowerFetch(p.req.Msg))
+	}
 	if m == nil {
 		return
 	}
@@ -86,6 +91,28 @@ var (
 	produceKey = kmsg.Produce.Int16()
 	fetchKey   = kmsg.Fetch.Int16()
 )
+
+// fetchMetrics is Fetch's request metrics: Kafka's FetchFollower for a
+// follower's fetch (cluster mode), FetchConsumer otherwise.
+func (s *Server) fetchMetrics(follower bool) *metrics.API {
+	if follower {
+		return s.fetchFollowerMetrics
+	}
+	return s.apiMetrics[fetchKey]
+}
+
+// isFollowerFetch reports whether msg is a replica's Fetch (a replica id,
+// or from v15 the ReplicaState's, of a broker).
+func isFollowerFetch(msg kmsg.Request) bool {
+	req, ok := msg.(*kmsg.FetchRequest)
+	if !ok {
+		return false
+	}
+	if req.Version >= 15 {
+		return req.ReplicaState.ID >= 0
+	}
+	return req.ReplicaID >= 0
+}
 
 // apiError counts one error code of an API's response.
 func (s *Server) apiError(key int16, code int16) { s.apiMetrics[key].Error(code) }

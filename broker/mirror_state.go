@@ -80,6 +80,9 @@ type mirrorPartitionState struct {
 	LastMirroredEpoch  int32 `json:"last_mirrored_epoch"`
 	StopFrom           int64 `json:"stop_from"`
 	NewEpoch           int32 `json:"new_epoch"`
+	// Stopped (cluster mode): the partition's leader completed its stop
+	// steps and its in-sync replicas have them (mirror_stop_cluster.go).
+	Stopped bool `json:"stopped,omitempty"`
 }
 
 func newMirrorPartitionState() mirrorPartitionState {
@@ -91,6 +94,12 @@ func newMirrorPartitionState() mirrorPartitionState {
 type mirrorRegistry struct {
 	mu     sync.Mutex
 	topics map[[16]byte]*mirrorTopicState
+	// Cluster mode (mirror_state_cluster.go): versions are the store
+	// record versions the cached states were read at or written with,
+	// names the records' names.
+	versions map[[16]byte]int64
+	names    map[[16]byte]string
+	stops    clusterStops
 }
 
 func mirrorStateName(id [16]byte) string { return hex.EncodeToString(id[:]) + ".json" }
@@ -102,6 +111,20 @@ func mirrorStateName(id [16]byte) string { return hex.EncodeToString(id[:]) + ".
 func (s *Server) loadMirrorStateLocked(t *Topic) (*mirrorTopicState, error) {
 	r := &s.mirror
 	st := r.topics[t.ID]
+	if s.cm != nil {
+		// Cluster mode: the store's record (mirror_state_cluster.go).
+		var err error
+		if st, err = s.clusterMirrorStateLocked(t); err != nil {
+			return nil, err
+		}
+		if st == nil {
+			st = &mirrorTopicState{Version: mirrorStateVersion, Topic: t.Name, TopicID: hex.EncodeToString(t.ID[:]), State: mirrorStateMirroring}
+			if r.topics == nil {
+				r.topics = make(map[[16]byte]*mirrorTopicState)
+			}
+			r.topics[t.ID] = st
+		}
+	}
 	if st == nil {
 		st = &mirrorTopicState{Version: mirrorStateVersion, Topic: t.Name, TopicID: hex.EncodeToString(t.ID[:]), State: mirrorStateMirroring}
 		data, err := readFile(s.fs, mirrorStateDir+"/"+mirrorStateName(t.ID))
@@ -163,6 +186,9 @@ func (s *Server) migrateWriterEpochsLocked(t *Topic, st *mirrorTopicState) error
 // persistMirrorStateLocked writes st. On failure the caller restores the
 // in-memory copy it changed. REQUIRES: s.mirror.mu.
 func (s *Server) persistMirrorStateLocked(id [16]byte, st *mirrorTopicState) error {
+	if s.cm != nil {
+		return s.persistClusterMirrorStateLocked(id, st)
+	}
 	data, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return err
@@ -182,20 +208,22 @@ func (s *Server) updateMirrorState(t *Topic, fn func(st *mirrorTopicState) error
 	r := &s.mirror
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	st, err := s.loadMirrorStateLocked(t)
-	if err != nil {
-		return err
-	}
-	saved := cloneMirrorState(st)
-	if err := fn(st); err != nil {
-		*st = saved
-		return err
-	}
-	if err := s.persistMirrorStateLocked(t.ID, st); err != nil {
-		*st = saved
-		return err
-	}
-	return nil
+	return s.retryMirrorConflicts(func() []*Topic { return []*Topic{t} }, func() error {
+		st, err := s.loadMirrorStateLocked(t)
+		if err != nil {
+			return err
+		}
+		saved := cloneMirrorState(st)
+		if err := fn(st); err != nil {
+			*st = saved
+			return err
+		}
+		if err := s.persistMirrorStateLocked(t.ID, st); err != nil {
+			*st = saved
+			return err
+		}
+		return nil
+	})
 }
 
 // mirrorStateOf returns a copy of t's state.

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -17,16 +16,7 @@ import (
 // reset), the writer check on it refuses exactly what admitWriter
 // refuses, and a registration assigns and persists the next epoch.
 func FuzzMirrorState(f *testing.F) {
-	id := [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
-	valid := mirrorTopicState{Version: 1, Topic: "m", TopicID: "0102030405060708090a0b0c0d0e0f10", State: mirrorStateStopping,
-		SourceClusterID: "src", TargetConfigs: map[string]string{"retention.ms": "1"},
-		Partitions: []mirrorPartitionState{newMirrorPartitionState(), {WriterEpoch: 9, Stopping: true, LastMirroredOffset: 4, LastMirroredEpoch: 2, StopFrom: 5, NewEpoch: 13}}}
-	for _, st := range []string{mirrorStateMirroring, mirrorStateStopping, mirrorStateStopped} {
-		v := valid
-		v.State = st
-		b, _ := json.Marshal(v)
-		f.Add(b)
-	}
+	id := addMirrorStateSeeds(f, 1)
 	f.Add([]byte(`{"state":"mirroring","topic_id":"0102030405060708090a0b0c0d0e0f10","partitions":null}`))
 	f.Add([]byte(`{"state":"other","topic_id":"0102030405060708090a0b0c0d0e0f10"}`))
 	f.Add([]byte(`{`))

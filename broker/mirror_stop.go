@@ -75,6 +75,9 @@ func stopHook(topic string, partition int32, step int) error {
 // the topic's overrides once stopped, sourceID its
 // mirror.source.cluster.id.
 func (s *Server) stopMirror(t *Topic, target map[string]string, sourceID string) error {
+	if s.cm != nil {
+		return s.stopMirrorCluster(t, target, sourceID)
+	}
 	err := s.updateMirrorState(t, func(st *mirrorTopicState) error {
 		if st.State != mirrorStateMirroring {
 			return nil // a stop that failed earlier: resume it as recorded
@@ -110,7 +113,15 @@ func (s *Server) completeMirrorStop(t *Topic) error {
 			return fmt.Errorf("mirror stop of %s: %w", p.Dir(), err)
 		}
 	}
-	cfg, err := s.topicConfig(st.TargetConfigs)
+	return s.finishMirrorStop(t, st.TargetConfigs)
+}
+
+// finishMirrorStop is a stop's topic steps once every partition is
+// stopped: the configs target without mirror.* (the topic is writable),
+// then the state "stopped" (logged by the broker that moved it there)
+// and retention at once.
+func (s *Server) finishMirrorStop(t *Topic, target map[string]string) error {
+	cfg, err := s.topicConfig(target)
 	if err != nil {
 		return err
 	}
@@ -121,13 +132,17 @@ func (s *Server) completeMirrorStop(t *Topic) error {
 	if err := stopHook(t.Name, -1, stopStepWritable); err != nil {
 		return err
 	}
+	stopped := false
 	if err := s.updateMirrorState(t, func(st *mirrorTopicState) error {
+		stopped = st.State == mirrorStateStopping
 		st.State = mirrorStateStopped
 		return nil
 	}); err != nil {
 		return err
 	}
-	s.log.Info("mirror stopped: the topic is writable", "topic", t.Name, "configs", cfg.Overrides())
+	if stopped {
+		s.log.Info("mirror stopped: the topic is writable", "topic", t.Name, "configs", cfg.Overrides())
+	}
 	s.wakeRetention(t)
 	return nil
 }
@@ -277,6 +292,10 @@ func (s *Server) resumeMirrorStop(t *Topic) error {
 	st, err := s.mirrorStateOf(t)
 	if err != nil || st.State != mirrorStateStopping {
 		return err
+	}
+	if s.cm != nil {
+		s.kickMirrorStop(t)
+		return s.awaitClusterStop(t)
 	}
 	return s.completeMirrorStop(t)
 }

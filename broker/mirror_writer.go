@@ -28,8 +28,10 @@ package broker
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -107,6 +109,36 @@ func (s *Server) registerMirrorWriters(ps []*Partition, id writerID) (epoch int3
 	r := &s.mirror
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// Cluster mode: a topic whose record another broker changed meanwhile
+	// is read again and the whole assignment made again, so the epoch is
+	// still one above every partition's (mirror_state_cluster.go).
+	var conflicted []*Topic
+	err := s.retryMirrorConflicts(func() []*Topic { return conflicted }, func() error {
+		epoch, errs = s.registerMirrorWritersLocked(ps, id)
+		conflicted = conflicted[:0]
+		for i, err := range errs {
+			if errors.Is(err, errMirrorStateConflict) && !slices.Contains(conflicted, ps[i].Topic) {
+				conflicted = append(conflicted, ps[i].Topic)
+			}
+		}
+		if len(conflicted) > 0 {
+			return errMirrorStateConflict
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errMirrorStateConflict) {
+		for i := range errs {
+			if errs[i] == nil || errors.Is(errs[i], errMirrorStateConflict) {
+				errs[i] = err
+			}
+		}
+	}
+	return epoch, errs
+}
+
+// registerMirrorWritersLocked is one attempt of registerMirrorWriters.
+// REQUIRES: s.mirror.mu.
+func (s *Server) registerMirrorWritersLocked(ps []*Partition, id writerID) (epoch int32, errs []error) {
 	errs = make([]error, len(ps))
 	states := make(map[*Topic]*mirrorTopicState)
 	high := int32(-1)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/storage"
 )
 
@@ -89,11 +90,37 @@ func (g *produceGuard) admitMirror() error {
 		return nil
 	}
 	if g.expected != g.leo {
-		// Anything reaching past the end is refused unwritten.
+		if g.expected < g.leo && kbatch.BaseOffset(g.set) < g.leo {
+			// A resend that overlaps the log end: after a leader
+			// change the new leader may hold the first batches of
+			// what the writer sent the old one (it replicated them
+			// before the old leader failed) but not the rest. Storage
+			// appends the rest only when every batch below the log
+			// end is the stored one byte for byte (a prefix of what
+			// the writer sent), and refuses it otherwise, which
+			// settleMirror reports as the mismatch. The policies
+			// judge the new batches.
+			if rest := batchesFrom(g.set, g.leo); len(rest) > 0 {
+				return g.s.judgePolicies(g.p, g.log, rest, g.leo)
+			}
+			return nil // a batch straddles the log end: storage refuses it
+		}
+		// Anything else reaching past the end is refused unwritten.
 		return g.mismatch()
 	}
 	// The topic's policies (docs/policies.md) judge what is new.
 	return g.s.judgePolicies(g.p, g.log, g.set, g.leo)
+}
+
+// batchesFrom returns the batches of set from the first one whose base
+// offset is at least offset (all of them when none starts below it).
+func batchesFrom(set []byte, offset int64) []byte {
+	for it := kbatch.Batches(set); it.Next(); {
+		if kbatch.BaseOffset(it.Batch()) >= offset {
+			return set[it.Pos():]
+		}
+	}
+	return set[len(set):]
 }
 
 // End releases what Begin took.

@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/verbatim-kafka/verbatim/client"
+	"github.com/verbatim-kafka/verbatim/metrics"
 	"github.com/verbatim-kafka/verbatim/storage"
 )
 
@@ -116,7 +117,7 @@ func (s *Server) FollowerReplica(topic string, partition int32) (ReplicaLog, err
 	if err != nil {
 		return nil, err
 	}
-	return &followerReplica{p: p, h: h, rs: rs}, nil
+	return &followerReplica{p: p, h: h, rs: rs, m: s.topicMetrics(t)}, nil
 }
 
 func errNotFollower(p *Partition) error {
@@ -128,6 +129,8 @@ type followerReplica struct {
 	p  *Partition
 	h  *logHandle
 	rs *replState // the role it was handed out under
+	// m counts the appended bytes (Kafka's ReplicationBytesIn).
+	m *metrics.Topic
 }
 
 // current refuses writes once the role it was handed out under ended (a
@@ -166,6 +169,9 @@ func (r *followerReplica) Append(records []byte, leaderHW, leaderLogStart int64)
 			return err
 		}
 		appended = !res.AlreadyPresent
+		if appended {
+			r.m.ReplicationBytesIn.Add(float64(len(records)))
+		}
 	}
 	if leaderLogStart > l.LogStartOffset() {
 		// The leader's log start (retention, DeleteRecords) moves ours,

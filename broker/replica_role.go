@@ -110,9 +110,28 @@ func (s *Server) applyRole(p *Partition, st clustermeta.PartitionState) {
 		s.dropRole(p, cur)
 		return
 	}
+	if st.Leader == self && s.registeredSince(st) {
+		// The state named this broker leader before its current
+		// registration (it restarted, or was fenced and registered again,
+		// faster than the controller looked): it must not lead in that
+		// epoch, whose writes it may not all have and whose high
+		// watermark it no longer knows. The controller re-elects in a new
+		// epoch (controller.Decide's "leader restarted"); until then the
+		// replica neither leads nor follows.
+		st.Leader = clustermeta.NoLeader
+	}
 	if st.Leader == self {
 		if cur != nil && cur.leader && cur.epoch == st.LeaderEpoch {
 			cur.lead.update(st) // an ISR or assignment change under the same leader
+			return
+		}
+		if cur != nil && cur.leader && s.ownEpochRaise(p, st) {
+			// This broker's own raise (a mirror's epoch rule): the
+			// leadership goes on at the new epoch, its waiters too.
+			p.raiseLeaderEpoch(st.LeaderEpoch)
+			p.repl.Store(&replState{leader: true, epoch: st.LeaderEpoch, leaderID: self, lead: cur.lead})
+			cur.lead.update(st)
+			s.log.Info("partition leader epoch raised", "topic", p.Topic.Name, "partition", p.Index, "leader_epoch", st.LeaderEpoch)
 			return
 		}
 		if cur != nil && !cur.leader {
@@ -154,6 +173,15 @@ func (s *Server) applyRole(p *Partition, st clustermeta.PartitionState) {
 	}
 	// Long polls on the partition answer NOT_LEADER_OR_FOLLOWER now.
 	p.wakeWaiters()
+}
+
+// registeredSince reports whether this broker's registration is newer
+// than st (its epoch, the registration's etcd revision, above the state's
+// version), as the controller's statusRestarted tells it; unknown
+// revisions (0) never count.
+func (s *Server) registeredSince(st clustermeta.PartitionState) bool {
+	e := s.brokerEpoch()
+	return e > 0 && st.Version > 0 && e > st.Version
 }
 
 // dropRole ends p's role (the broker is no longer one of its replicas).

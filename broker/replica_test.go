@@ -32,6 +32,12 @@ func (c *replCluster) produceAsync(node int32, topic string, acks int16, timeout
 	}
 	req := produceRequest(9, topic, 0, encodeBatch(c.t, 0, -1, -1, vs...))
 	req.Acks, req.TimeoutMillis = acks, timeoutMs
+	return c.sendProduce(node, req)
+}
+
+// sendProduce sends req to node and delivers its first partition answer
+// (or the transport error).
+func (c *replCluster) sendProduce(node int32, req *kmsg.ProduceRequest) <-chan produceResult {
 	addr := c.nodes[node].b.addr
 	out := make(chan produceResult, 1)
 	go func() {
@@ -424,17 +430,35 @@ func TestReplicationHighWatermarkCheckpoint(t *testing.T) {
 	if string(data) != "0\n1\nck 0 1\n" {
 		t.Fatalf("checkpoint %q", data)
 	}
-	// Restarted, the broker shows consumers only what was replicated,
+	// Restarted, the broker does not lead in the epoch the state named it
+	// leader in before its new registration (the controller re-elects
+	// it in a new one), and shows consumers only what was replicated,
 	// also once it leads again.
 	c.start(1, dir)
 	h := c.handle(1, "ck")
 	p := c.nodes[1].srv().cluster.topic("ck").Partition(0)
+	waitUntil(t, "the restarted broker's role", func() bool { return p.repl.Load() != nil })
+	if rs := p.repl.Load(); rs.leader || rs.leaderID != clustermeta.NoLeader {
+		t.Fatalf("restarted broker's role under the state before its registration: %+v, want no leader", rs)
+	}
+	if pr := c.produce(1, "ck", 1, "stale epoch"); pr.ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("produce to the restarted broker before its re-election: code %d", pr.ErrorCode)
+	}
+	c.elect("ck", 1, []int32{1, 2})
 	waitUntil(t, "the restarted broker leading again", func() bool { rs := p.repl.Load(); return rs != nil && rs.leader })
 	if hw, leo := highWatermark(h), h.log.LogEndOffset(); hw != 1 || leo != 2 {
 		t.Fatalf("after restart: high watermark %d log end %d, want 1 and 2", hw, leo)
 	}
-	if got := c.latest(1, "ck"); got != 1 {
-		t.Fatalf("latest offset on the restarted leader %d, want 1", got)
+	// Its high watermark is below the start of its new epoch (the
+	// unreplicated record): no latest offset until a follower caught up
+	// (KIP-207), rather than an end that may be behind an earlier one.
+	if lp := listOffsetsPart(t, c.nodes[1].b, 9, "ck", 0, tsLatest, 0); lp.ErrorCode != kerr.OffsetNotAvailable.Code {
+		t.Fatalf("latest offset on the restarted leader: %d error %d, want OFFSET_NOT_AVAILABLE", lp.Offset, lp.ErrorCode)
+	}
+	c.nodes[2].fetcher.stopped.Store(false)
+	c.replicate(2)
+	if got := c.latest(1, "ck"); got != 2 {
+		t.Fatalf("latest offset on the restarted leader once its follower caught up: %d, want 2", got)
 	}
 }
 
@@ -528,5 +552,38 @@ func TestLeaderResignWaitsForAppendsBeingWritten(t *testing.T) {
 	<-resigned
 	if err := ls.admitAppend(); err == nil {
 		t.Fatal("an append admitted after the leadership ended")
+	}
+}
+
+// A new leader whose high watermark is still below the start of its
+// leader epoch (its followers have not fetched at the new epoch yet) may
+// be behind what the old leader acknowledged: ListOffsets answers
+// OFFSET_NOT_AVAILABLE for client requests until it caught up, as Kafka
+// does (KIP-207), so a client never sees the end of the log go back.
+func TestListOffsetsNewLeaderBelowEpochStart(t *testing.T) {
+	c := newReplCluster(t, 3, nil)
+	c.createTopic("ep", []int32{1, 2, 3}, nil)
+	done := c.produceAsync(1, "ep", -1, 30000, "a", "b")
+	c.waitLEO(1, "ep", 2)
+	c.replicate(1) // the followers hold the records, not yet the high watermark
+	c.elect("ep", 2, []int32{2, 3})
+	waitUntil(t, "broker 2 leading", func() bool {
+		rs := c.nodes[2].srv().cluster.topic("ep").Partition(0).repl.Load()
+		return rs != nil && rs.leader
+	})
+	<-done
+	if hw := highWatermark(c.handle(2, "ep")); hw != 0 {
+		t.Fatalf("new leader's high watermark %d before any follower fetched, want 0", hw)
+	}
+	p := listOffsetsPart(t, c.nodes[2].b, 9, "ep", 0, tsLatest, 0)
+	if p.ErrorCode != kerr.OffsetNotAvailable.Code {
+		t.Fatalf("latest offset on a leader below its epoch start: offset %d error %d, want OFFSET_NOT_AVAILABLE", p.Offset, p.ErrorCode)
+	}
+	if p := listOffsetsPart(t, c.nodes[2].b, 9, "ep", 0, tsEarliest, 0); p.ErrorCode != 0 || p.Offset != 0 {
+		t.Fatalf("earliest offset: %d error %d", p.Offset, p.ErrorCode)
+	}
+	c.replicate(2) // broker 3 fetches at the new epoch: the high watermark reaches the epoch start
+	if got := c.latest(2, "ep"); got != 2 {
+		t.Fatalf("latest offset once caught up: %d, want 2", got)
 	}
 }

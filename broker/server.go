@@ -403,6 +403,8 @@ type Server struct {
 	// Metrics (metrics.go): the registry and the per-API handles.
 	metrics    *metrics.Registry
 	apiMetrics [kmsg.MaxKey + 1]*metrics.API
+	// fetchFollowerMetrics counts followers' fetches (FetchFollower).
+	fetchFollowerMetrics *metrics.API
 
 	// Audit: the audit log's own logger (nil: log), audit.go.
 	audit *slog.Logger

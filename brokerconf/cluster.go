@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/verbatim-kafka/verbatim/broker"
+	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/clustermeta"
+	"github.com/verbatim-kafka/verbatim/controller"
 	"github.com/verbatim-kafka/verbatim/props"
 	"github.com/verbatim-kafka/verbatim/replica"
 )
@@ -30,6 +32,13 @@ type Cluster struct {
 	// Fetch is the replica fetcher manager's configuration (Host and Log
 	// left for the command): replica.fetch.*, num.replica.fetchers.
 	Fetch replica.Config
+	// Rebalance is the controller's automatic preferred-leader rebalance
+	// (auto.leader.rebalance.enable, leader.imbalance.*).
+	Rebalance controller.RebalanceConfig
+	// InterBroker is how this broker dials the others on their
+	// inter-broker listener (interbroker.go): the listener's TLS and
+	// SASL as a client.
+	InterBroker client.Options
 
 	// offsetsRF and txnRF are offsets.topic.replication.factor and
 	// transaction.state.log.replication.factor as given (0: not given).
@@ -37,6 +46,9 @@ type Cluster struct {
 	// etcdSet is set by any metadata.etcd.* name but the prefix;
 	// csGiven by controlled.shutdown.enable (its default is true).
 	etcdSet, csGiven bool
+	// rebalanceGiven is set by auto.leader.rebalance.enable (default
+	// true), imbalanceGiven by leader.imbalance.per.broker.percentage.
+	rebalanceGiven, imbalanceGiven bool
 }
 
 // clusterProp is one cluster-mode property: its name, help line, and how
@@ -104,6 +116,36 @@ var clusterProps = []clusterProp{
 			b, err := boolean(v)
 			c.Broker.ControlledShutdown, c.csGiven = b, true
 			return err
+		}},
+	{"auto.leader.rebalance.enable", "The controller moves leaderships back to the preferred replicas (the first of each assignment) of brokers whose imbalance is above leader.imbalance.per.broker.percentage (default true).",
+		func(c *Cluster, v string) error {
+			b, err := boolean(v)
+			c.Rebalance.Enable, c.rebalanceGiven = b, true
+			return err
+		}},
+	{"leader.imbalance.check.interval.seconds", "How often the controller checks the leader imbalance (default 300).",
+		func(c *Cluster, v string) error {
+			n, err := intIn(v, 1, math.MaxInt32)
+			c.Rebalance.Interval = time.Duration(n) * time.Second
+			return err
+		}},
+	{"leader.imbalance.per.broker.percentage", "The share of a broker's preferred partitions, in percent, that may be led by others before the controller rebalances them (default 10).",
+		func(c *Cluster, v string) error {
+			n, err := intIn(v, 0, 100)
+			c.Rebalance.PerBrokerPercentage, c.imbalanceGiven = n, true
+			return err
+		}},
+	{"replica.selector.class", "KIP-392: " + broker.RackAwareReplicaSelector + " points consumers that send client.rack to an in-sync replica in their rack, and followers serve them; empty or Kafka's LeaderSelector: consumers read from leaders (default).",
+		func(c *Cluster, v string) error {
+			switch v {
+			case broker.RackAwareReplicaSelector:
+				c.Broker.RackAwareReplicaSelector = true
+			case "", "org.apache.kafka.common.replica.LeaderSelector":
+				c.Broker.RackAwareReplicaSelector = false
+			default:
+				return fmt.Errorf("%q: only %s and org.apache.kafka.common.replica.LeaderSelector are implemented", v, broker.RackAwareReplicaSelector)
+			}
+			return nil
 		}},
 	{"num.replica.fetchers", "Fetcher connections per leader broker (default 1).",
 		func(c *Cluster, v string) error {
@@ -213,6 +255,11 @@ func LoadCluster(cfg *broker.Config, p *props.Props, overrides []string) (*Clust
 	if err := c.finish(cfg); err != nil {
 		return nil, nil, err
 	}
+	ib, err := interBrokerClient(cfg, all, c.Broker.InterBrokerListener)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.InterBroker = ib
 	return c, nil, nil
 }
 
@@ -228,6 +275,12 @@ func (c *Cluster) finish(cfg *broker.Config) error {
 	b.InternalReplicationFactor = max(c.offsetsRF, c.txnRF)
 	if !c.csGiven {
 		b.ControlledShutdown = true
+	}
+	if !c.rebalanceGiven {
+		c.Rebalance.Enable = true
+	}
+	if !c.imbalanceGiven {
+		c.Rebalance.PerBrokerPercentage = controller.DefaultLeaderImbalancePercentage
 	}
 	if b.InterBrokerListener != "" && !hasListener(cfg, b.InterBrokerListener) {
 		return fmt.Errorf("inter.broker.listener.name %s is not a listener of listeners", b.InterBrokerListener)

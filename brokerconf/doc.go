@@ -18,7 +18,8 @@
 // rest; Kafka 3.x's names, gone from Kafka 4), cluster.go (cluster mode:
 // Kafka's replication names and Verbatim's metadata.etcd.*, read by
 // LoadCluster into a Cluster, since the store, the embedded etcd member
-// and the replica fetchers are not the broker's to open).
+// and the replica fetchers are not the broker's to open), interbroker.go
+// (the inter-broker listener's TLS and SASL as the brokers' client side).
 //
 // It owns names and their translation, not behaviour: what a setting does
 // is the broker's. It must not open files other than those a property

@@ -174,7 +174,7 @@ func init() {
 		Name:  "sasl.mechanism.inter.broker.protocol",
 		Scope: ScopeBroker,
 		Order: 10,
-		Doc:   "accepted and ignored: a single node has no inter-broker connections",
+		Doc:   "cluster mode: the SASL mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) this broker authenticates with on a SASL inter-broker listener, with the username and password of listener.name.<l>.<mechanism>.sasl.jaas.config; ignored on a single node",
 		Apply: func(*broker.Config, string, string, string) error { return nil },
 	})
 }

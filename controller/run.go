@@ -27,6 +27,9 @@ type Config struct {
 	// retry.backoff.max.ms; defaults 50 ms and 1 s): the wait doubles
 	// from the first to the second and resets after a success.
 	RetryBackoff, RetryBackoffMax time.Duration
+	// Rebalance is the automatic preferred-leader rebalance
+	// (auto.leader.rebalance.enable and its settings; rebalance.go).
+	Rebalance RebalanceConfig
 }
 
 // maxStatesPerWrite bounds one compare-and-swap (an etcd transaction
@@ -102,7 +105,14 @@ func (c Config) withDefaults() Config {
 		c.Now = time.Now
 	}
 	if c.SessionTTL <= 0 {
-		c.SessionTTL = 10
+		// broker.session.timeout.ms's default, as the registrations'.
+		c.SessionTTL = 9
+	}
+	if c.Rebalance.Interval <= 0 {
+		c.Rebalance.Interval = DefaultLeaderImbalanceInterval
+	}
+	if c.Rebalance.PerBrokerPercentage < 0 {
+		c.Rebalance.PerBrokerPercentage = DefaultLeaderImbalancePercentage
 	}
 	if c.RetryBackoff <= 0 {
 		c.RetryBackoff = 50 * time.Millisecond
@@ -135,8 +145,16 @@ func (t *term) run(ctx context.Context) error {
 	watch := t.c.Store.Watch(ctx)
 	backoff := pacer{min: t.c.RetryBackoff, max: t.c.RetryBackoffMax}
 	var retry <-chan time.Time
+	var rebalance <-chan time.Time
+	if t.c.Rebalance.Enable {
+		tick := time.NewTicker(t.c.Rebalance.Interval)
+		defer tick.Stop()
+		rebalance = tick.C
+	}
+	var latest *clustermeta.Snapshot
 	for {
 		var snap *clustermeta.Snapshot
+		balance := false
 		select {
 		case <-ctx.Done():
 			return errTermEnded
@@ -148,6 +166,11 @@ func (t *term) run(ctx context.Context) error {
 				return errors.New("controller: the store's watch closed")
 			}
 			snap = s
+		case <-rebalance:
+			if latest == nil {
+				continue
+			}
+			snap, balance = latest, true
 		case <-retry:
 			retry = nil
 			s, err := t.c.Store.Snapshot(ctx)
@@ -164,7 +187,13 @@ func (t *term) run(ctx context.Context) error {
 		if snap.Revision < t.written {
 			continue
 		}
-		switch err := t.act(ctx, snap); {
+		latest = snap
+		ds := DecideAll(snap, Policy{UncleanLeaderElection: t.c.UncleanLeaderElection})
+		if balance && len(ds) == 0 {
+			// Failures first: the next look rebalances what is left.
+			ds = Rebalance(snap, t.c.Rebalance.PerBrokerPercentage)
+		}
+		switch err := t.act(ctx, ds); {
 		case err == nil:
 			backoff.reset()
 		case errors.Is(err, clustermeta.ErrFenced):
@@ -184,9 +213,8 @@ func (t *term) run(ctx context.Context) error {
 	}
 }
 
-// act writes the decisions on snap, in batches.
-func (t *term) act(ctx context.Context, snap *clustermeta.Snapshot) error {
-	ds := DecideAll(snap, Policy{UncleanLeaderElection: t.c.UncleanLeaderElection})
+// act writes the decisions, in batches.
+func (t *term) act(ctx context.Context, ds []Decision) error {
 	for len(ds) > 0 {
 		batch := ds[:min(len(ds), maxStatesPerWrite)]
 		ds = ds[len(batch):]

@@ -257,10 +257,11 @@ func staleTermFenced(t *testing.T, a, b clustermeta.Store, end func(context.Cont
 	// versions still match, the fence does not.
 	stale := *before
 	stale.Brokers = map[int32]clustermeta.BrokerInfo{1: before.Brokers[1], 2: before.Brokers[2]}
-	if len(Decide(&stale, Policy{})) == 0 {
+	ds := Decide(&stale, Policy{})
+	if len(ds) == 0 {
 		t.Fatal("no decision on the stale snapshot")
 	}
-	if err := termA.act(ctx, &stale); !errors.Is(err, clustermeta.ErrFenced) {
+	if err := termA.act(ctx, ds); !errors.Is(err, clustermeta.ErrFenced) {
 		t.Fatalf("stale controller's write: %v, want ErrFenced", err)
 	}
 	now, err := b.Snapshot(ctx)

@@ -10,9 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestKafka3NodeCluster starts three combined KRaft nodes, creates an RF=3
@@ -166,6 +164,7 @@ func TestVerbatimCluster(t *testing.T) {
 	t.Run("leader-sigkill-failover", func(t *testing.T) { clusterFailover(t, c, cl) })
 	t.Run("restarted-broker-rejoins-isr", func(t *testing.T) { clusterRejoin(t, c, cl) })
 	t.Run("controlled-shutdown-moves-leadership", func(t *testing.T) { clusterControlledShutdown(t, c, cl) })
+	t.Run("kafka-leader-election", func(t *testing.T) { clusterLeaderElection(t, c, cl) })
 }
 
 // partitionView is one broker's Metadata answer for one partition.
@@ -174,75 +173,35 @@ type partitionView struct {
 	replicas, isr []int32
 }
 
-// brokerView asks broker node (not any broker: each answers from its own
-// view of the cluster) for topic's partitions and the brokers it knows.
+// brokerView is BrokerPartitions in the tests' own type.
 func brokerView(ctx context.Context, cl *kgo.Client, node int32, topic string) ([]partitionView, int, error) {
-	req := kmsg.NewPtrMetadataRequest()
-	rt := kmsg.NewMetadataRequestTopic()
-	rt.Topic = kmsg.StringPtr(topic)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl.Broker(int(node)))
-	if err != nil {
-		return nil, 0, err
+	v, brokers, err := BrokerPartitions(ctx, cl, node, topic)
+	return partitionViews(v), brokers, err
+}
+
+func partitionViews(v []PartitionView) []partitionView {
+	out := make([]partitionView, len(v))
+	for i, pv := range v {
+		out[i] = partitionView{leader: pv.Leader, epoch: pv.Epoch, replicas: pv.Replicas, isr: pv.ISR}
 	}
-	if len(resp.Topics) != 1 {
-		return nil, 0, fmt.Errorf("node %d answered %d topics", node, len(resp.Topics))
-	}
-	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
-		return nil, 0, fmt.Errorf("node %d: %v", node, err)
-	}
-	out := make([]partitionView, len(resp.Topics[0].Partitions))
-	for _, p := range resp.Topics[0].Partitions {
-		if p.Partition < 0 || int(p.Partition) >= len(out) {
-			return nil, 0, fmt.Errorf("node %d: partition %d of %d", node, p.Partition, len(out))
-		}
-		out[p.Partition] = partitionView{leader: p.Leader, epoch: p.LeaderEpoch, replicas: p.Replicas, isr: p.ISR}
-	}
-	return out, len(resp.Brokers), nil
+	return out
 }
 
 // waitInSync waits (bounded) until every broker of c answers Metadata for
 // topic with its partitions count, three brokers, rf replicas and rf in
 // sync per partition, the same leader and leader epoch as the others, and
-// returns that view.
+// returns that view (WaitInSync).
 func waitInSync(t testing.TB, c *VCluster, cl *kgo.Client, topic string, partitions, rf int) []partitionView {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
-	var last string
-	for {
-		var first []partitionView
-		ok := true
-		for _, nd := range c.Nodes {
-			v, brokers, err := brokerView(ctx, cl, nd.ID, topic)
-			switch {
-			case err != nil:
-				last, ok = err.Error(), false
-			case brokers != len(c.Nodes) || len(v) != partitions:
-				last, ok = fmt.Sprintf("node %d knows %d brokers and %d partitions", nd.ID, brokers, len(v)), false
-			default:
-				for p, pv := range v {
-					if len(pv.replicas) != rf || len(pv.isr) != rf || pv.leader < 0 {
-						last, ok = fmt.Sprintf("node %d: partition %d leader %d replicas %v isr %v", nd.ID, p, pv.leader, pv.replicas, pv.isr), false
-					} else if first != nil && (first[p].leader != pv.leader || first[p].epoch != pv.epoch) {
-						last, ok = fmt.Sprintf("node %d: partition %d leader %d epoch %d, another broker says %d epoch %d", nd.ID, p, pv.leader, pv.epoch, first[p].leader, first[p].epoch), false
-					}
-				}
-				if first == nil {
-					first = v
-				}
-			}
-			if !ok {
-				break
-			}
-		}
-		if ok {
-			return first
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s: the brokers never agreed on %d partitions with %d replicas in sync: %s", topic, partitions, rf, last)
-		case <-time.After(200 * time.Millisecond):
-		}
+	nodes := make([]int32, len(c.Nodes))
+	for i, nd := range c.Nodes {
+		nodes[i] = nd.ID
 	}
+	v, err := WaitInSync(ctx, cl, nodes, topic, partitions, rf)
+	if err != nil {
+		t.Fatalf("%s: %v", topic, err)
+	}
+	return partitionViews(v)
 }

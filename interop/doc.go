@@ -6,7 +6,9 @@
 // StartKafka and StartKafkaCluster run KRaft nodes on loopback; JavaTool,
 // Kcat and Python run the client tools; BuildVerbatim and StartVerbatim run
 // the broker under test, StartVCluster a Verbatim cluster through
-// scripts/cluster.sh (vcluster.go). interop/install.sh (`make peers`) installs the
+// scripts/cluster.sh (vcluster.go), also on an external etcd (BuildEtcd).
+// TestChaos is the cluster's fault test (chaos_test.go; its checks in
+// chaos_check_test.go and chaos_replicas_test.go). interop/install.sh (`make peers`) installs the
 // peers; a missing peer fails a test, it never skips it. See README.md.
 //
 // Product packages must not import it.

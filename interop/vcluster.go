@@ -21,6 +21,11 @@ type VCluster struct {
 	Nodes        []VNode
 	bs           string
 	startTimeout time.Duration
+	// etcdBin is the external etcd's binary, empty with embedded members.
+	etcdBin string
+	// EtcdEndpoints are the external etcd's client URLs (comma-separated),
+	// empty with embedded members.
+	EtcdEndpoints string
 }
 
 // VNode is one broker of a VCluster.
@@ -34,10 +39,16 @@ type VNode struct {
 // VClusterOptions tunes StartVCluster.
 type VClusterOptions struct {
 	// Props are server.properties lines (name=value) appended to every
-	// node's file, winning over the script's.
+	// node's file, winning over the script's; cluster.sh replaces {node},
+	// {kafka} and {port:NAME} in them per node (a second listener's port).
 	Props []string
 	// StartTimeout bounds start and every restart (default 90 s).
 	StartTimeout time.Duration
+	// EtcdMembers > 0 runs an external etcd cluster of that many members
+	// (cluster.sh etcd-start, the binary EtcdBin) and the brokers against
+	// it, without embedded members.
+	EtcdMembers int
+	EtcdBin     string
 }
 
 // StartVCluster runs `scripts/cluster.sh start DIR n` with the binary bin
@@ -49,6 +60,9 @@ func StartVCluster(t testing.TB, bin string, n int, opts VClusterOptions) *VClus
 		opts.StartTimeout = 90 * time.Second
 	}
 	c := &VCluster{Dir: filepath.Join(t.TempDir(), "cluster"), Bin: bin, startTimeout: opts.StartTimeout}
+	if opts.EtcdMembers > 0 {
+		c.etcdBin = opts.EtcdBin
+	}
 	env := c.env(opts)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -60,7 +74,20 @@ func StartVCluster(t testing.TB, bin string, n int, opts VClusterOptions) *VClus
 		}
 		c.stop(t, env)
 	})
-	args := append([]string{c.script(t), "start", c.Dir, strconv.Itoa(n)}, opts.Props...)
+	props := opts.Props
+	if opts.EtcdMembers > 0 {
+		res, err := RunTool(t, Cmd{Env: env, Timeout: opts.StartTimeout + 30*time.Second}, c.script(t), "etcd-start", c.Dir, strconv.Itoa(opts.EtcdMembers))
+		if err != nil {
+			t.Fatalf("interop: cluster.sh etcd-start: %v", err)
+		}
+		lines := res.Lines()
+		if len(lines) == 0 || strings.Count(lines[len(lines)-1], ",") != opts.EtcdMembers-1 {
+			t.Fatalf("interop: cluster.sh etcd-start printed no %d client URLs as its last line:\n%s", opts.EtcdMembers, res.describe())
+		}
+		c.EtcdEndpoints = lines[len(lines)-1]
+		props = append([]string{"metadata.etcd.endpoints=" + c.EtcdEndpoints}, props...)
+	}
+	args := append([]string{c.script(t), "start", c.Dir, strconv.Itoa(n)}, props...)
 	res, err := RunTool(t, Cmd{Env: env, Timeout: opts.StartTimeout + 30*time.Second}, args...)
 	c.readNodes(t, n)
 	if err != nil {
@@ -75,7 +102,11 @@ func StartVCluster(t testing.TB, bin string, n int, opts VClusterOptions) *VClus
 }
 
 func (c *VCluster) env(opts VClusterOptions) []string {
-	return []string{"VERBATIM_BIN=" + c.Bin, fmt.Sprintf("CLUSTER_START_TIMEOUT=%d", int(opts.StartTimeout/time.Second))}
+	env := []string{"VERBATIM_BIN=" + c.Bin, fmt.Sprintf("CLUSTER_START_TIMEOUT=%d", int(opts.StartTimeout/time.Second))}
+	if c.etcdBin != "" {
+		env = append(env, "ETCD_BIN="+c.etcdBin)
+	}
+	return env
 }
 
 func (c *VCluster) script(t testing.TB) string {
@@ -97,7 +128,7 @@ func (c *VCluster) readNodes(t testing.TB, n int) {
 		if b, err := os.ReadFile(filepath.Join(d, "server.properties")); err == nil {
 			for _, l := range strings.Split(string(b), "\n") {
 				if a, ok := strings.CutPrefix(l, "listeners=PLAINTEXT://"); ok {
-					nd.Addr = a
+					nd.Addr, _, _ = strings.Cut(a, ",") // more listeners may follow
 				}
 			}
 		}
@@ -146,6 +177,19 @@ func (c *VCluster) Restart(t testing.TB, id int32) {
 	c.node(t, "restart", id, c.startTimeout)
 }
 
+// KillEtcd SIGKILLs member m (1-based) of the external etcd.
+func (c *VCluster) KillEtcd(t testing.TB, m int) {
+	t.Helper()
+	c.node(t, "etcd-kill", int32(m), 30*time.Second)
+}
+
+// RestartEtcd starts member m of the external etcd again from its data
+// and waits until it is healthy.
+func (c *VCluster) RestartEtcd(t testing.TB, m int) {
+	t.Helper()
+	c.node(t, "etcd-restart", int32(m), c.startTimeout)
+}
+
 // Pause SIGSTOPs the node.
 func (c *VCluster) Pause(t testing.TB, id int32) { t.Helper(); c.node(t, "pause", id, 30*time.Second) }
 
@@ -153,6 +197,15 @@ func (c *VCluster) Pause(t testing.TB, id int32) { t.Helper(); c.node(t, "pause"
 func (c *VCluster) Resume(t testing.TB, id int32) {
 	t.Helper()
 	c.node(t, "resume", id, 30*time.Second)
+}
+
+// Stop stops every broker (controlled shutdown) and then the external
+// etcd, if any: cluster.sh stop. The cleanup's stop finds nothing left.
+func (c *VCluster) Stop(t testing.TB) {
+	t.Helper()
+	if _, err := RunTool(t, Cmd{Env: c.env(VClusterOptions{StartTimeout: c.startTimeout}), Timeout: 90 * time.Second}, c.script(t), "stop", c.Dir); err != nil {
+		t.Fatalf("interop: cluster.sh stop: %v", err)
+	}
 }
 
 // stop runs cluster.sh stop, then SIGKILLs any pid still alive (a script
@@ -174,4 +227,24 @@ func (c *VCluster) stop(t testing.TB, env []string) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+	// The external etcd's members likewise.
+	members, _ := filepath.Glob(filepath.Join(c.Dir, "etcd-*", "pid"))
+	for _, f := range members {
+		b, _ := os.ReadFile(f)
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		if pid <= 0 {
+			continue
+		}
+		if cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && bytes.Contains(cmd, []byte(filepath.Dir(f))) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// BuildEtcd compiles the etcd server of the module's etcd dependency (its
+// main package, go.etcd.io/etcd/server/v3) into a temporary directory of
+// the test and returns the binary's path, for VClusterOptions.EtcdBin.
+func BuildEtcd(t testing.TB) string {
+	t.Helper()
+	return goBuild(t, "go.etcd.io/etcd/server/v3", "etcd")
 }

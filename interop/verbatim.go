@@ -39,22 +39,28 @@ var buildMu sync.Mutex
 // the test honest about the code under test (a stale bin/ cannot pass it).
 func BuildVerbatim(t testing.TB) string {
 	t.Helper()
+	return goBuild(t, "./cmd/verbatim", "verbatim")
+}
+
+// goBuild builds the main package pkg, in the repository's module, into
+// a temporary directory of the test as name and returns its path.
+func goBuild(t testing.TB, pkg, name string) string {
+	t.Helper()
 	root, err := RepoRoot()
 	if err != nil {
 		t.Fatalf("interop: %v", err)
 	}
 	buildMu.Lock()
 	defer buildMu.Unlock()
-	bin := filepath.Join(t.TempDir(), "verbatim")
+	bin := filepath.Join(t.TempDir(), name)
 	goBin := filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 	if _, err := os.Stat(goBin); err != nil {
 		goBin = "go"
 	}
-	cmd := exec.Command(goBin, "build", "-o", bin, "./cmd/verbatim")
+	cmd := exec.Command(goBin, "build", "-o", bin, pkg)
 	cmd.Dir = root
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("interop: go build ./cmd/verbatim: %v\n%s", err, out)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("interop: go build %s: %v\n%s", pkg, err, out)
 	}
 	return bin
 }

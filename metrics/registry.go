@@ -18,6 +18,7 @@ type Registry struct {
 	bytesIn, bytesOut, messagesIn *prometheus.CounterVec
 	mirrorFenced                  *prometheus.CounterVec
 	replicationBytesIn            *prometheus.CounterVec
+	replicationBytesOut           *prometheus.CounterVec
 	mirrorDivergences             *prometheus.CounterVec
 	requests, requestErrors       *prometheus.CounterVec
 	totalTime                     *prometheus.SummaryVec
@@ -50,7 +51,8 @@ func New() *Registry {
 	r.messagesIn = topicCounter("messagesin", "Records appended by produce requests (Kafka BrokerTopicMetrics MessagesInPerSec).")
 	r.mirrorFenced = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "verbatim_mirror_fenced_writes_total",
 		Help: "Mirror writes (produce, log-start forward) refused PRODUCER_FENCED: a writer another pusher superseded."}, []string{"topic"})
-	r.replicationBytesIn = topicCounter("replicationbytesin", "Record bytes a cluster link fetched from the source for the topic's mirror partitions (Kafka BrokerTopicMetrics ReplicationBytesInPerSec: a mirror is a remote follower).")
+	r.replicationBytesIn = topicCounter("replicationbytesin", "Record bytes a cluster link fetched from the source for the topic's mirror partitions, and a follower appended from its leader (Kafka BrokerTopicMetrics ReplicationBytesInPerSec: a mirror is a remote follower).")
+	r.replicationBytesOut = topicCounter("replicationbytesout", "Record bytes returned by followers' fetch responses (Kafka BrokerTopicMetrics ReplicationBytesOutPerSec).")
 	r.mirrorDivergences = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "verbatim_mirror_divergences_total",
 		Help: "Mirror partitions of the topic found diverged from their source (the source truncated what was mirrored): each one FAILED."}, []string{"topic"})
 	r.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka_network_requestmetrics_requests_total",
@@ -96,7 +98,7 @@ func New() *Registry {
 	r.reg.MustRegister(r.flushTime, r.flushLatency)
 	r.policy = newPolicyMetrics()
 	r.reg.MustRegister(r.policy.collectors()...)
-	r.reg.MustRegister(r.bytesIn, r.bytesOut, r.messagesIn, r.mirrorFenced, r.replicationBytesIn, r.mirrorDivergences,
+	r.reg.MustRegister(r.bytesIn, r.bytesOut, r.messagesIn, r.mirrorFenced, r.replicationBytesIn, r.replicationBytesOut, r.mirrorDivergences,
 		r.requests, r.requestErrors, r.totalTime, r.latency, r.connections, r.connectionsCreated, r.authSuccess, r.authFailure,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return r
@@ -129,12 +131,14 @@ type Topic struct {
 	// from the source for the topic; MirrorDivergences its partitions
 	// found diverged from the source.
 	ReplicationBytesIn, MirrorDivergences prometheus.Counter
+	// ReplicationBytesOut counts the record bytes followers fetched.
+	ReplicationBytesOut prometheus.Counter
 }
 
 // discardTopic counts into nothing: a nil Registry's topics.
 var discardTopic = func() *Topic {
 	c := func() prometheus.Counter { return prometheus.NewCounter(prometheus.CounterOpts{Name: "discard"}) }
-	return &Topic{BytesIn: c(), BytesOut: c(), MessagesIn: c(), MirrorFenced: c(), ReplicationBytesIn: c(), MirrorDivergences: c()}
+	return &Topic{BytesIn: c(), BytesOut: c(), MessagesIn: c(), MirrorFenced: c(), ReplicationBytesIn: c(), MirrorDivergences: c(), ReplicationBytesOut: c()}
 }()
 
 // Topic returns the handles of topic name, resolving them the first time.
@@ -151,7 +155,8 @@ func (r *Registry) Topic(name string) *Topic {
 	}
 	t := &Topic{BytesIn: r.bytesIn.WithLabelValues(name), BytesOut: r.bytesOut.WithLabelValues(name),
 		MessagesIn: r.messagesIn.WithLabelValues(name), MirrorFenced: r.mirrorFenced.WithLabelValues(name),
-		ReplicationBytesIn: r.replicationBytesIn.WithLabelValues(name), MirrorDivergences: r.mirrorDivergences.WithLabelValues(name)}
+		ReplicationBytesIn: r.replicationBytesIn.WithLabelValues(name), MirrorDivergences: r.mirrorDivergences.WithLabelValues(name),
+		ReplicationBytesOut: r.replicationBytesOut.WithLabelValues(name)}
 	r.topics[name] = t
 	return t
 }
@@ -165,7 +170,7 @@ func (r *Registry) DropTopic(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.topics, name)
-	for _, v := range []*prometheus.CounterVec{r.bytesIn, r.bytesOut, r.messagesIn, r.mirrorFenced, r.replicationBytesIn, r.mirrorDivergences} {
+	for _, v := range []*prometheus.CounterVec{r.bytesIn, r.bytesOut, r.messagesIn, r.mirrorFenced, r.replicationBytesIn, r.replicationBytesOut, r.mirrorDivergences} {
 		v.DeleteLabelValues(name)
 	}
 	r.policy.judgments.DeletePartialMatch(prometheus.Labels{"topic": name})

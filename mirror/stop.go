@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/kbatch"
@@ -58,7 +59,15 @@ func Stop(ctx context.Context, dest string, co client.Options, topics []string) 
 		before := make([]StopResult, len(tm.Partitions))
 		leos := make([]int64, len(tm.Partitions))
 		for i := range tm.Partitions {
-			r, leo, err := lastBatch(ctx, cl, name, int32(i))
+			// On a cluster a partition's leader may be failing over:
+			// its successor is asked after a back-off.
+			var r StopResult
+			var leo int64
+			err := stopRetry(ctx, func() error {
+				var err error
+				r, leo, err = lastBatch(ctx, cl, name, int32(i))
+				return err
+			})
 			if err != nil {
 				return out, Usage("%s/%d: %v", name, i, err)
 			}
@@ -74,13 +83,25 @@ func Stop(ctx context.Context, dest string, co client.Options, topics []string) 
 		for i := range before {
 			r := before[i]
 			r.NewEpoch = md2[name].Partitions[i].LeaderEpoch
-			if err := countStopMarkers(ctx, cl, name, int32(i), leos[i], &r); err != nil {
+			if err := stopRetry(ctx, func() error {
+				r.AbortedTransactions, r.Barrier = 0, false
+				return countStopMarkers(ctx, cl, name, int32(i), leos[i], &r)
+			}); err != nil {
 				return out, Usage("%s/%d: reading back the stop markers: %v", name, i, err)
 			}
 			out = append(out, r)
 		}
 	}
 	return out, nil
+}
+
+// stopRetryFor bounds stopRetry: about a cluster's failover.
+const stopRetryFor = 30 * time.Second
+
+// stopRetry runs a read of the stop again after transient failures (a
+// leader that died, NOT_LEADER_OR_FOLLOWER before the metadata moved).
+func stopRetry(ctx context.Context, fn func() error) error {
+	return client.Retry(ctx, client.SystemClock{}, stopRetryFor, fn, nil)
 }
 
 // lastBatch reads a partition's log end and the epoch of its last batch.
@@ -112,9 +133,53 @@ func lastBatch(ctx context.Context, cl *client.Cluster, topic string, part int32
 		}
 		if len(bs) > 0 {
 			r.LastMirroredOffset, r.LastMirroredEpoch = LastOffset(bs[0]), kbatch.LeaderEpoch(bs[0])
+			if typ, ok := kbatch.ControlType(bs[0]); ok && typ == kbatch.ControlMirrorPidReset {
+				// Stopped already (a stop run again after it answered
+				// REQUEST_TIMED_OUT on a cluster): report the mirrored
+				// data before the stop's own batches.
+				if last, epoch, ok := beforeStop(ctx, cn, topic, part, start.Offset, bs[0]); ok {
+					r.LastMirroredOffset, r.LastMirroredEpoch = last, epoch
+					return r, last + 1, nil
+				}
+			}
 		}
 	}
 	return r, end.Offset, nil
+}
+
+// stopLookback bounds how far before a barrier beforeStop looks for the
+// last mirrored batch (the stop's ABORT markers, one per open
+// transaction, come between).
+const stopLookback = 1000
+
+// beforeStop finds, below the stop's barrier, the last mirrored batch:
+// the last one whose leader epoch is below the barrier's (the stop's
+// batches carry the epoch it raised above every mirrored one). It
+// returns that batch's last offset and epoch, false when none is within
+// stopLookback.
+func beforeStop(ctx context.Context, cn *client.Conn, topic string, part int32, logStart int64, barrier []byte) (last int64, epoch int32, found bool) {
+	stopEpoch, at := kbatch.LeaderEpoch(barrier), kbatch.BaseOffset(barrier)
+	last, epoch = -1, -1
+	for next := max(logStart, at-stopLookback); next < at; {
+		res, err := client.FetchPartition(ctx, cn, client.FetchArgs{Topic: topic, Partition: part, Offset: next, MaxBytes: 1 << 20, CurrentEpoch: -1, LastFetchedEpoch: -1})
+		if err != nil || res.Err != nil {
+			return -1, -1, false
+		}
+		bs, _, _, err := Split(res.Records, next)
+		if err != nil || len(bs) == 0 {
+			return -1, -1, false
+		}
+		for _, b := range bs {
+			if kbatch.BaseOffset(b) >= at {
+				return last, epoch, found
+			}
+			if kbatch.LeaderEpoch(b) < stopEpoch {
+				last, epoch, found = LastOffset(b), kbatch.LeaderEpoch(b), true
+			}
+			next = LastOffset(b) + 1
+		}
+	}
+	return last, epoch, found
 }
 
 func deleteMirrorMode(ctx context.Context, cl *client.Cluster, topic string) error {

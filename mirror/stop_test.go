@@ -43,6 +43,12 @@ func TestStopFailover(t *testing.T) {
 	if r.LastMirroredOffset != 20 || r.NewEpoch <= r.LastMirroredEpoch || r.AbortedTransactions != 1 || !r.Barrier {
 		t.Fatalf("stop result: %v", r)
 	}
+	// Run again (as after a REQUEST_TIMED_OUT on a cluster), it reports
+	// the same stop: the mirrored data before the stop's own batches.
+	again, err := Stop(testkit.Ctx(t), dst.Addr, client.Options{}, []string{"t"})
+	if err != nil || len(again) != 1 || again[0] != r {
+		t.Fatalf("mirror stop again: %v (%v), want %v", again, err, r)
+	}
 	// The former mirror takes ordinary idempotent writes.
 	cl := testkit.Client(t, dst.Addr, kgo.DefaultProduceTopic("t"))
 	pr, err := cl.ProduceSync(context.Background(), &kgo.Record{Value: []byte("after failover")}).First()

@@ -2,8 +2,10 @@
 // as SVG charts (gonum.org/v1/plot) and rewrites the results section of
 // benchmarks/README.md (between the results markers) with a table and the
 // charts. Given a cluster link report (-in <date>-<commit>-link.json, from
-// `make bench-link`) it renders that report's two charts only. It is a separate module so the plotting library stays out of the
-// broker's dependency graph.
+// `make bench-link`) it renders that report's two charts only, and given a
+// cluster benchmark report (-in <date>-<commit>-cluster.jsonl, from `make
+// bench-cluster`) that report's three. It is a separate module so the
+// plotting library stays out of the broker's dependency graph.
 package main
 
 import (
@@ -117,6 +119,10 @@ func run(in, readme string) error {
 		})
 		path = files[len(files)-1]
 	}
+	png := os.Getenv("CHARTS_PNG") != "" // also write PNGs (for looking at them)
+	if isClusterReport(path) {
+		return clusterCharts(path, png)
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -125,7 +131,6 @@ func run(in, readme string) error {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	png := os.Getenv("CHARTS_PNG") != "" // also write PNGs (for looking at them)
 	if isLinkReport(path) {
 		return linkCharts(r, path, png)
 	}

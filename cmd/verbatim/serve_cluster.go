@@ -79,6 +79,9 @@ func (n *clusterNode) attach(srv *broker.Server) {
 	fc.Host, fc.Log = replica.BrokerHost(srv), n.base.With("component", "replica-fetcher")
 	n.followers = replica.NewManager(fc)
 	srv.SetFollowers(n.followers)
+	// Followers' fetches and the coordinators' markers and verifications
+	// dial the other brokers with the inter-broker listener's TLS and SASL.
+	srv.SetInterBrokerClient(n.c.InterBroker)
 }
 
 // join registers the broker with the endpoints its listeners serve and
@@ -110,7 +113,8 @@ func (n *clusterNode) join(srv *broker.Server, listeners []*broker.Listener, lns
 	go func() {
 		defer close(n.controllerDone)
 		err := controller.Run(cctx, controller.Config{Store: n.store, NodeID: n.nodeID, SessionTTL: ttl,
-			UncleanLeaderElection: n.c.Broker.UncleanLeaderElection, Log: n.base.With("component", "controller")})
+			UncleanLeaderElection: n.c.Broker.UncleanLeaderElection, Rebalance: n.c.Rebalance,
+			Log: n.base.With("component", "controller")})
 		if err != nil && cctx.Err() == nil {
 			n.log.Error("controller candidate stopped", "err", err)
 		}
