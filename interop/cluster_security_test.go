@@ -31,7 +31,10 @@ func TestVerbatimClusterACLsAndSCRAM(t *testing.T) {
 	c := StartVCluster(t, bin, 3, VClusterOptions{Props: []string{
 		"listener.security.protocol.map=PLAINTEXT:SASL_PLAINTEXT",
 		"sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256",
-		`listener.name.plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret";`,
+		// The brokers talk to each other on this listener too, as the
+		// super user admin (Kafka's inter-broker SASL settings).
+		"sasl.mechanism.inter.broker.protocol=PLAIN",
+		`listener.name.plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_admin="admin-secret";`,
 		"listener.name.plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;",
 		"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
 		"super.users=User:admin",
