@@ -25,7 +25,7 @@ import (
 )
 
 // ReplicaLog is a followed partition's local log, what the fetcher writes
-// (replica.Replica has the same methods).
+// (package replica names it replica.Replica).
 type ReplicaLog interface {
 	LogStartOffset() int64
 	LogEndOffset() int64

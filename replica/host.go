@@ -1,6 +1,9 @@
 package replica
 
-import "github.com/verbatim-kafka/verbatim/client"
+import (
+	"github.com/verbatim-kafka/verbatim/broker"
+	"github.com/verbatim-kafka/verbatim/client"
+)
 
 // Host is what the fetchers need of the broker; *broker.Server implements
 // it (broker/replica_follower.go).
@@ -19,26 +22,11 @@ type Host interface {
 	Replica(topic string, partition int32) (Replica, error)
 }
 
-// Replica is a local follower log.
-type Replica interface {
-	LogStartOffset() int64
-	LogEndOffset() int64
-	// LatestEpoch is the leader epoch of the last stored batch (-1: none).
-	LatestEpoch() int32
-	// EndOffsetForEpoch is OffsetForLeaderEpoch answered locally: the
-	// largest epoch <= epoch and the end offset of it (-1, -1: none).
-	EndOffsetForEpoch(epoch int32) (int32, int64, error)
-	// Append stores batches fetched from the leader, which start at
-	// LogEndOffset (verbatim: every byte, base offset and epoch kept),
-	// then takes the leader's high watermark (bounded by the log end) and
-	// advances the log start to the leader's when it is above ours.
-	Append(records []byte, leaderHighWatermark, leaderLogStart int64) error
-	// Truncate removes everything at and above offset (a leader change).
-	Truncate(offset int64) error
-	// TruncateFullyAndStartAt empties the replica to start at offset (the
-	// leader's log start is above our log end).
-	TruncateFullyAndStartAt(offset int64) error
-}
+// Replica is a local follower log: the broker's ReplicaLog (declared
+// there, since package broker cannot import this one), which stores what
+// the leader returns verbatim, takes the leader's high watermark (bounded
+// by the log end) and advances its log start to the leader's.
+type Replica = broker.ReplicaLog
 
 // Throttler is the follower side of the replication throttles, which a
 // Host may implement (Kafka's follower ReplicationQuotaManager): a
