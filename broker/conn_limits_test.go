@@ -327,12 +327,22 @@ func TestPerIPFrameBudget(t *testing.T) {
 	s := b.srv
 	part := append(binary.BigEndian.AppendUint32(nil, 60000), make([]byte, 40000)...)
 	var slow []net.Conn
-	for range 3 {
+	for i := range 3 {
 		nc := dialFrom(t, "127.0.0.2", b.addr)
 		if _, err := nc.Write(part); err != nil {
 			t.Fatal(err)
 		}
 		slow = append(slow, nc)
+		if i < 2 {
+			// One frame at a time, so slow[0] and slow[1] hold the
+			// promoted frames and the third is the one that waits
+			// (closing a waiting connection would release nothing).
+			want := int64(i+1) * 64 << 10
+			waitUntil(t, "a frame promoted", func() bool {
+				q := s.peers.lookup(netip.MustParseAddr("127.0.0.2"))
+				return q != nil && q.budget.InUse() == want
+			})
+		}
 	}
 	var p *peer
 	waitUntil(t, "the third frame waiting on its address's budget", func() bool {
