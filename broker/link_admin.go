@@ -120,8 +120,6 @@ func handleCreateMirrorLink(ctx context.Context, s *Server, r *Request) (Reply, 
 		err = errLinkAdminPermission(r, "creating cluster link "+req.Link.Name)
 	case req.Link.Name == "":
 		err = kafkaErr(kerr.InvalidRequest, "a cluster link needs a name")
-	case s.cm != nil:
-		err = errLinksInCluster
 	default:
 		err = svc.CreateLink(ctx, r.Principal, req.Link, req.ValidateOnly)
 	}

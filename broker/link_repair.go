@@ -64,6 +64,9 @@ const keepCopyChunk = 1 << 20
 // TruncatedTo -1 when nothing was (to at or above the log end).
 func (s *Server) TruncateKeepingCut(ctx context.Context, topic string, partition int32, to int64, keepTopic string) (wireext.TruncatedPartition, error) {
 	res := wireext.TruncatedPartition{Partition: partition, TruncatedTo: -1}
+	if s.cm != nil {
+		return res, errRepairInCluster("mirror truncate") // link_cluster.go
+	}
 	t := s.cluster.topic(topic)
 	if t == nil || t.Partition(partition) == nil {
 		return res, kafkaErr(kerr.UnknownTopicOrPartition, fmt.Sprintf("%s/%d: this server does not host this topic-partition", topic, partition))
@@ -251,6 +254,9 @@ func copyTail(ctx context.Context, src, keep *storage.Log, to int64) (batches in
 // them. Converting a topic that already is link's pull mirror does
 // nothing (a repeated failback after a crash).
 func (s *Server) ConvertToPullMirror(ctx context.Context, topic, link, sourceClusterID string) error {
+	if s.cm != nil {
+		return errRepairInCluster("converting a topic into a mirror (mirror create --truncate-to-common, the failback)")
+	}
 	t := s.cluster.topic(topic)
 	if t == nil {
 		return kafkaErr(kerr.UnknownTopicOrPartition, fmt.Sprintf("topic %s does not exist", topic))

@@ -89,6 +89,9 @@ func (s *Server) ReadLinkMeta(name string) ([]byte, error) {
 	if err := checkLinkMetaName(name); err != nil {
 		return nil, err
 	}
+	if s.cm != nil {
+		return s.readClusterLinkMeta(name) // link_cluster.go
+	}
 	return readFile(s.fs, linkMetaDir+"/"+name)
 }
 
@@ -97,6 +100,9 @@ func (s *Server) ReadLinkMeta(name string) ([]byte, error) {
 func (s *Server) WriteLinkMeta(name string, data []byte) error {
 	if err := checkLinkMetaName(name); err != nil {
 		return err
+	}
+	if s.cm != nil {
+		return s.writeClusterLinkMeta(name, data)
 	}
 	if err := s.fs.MkdirAll(linkMetaDir, 0o755); err != nil {
 		return fmt.Errorf("%w: %v", errStorage, err)
@@ -108,6 +114,9 @@ func (s *Server) WriteLinkMeta(name string, data []byte) error {
 func (s *Server) RemoveLinkMeta(name string) error {
 	if err := checkLinkMetaName(name); err != nil {
 		return err
+	}
+	if s.cm != nil {
+		return s.removeClusterLinkMeta(name)
 	}
 	err := s.fs.Remove(linkMetaDir + "/" + name)
 	if errors.Is(err, fs.ErrNotExist) {

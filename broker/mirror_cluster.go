@@ -2,15 +2,7 @@ package broker
 
 // Mirror topics in cluster mode (docs/cluster.md "Mirror topics in a
 // cluster"): the leader's own leader-epoch raises (KIP-1279's rule, the
-// stop's bump), and the cluster links' refusal.
-//
-// Cluster links are not created in cluster mode in this version: a
-// link's definition is one broker's meta file and its runner appends in
-// process, so on a cluster it would copy only the partitions that broker
-// leads. CreateMirrorLink answers INVALID_REQUEST (errLinksInCluster);
-// `verbatim mirror push` is the way to mirror into a cluster. The link's
-// in-process appends refuse a partition this broker does not lead
-// whatever runs (link_data.go pullPartition).
+// stop's bump). Cluster links on a cluster are link_cluster.go's.
 //
 // A raise is a compare-and-swap of the partition's state like any epoch
 // change (raiseLeaderEpochs), so followers and a later leader see it.
@@ -25,13 +17,8 @@ package broker
 import (
 	"sync"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-
 	"github.com/verbatim-kafka/verbatim/clustermeta"
 )
-
-// errLinksInCluster refuses a cluster link's creation in cluster mode.
-var errLinksInCluster = kafkaErr(kerr.InvalidRequest, "cluster links are not supported on a replicated cluster in this version (a link runs on one broker); mirror into the cluster with `verbatim mirror push`")
 
 // epochRaises are the partition states this broker wrote as its own
 // leader-epoch raises, by partition, until the reconciler applies them.

@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
-	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
 // mirrorProduceAsync sends a mirror produce (acks=all, the pusher's) of
@@ -189,22 +188,6 @@ func TestMirrorStopAcrossLeaderChange(t *testing.T) {
 	// Writable: an ordinary produce to the new leader.
 	if r := c.produce(2, "m", 1, "after"); r.ErrorCode != 0 {
 		t.Fatalf("ordinary produce after the stop: %+v", r)
-	}
-}
-
-// A cluster link is refused on a cluster (it would copy only the
-// partitions of the broker it runs on), before the service sees it.
-func TestLinkCreationRefusedInCluster(t *testing.T) {
-	c := newReplCluster(t, 1, nil)
-	b := c.nodes[1].b
-	links := &recLinks{}
-	b.srv.SetLinkService(links)
-	code, msg := outcome(t, b, "", wireext.APIKeyCreateMirrorLink, everyLinkRequest()[wireext.APIKeyCreateMirrorLink])
-	if code != kerr.InvalidRequest.Code || msg != errLinksInCluster.(*kafkaError).msg {
-		t.Fatalf("CreateMirrorLink on a cluster: %v %q", kerr.ErrorForCode(code), msg)
-	}
-	if calls := links.took(); len(calls) != 0 {
-		t.Fatalf("the link service was called: %v", calls)
 	}
 }
 
