@@ -32,15 +32,9 @@ import (
 func TestLinkIntoVerbatimCluster(t *testing.T) {
 	bin := BuildVerbatim(t)
 	k := StartKafka(t, KafkaOptions{})
-	c := StartVCluster(t, bin, 3, VClusterOptions{Props: []string{
-		"broker.session.timeout.ms=3000",
-		"replica.lag.time.max.ms=5000",
-		"default.replication.factor=3",
-		"min.insync.replicas=2",
-		// The stop's leader change is a preferred election: the
-		// leaderships the kill moved must stay where they went.
-		"auto.leader.rebalance.enable=false",
-	}})
+	// The stop's leader change is a preferred election: the leaderships
+	// the kill moved must stay where they went.
+	c := startMirrorVCluster(t, bin, "default.replication.factor=3", "auto.leader.rebalance.enable=false")
 	src, dst := k.Bootstrap(), c.Bootstrap()
 	const topic, link, parts = "lc-orders", "lc", 3
 	k.CreateTopic(t, topic, parts, 1, nil)
@@ -287,33 +281,16 @@ func (w *linkSourceWriters) stop(t *testing.T) {
 // markers are written after EndTxn is answered).
 func settledSourceEnds(t *testing.T, addr, topic string, n int32) []int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cl, err := client.NewCluster(addr, client.Options{ClientID: "interop"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	out := make([]int64, n)
 	for p := range n {
-		for {
-			cn, _, err := cl.Leader(ctx, topic, p)
-			if err != nil {
-				t.Fatalf("source %s/%d: %v", topic, p, err)
-			}
-			end, err1 := client.ListOffset(ctx, cn, topic, p, client.Latest, client.ReadUncommitted)
-			lso, err2 := client.ListOffset(ctx, cn, topic, p, client.Latest, client.ReadCommitted)
-			if err := errors.Join(err1, err2); err != nil {
-				t.Fatalf("source %s/%d: %v", topic, p, err)
-			}
-			if lso.Offset == end.Offset {
-				out[p] = end.Offset
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			end, lso := clusterEnd(addr, topic, p), clusterOffset(addr, topic, p, client.ReadCommitted)
+			if end >= 0 && lso == end {
+				out[p] = end
 				break
 			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("source %s/%d: last stable offset %d below the log end %d after 30 s", topic, p, lso.Offset, end.Offset)
-			case <-time.After(50 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatalf("source %s/%d: last stable offset %d, log end %d after 30 s", topic, p, lso, end)
 			}
 		}
 	}

@@ -29,11 +29,7 @@ import (
 func TestMirrorIntoVerbatimCluster(t *testing.T) {
 	bin := BuildVerbatim(t)
 	k := StartKafka(t, KafkaOptions{})
-	c := StartVCluster(t, bin, 3, VClusterOptions{Props: []string{
-		"broker.session.timeout.ms=3000",
-		"replica.lag.time.max.ms=5000",
-		"min.insync.replicas=2",
-	}})
+	c := startMirrorVCluster(t, bin)
 	src, dst := k.Bootstrap(), c.Bootstrap()
 	scl := kgoClient(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
 	dcl := verbatimClient(t, dst)
@@ -171,8 +167,25 @@ func waitDestEnd(t *testing.T, pusher *Proc, dst, topic string, p int32, end int
 	t.Fatalf("%s/%d: the destination ends at %d after 60 s, want %d\n%s", topic, p, last, end, pusher.LogTail(30))
 }
 
+// startMirrorVCluster starts the 3 brokers the mirroring tests copy
+// into: failure detection in 3 s, min.insync.replicas 2, and props.
+func startMirrorVCluster(t *testing.T, bin string, props ...string) *VCluster {
+	t.Helper()
+	return StartVCluster(t, bin, 3, VClusterOptions{Props: append([]string{
+		"broker.session.timeout.ms=3000",
+		"replica.lag.time.max.ms=5000",
+		"min.insync.replicas=2",
+	}, props...)})
+}
+
 // clusterEnd is topic/p's log end on its leader (-1: not answered).
 func clusterEnd(addr, topic string, p int32) int64 {
+	return clusterOffset(addr, topic, p, client.ReadUncommitted)
+}
+
+// clusterOffset is topic/p's latest offset at isolation level iso (the
+// log end or the last stable offset) on its leader (-1: not answered).
+func clusterOffset(addr, topic string, p int32, iso int8) int64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	cl, err := client.NewCluster(addr, client.Options{ClientID: "interop"})
@@ -184,7 +197,7 @@ func clusterEnd(addr, topic string, p int32) int64 {
 	if err != nil {
 		return -1
 	}
-	a, err := client.ListOffset(ctx, cn, topic, p, client.Latest, client.ReadUncommitted)
+	a, err := client.ListOffset(ctx, cn, topic, p, client.Latest, iso)
 	if err != nil {
 		return -1
 	}
