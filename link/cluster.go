@@ -174,13 +174,19 @@ func (m *Manager) reconcile() {
 // gained a leadership or the state changed (a resume, a failure cleared).
 func (r *runner) followCluster() {
 	changed := false
-	if lm, err := r.m.store.load(r.name); err == nil {
-		r.mu.Lock()
-		if lm.version > r.meta.version {
-			r.meta, changed = lm, true
+	r.mu.Lock()
+	have := r.meta.version
+	r.mu.Unlock()
+	// Decoded only when its version moved (snapshots come often).
+	if _, v, err := r.m.store.read(linkFile(r.name), false); err == nil && v > have {
+		if lm, err := r.m.store.load(r.name); err == nil {
+			r.mu.Lock()
+			if lm.version > r.meta.version {
+				r.meta, changed = lm, true
+			}
+			r.mu.Unlock()
 		}
-		r.mu.Unlock()
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		r.log.Warn("reading the link's state", "err", err)
 	}
 	r.mu.Lock()
