@@ -171,7 +171,8 @@ func (m *Manager) reconcile() {
 // followCluster adopts the link's stored state when another broker
 // changed it, ends the copies of partitions this broker no longer leads
 // or whose topic is paused now, and asks for a round when this broker
-// gained a leadership or the state changed (a resume, a failure cleared).
+// gained a leadership, the state changed (a resume, a failure cleared, a
+// topic the coordinator created and recorded) or a topic grew.
 func (r *runner) followCluster() {
 	changed := false
 	r.mu.Lock()
@@ -195,6 +196,9 @@ func (r *runner) followCluster() {
 	for t, ps := range r.parts {
 		tm := r.meta.Topics[t]
 		paused := tm != nil && tm.Paused
+		if info, ok := r.m.host.LinkTopic(t); ok && int(info.Partitions) > len(ps) && !r.stopped[t] {
+			need = true // the coordinator grew it: adopt the new partitions
+		}
 		for _, pr := range ps {
 			leads := r.m.leads(t, pr.partition)
 			gained := leads && !pr.led
