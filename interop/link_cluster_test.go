@@ -380,7 +380,11 @@ func waitLinkStates(t *testing.T, bin, addr, link, topic string, parts int, stat
 			return
 		}
 	}
-	t.Fatalf("mirror status through %s: not %d partitions of %s %s within 60 s: %+v", addr, parts, topic, state, last.Partitions)
+	var rows []string
+	for _, p := range last.Partitions {
+		rows = append(rows, fmt.Sprintf("%s/%d %s (%s) end %d source %d", p.Topic, *p.Partition, p.State, p.Reason, *p.LogEndOffset, *p.SourceHighWatermark))
+	}
+	t.Fatalf("mirror status through %s: not %d partitions of %s %s within 60 s: %s", addr, parts, topic, state, strings.Join(rows, "; "))
 }
 
 // wantLinkOn checks that node's own answer (link list and link describe
