@@ -94,11 +94,21 @@ func (s *Server) linkTopicInfo(t *Topic) LinkTopicInfo {
 
 // formerMirrorState is the state an ordinary topic's mirror state file
 // records ("" when it has none: it never was a mirror), without creating
-// one.
+// one. In cluster mode it is the store's record: the cached state of a
+// broker that did not finish the stop says "stopping" (its stop runner
+// ends with the config without mirror.*, before the record says
+// "stopped").
 func (s *Server) formerMirrorState(t *Topic) string {
 	r := &s.mirror
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if s.cm != nil {
+		st, err := s.clusterMirrorStateLocked(t)
+		if err != nil || st == nil {
+			return ""
+		}
+		return st.State
+	}
 	if st := r.topics[t.ID]; st != nil {
 		return st.State
 	}

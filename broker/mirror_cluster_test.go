@@ -180,6 +180,12 @@ func TestMirrorStopAcrossLeaderChange(t *testing.T) {
 		waitUntil(t, "the config without mirror.mode applied", func() bool {
 			return !srv.cluster.topic("m").Config().MirrorPush
 		})
+		// The link's view of the former mirror (its partitions STOPPED), read
+		// before anything else refreshes the broker's cached state.
+		waitUntil(t, "the link sees the topic stopped", func() bool {
+			info, ok := srv.LinkTopic("m")
+			return ok && info.MirrorState == mirrorStateStopped
+		})
 		st, err := srv.mirrorStateOf(srv.cluster.topic("m"))
 		if err != nil || st.State != mirrorStateStopped || !st.Partitions[0].Stopped || st.Partitions[0].StopFrom != 3 || st.Partitions[0].LastMirroredOffset != 2 {
 			t.Fatalf("node %d's mirror state after the stop: %+v (%v)", id, st, err)
