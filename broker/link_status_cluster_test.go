@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/verbatim-kafka/verbatim/authz"
 	"github.com/verbatim-kafka/verbatim/clustermeta"
 	"github.com/verbatim-kafka/verbatim/wireext"
 )
@@ -165,5 +168,43 @@ func TestMirrorMetricsLedOnly(t *testing.T) {
 		if got["kafka_server_mirrorpartitionmetrics_lag"] != fmt.Sprintf("%v;", wantLag) || got["kafka_server_link_clusterlinkfetchermanager_maxlag"] != fmt.Sprintf("%v;", wantLag) {
 			t.Fatalf("broker %d exports %v, want one partition with lag %v", id, got, wantLag)
 		}
+	}
+}
+
+// TestMirrorStatusLeaderOnlyACLs: LeaderOnly passes with CLUSTER_ACTION
+// (the brokers' permission, which allow.everyone.if.no.acl.found does not
+// grant) and then answers every row it leads; without it the request is
+// authorized and filtered as any DescribeMirrors.
+func TestMirrorStatusLeaderOnlyACLs(t *testing.T) {
+	b := startBroker(t, t.TempDir(), withACLs(func(c *Config) { c.AllowEveryoneIfNoACLFound = true }))
+	links := &recLinks{statuses: []wireext.MirrorPartitionStatus{{Topic: "a", State: wireext.StateMirroring}, {Topic: "b", State: wireext.StatePaused}}}
+	b.srv.SetLinkService(links)
+	createTopic(t, b, "a", 1, nil)
+	createTopic(t, b, "b", 1, nil)
+	grant(t, b, mallory, authz.PermDeny, "TOPIC:b:DESCRIBE")
+	topics := func(leaderOnly bool, wantCode int16) []string {
+		t.Helper()
+		resp := linkCall[wireext.DescribeMirrorsResponse](t, b, malloryIP, wireext.APIKeyDescribeMirrors, &wireext.DescribeMirrorsRequest{LeaderOnly: leaderOnly})
+		if resp.ErrorCode != wantCode {
+			t.Fatalf("leader-only=%v: %v %s, want %v", leaderOnly, kerr.ErrorForCode(resp.ErrorCode), resp.ErrorMessage, kerr.ErrorForCode(wantCode))
+		}
+		var out []string
+		for _, p := range resp.Partitions {
+			out = append(out, p.Topic)
+		}
+		return out
+	}
+	if got := topics(true, 0); !reflect.DeepEqual(got, []string{"a"}) {
+		t.Fatalf("LeaderOnly without CLUSTER_ACTION answered %q, want the DESCRIBE-filtered [a]", got)
+	}
+	grant(t, b, mallory, authz.PermAllow, "CLUSTER:kafka-cluster:CLUSTER_ACTION")
+	if got := topics(true, 0); !reflect.DeepEqual(got, []string{"a", "b"}) {
+		t.Fatalf("LeaderOnly with CLUSTER_ACTION answered %q, want [a b]", got)
+	}
+	// CLUSTER_ACTION is not DESCRIBE (and with an ACL on CLUSTER,
+	// allow.everyone no longer grants that): a client's request is
+	// refused.
+	if got := topics(false, kerr.ClusterAuthorizationFailed.Code); got != nil {
+		t.Fatalf("a refused request answered %q", got)
 	}
 }
