@@ -40,8 +40,8 @@ import (
 )
 
 // mirrorStatusPeerTimeout bounds the leaders' answers to one
-// DescribeMirrors.
-const mirrorStatusPeerTimeout = 5 * time.Second
+// DescribeMirrors (a variable for the tests).
+var mirrorStatusPeerTimeout = 5 * time.Second
 
 // ledStatuses are the statuses of the partitions this broker leads (a
 // copy: the service's answer is not changed).

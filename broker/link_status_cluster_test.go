@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -206,5 +207,40 @@ func TestMirrorStatusLeaderOnlyACLs(t *testing.T) {
 	// refused.
 	if got := topics(false, kerr.ClusterAuthorizationFailed.Code); got != nil {
 		t.Fatalf("a refused request answered %q", got)
+	}
+}
+
+// TestMirrorStatusSilentLeader: a leader that takes the connection and
+// never answers holds the answer no longer than the bound; its partition
+// keeps the local row with the reason.
+func TestMirrorStatusSilentLeader(t *testing.T) {
+	defer func(d time.Duration) { mirrorStatusPeerTimeout = d }(mirrorStatusPeerTimeout)
+	mirrorStatusPeerTimeout = 200 * time.Millisecond
+	c := newReplCluster(t, 1, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer nc.Close() // read nothing, answer nothing
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	ep := clustermeta.Endpoint{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: "127.0.0.1", Port: int32(port)}
+	if _, err := c.store.Register(ctxT(t), clustermeta.BrokerInfo{NodeID: 2, Endpoints: []clustermeta.Endpoint{ep}}, 60); err != nil {
+		t.Fatal(err)
+	}
+	c.createTopic("m", []int32{2}, nil)
+	c.nodes[1].srv().SetLinkService(viewLinks{&recLinks{statuses: []wireext.MirrorPartitionStatus{mirrorStatus("m", "", wireext.StateMirroring, "", -1, 0)}}})
+	resp := linkCall[wireext.DescribeMirrorsResponse](t, c.nodes[1].b, "", wireext.APIKeyDescribeMirrors, &wireext.DescribeMirrorsRequest{})
+	if resp.ErrorCode != 0 || len(resp.Partitions) != 1 || resp.Partitions[0].State != wireext.StateMirroring ||
+		!strings.HasPrefix(resp.Partitions[0].Reason, "leader broker 2 did not answer") || !strings.Contains(resp.Partitions[0].Reason, "deadline") {
+		t.Fatalf("with a silent leader answered %d %q %+v", resp.ErrorCode, resp.ErrorMessage, resp.Partitions)
 	}
 }
