@@ -44,11 +44,13 @@ func TestLinkIntoVerbatimCluster(t *testing.T) {
 	// Created through node 1; status and the link's definition are read
 	// through the others.
 	n1, n2 := c.Nodes[0].Addr, c.Nodes[1].Addr
+	created := time.Now()
 	linkCLI(t, bin, "link", "create", link, "--dest", n1, "--source", src, "--topics", "lc-.*", "--sync-interval", "1s")
 	dcl := verbatimClient(t, dst)
 	view := waitInSync(t, c, dcl, topic, parts, 3)
 	wantTopicConfig(t, dcl, topic, "mirror.mode", "pull")
 	waitLinkStates(t, bin, n2, link, topic, parts, "MIRRORING")
+	t.Logf("every partition MIRRORING %v after link create", time.Since(created).Round(time.Millisecond))
 
 	// SIGKILL the leader of partition 0 while the source grows and the
 	// copy runs there.
@@ -60,18 +62,19 @@ func TestLinkIntoVerbatimCluster(t *testing.T) {
 	t.Logf("killed node %d, the leader of %s/0 at epoch %d", victim, topic, view[0].epoch)
 	survivor := c.Node(t, victim%3+1)
 	after := newLeader(t, dcl, survivor.ID, topic, 0, victim)
+	elected := time.Since(killed)
 	gen.waitRounds(t, gen.rounds()+3)
 	mid := sourceEnds(t, src, topic, parts)
 	waitDestPast(t, dst, topic, 0, mid[0])
-	t.Logf("%s/0: node %d leads it now; the copy reached the source's %d there %v after the kill",
-		topic, after, mid[0], time.Since(killed).Round(time.Millisecond))
+	t.Logf("%s/0: node %d leads it %v after the kill; the copy reached the source's %d there %v after the kill",
+		topic, after, elected.Round(time.Millisecond), mid[0], time.Since(killed).Round(time.Millisecond))
 	c.Restart(t, victim)
 	gen.stop(t)
 	ends := settledSourceEnds(t, src, topic, parts)
 	for p := range int32(parts) {
 		waitDestExactly(t, dst, topic, p, ends[p])
 	}
-	t.Logf("source and destination end at %v after %d rounds of writes (%d transactions aborted)", ends, gen.rounds(), gen.aborted())
+	t.Logf("source and destination end at %v after %d rounds of writes (%d transactions aborted), %v after the kill", ends, gen.rounds(), gen.aborted(), time.Since(killed).Round(time.Millisecond))
 	verifyExact(t, bin, src, dst, []string{topic})
 	view = waitInSync(t, c, dcl, topic, parts, 3)
 	for p := range int32(parts) {
@@ -97,6 +100,7 @@ func TestLinkIntoVerbatimCluster(t *testing.T) {
 			third = nd
 		}
 	}
+	stopped := time.Now()
 	decided := make(chan error, 1)
 	go func() { decided <- deleteMirrorModeVia(third.Addr, topic) }()
 	time.Sleep(5 * time.Millisecond)
@@ -113,7 +117,7 @@ func TestLinkIntoVerbatimCluster(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 		res, _ = RunTool(t, Cmd{Timeout: 2 * time.Minute}, stopCmd...)
 	}
-	t.Logf("mirror stop:\n%s", res.Stdout)
+	t.Logf("mirror stop, %v after the decision:\n%s", time.Since(stopped).Round(time.Millisecond), res.Stdout)
 	waitInSync(t, c, dcl, topic, parts, 3)
 	for p := range int32(parts) {
 		var want []byte
@@ -126,7 +130,10 @@ func TestLinkIntoVerbatimCluster(t *testing.T) {
 			}
 		}
 	}
-	waitLinkStates(t, bin, n2, link, topic, parts, "STOPPED")
+	for _, nd := range c.Nodes { // each broker as the one asked
+		waitLinkStates(t, bin, nd.Addr, link, topic, parts, "STOPPED")
+	}
+	t.Logf("barriers on every replica and STOPPED through every broker %v after the decision", time.Since(stopped).Round(time.Millisecond))
 	if n := strings.Count(allLogs(c), "mirror stopped: the topic is writable"); n != 1 {
 		t.Errorf("the brokers logged the topic's stop %d times, want once", n)
 	}
