@@ -107,29 +107,10 @@ func TestLinkIntoVerbatimCluster(t *testing.T) {
 	electPreferred(t, dcl, topic, 0)
 	t.Logf("preferred election of %s/0 (node %d to %d) during the stop: the DELETE through node %d was answered %v",
 		topic, view[0].leader, victim, third.ID, <-decided)
-	stopCmd := []string{bin, "mirror", "stop", "--dest", dst, "--topics", topic}
-	res, _ := RunTool(t, Cmd{Timeout: 2 * time.Minute}, stopCmd...)
-	for deadline := time.Now().Add(40 * time.Second); res.ExitCode != 0; {
-		t.Logf("mirror stop during the election: exit %d: %s; repeating it", res.ExitCode, tail(res.Stderr, 3))
-		if time.Now().After(deadline) {
-			t.Fatalf("mirror stop: exit %d\n%s\n%s", res.ExitCode, res.Stdout, tail(res.Stderr, 20))
-		}
-		time.Sleep(500 * time.Millisecond)
-		res, _ = RunTool(t, Cmd{Timeout: 2 * time.Minute}, stopCmd...)
-	}
+	res := stopUntilDone(t, bin, dst, topic)
 	t.Logf("mirror stop, %v after the decision:\n%s", time.Since(stopped).Round(time.Millisecond), res.Stdout)
 	waitInSync(t, c, dcl, topic, parts, 3)
-	for p := range int32(parts) {
-		var want []byte
-		for _, nd := range c.Nodes {
-			got := waitReplicaBarrier(t, nd, topic, p, ends[p])
-			if want == nil {
-				want = got
-			} else if string(got) != string(want) {
-				t.Fatalf("%s/%d: node %d's log differs from node 1's after the stop", topic, p, nd.ID)
-			}
-		}
-	}
+	wantStopBarriers(t, c, topic, ends)
 	for _, nd := range c.Nodes { // each broker as the one asked
 		waitLinkStates(t, bin, nd.Addr, link, topic, parts, "STOPPED")
 	}

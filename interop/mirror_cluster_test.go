@@ -93,17 +93,9 @@ func TestMirrorIntoVerbatimCluster(t *testing.T) {
 			other = nd.ID
 		}
 	}
-	acl := verbatimClient(t, c.Node(t, other).Addr)
+	otherAddr := c.Node(t, other).Addr
 	decided := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		rs, err := kadm.NewClient(acl).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "mirror.mode"}}, topic)
-		if err == nil {
-			err = rs[0].Err
-		}
-		decided <- err
-	}()
+	go func() { decided <- deleteMirrorModeVia(otherAddr, topic) }()
 	// SIGKILL at once (cluster.sh's kill starts a shell first): the
 	// decision lands at about the same moment.
 	time.Sleep(5 * time.Millisecond)
@@ -115,24 +107,44 @@ func TestMirrorIntoVerbatimCluster(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Logf("killed node %d, the leader of %s/1 at epoch %d, during the stop: the DELETE was answered %v", victim, topic, view[1].epoch, <-decided)
+	res := stopUntilDone(t, bin, dst, topic)
+	t.Logf("mirror stop:\n%s", res.Stdout)
+	c.Restart(t, victim)
+	waitInSync(t, c, dcl, topic, 2, 3)
+	wantStopBarriers(t, c, topic, ends)
+	// Writable: an ordinary produce to the stopped topic.
+	wcl := verbatimClient(t, dst, kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()))
+	produceSync(t, wcl, &kgo.Record{Value: []byte("after the stop")})
+	if n := strings.Count(allLogs(c), "mirror stopped: the topic is writable"); n != 1 {
+		t.Errorf("the brokers logged the topic's stop %d times, want once", n)
+	}
+}
+
+// stopUntilDone runs `mirror stop --topics topic` until it exits 0
+// (bounded): a stop that cannot reach a failing leader (reading the log
+// ends first) or whose answer waits past the request timeout for a
+// failover fails; repeated, it finds the decision taken and waits for it.
+func stopUntilDone(t *testing.T, bin, dst, topic string) *Result {
+	t.Helper()
 	stopCmd := []string{bin, "mirror", "stop", "--dest", dst, "--topics", topic}
 	res, _ := RunTool(t, Cmd{Timeout: 2 * time.Minute}, stopCmd...)
 	for deadline := time.Now().Add(40 * time.Second); res.ExitCode != 0; {
-		// A stop that cannot reach the dead leader (reading the log
-		// ends first) or whose answer waits past the request timeout
-		// for the failover fails; repeated, it finds the decision
-		// taken and waits for it.
-		t.Logf("mirror stop during the failover: exit %d: %s; repeating it", res.ExitCode, tail(res.Stderr, 3))
+		t.Logf("mirror stop during the leader change: exit %d: %s; repeating it", res.ExitCode, tail(res.Stderr, 3))
 		if time.Now().After(deadline) {
 			t.Fatalf("mirror stop: exit %d\n%s\n%s", res.ExitCode, res.Stdout, tail(res.Stderr, 20))
 		}
 		time.Sleep(500 * time.Millisecond)
 		res, _ = RunTool(t, Cmd{Timeout: 2 * time.Minute}, stopCmd...)
 	}
-	t.Logf("mirror stop:\n%s", res.Stdout)
-	c.Restart(t, victim)
-	waitInSync(t, c, dcl, topic, 2, 3)
-	for p := range int32(2) {
+	return res
+}
+
+// wantStopBarriers waits until every node's replica of every partition p
+// of topic ends with its one barrier at ends[p] (waitReplicaBarrier) and
+// checks the replicas of each partition hold the same bytes.
+func wantStopBarriers(t *testing.T, c *VCluster, topic string, ends []int64) {
+	t.Helper()
+	for p := range int32(len(ends)) {
 		var want []byte
 		for _, nd := range c.Nodes {
 			got := waitReplicaBarrier(t, nd, topic, p, ends[p])
@@ -142,12 +154,6 @@ func TestMirrorIntoVerbatimCluster(t *testing.T) {
 				t.Fatalf("%s/%d: node %d's log differs from node 1's after the stop", topic, p, nd.ID)
 			}
 		}
-	}
-	// Writable: an ordinary produce to the stopped topic.
-	wcl := verbatimClient(t, dst, kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()))
-	produceSync(t, wcl, &kgo.Record{Value: []byte("after the stop")})
-	if n := strings.Count(allLogs(c), "mirror stopped: the topic is writable"); n != 1 {
-		t.Errorf("the brokers logged the topic's stop %d times, want once", n)
 	}
 }
 
