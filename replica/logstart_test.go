@@ -12,20 +12,12 @@ import (
 )
 
 // answerLeader reports each fetch it is sent and answers it with the
-// result the test hands it (the same for every partition).
+// result the test hands it (the same for every partition); the rest is
+// gateLeader's.
 type answerLeader struct {
+	*gateLeader
 	asked  chan []client.SessionPartition
 	answer chan client.FetchResult
-}
-
-func (l *answerLeader) Close() {}
-
-func (l *answerLeader) EpochEnds(context.Context, []epochQuery) ([]epochAnswer, error) {
-	panic("not asked: the replica holds no epoch")
-}
-
-func (l *answerLeader) Offsets(context.Context, []offsetQuery) ([]offsetAnswer, error) {
-	panic("not asked")
 }
 
 func (l *answerLeader) Fetch(ctx context.Context, want []client.SessionPartition) ([]client.SessionAnswer, error) {
@@ -57,7 +49,7 @@ func TestFollowerLogStartSentAndApplied(t *testing.T) {
 	if err := rep.TruncateFullyAndStartAt(5); err != nil { // empty, from 5: nothing to truncate
 		t.Fatal(err)
 	}
-	ld := &answerLeader{asked: make(chan []client.SessionPartition, 1), answer: make(chan client.FetchResult, 1)}
+	ld := &answerLeader{gateLeader: newGate(t, 1), asked: make(chan []client.SessionPartition, 1), answer: make(chan client.FetchResult, 1)}
 	m := NewManager(Config{Host: host, Log: quietLog()})
 	m.fcfg.dialFunc = func(context.Context, int32) (leader, error) { return ld, nil }
 	t.Cleanup(m.Close)
