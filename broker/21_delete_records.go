@@ -158,7 +158,7 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 		}
 	}
 	if len(pending) > 0 {
-		return Defer(&delayedDeleteRecords{s: s, r: r, resp: resp, pending: pending, deadline: deadline}), nil
+		return Defer(&delayedDeleteRecords{s: s, client: clientOf(r), resp: resp, pending: pending, deadline: deadline}), nil
 	}
 	return resp, nil
 }

@@ -124,7 +124,7 @@ type pendingDelete struct {
 // deadline (Kafka's DelayedDeleteRecords).
 type delayedDeleteRecords struct {
 	s        *Server
-	r        *Request
+	client   clientInfo // for the failure lines
 	resp     *kmsg.DeleteRecordsResponse
 	pending  []pendingDelete
 	deadline time.Time
@@ -146,7 +146,7 @@ func (d *delayedDeleteRecords) Await(ctx context.Context) (Reply, error) {
 		if !errors.Is(err, kerr.RequestTimedOut) {
 			op.LowWatermark = -1
 		}
-		d.s.logDataFailure("delete records", d.resp.Topics[pd.ti].Topic, op.Partition, op.ErrorCode, err, clientOf(d.r), "offset", pd.requested)
+		d.s.logDataFailure("delete records", d.resp.Topics[pd.ti].Topic, op.Partition, op.ErrorCode, err, d.client, "offset", pd.requested)
 	}
 	return d.resp, nil
 }
