@@ -145,6 +145,26 @@ func TestReplicatedDeleteRecordsTimesOut(t *testing.T) {
 	}
 }
 
+// The low watermark counts the followers whose broker is registered
+// (Kafka's: the live replicas), in the ISR or not: a stopped broker's
+// replica does not hold a DeleteRecords.
+func TestReplicatedDeleteRecordsCountsLiveFollowers(t *testing.T) {
+	c := newReplCluster(t, 3, nil)
+	c.replicatedTopic("d")
+	c.nodes[3].b.stop()
+	waitUntil(t, "broker 3's registration gone", func() bool {
+		_, registered := c.nodes[1].srv().clusterSnapshot().Brokers[3]
+		return !registered
+	})
+	done := c.deleteRecordsAsync(1, timedDelete("d", 5, 30000))
+	waitUntil(t, "the leader's log start moved", func() bool { return c.logStart(1, "d") == 5 })
+	notDeleted(t, done, "before follower 2 fetched")
+	c.replicate(2)
+	if r := awaitDelete(t, done); r.ErrorCode != 0 || r.LowWatermark != 5 {
+		t.Fatalf("DeleteRecords with broker 3 stopped: %v low watermark %d, want 5", kerr.ErrorForCode(r.ErrorCode), r.LowWatermark)
+	}
+}
+
 // A follower takes the leader's log start only up to its own high
 // watermark (Kafka's follower refuses a log start above it).
 func TestFollowerLogStartBoundedByItsHighWatermark(t *testing.T) {
