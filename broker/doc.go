@@ -33,7 +33,10 @@
 // in-process mirror append, which shares the wire mirror produce's path
 // (prepareMirrorAppend, link_data.go); for repair, the truncation that
 // first keeps what it cuts in a keep topic and the failback's conversion
-// of a writable topic into a pull mirror (link_repair.go).
+// of a writable topic into a pull mirror (link_repair.go). On a cluster
+// DescribeMirrors answers the leaders' view, asking the other leaders
+// over the inter-broker connections (link_status_cluster.go), and the
+// mirror metrics hold the partitions this broker leads.
 //
 // In cluster mode (Config.Cluster, cluster_config.go names each part's
 // files) it keeps no cluster metadata of its own: the topics, partitions

@@ -21,7 +21,11 @@ package broker
 //     the link's topics and passes the permitted ones by name when some
 //     are refused.
 //   - DescribeMirrorLinks, DescribeMirrors: DESCRIBE on CLUSTER; the
-//     topic rows the principal may not DESCRIBE are left out.
+//     topic rows the principal may not DESCRIBE are left out. A
+//     DescribeMirrors with LeaderOnly (another broker asking the leaders'
+//     view, link_status_cluster.go) also passes with CLUSTER_ACTION on
+//     CLUSTER (an ACL: allow.everyone.if.no.acl.found does not grant
+//     it), and then answers every row it leads.
 //
 // Source config values that are secrets (isSecretConfig) are masked in
 // DescribeMirrorLinks whatever the service answers, and no audit record
@@ -201,12 +205,29 @@ func handleDescribeMirrors(ctx context.Context, s *Server, r *Request) (Reply, e
 		return nil, err
 	}
 	resp := &wireext.DescribeMirrorsResponse{}
-	if err = s.describeRefusal(r); err == nil {
+	// A broker asking the leaders (LeaderOnly, link_status_cluster.go)
+	// passes with CLUSTER_ACTION (never granted by
+	// allow.everyone.if.no.acl.found, or the rows would not be filtered
+	// by anyone), and its answer is filtered by the client's permissions
+	// where the client asked.
+	asBroker := req.LeaderOnly && s.linkSvc() != nil && s.mirrorPermitted(r)
+	if !asBroker {
+		err = s.describeRefusal(r)
+	}
+	if err == nil {
 		resp.Partitions, err = s.linkSvc().DescribeMirrors(ctx, *req)
 	}
-	resp.ErrorCode, resp.ErrorMessage = linkAnswer(err)
-	if err != nil {
+	switch {
+	case err != nil:
 		resp.Partitions = nil
+	case req.LeaderOnly:
+		resp.Partitions = s.ledStatuses(resp.Partitions)
+	case s.LinkClustered():
+		resp.Partitions = s.leadersStatuses(ctx, *req, resp.Partitions)
+	}
+	resp.ErrorCode, resp.ErrorMessage = linkAnswer(err)
+	if asBroker {
+		return linkReply{resp}, nil
 	}
 	var kept []wireext.MirrorPartitionStatus
 	for _, p := range resp.Partitions {

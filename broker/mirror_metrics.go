@@ -12,9 +12,19 @@ import (
 
 // RegisterMirrorMetrics registers the mirror partition and cluster link
 // gauges, read from status on every scrape (the link manager's
-// DescribeMirrors). Call it once, before serving metrics.
+// DescribeMirrors). Call it once, before serving metrics. On a cluster
+// each broker exports the partitions it leads only (where their copies
+// run), so a partition is counted once across the cluster: the per-link
+// partition counts add up over the brokers, MaxLag is the largest of
+// theirs.
 func (s *Server) RegisterMirrorMetrics(status func() []wireext.MirrorPartitionStatus) {
-	metrics.RegisterMirrors(s.metrics, status)
+	metrics.RegisterMirrors(s.metrics, func() []wireext.MirrorPartitionStatus {
+		st := status()
+		if !s.LinkClustered() {
+			return st
+		}
+		return s.ledStatuses(st)
+	})
 }
 
 // MirrorTopicMetrics returns the per-topic counters of topic

@@ -70,7 +70,7 @@ func (r *runner) startTopic(ctx context.Context, topic string, sm *client.TopicM
 		return kafkaErr(kerr.KafkaStorageError, "persisting topic %s of link %s: %v", topic, r.name, err)
 	}
 	r.createTopics(ctx, map[string]*client.TopicMeta{topic: sm}, []string{topic})
-	r.ensureTopic(ctx, topic, sm)
+	r.ensureTopic(ctx, topic, sm, true) // the request's broker records it, coordinator or not
 	if _, ok := r.m.host.LinkTopic(topic); !ok {
 		return kafkaErr(kerr.UnknownServerError, "topic %s could not be created (see the broker log)", topic)
 	}

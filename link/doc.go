@@ -32,11 +32,18 @@
 //     cut records kept in a side topic), and the per-partition status and
 //     metrics.
 //
+// On a replicated cluster every broker runs every link (cluster.go): the
+// definitions and per-topic state are the cluster store's records, read
+// with a version and written only over it; a partition's copy runs on the
+// destination partition's leader and moves with it; discovery and topic
+// creation are the link coordinator's (the controller's broker).
+//
 // Where (core): manager.go is the Manager (Open, Close, the LinkService
 // methods that change links), describe.go the per-topic requests and the
 // statuses, runner.go a link's runner (discovery, pull-mode topics, the
 // writer registration), partition.go a partition's copy and its states,
-// dest.go the in-process mirror.Dest, state.go the link meta files.
+// dest.go the in-process mirror.Dest, state.go the link meta files,
+// cluster.go following a cluster (clusterHost).
 //
 // Where (repair): repair.go the common point (Kafka's follower truncation
 // rule across clusters, a pure function over the destination's epoch

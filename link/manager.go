@@ -70,6 +70,12 @@ type Manager struct {
 	// --to-divergence`).
 	truncate func(ctx context.Context, req wireext.TruncateMirrorTopicsRequest) ([]wireext.MirrorTopicResult, error)
 
+	// cluster is the broker's cluster side (nil: a single node);
+	// stopFollow ends follow (cluster.go), followDone closes when it has.
+	cluster    clusterHost
+	stopFollow context.CancelFunc
+	followDone chan struct{}
+
 	mu     sync.Mutex
 	links  map[string]*runner
 	closed bool
@@ -80,7 +86,8 @@ var _ broker.LinkService = (*Manager)(nil)
 // Open loads the links persisted in the broker's link meta files and
 // starts them.
 func Open(cfg Config) (*Manager, error) {
-	m := &Manager{host: cfg.Host, log: cfg.Log, clock: cfg.Clock, store: store{cfg.Host},
+	cluster := clusterOf(cfg.Host)
+	m := &Manager{host: cfg.Host, log: cfg.Log, clock: cfg.Clock, store: store{cfg.Host, cluster}, cluster: cluster,
 		syncInterval: cfg.SyncInterval, retryFor: cfg.RetryFor, fetchBytes: cfg.FetchBytes, newSource: cfg.newSource, links: map[string]*runner{}}
 	if m.newSource == nil {
 		m.newSource = func(seed string, o client.Options) (sourceCluster, error) {
@@ -124,7 +131,12 @@ func Open(cfg Config) (*Manager, error) {
 		if changed, err := reencodeStored(m.host, lm); err != nil {
 			m.log.Error("re-encoding the link's source credentials with password.encoder.secret", "link", n, "err", err)
 		} else if changed {
-			if err := m.store.save(lm); err != nil {
+			err := m.store.save(lm)
+			if err != nil && m.cluster != nil {
+				// Not registered yet, or another broker re-encoded it
+				// first: the next start tries again.
+				m.log.Warn("re-encoding the link's source credentials not persisted", "link", n, "err", err)
+			} else if err != nil {
 				return nil, fmt.Errorf("link %s: persisting its re-encoded credentials: %w", n, err)
 			}
 			m.log.Info("re-encoded the link's source credentials with the new password.encoder.secret", "link", n)
@@ -138,13 +150,22 @@ func Open(cfg Config) (*Manager, error) {
 	for _, r := range m.links {
 		r.start()
 	}
-	m.log.Info("cluster links started", "links", len(m.links))
+	if m.cluster != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		m.stopFollow, m.followDone = cancel, make(chan struct{})
+		go m.follow(ctx)
+	}
+	m.log.Info("cluster links started", "links", len(m.links), "clustered", m.cluster != nil)
 	return m, nil
 }
 
 // Close stops every link (their copies end; nothing is persisted that a
 // restart would not find).
 func (m *Manager) Close() error {
+	if m.stopFollow != nil {
+		m.stopFollow()
+		<-m.followDone
+	}
 	m.mu.Lock()
 	m.closed = true
 	rs := make([]*runner, 0, len(m.links))
@@ -253,10 +274,28 @@ func (m *Manager) CreateLink(ctx context.Context, principal string, cfg wireext.
 	if err != nil {
 		return kafkaErr(kerr.InvalidConfig, "link %s: %v", cfg.Name, err)
 	}
-	if err := m.store.save(lm); err != nil {
+	// On a cluster the file is written only if absent: a link of that
+	// name created through another broker meanwhile conflicts.
+	if err := m.store.save(lm); errors.Is(err, errConflict) {
+		r.discard()
+		return kafkaErr(kerr.InvalidRequest, "link %s already exists", cfg.Name)
+	} else if err != nil {
+		r.discard()
 		return kafkaErr(kerr.KafkaStorageError, "persisting link %s: %v", cfg.Name, err)
 	}
-	if err := m.store.writeNames(append(m.namesLocked(), cfg.Name)); err != nil {
+	err = m.store.editNames(func(names []string) ([]string, error) {
+		if m.cluster == nil {
+			names = m.namesLocked()
+		}
+		for _, n := range names {
+			if n == cfg.Name {
+				return names, nil
+			}
+		}
+		return append(names, cfg.Name), nil
+	})
+	if err != nil {
+		r.discard()
 		_ = m.store.remove(cfg.Name)
 		return kafkaErr(kerr.KafkaStorageError, "persisting link %s: %v", cfg.Name, err)
 	}
@@ -319,7 +358,18 @@ func (m *Manager) DeleteLink(ctx context.Context, principal, name string, force 
 		return kafkaErr(kerr.ResourceNotFound, "link %s does not exist", name)
 	}
 	delete(m.links, name)
-	err := m.store.writeNames(m.namesLocked())
+	err := m.store.editNames(func(names []string) ([]string, error) {
+		if m.cluster == nil {
+			return m.namesLocked(), nil
+		}
+		out := names[:0:0]
+		for _, n := range names {
+			if n != name {
+				out = append(out, n)
+			}
+		}
+		return out, nil
+	})
 	m.mu.Unlock()
 	if err != nil {
 		m.mu.Lock()

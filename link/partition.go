@@ -35,6 +35,9 @@ type partRun struct {
 	r         *runner
 	topic     string
 	partition int32
+	// led: this broker led the partition when the manager last looked
+	// (cluster.go followCluster; under r.mu).
+	led bool
 
 	mu     sync.Mutex
 	copy   *mirror.PartitionCopy
@@ -178,6 +181,14 @@ func (pr *partRun) progress(st mirror.PartitionStats) {
 // which a following copy does only when told to).
 func (pr *partRun) ended(err error) {
 	r := pr.r
+	if r.m.cluster != nil && (!r.m.leads(pr.topic, pr.partition) || errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.FencedLeaderEpoch)) {
+		// The leadership moved: the new leader's copy continues from its
+		// log end (cluster.go); not a failure.
+		if err != nil {
+			r.log.Info("mirror partition's copy ended here: this broker no longer leads it", "topic", pr.topic, "partition", pr.partition, "err", err)
+		}
+		return
+	}
 	if info, ok := r.m.host.LinkTopic(pr.topic); ok && (info.MirrorMode != "pull" || info.MirrorState != broker.MirrorStateMirroring) {
 		if info.MirrorMode == "" {
 			r.markStoppedAsync(pr.topic)

@@ -203,6 +203,13 @@ func (r *runner) stop() {
 	r.src.Close()
 }
 
+// discard releases a runner that never started (its creation refused).
+func (r *runner) discard() {
+	r.cancel()
+	r.fetch.Close()
+	r.src.Close()
+}
+
 // poke asks for a sync round now.
 func (r *runner) poke() {
 	select {
@@ -267,7 +274,12 @@ func (r *runner) syncRound(ctx context.Context) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	r.createTopics(ctx, md, names)
+	// On a cluster only the link coordinator creates and grows topics
+	// (cluster.go); every broker starts the copies it leads.
+	coord := r.m.coordinator()
+	if coord {
+		r.createTopics(ctx, md, names)
+	}
 	var start []*partRun
 	for _, n := range names {
 		if !r.wants(n) {
@@ -277,7 +289,7 @@ func (r *runner) syncRound(ctx context.Context) {
 		if tm.Err != nil {
 			continue
 		}
-		start = append(start, r.ensureTopic(ctx, n, tm)...)
+		start = append(start, r.ensureTopic(ctx, n, tm, coord)...)
 	}
 	r.startCopies(ctx, md, start)
 	r.refreshIdle(ctx)
@@ -308,7 +320,10 @@ func (r *runner) setLinkState(state, reason string) {
 // ensureTopic makes the destination topic of source topic name a
 // pull-mode mirror of this link like the source's, or records why it is
 // skipped, and returns the partitions whose copy should start.
-func (r *runner) ensureTopic(ctx context.Context, name string, sm *client.TopicMeta) []*partRun {
+//
+// Only the coordinator (coord) records what it finds about the source
+// topic (its id, its growth); the others adopt what the store holds.
+func (r *runner) ensureTopic(ctx context.Context, name string, sm *client.TopicMeta, coord bool) []*partRun {
 	if strings.HasPrefix(name, "__") {
 		r.skip(name, reasonInternal)
 		return nil
@@ -319,10 +334,10 @@ func (r *runner) ensureTopic(ctx context.Context, name string, sm *client.TopicM
 	case !ok:
 		return nil // createTopics could not create it (it said why)
 	case info.MirrorMode == "pull" && info.MirrorLink == r.name:
-		if r.sourceReplaced(name, sm.ID) {
+		if coord && r.sourceReplaced(name, sm.ID) {
 			return nil // FAILED, never re-mirrored (sync.go)
 		}
-		if n := int32(len(sm.Partitions)); info.Partitions < n {
+		if n := int32(len(sm.Partitions)); coord && info.Partitions < n {
 			if err := h.AddPullPartitions(r.name, name, n); err != nil {
 				r.log.Warn("adding partitions", "topic", name, "err", err)
 			} else {
@@ -339,7 +354,7 @@ func (r *runner) ensureTopic(ctx context.Context, name string, sm *client.TopicM
 		r.skip(name, fmt.Sprintf("a mirror topic of another writer (mirror.mode=%s, mirror.link=%s)", info.MirrorMode, info.MirrorLink))
 		return nil
 	}
-	return r.adopt(name, info)
+	return r.adopt(name, info, coord)
 }
 
 // createTopics creates the destination topics of the wanted source
@@ -422,8 +437,11 @@ func (r *runner) markStopped(name string) {
 // adopt records info (the link's pull-mode topic) as mirrored, persisted,
 // and returns its partitions whose copy should start: not running, not
 // paused, not failed (unless the failure is retried).
-func (r *runner) adopt(name string, info broker.LinkTopicInfo) []*partRun {
-	if !r.mirrored(name) {
+//
+// On a cluster only the coordinator (coord) persists the adoption, and
+// only the partitions this broker leads are returned.
+func (r *runner) adopt(name string, info broker.LinkTopicInfo, coord bool) []*partRun {
+	if coord && !r.mirrored(name) {
 		if err := r.update(func(lm *linkMeta) { lm.topic(name).Mirrored = true }); err != nil {
 			r.log.Warn("persisting the link's topic", "topic", name, "err", err)
 			return nil
@@ -441,13 +459,14 @@ func (r *runner) adopt(name string, info broker.LinkTopicInfo) []*partRun {
 	}
 	r.parts[name] = ps
 	tm := r.meta.Topics[name]
-	if tm.Paused {
+	if tm != nil && tm.Paused {
 		return nil
 	}
 	var out []*partRun
 	for _, pr := range ps {
-		f, failed := tm.Failed[pr.partition]
-		if pr.running() || failed && !f.Retry {
+		f, failed := failureOf(tm, pr.partition)
+		pr.led = r.m.leads(name, pr.partition)
+		if pr.running() || failed && !f.Retry || !pr.led {
 			continue
 		}
 		out = append(out, pr)
@@ -463,14 +482,26 @@ func (r *runner) update(fn func(lm *linkMeta)) error {
 	return r.updateLocked(fn)
 }
 
+// On a cluster a save that conflicts with another broker's change
+// re-reads the stored state and applies fn to it again.
 func (r *runner) updateLocked(fn func(lm *linkMeta)) error {
-	next := r.meta.clone()
-	fn(next)
-	if err := r.m.store.save(next); err != nil {
-		return err
+	for attempt := 0; ; attempt++ {
+		next := r.meta.clone()
+		fn(next)
+		err := r.m.store.save(next)
+		if err == nil {
+			r.meta = next
+			return nil
+		}
+		if !errors.Is(err, errConflict) || attempt == casRetries {
+			return err
+		}
+		cur, lerr := r.m.store.loadFresh(r.name, true)
+		if lerr != nil {
+			return lerr
+		}
+		r.meta = cur
 	}
-	r.meta = next
-	return nil
 }
 
 // startCopies registers the link as the writer of ps, all in one
@@ -522,8 +553,13 @@ func (r *runner) refreshIdle(ctx context.Context) {
 	r.mu.Lock()
 	var idle []*partRun
 	for t, ps := range r.parts {
-		if !r.stopped[t] {
-			idle = append(idle, ps...)
+		if r.stopped[t] {
+			continue
+		}
+		for _, pr := range ps {
+			if r.m.leads(t, pr.partition) { // on a cluster, the leader's to report
+				idle = append(idle, pr)
+			}
 		}
 	}
 	r.mu.Unlock()

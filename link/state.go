@@ -10,15 +10,24 @@ package link
 // link. Each is replaced atomically (WriteLinkMeta); a link's file is
 // written before its index entry and removed after it, so a crash leaves
 // at worst a file no index names, which is ignored.
+//
+// On a cluster (cluster.go) the files are the cluster store's records,
+// shared by every broker: each is read with its version and written only
+// if that version still holds (errConflict otherwise), so a change made
+// through another broker is re-read and the update applied again to it,
+// never overwritten.
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"sort"
+	"time"
 
+	"github.com/verbatim-kafka/verbatim/broker"
 	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
@@ -38,6 +47,10 @@ type linkMeta struct {
 	CreatedBy string `json:"created_by,omitempty"`
 	// Topics are the topics the link mirrors or was asked to mirror.
 	Topics map[string]*topicMeta `json:"topics,omitempty"`
+
+	// version is the stored record's version on a cluster (0: not
+	// stored yet); the next save writes only over it.
+	version int64
 }
 
 // topicMeta is one topic's persisted part.
@@ -110,40 +123,115 @@ func (lm *linkMeta) clone() *linkMeta {
 	return &c
 }
 
-// store reads and writes the link meta files.
-type store struct{ h metaHost }
+// store reads and writes the link meta files; c is set on a cluster
+// (the versioned records).
+type store struct {
+	h metaHost
+	c clusterHost
+}
+
+// errConflict: a versioned write found another broker's newer version.
+var errConflict = errors.New("link: the link meta changed on another broker")
+
+// storeTimeout bounds one cluster store read or write of the link meta.
+const storeTimeout = 10 * time.Second
+
+func (s store) read(name string, fresh bool) ([]byte, int64, error) {
+	if s.c == nil {
+		b, err := s.h.ReadLinkMeta(name)
+		return b, 0, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	return s.c.ReadLinkMetaVersion(ctx, name, fresh)
+}
+
+func (s store) write(name string, data []byte, version int64) (int64, error) {
+	if s.c == nil {
+		return 0, s.h.WriteLinkMeta(name, data)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	v, err := s.c.WriteLinkMetaIf(ctx, name, data, version)
+	if errors.Is(err, broker.ErrLinkMetaConflict) {
+		return 0, errConflict
+	}
+	return v, err
+}
 
 func (s store) names() ([]string, error) {
-	b, err := s.h.ReadLinkMeta(linkIndexFile)
+	names, _, err := s.namesVersion(false)
+	return names, err
+}
+
+// namesVersion is the index with its version (fresh: read from the
+// cluster store now, not the broker's last snapshot).
+func (s store) namesVersion(fresh bool) ([]string, int64, error) {
+	b, v, err := s.read(linkIndexFile, fresh)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var names []string
 	if err := json.Unmarshal(b, &names); err != nil {
-		return nil, fmt.Errorf("link index %s is corrupt: %v", linkIndexFile, err)
+		return nil, 0, fmt.Errorf("link index %s is corrupt: %v", linkIndexFile, err)
 	}
-	return names, nil
+	return names, v, nil
 }
 
 func (s store) writeNames(names []string) error {
+	_, err := s.writeNamesIf(names, 0)
+	return err
+}
+
+// writeNamesIf writes the index over version (a cluster; ignored on a
+// single node).
+func (s store) writeNamesIf(names []string, version int64) (int64, error) {
 	names = append([]string(nil), names...)
 	sort.Strings(names)
 	b, err := json.Marshal(names)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return s.h.WriteLinkMeta(linkIndexFile, b)
+	return s.write(linkIndexFile, b, version)
 }
 
+// editNames applies fn to the index, on a cluster again to a fresh read
+// while another broker's write conflicts.
+func (s store) editNames(fn func(names []string) ([]string, error)) error {
+	fresh := false
+	for attempt := 0; ; attempt++ {
+		names, v, err := s.namesVersion(fresh)
+		if err != nil {
+			return err
+		}
+		next, err := fn(names)
+		if err != nil {
+			return err
+		}
+		_, err = s.writeNamesIf(next, v)
+		if !errors.Is(err, errConflict) || attempt == casRetries {
+			return err
+		}
+		fresh = true
+	}
+}
+
+// casRetries bounds the re-reads of one update that keeps conflicting.
+const casRetries = 20
+
 func (s store) load(name string) (*linkMeta, error) {
-	b, err := s.h.ReadLinkMeta(linkFile(name))
+	return s.loadFresh(name, false)
+}
+
+func (s store) loadFresh(name string, fresh bool) (*linkMeta, error) {
+	b, v, err := s.read(linkFile(name), fresh)
 	if err != nil {
 		return nil, err
 	}
-	var lm linkMeta
+	lm := linkMeta{version: v}
 	if err := json.Unmarshal(b, &lm); err != nil {
 		return nil, fmt.Errorf("link meta %s is corrupt: %v", linkFile(name), err)
 	}
@@ -153,13 +241,20 @@ func (s store) load(name string) (*linkMeta, error) {
 	return &lm, nil
 }
 
+// save persists lm; on a cluster only over the version it was read at
+// (errConflict otherwise), and lm then carries the new one.
 func (s store) save(lm *linkMeta) error {
 	lm.Version = linkMetaVersion
 	b, err := json.MarshalIndent(lm, "", "  ")
 	if err != nil {
 		return err
 	}
-	return s.h.WriteLinkMeta(linkFile(lm.Config.Name), append(b, '\n'))
+	v, err := s.write(linkFile(lm.Config.Name), append(b, '\n'), lm.version)
+	if err != nil {
+		return err
+	}
+	lm.version = v
+	return nil
 }
 
 func (s store) remove(name string) error { return s.h.RemoveLinkMeta(linkFile(name)) }

@@ -84,10 +84,15 @@ func syncRunner(ctx context.Context, r *runner) {
 	if len(topics) == 0 || ctx.Err() != nil {
 		return
 	}
-	topics = r.syncSourceTopics(ctx, topics)
+	// On a cluster the topics' sync is the link coordinator's; every
+	// broker syncs the groups it coordinates (the others' answer
+	// NOT_COORDINATOR here and are skipped).
 	cfg := r.Config()
-	if cfg.SyncConfigs && len(topics) > 0 {
-		r.syncConfigs(ctx, topics)
+	if r.m.coordinator() {
+		topics = r.syncSourceTopics(ctx, topics)
+		if cfg.SyncConfigs && len(topics) > 0 {
+			r.syncConfigs(ctx, topics)
+		}
 	}
 	if cfg.Groups != "" && len(topics) > 0 {
 		r.syncGroups(ctx, cfg.Groups, topics)

@@ -209,7 +209,17 @@ type PauseMirrorTopicsResponse struct {
 type DescribeMirrorsRequest struct {
 	Link   string
 	Topics []string
+	// LeaderOnly (tagged field DescribeMirrorsLeaderOnlyTag, a bool,
+	// omitted when false) asks a broker of a cluster for the partitions
+	// it leads only, answered from its own link manager without asking
+	// the other brokers: what a broker sends the leaders to answer the
+	// leaders' view of a DescribeMirrors it received.
+	LeaderOnly bool
 }
+
+// DescribeMirrorsLeaderOnlyTag is the tag of DescribeMirrorsRequest's
+// LeaderOnly in the request's own tag section: one byte, non-zero true.
+const DescribeMirrorsLeaderOnlyTag = 0
 
 // DescribeMirrorsResponse answers it.
 type DescribeMirrorsResponse struct {

@@ -3,7 +3,8 @@ package wireext
 // The codecs of the link admin requests and responses (link.go,
 // docs/protocol.md "Cluster link APIs"): version 0, flexible. Fields are
 // encoded in their declaration order; every struct ends with a tag
-// section (empty when encoded, unknown tags skipped when decoded).
+// section (empty when encoded, unknown tags skipped when decoded; the one
+// tagged field so far is DescribeMirrorsRequest's LeaderOnly).
 // Identifiers (names, topics, states, config keys and values) are compact
 // strings; optional text (error messages, reasons, patterns, KeepTopic,
 // KeptIn, SourceClusterID, the link of a request that may name none) is a
@@ -12,6 +13,8 @@ package wireext
 // compact array of {key, value, tags} sorted by key. ReadFrom decodes a
 // whole message (bytes after it are malformed); on error the value is
 // left zero.
+
+import "fmt"
 
 // Lower bounds of the encoded size of repeated structs, which bound the
 // counts a decoder believes.
@@ -26,10 +29,21 @@ const (
 
 // readMessage decodes b into *m with read, all or nothing.
 func readMessage[T any](m *T, b []byte, name string, read func(*T, *reader)) error {
+	return readTaggedMessage(m, b, name, read, nil)
+}
+
+// readTaggedMessage is readMessage for a message with tagged fields of
+// its own: field is called with each field of the message's tag section
+// (it ignores tags it does not know, and may fail r).
+func readTaggedMessage[T any](m *T, b []byte, name string, read func(*T, *reader), field func(*T, uint32, []byte, *reader)) error {
 	var zero, v T
 	r := reader{b: b}
 	read(&v, &r)
-	r.tags(name)
+	if field == nil {
+		r.tags(name)
+	} else {
+		r.taggedFields(name, func(tag uint32, val []byte) { field(&v, tag, val, &r) })
+	}
 	if err := r.end(name); err != nil {
 		*m = zero
 		return err
@@ -320,18 +334,33 @@ func (m *PauseMirrorTopicsResponse) ReadFrom(b []byte) error {
 	})
 }
 
-// AppendTo appends the encoded request body to dst.
+// AppendTo appends the encoded request body to dst; LeaderOnly is a
+// tagged field, written only when true.
 func (m *DescribeMirrorsRequest) AppendTo(dst []byte) []byte {
 	dst = appendNullableString(dst, m.Link)
 	dst = appendStrings(dst, m.Topics)
-	return appendNoTags(dst)
+	if !m.LeaderOnly {
+		return appendNoTags(dst)
+	}
+	dst = AppendUvarint(dst, 1)
+	return appendTag(dst, DescribeMirrorsLeaderOnlyTag, []byte{1})
 }
 
-// ReadFrom decodes a request body.
+// ReadFrom decodes a request body; a LeaderOnly field of another size
+// than one byte is malformed.
 func (m *DescribeMirrorsRequest) ReadFrom(b []byte) error {
-	return readMessage(m, b, "DescribeMirrorsRequest", func(v *DescribeMirrorsRequest, r *reader) {
+	return readTaggedMessage(m, b, "DescribeMirrorsRequest", func(v *DescribeMirrorsRequest, r *reader) {
 		v.Link = r.nullableString("Link")
 		v.Topics = r.strings("Topics")
+	}, func(v *DescribeMirrorsRequest, tag uint32, val []byte, r *reader) {
+		if tag != DescribeMirrorsLeaderOnlyTag {
+			return
+		}
+		if len(val) != 1 {
+			r.fail("DescribeMirrorsRequest.LeaderOnly", fmt.Sprintf("tag %d: want one byte, got %d", tag, len(val)))
+			return
+		}
+		v.LeaderOnly = val[0] != 0
 	})
 }
 

@@ -68,6 +68,7 @@ func linkSamples() map[int16][]LinkMessage {
 					LastMirroredOffset: -1, LastMirroredEpoch: -1, BytesPerSec: -1, DivergenceOffset: 77},
 			}},
 			&DescribeMirrorsRequest{}, &DescribeMirrorsResponse{},
+			&DescribeMirrorsRequest{Topics: []string{"a"}, LeaderOnly: true}, &DescribeMirrorsResponse{ErrorCode: 31, ErrorMessage: "x"},
 		},
 		APIKeyTruncateMirrorTopics: {
 			&TruncateMirrorTopicsRequest{Topics: []string{"t"}, KeepTopic: "t.cut"},
@@ -162,5 +163,44 @@ func TestLinkCodecTolerance(t *testing.T) {
 	var p PauseMirrorTopicsRequest
 	if err := p.ReadFrom([]byte{0, 0, 1, 0}); err != nil || !reflect.DeepEqual(p, PauseMirrorTopicsRequest{Pause: true}) {
 		t.Fatalf("nulls: %v %+v", err, p)
+	}
+}
+
+// TestDescribeMirrorsLeaderOnly: LeaderOnly is tag 0 of the request's tag
+// section, one byte, omitted when false (so a request without it is the
+// bytes it always was); other tags beside it are skipped, a value of
+// another size is malformed.
+func TestDescribeMirrorsLeaderOnly(t *testing.T) {
+	plain := (&DescribeMirrorsRequest{Topics: []string{"a"}}).AppendTo(nil)
+	if want := []byte{0, 2, 2, 'a', 0}; !bytes.Equal(plain, want) {
+		t.Fatalf("without LeaderOnly: %x, want %x", plain, want)
+	}
+	enc := (&DescribeMirrorsRequest{Topics: []string{"a"}, LeaderOnly: true}).AppendTo(nil)
+	if want := []byte{0, 2, 2, 'a', 1, DescribeMirrorsLeaderOnlyTag, 1, 1}; !bytes.Equal(enc, want) {
+		t.Fatalf("with LeaderOnly: %x, want %x", enc, want)
+	}
+	for _, c := range []struct {
+		tags []byte
+		want bool
+		bad  bool
+	}{
+		{tags: []byte{2, 0, 1, 7, 5, 2, 'h', 'i'}, want: true}, // any non-zero byte, an unknown tag after it
+		{tags: []byte{1, 0, 1, 0}, want: false},
+		{tags: []byte{1, 0, 0}, bad: true},
+		{tags: []byte{1, 0, 2, 1, 1}, bad: true},
+		{tags: []byte{1, 0, 5, 1}, bad: true}, // size beyond the message
+	} {
+		b := append([]byte{0, 2, 2, 'a'}, c.tags...)
+		var m DescribeMirrorsRequest
+		err := m.ReadFrom(b)
+		if c.bad {
+			if !errors.Is(err, ErrLinkMessage) || !reflect.DeepEqual(m, DescribeMirrorsRequest{}) {
+				t.Fatalf("%x: %v, %+v", b, err, m)
+			}
+			continue
+		}
+		if err != nil || m.LeaderOnly != c.want || !reflect.DeepEqual(m.Topics, []string{"a"}) {
+			t.Fatalf("%x: %v, %+v", b, err, m)
+		}
 	}
 }

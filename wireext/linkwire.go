@@ -146,6 +146,26 @@ func (r *reader) tags(field string) {
 	r.b = rest
 }
 
+// taggedFields reads a struct's tag section, calling f with each field
+// (the value aliases the input: f copies what it keeps).
+func (r *reader) taggedFields(field string, f func(tag uint32, val []byte)) {
+	if r.err != nil {
+		return
+	}
+	t := ReadTags(r.b)
+	for t.Next() && r.err == nil {
+		f(t.Tag(), t.Value())
+	}
+	if r.err != nil {
+		return
+	}
+	if err := t.Err(); err != nil {
+		r.fail(field+" tags", err.Error())
+		return
+	}
+	r.b = t.Rest()
+}
+
 // strings reads a compact array of compact strings (empty: nil).
 func (r *reader) strings(field string) []string {
 	n := r.arrayLen(field, 1)
