@@ -32,8 +32,10 @@ package broker
 //     (NOT_LEADER_OR_FOLLOWER elsewhere, after the CurrentLeaderEpoch
 //     check); a follower's fetch reads up to the log end, records the
 //     follower's progress (a broker that is not a replica, or a stale
-//     broker epoch: NOT_LEADER_OR_FOLLOWER) and moves the high watermark
-//     and the ISR. With replica.selector.class Kafka's
+//     broker epoch: NOT_LEADER_OR_FOLLOWER) and its log start
+//     (LogStartOffset, replica_logstart.go), and moves the high watermark
+//     and the ISR; a follower's fetch whose answer moves its log start is
+//     answered at once. With replica.selector.class Kafka's
 //     RackAwareReplicaSelector (replica_readreplica.go, KIP-392), a
 //     consumer's v11+ fetch with a rack is pointed by the leader to an
 //     in-sync replica in its rack (PreferredReadReplica), and followers
@@ -77,6 +79,11 @@ type fetchPart struct {
 	maxBytes           int32
 	currentLeaderEpoch int32
 	lastFetchedEpoch   int32
+	// fetcherLogStart is a follower's own log start (LogStartOffset,
+	// v5+; -1: not sent); logStartNews is set by a read whose answer
+	// moves it (replica_logstart.go).
+	fetcherLogStart int64
+	logStartNews    bool
 
 	sp *sessPart // session entry, nil when sessionless
 
@@ -132,7 +139,7 @@ func (op *fetchOp) resolve() {
 		if len(sps) > 0 || op.plan.newSession {
 			for _, sp := range sps {
 				fp := &fetchPart{name: sp.key.name, id: sp.key.id, part: sp.key.part, sp: sp,
-					fetchOffset: sp.fetchOffset, maxBytes: sp.maxBytes,
+					fetchOffset: sp.fetchOffset, maxBytes: sp.maxBytes, fetcherLogStart: sp.fetcherLogStart,
 					currentLeaderEpoch: sp.currentLeaderEpoch, lastFetchedEpoch: sp.lastFetchedEpoch}
 				op.bind(s, fp)
 				op.parts = append(op.parts, fp)
@@ -147,7 +154,7 @@ func (op *fetchOp) resolve() {
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
 			fp := &fetchPart{name: t.Topic, id: t.TopicID, part: p.Partition,
-				fetchOffset: p.FetchOffset, maxBytes: p.PartitionMaxBytes,
+				fetchOffset: p.FetchOffset, maxBytes: p.PartitionMaxBytes, fetcherLogStart: p.LogStartOffset,
 				currentLeaderEpoch: p.CurrentLeaderEpoch, lastFetchedEpoch: p.LastFetchedEpoch}
 			op.bind(s, fp)
 			op.parts = append(op.parts, fp)
@@ -195,7 +202,7 @@ func (op *fetchOp) read() bool {
 		n := op.readPartition(fp, remaining, first)
 		total += int64(n)
 		remaining -= int64(n)
-		if fp.resp.ErrorCode != 0 || fp.resp.DivergingEpoch.Epoch >= 0 || fp.resp.PreferredReadReplica >= 0 {
+		if fp.resp.ErrorCode != 0 || fp.resp.DivergingEpoch.Epoch >= 0 || fp.resp.PreferredReadReplica >= 0 || fp.logStartNews {
 			urgent = true
 		}
 	}
@@ -206,6 +213,7 @@ func (op *fetchOp) read() bool {
 func (op *fetchOp) readPartition(fp *fetchPart, remaining int64, first bool) int {
 	r := &fp.resp
 	fp.release()
+	fp.logStartNews = false
 	*r = kmsg.NewFetchResponseTopicPartition()
 	r.Partition = fp.part
 	r.HighWatermark, r.LastStableOffset, r.LogStartOffset = -1, -1, -1
@@ -249,7 +257,7 @@ func (op *fetchOp) readPartition(fp *fetchPart, remaining int64, first bool) int
 				return op.pointTo(fp, preferred)
 			}
 		} else {
-			ls, err := op.s.fetchLeaderCheck(p, cur, op.replicaID, op.replicaEpoch, fp.fetchOffset)
+			ls, err := op.s.fetchLeaderCheck(p, cur, op.replicaID, op.replicaEpoch, fp.fetchOffset, fp.fetcherLogStart)
 			if err != nil {
 				return fail(err)
 			}
@@ -285,6 +293,7 @@ func (op *fetchOp) readPartition(fp *fetchPart, remaining int64, first bool) int
 	}
 	upper := hw
 	if follower != nil {
+		fp.logStartNews = logStartNews(fp, hw)
 		upper = leo // followers replicate up to the log end
 		if op.s.leaderThrottled(follower, p, op.replicaID) {
 			return 0 // over the leader's replication throttle (replica_throttle.go)

@@ -11,8 +11,11 @@ package broker
 // (as Kafka refuses it on compacted topics); unknown partitions are
 // UNKNOWN_TOPIC_OR_PARTITION. In cluster mode only the leader deletes
 // (NOT_LEADER_OR_FOLLOWER elsewhere), up to the replicated high watermark;
-// the followers take the new log start with their next fetch (Kafka
-// answers once they have it).
+// the followers take the new log start with their next fetch, and the
+// answer waits until the low watermark (the least log start of the
+// leader and its live followers) reaches the requested offset, answering
+// it as LowWatermark, or REQUEST_TIMED_OUT after TimeoutMillis, as Kafka
+// does (replica_logstart.go). Mirror DeleteRecords do not wait.
 //
 // Authorization (with the authorizer on, authorize.go): DELETE on the
 // topic; the mirror log-start forward and the writer registration WRITE
@@ -43,6 +46,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -56,6 +60,8 @@ func init() { register(kmsg.DeleteRecords.Int16(), 0, 2, handleDeleteRecords) }
 func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.DeleteRecordsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	deadline := time.Now().Add(time.Duration(max(req.TimeoutMillis, 0)) * time.Millisecond)
+	var pending []pendingDelete // cluster mode: waiting for the low watermark
 	mirror := false
 	var mreq wireext.MirrorProduce
 	var tagErr error
@@ -124,9 +130,16 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 			if err == nil {
 				err = s.checkMirrorDelete(p, mirror, writer)
 			}
-			var low int64
+			var low, requested int64
 			if err == nil {
-				low, err = deleteRecordsAt(p, rp.Offset, mirror, startEpochOf(&rp, mirror), "")
+				requested, low, err = deleteRecordsTo(p, rp.Offset, mirror, startEpochOf(&rp, mirror), "")
+			}
+			if err == nil && !mirror {
+				var wait *leaderState
+				if low, wait = replicatedDelete(p, requested, low); wait != nil {
+					op.ErrorCode = kerr.RequestTimedOut.Code // until it completes, as Kafka's
+					pending = append(pending, pendingDelete{ti: len(resp.Topics), pi: len(ot.Partitions), ls: wait, requested: requested})
+				}
 			}
 			if err != nil {
 				op.ErrorCode, _ = dataErrorToKafka(err)
@@ -143,6 +156,9 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 		if mirror && mreq.WriterEpoch == wireext.RegisterWriterEpoch {
 			s.auditRegistration(r, &ot, writer)
 		}
+	}
+	if len(pending) > 0 {
+		return Defer(&delayedDeleteRecords{s: s, client: clientOf(r), resp: resp, pending: pending, deadline: deadline}), nil
 	}
 	return resp, nil
 }
@@ -184,24 +200,32 @@ func deleteRecords(p *Partition, offset int64, mirror bool) (int64, error) {
 // mirror_start_epoch.go), by a cluster link (link != "", its forward to
 // its pull-mode topic: link_data.go) or by a wire client (link "").
 func deleteRecordsAt(p *Partition, offset int64, mirror bool, startEpoch int32, link string) (int64, error) {
+	_, low, err := deleteRecordsTo(p, offset, mirror, startEpoch, link)
+	return low, err
+}
+
+// deleteRecordsTo is deleteRecordsAt also returning the offset the log
+// start was moved to (-1 resolved to the high watermark): what a
+// replicated DeleteRecords waits for its low watermark to reach.
+func deleteRecordsTo(p *Partition, offset int64, mirror bool, startEpoch int32, link string) (requested, low int64, err error) {
 	h, err := partitionHandle(p)
 	if err != nil {
-		return -1, err
+		return -1, -1, err
 	}
 	l := h.log
 	cfg := p.Topic.Config()
 	switch {
 	case cfg.Mirror && !mirror:
-		return -1, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is a mirror topic (mirror.mode=%s): its records cannot be deleted by clients", p.Topic.Name, mirrorModeOf(cfg)))
+		return -1, -1, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is a mirror topic (mirror.mode=%s): its records cannot be deleted by clients", p.Topic.Name, mirrorModeOf(cfg)))
 	case cfg.MirrorPull && mirror && link != cfg.MirrorLink:
-		return -1, errPullTopic(p.Topic.Name, cfg)
+		return -1, -1, errPullTopic(p.Topic.Name, cfg)
 	case cfg.MirrorPush && link != "":
-		return -1, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is a push mirror topic: cluster link %s does not write it", p.Topic.Name, link))
+		return -1, -1, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is a push mirror topic: cluster link %s does not write it", p.Topic.Name, link))
 	case !cfg.Mirror && mirror:
-		return -1, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is not a mirror topic: mirror DeleteRecords need mirror.mode=push", p.Topic.Name))
+		return -1, -1, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("topic %s is not a mirror topic: mirror DeleteRecords need mirror.mode=push", p.Topic.Name))
 	}
 	if !cfg.CleanupPolicyDelete && !mirror {
-		return -1, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("Records of partition %s can not be deleted while the partition's cleanup policy is compact", p.Dir()))
+		return -1, -1, kafkaErr(kerr.PolicyViolation, fmt.Sprintf("Records of partition %s can not be deleted while the partition's cleanup policy is compact", p.Dir()))
 	}
 	hw := l.HighWatermark()
 	if h.replicated {
@@ -211,10 +235,17 @@ func deleteRecordsAt(p *Partition, offset int64, mirror bool, startEpoch int32, 
 		offset = hw
 	}
 	if offset < 0 || offset > hw {
-		return -1, kafkaErr(kerr.OffsetOutOfRange, fmt.Sprintf("cannot delete records of %s up to %d: the high watermark is %d", p.Dir(), offset, hw))
+		return -1, -1, kafkaErr(kerr.OffsetOutOfRange, fmt.Sprintf("cannot delete records of %s up to %d: the high watermark is %d", p.Dir(), offset, hw))
 	}
+	before := l.LogStartOffset()
 	if err := moveLogStart(l, offset, startEpoch); err != nil {
-		return -1, err
+		return -1, -1, err
 	}
-	return l.LogStartOffset(), nil
+	low = l.LogStartOffset()
+	if h.replicated && low > before {
+		// The followers' long polls answer at once with the new log
+		// start (replica_logstart.go).
+		p.wakeWaiters()
+	}
+	return offset, low, nil
 }

@@ -19,7 +19,8 @@ package broker
 //     partition's role (leader or follower at an epoch), the leader's view
 //     of its followers (fetch positions, ISR changes, the high watermark,
 //     acks=all), the follower's appends (replica.Host), the high-watermark
-//     checkpoint.
+//     checkpoint; replica_logstart.go: the followers' log starts, the low
+//     watermark and DeleteRecords' wait for it.
 //   - coordinators: the group and transaction coordinators load and unload
 //     with the leadership of their internal topics' partitions.
 //   - cluster_elect.go: ElectLeaders' decisions (controller.Elect) written

@@ -61,7 +61,9 @@
 // answers acks=all at the high watermark (replica_leader.go); a follower's
 // log is written by the replica fetcher (package replica) through
 // FollowerReplica (replica_follower.go); the high watermarks are
-// checkpointed in the data dir (replica_checkpoint.go). The data APIs
+// checkpointed in the data dir (replica_checkpoint.go); log starts
+// replicate with the fetches and DeleteRecords waits for the low
+// watermark (replica_logstart.go). The data APIs
 // answer NOT_LEADER_OR_FOLLOWER off the leader, but for consumers' fetches
 // on followers with the rack-aware replica selector, which the leader
 // points to a replica in their rack (KIP-392, replica_readreplica.go).

@@ -68,6 +68,10 @@ type sessPart struct {
 	maxBytes           int32
 	currentLeaderEpoch int32
 	lastFetchedEpoch   int32
+	// fetcherLogStart is a follower's own log start as it last sent it
+	// (LogStartOffset; -1 from consumers), Kafka's CachedPartition
+	// fetcherLogStartOffset: replica_logstart.go.
+	fetcherLogStart int64
 	// last response's view; -2 = never sent
 	hw, lso, logStart int64
 }
@@ -204,6 +208,7 @@ func (s *fetchSession) apply(req *kmsg.FetchRequest, plan *sessionPlan) []*sessP
 			}
 			sp.fetchOffset, sp.maxBytes = p.FetchOffset, p.PartitionMaxBytes
 			sp.currentLeaderEpoch, sp.lastFetchedEpoch = p.CurrentLeaderEpoch, p.LastFetchedEpoch
+			sp.fetcherLogStart = p.LogStartOffset
 			plan.named[k] = true
 		}
 	}

@@ -34,7 +34,8 @@ type ReplicaLog interface {
 	// EndOffsetForEpoch is OffsetForLeaderEpoch answered locally.
 	EndOffsetForEpoch(epoch int32) (int32, int64, error)
 	// Append stores batches fetched from the leader verbatim, then takes
-	// the leader's high watermark (bounded by the log end) and log start.
+	// the leader's high watermark (bounded by the log end) and log start
+	// (bounded by that high watermark).
 	Append(records []byte, leaderHighWatermark, leaderLogStart int64) error
 	// Truncate removes everything at and above offset.
 	Truncate(offset int64) error
@@ -173,14 +174,18 @@ func (r *followerReplica) Append(records []byte, leaderHW, leaderLogStart int64)
 			r.m.ReplicationBytesIn.Add(float64(len(records)))
 		}
 	}
-	if leaderLogStart > l.LogStartOffset() {
-		// The leader's log start (retention, DeleteRecords) moves ours,
-		// never past what we hold.
-		if _, err := l.DeleteRecords(min(leaderLogStart, l.LogEndOffset())); err != nil && !errors.Is(err, storage.ErrOffsetOutOfRange) {
+	hw := min(leaderHW, l.LogEndOffset())
+	if start := min(leaderLogStart, hw); start > l.LogStartOffset() {
+		// The leader's log start (retention, DeleteRecords) moves ours
+		// with the call a DeleteRecords makes on a single node (the
+		// log-start checkpoint written), never past our high watermark
+		// (Kafka's follower: maybeIncrementLogStartOffset refuses an
+		// offset above it). The leader counts ours, sent with our next
+		// fetch, for its low watermark (replica_logstart.go).
+		if _, err := l.DeleteRecords(start); err != nil && !errors.Is(err, storage.ErrOffsetOutOfRange) {
 			return err
 		}
 	}
-	hw := min(leaderHW, l.LogEndOffset())
 	moved := r.h.hw.Swap(hw) != hw
 	if appended || moved {
 		r.p.wakeWaiters()

@@ -76,6 +76,10 @@ type followerProgress struct {
 	caughtUp           time.Time
 	lastFetch          time.Time
 	lastFetchLeaderLEO int64
+	// logStart is the follower's log start as its last fetch sent it
+	// (-1: not fetched in this epoch, or not sent), for the low
+	// watermark (replica_logstart.go).
+	logStart int64
 }
 
 func newLeaderState(s *Server, p *Partition, st clustermeta.PartitionState) *leaderState {
@@ -99,7 +103,7 @@ func (ls *leaderState) syncFollowersLocked(now time.Time) {
 		if r == self || ls.followers[r] != nil {
 			continue
 		}
-		f := &followerProgress{leo: -1, lastFetch: now, lastFetchLeaderLEO: ls.epochStart}
+		f := &followerProgress{leo: -1, lastFetch: now, lastFetchLeaderLEO: ls.epochStart, logStart: -1}
 		if slices.Contains(ls.st.ISR, r) {
 			f.caughtUp = now
 		}
@@ -206,11 +210,13 @@ func (ls *leaderState) appended() {
 	ls.mu.Unlock()
 }
 
-// followerFetched records a follower's fetch at offset (its log end) and
-// advances the high watermark and the ISR accordingly. A fetch from a
+// followerFetched records a follower's fetch at offset (its log end) with
+// its log start logStart, and advances the high watermark and the ISR
+// accordingly (and wakes DeleteRecords' waits when the log start moved:
+// replica_logstart.go). A fetch from a
 // broker that is not a replica, or with a stale broker epoch, is
 // NOT_LEADER_OR_FOLLOWER, as Kafka answers both.
-func (ls *leaderState) followerFetched(id int32, brokerEpoch, offset int64) error {
+func (ls *leaderState) followerFetched(id int32, brokerEpoch, offset, logStart int64) error {
 	if ls.h == nil {
 		return nil // the read answers the offline log
 	}
@@ -244,6 +250,12 @@ func (ls *leaderState) followerFetched(id int32, brokerEpoch, offset int64) erro
 	}
 	f.leo, f.lastFetchLeaderLEO, f.lastFetch = offset, leo, now
 	advanced := ls.advanceLocked()
+	if f.logStart != logStart {
+		f.logStart = logStart
+		if !advanced { // (advanceLocked broadcast already)
+			ls.broadcastLocked()
+		}
+	}
 	var next *clustermeta.PartitionState
 	if eligible && !ls.inMaximalISRLocked(id) && ls.pending == nil && offset >= ls.h.hw.Load() && offset >= ls.epochStart {
 		next = ls.proposeLocked(append(slices.Clone(ls.st.ISR), id))
@@ -557,12 +569,12 @@ func (op *produceOp) awaitISR(ctx context.Context, pa *pendingAppend) error {
 // followers fetch from the leader (no KIP-392 yet); a follower's fetch
 // records its progress (the leader's *leaderState is returned for it,
 // nil for a consumer).
-func (s *Server) fetchLeaderCheck(p *Partition, currentEpoch, replicaID int32, replicaEpoch, offset int64) (*leaderState, error) {
+func (s *Server) fetchLeaderCheck(p *Partition, currentEpoch, replicaID int32, replicaEpoch, offset, logStart int64) (*leaderState, error) {
 	rs, err := s.leaderCheck(p, currentEpoch)
 	if err != nil || replicaID < 0 {
 		return nil, err
 	}
-	if err := rs.lead.followerFetched(replicaID, replicaEpoch, offset); err != nil {
+	if err := rs.lead.followerFetched(replicaID, replicaEpoch, offset, logStart); err != nil {
 		return nil, err
 	}
 	return rs.lead, nil

@@ -33,6 +33,11 @@ type SessionPartition struct {
 	MaxBytes         int32 // the partition's max bytes
 	CurrentEpoch     int32 // -1: no fencing
 	LastFetchedEpoch int32 // -1: no divergence check
+	// LogStart is a follower's own log start offset (Fetch v5+
+	// LogStartOffset), which its leader counts for DeleteRecords' low
+	// watermark; sent only with SessionOptions.Follower (a consumer sends
+	// -1 whatever it holds). A change is sent in an incremental fetch.
+	LogStart int64
 }
 
 // SessionOptions are the request-level fields of a session fetch.
@@ -192,6 +197,9 @@ func (s *FetchSession) build(want []SessionPartition, o SessionOptions) (*kmsg.F
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p.Partition, p.Offset, p.MaxBytes
 		rp.CurrentLeaderEpoch, rp.LastFetchedEpoch, rp.LogStartOffset = p.CurrentEpoch, p.LastFetchedEpoch, -1
+		if o.Follower {
+			rp.LogStartOffset = p.LogStart
+		}
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
 	type topicKey struct {

@@ -249,7 +249,9 @@ func TestFetchSessionFollower(t *testing.T) {
 		{17, false, -1, -1, -1},
 	} {
 		s := NewFetchSession(&Conn{addr: "test", versions: map[int16]int16{kmsg.Fetch.Int16(): c.v}})
-		req, _, err := s.build([]SessionPartition{part(id, 0, 0)}, SessionOptions{MaxBytes: 1 << 20, Follower: c.follower, ReplicaID: 3, ReplicaEpoch: 77})
+		sp := part(id, 0, 0)
+		sp.LogStart = 5
+		req, _, err := s.build([]SessionPartition{sp}, SessionOptions{MaxBytes: 1 << 20, Follower: c.follower, ReplicaID: 3, ReplicaEpoch: 77})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -262,5 +264,37 @@ func TestFetchSessionFollower(t *testing.T) {
 		if got.Version != c.v || got.ReplicaID != c.wantID || int64(got.ReplicaState.ID) != c.wantState || got.ReplicaState.Epoch != c.wantEp {
 			t.Errorf("v%d follower %v: replica id %d, state %d/%d; want %d, %d/%d", c.v, c.follower, got.ReplicaID, got.ReplicaState.ID, got.ReplicaState.Epoch, c.wantID, c.wantState, c.wantEp)
 		}
+		// A follower's own log start goes in LogStartOffset; a consumer
+		// sends -1.
+		wantStart := int64(-1)
+		if c.follower {
+			wantStart = 5
+		}
+		if ls := got.Topics[0].Partitions[0].LogStartOffset; ls != wantStart {
+			t.Errorf("v%d follower %v: log start offset %d, want %d", c.v, c.follower, ls, wantStart)
+		}
+	}
+}
+
+// TestFetchSessionLogStartChangeIsSent: in an incremental fetch, a
+// partition whose follower log start moved is sent again (the leader
+// learns it), one that did not move is not.
+func TestFetchSessionLogStartChangeIsSent(t *testing.T) {
+	id := [16]byte{1, 2, 3}
+	s := NewFetchSession(&Conn{addr: "test", versions: map[int16]int16{kmsg.Fetch.Int16(): 17}})
+	a, b := part(id, 0, 10), part(id, 1, 10)
+	a.LogStart, b.LogStart = 2, 2
+	s.id, s.epoch, s.version = 9, 1, 17
+	s.held[a.TopicPartition], s.held[b.TopicPartition] = a, b
+	a.LogStart = 4
+	req, full, err := s.build([]SessionPartition{a, b}, SessionOptions{MaxBytes: 1 << 20, Follower: true, ReplicaID: 3})
+	if err != nil || full {
+		t.Fatalf("full %v err %v", full, err)
+	}
+	if len(req.Topics) != 1 || len(req.Topics[0].Partitions) != 1 {
+		t.Fatalf("incremental fetch sent %+v, want partition 0 only", req.Topics)
+	}
+	if rp := req.Topics[0].Partitions[0]; rp.Partition != 0 || rp.LogStartOffset != 4 {
+		t.Fatalf("sent partition %d log start %d, want 0 at 4", rp.Partition, rp.LogStartOffset)
 	}
 }

@@ -204,7 +204,7 @@ func (r *memReplica) Append(set []byte, hw, logStart int64) error {
 	r.log.batches, r.log.end = append(r.log.batches, bs...), end
 	r.stored = set
 	r.hw = min(hw, r.log.end)
-	r.log.advanceStart(logStart)
+	r.log.advanceStart(min(logStart, r.hw)) // never past the high watermark, as the broker's replica
 	return nil
 }
 

@@ -299,6 +299,9 @@ func (pl *plan) add(p *partition, partMax int32) {
 			TopicPartition: p.tp, TopicID: p.id,
 			Offset: p.rep.LogEndOffset(), MaxBytes: partMax,
 			CurrentEpoch: p.epoch, LastFetchedEpoch: p.rep.LatestEpoch(),
+			// Our log start: the leader counts it for DeleteRecords'
+			// low watermark (Kafka's follower sends it from Fetch v5).
+			LogStart: p.rep.LogStartOffset(),
 		})
 	case truncating:
 		pl.epochQs = append(pl.epochQs, epochQuery{TopicPartition: p.tp, Current: p.epoch, Epoch: p.rep.LatestEpoch()})

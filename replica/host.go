@@ -25,7 +25,9 @@ type Host interface {
 // Replica is a local follower log: the broker's ReplicaLog (declared
 // there, since package broker cannot import this one), which stores what
 // the leader returns verbatim, takes the leader's high watermark (bounded
-// by the log end) and advances its log start to the leader's.
+// by the log end) and advances its log start to the leader's (never past
+// that high watermark); the fetcher sends the replica's log start with
+// every fetch (LogStartOffset), which the leader counts for DeleteRecords.
 type Replica = broker.ReplicaLog
 
 // Throttler is the follower side of the replication throttles, which a
