@@ -59,10 +59,12 @@ func (cm *clusterMode) writeCtx() (context.Context, context.CancelFunc) {
 // storeErr maps a failed store write to what the client is answered.
 func storeErr(op string, err error) error {
 	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return kafkaErr(kerr.RequestTimedOut, fmt.Sprintf("%s: the cluster store did not answer in time: %v", op, err))
 	case errors.Is(err, clustermeta.ErrFenced):
 		return kafkaErr(kerr.NotLeaderForPartition, fmt.Sprintf("%s: this broker's registration ended: %v", op, err))
+	case clustermeta.Unavailable(err):
+		// A deadline, or etcd's own request timeout or leader change:
+		// the write may have happened; Kafka's clients retry this.
+		return kafkaErr(kerr.RequestTimedOut, fmt.Sprintf("%s: the cluster store did not answer in time: %v", op, err))
 	}
 	return kafkaErr(kerr.UnknownServerError, fmt.Sprintf("%s: cluster store: %v", op, err))
 }
