@@ -132,7 +132,11 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 			}
 			var low, requested int64
 			if err == nil {
-				requested, low, err = deleteRecordsTo(p, rp.Offset, mirror, startEpochOf(&rp, mirror), "")
+				startEpoch := startEpochOf(&rp, mirror)
+				requested, low, err = deleteRecordsTo(p, rp.Offset, mirror, startEpoch, "")
+				if err == nil && startEpoch >= 0 {
+					err = s.recordSourceStart(p, requested, startEpoch) // cluster mode: for every replica
+				}
 			}
 			if err == nil && !mirror {
 				var wait *leaderState
