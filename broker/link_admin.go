@@ -187,6 +187,9 @@ func handleDescribeMirrorLinks(ctx context.Context, s *Server, r *Request) (Repl
 	resp.Links = nil
 	for _, l := range links {
 		l.Config.SourceConfig = maskSecrets(l.Config.SourceConfig)
+		if s.LinkClustered() && l.ErrorCode == 0 {
+			l.Topics = s.leadersTopicStates(ctx, l) // link_status_cluster.go
+		}
 		var kept []wireext.LinkTopic
 		for _, t := range l.Topics {
 			if s.authorized(r, authz.OpDescribe, authz.ResourceTopic, t.Topic) {

@@ -167,3 +167,24 @@ func (s *Server) askMirrorStatus(ctx context.Context, node int32, req wireext.De
 	}
 	return resp.Partitions, nil
 }
+
+// leadersTopicStates are a link description's topics with their states
+// summarised from the leaders' view of the link's partitions (the local
+// link manager knows only the copies this broker runs); the skipped
+// topics (no partition status) are kept as the service answered them.
+func (s *Server) leadersTopicStates(ctx context.Context, l wireext.LinkDescription) []wireext.LinkTopic {
+	req := wireext.DescribeMirrorsRequest{Link: l.Config.Name}
+	local, err := s.linkSvc().DescribeMirrors(ctx, req)
+	if err != nil {
+		return l.Topics
+	}
+	states := wireext.TopicStates(s.leadersStatuses(ctx, req, local))
+	out := make([]wireext.LinkTopic, 0, len(l.Topics))
+	for _, t := range l.Topics {
+		if st, ok := states[t.Topic]; ok {
+			t.State = st
+		}
+		out = append(out, t)
+	}
+	return out
+}

@@ -244,3 +244,28 @@ func TestMirrorStatusSilentLeader(t *testing.T) {
 		t.Fatalf("with a silent leader answered %d %q %+v", resp.ErrorCode, resp.ErrorMessage, resp.Partitions)
 	}
 }
+
+// TestLinkDescribeLeadersView: a link's topics as DescribeMirrorLinks
+// shows them through a broker that leads none of them are summarised
+// from the leaders' statuses (broker 2's own copy of n is PREPARING: it
+// runs none; broker 1, n's leader, says MIRRORING); a skipped topic stays
+// as the service answered it.
+func TestLinkDescribeLeadersView(t *testing.T) {
+	c, views := statusCluster(t)
+	views[2].links = []wireext.LinkDescription{{Config: wireext.LinkConfig{Name: "east"}, State: "ACTIVE", Topics: []wireext.LinkTopic{
+		{Topic: "n", State: wireext.StatePreparing},
+		{Topic: "plain", State: wireext.StateSkipped, Reason: "an existing ordinary topic"},
+	}}}
+	resp := linkCall[wireext.DescribeMirrorLinksResponse](t, c.nodes[2].b, "", wireext.APIKeyDescribeMirrorLinks, &wireext.DescribeMirrorLinksRequest{Names: []string{"east"}})
+	if resp.ErrorCode != 0 || len(resp.Links) != 1 {
+		t.Fatalf("answer %d %q %+v", resp.ErrorCode, resp.ErrorMessage, resp.Links)
+	}
+	got := resp.Links[0].Topics
+	want := []wireext.LinkTopic{{Topic: "n", State: wireext.StateMirroring}, {Topic: "plain", State: wireext.StateSkipped, Reason: "an existing ordinary topic"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("topics %+v, want %+v", got, want)
+	}
+	if views[2].links[0].Topics[0].State != wireext.StatePreparing {
+		t.Fatal("the service's own answer was changed")
+	}
+}

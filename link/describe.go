@@ -147,12 +147,7 @@ func (m *Manager) describeLink(r *runner) wireext.LinkDescription {
 	}
 	r.mu.Unlock()
 	d.Config.SourceConfig = maskSecrets(d.Config.SourceConfig)
-	byTopic := map[string]string{}
-	for _, st := range sts {
-		if cur, ok := byTopic[st.Topic]; !ok || stateRank(st.State) < stateRank(cur) {
-			byTopic[st.Topic] = st.State
-		}
-	}
+	byTopic := wireext.TopicStates(sts)
 	for t, s := range byTopic {
 		d.Topics = append(d.Topics, wireext.LinkTopic{Topic: t, State: s})
 	}
@@ -163,24 +158,6 @@ func (m *Manager) describeLink(r *runner) wireext.LinkDescription {
 	}
 	sort.Slice(d.Topics, func(i, j int) bool { return d.Topics[i].Topic < d.Topics[j].Topic })
 	return d
-}
-
-// stateRank orders states for a topic's summary: the one needing
-// attention first.
-func stateRank(s string) int {
-	switch s {
-	case wireext.StateFailed:
-		return 0
-	case wireext.StatePreparing:
-		return 1
-	case wireext.StatePaused:
-		return 2
-	case wireext.StateStopping:
-		return 3
-	case wireext.StateMirroring:
-		return 4
-	}
-	return 5
 }
 
 // maskSecrets hides values of source properties that hold secrets.

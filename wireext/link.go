@@ -46,6 +46,36 @@ const (
 	StateFailed    = "FAILED"
 )
 
+// TopicStates summarises partition statuses per topic as `link describe`
+// shows a link's topics: each topic's state is the one of its partitions
+// that most needs attention (FAILED, then PREPARING, PAUSED, STOPPING,
+// MIRRORING, STOPPED).
+func TopicStates(sts []MirrorPartitionStatus) map[string]string {
+	byTopic := map[string]string{}
+	for _, st := range sts {
+		if cur, ok := byTopic[st.Topic]; !ok || stateRank(st.State) < stateRank(cur) {
+			byTopic[st.Topic] = st.State
+		}
+	}
+	return byTopic
+}
+
+func stateRank(s string) int {
+	switch s {
+	case StateFailed:
+		return 0
+	case StatePreparing:
+		return 1
+	case StatePaused:
+		return 2
+	case StateStopping:
+		return 3
+	case StateMirroring:
+		return 4
+	}
+	return 5
+}
+
 // LinkConfig is a link's definition as `link create` sends it and `link
 // describe` shows it (secrets masked).
 type LinkConfig struct {
