@@ -40,7 +40,9 @@ package broker
 // 3): the source's leader epoch at the forwarded offset, recorded in the
 // leader-epoch cache when it agrees with the stored batches
 // (mirror_start_epoch.go); one that does not is POLICY_VIOLATION and
-// moves nothing. After the stop the topic is ordinary and clients'
+// moves nothing. In cluster mode such a forward is answered once the
+// mirror record holds the epoch for the other replicas
+// (mirror_start_epoch_cluster.go). After the stop the topic is ordinary and clients'
 // DeleteRecords are accepted.
 
 import (
@@ -132,7 +134,11 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 			}
 			var low, requested int64
 			if err == nil {
-				requested, low, err = deleteRecordsTo(p, rp.Offset, mirror, startEpochOf(&rp, mirror), "")
+				startEpoch := startEpochOf(&rp, mirror)
+				requested, low, err = deleteRecordsTo(p, rp.Offset, mirror, startEpoch, "")
+				if err == nil && startEpoch >= 0 {
+					err = s.recordSourceStart(p, requested, startEpoch) // cluster mode: for every replica
+				}
 			}
 			if err == nil && !mirror {
 				var wait *leaderState

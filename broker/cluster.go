@@ -71,6 +71,11 @@ type Partition struct {
 	// replication state (replica_role.go). Both nil on a single node.
 	cstate atomic.Pointer[clustermeta.PartitionState]
 	repl   atomic.Pointer[replState]
+
+	// sourceStart is the mirror source's epoch at a log start this
+	// replica has still to record (cluster mode only,
+	// mirror_start_epoch_cluster.go); nil: nothing pending.
+	sourceStart atomic.Pointer[mirrorSourceStart]
 }
 
 // PartitionLog is what the broker needs from a partition's storage log to

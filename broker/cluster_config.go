@@ -35,7 +35,9 @@ package broker
 //     authorizer and credential store.
 //   - mirror_cluster.go, mirror_state_cluster.go, mirror_stop_cluster.go:
 //     mirror topics' state in the store, the stop carried out by each
-//     partition's leader, the leader's own epoch raises.
+//     partition's leader, the leader's own epoch raises;
+//     mirror_start_epoch_cluster.go: the source's epoch at a forwarded
+//     log start recorded there and applied by every replica.
 //   - link_cluster.go: the cluster links' meta records in the store and
 //     the roles the link manager follows (LinkLeads, LinkCoordinator);
 //     link_status_cluster.go: mirror status answered with the leaders'

@@ -365,7 +365,8 @@ func (cm *clusterMode) apply(snap *clustermeta.Snapshot) {
 	}
 	cm.applySecurity(snap)
 	cm.snap.Store(snap)
-	s.mirrorStopsAfterSnapshot(snap) // mirror_stop_cluster.go; does not block
+	s.mirrorStopsAfterSnapshot(snap)  // mirror_stop_cluster.go; does not block
+	s.sourceStartsAfterSnapshot(snap) // mirror_start_epoch_cluster.go
 	cm.mu.Lock()
 	close(cm.mu.applied)
 	cm.mu.applied = make(chan struct{})

@@ -78,7 +78,9 @@
 //
 // In cluster mode a mirror topic's state (writers, writer epochs, the
 // stop) is a record of the cluster store changed by compare-and-swap
-// (mirror_state_cluster.go); a mirror stop is decided there and carried
+// (mirror_state_cluster.go), which also carries the source's leader
+// epoch at a forwarded log start for every replica's epoch cache
+// (mirror_start_epoch_cluster.go); a mirror stop is decided there and carried
 // out by each partition's leader (mirror_stop_cluster.go); a leader's own
 // KIP-1279 epoch raise keeps its leadership, and cluster links are
 // refused (mirror_cluster.go).

@@ -435,7 +435,10 @@ func (s *Server) LinkForwardLogStart(link, topic string, partition int32, w Link
 	if err := s.admitMirrorDelete(p, w.mirrorWriter()); err != nil {
 		return -1, linkErr(err)
 	}
-	low, err := deleteRecordsAt(p, offset, true, startEpoch, link)
+	requested, low, err := deleteRecordsTo(p, offset, true, startEpoch, link)
+	if err == nil && startEpoch >= 0 {
+		err = s.recordSourceStart(p, requested, startEpoch) // cluster mode: for every replica
+	}
 	if err != nil {
 		return -1, linkErr(err)
 	}

@@ -83,6 +83,10 @@ type mirrorPartitionState struct {
 	// Stopped (cluster mode): the partition's leader completed its stop
 	// steps and its in-sync replicas have them (mirror_stop_cluster.go).
 	Stopped bool `json:"stopped,omitempty"`
+	// SourceStart (cluster mode): the source's leader epoch at the log
+	// start its leader last took with a forward, for every replica's
+	// epoch cache (mirror_start_epoch_cluster.go); nil: none forwarded.
+	SourceStart *mirrorSourceStart `json:"source_start,omitempty"`
 }
 
 func newMirrorPartitionState() mirrorPartitionState {
@@ -100,6 +104,10 @@ type mirrorRegistry struct {
 	versions map[[16]byte]int64
 	names    map[[16]byte]string
 	stops    clusterStops
+	// startSeen is the record version each mirror record was last read
+	// at for its source starts (mirror_start_epoch_cluster.go; the
+	// reconciler goroutine's alone, not under mu).
+	startSeen map[string]int64
 }
 
 func mirrorStateName(id [16]byte) string { return hex.EncodeToString(id[:]) + ".json" }

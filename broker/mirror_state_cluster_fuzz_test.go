@@ -16,6 +16,7 @@ func FuzzMirrorRecord(f *testing.F) {
 	f.Add([]byte(`{"state":"stopped","topic_id":"00"}`))
 	f.Add([]byte(`{"state":"x","topic_id":"0102030405060708090a0b0c0d0e0f10"}`))
 	f.Add([]byte(`{"state":"mirroring","topic_id":"0102030405060708090a0b0c0d0e0f10","partitions":[{"writer_id":"zz"}]}`))
+	f.Add([]byte(`{"state":"mirroring","topic_id":"0102030405060708090a0b0c0d0e0f10","partitions":[{"writer_epoch":0,"source_start":{"offset":3,"epoch":1}},{"source_start":null}]}`))
 	f.Add([]byte(`[`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s := &Server{}

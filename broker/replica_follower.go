@@ -118,7 +118,7 @@ func (s *Server) FollowerReplica(topic string, partition int32) (ReplicaLog, err
 	if err != nil {
 		return nil, err
 	}
-	return &followerReplica{p: p, h: h, rs: rs, m: s.topicMetrics(t)}, nil
+	return &followerReplica{s: s, p: p, h: h, rs: rs, m: s.topicMetrics(t)}, nil
 }
 
 func errNotFollower(p *Partition) error {
@@ -127,6 +127,7 @@ func errNotFollower(p *Partition) error {
 
 // followerReplica is a followed partition's log, for the fetcher.
 type followerReplica struct {
+	s  *Server
 	p  *Partition
 	h  *logHandle
 	rs *replState // the role it was handed out under
@@ -185,6 +186,11 @@ func (r *followerReplica) Append(records []byte, leaderHW, leaderLogStart int64)
 		if _, err := l.DeleteRecords(start); err != nil && !errors.Is(err, storage.ErrOffsetOutOfRange) {
 			return err
 		}
+	}
+	if r.p.sourceStart.Load() != nil {
+		// A mirror source's epoch at the log start the leader recorded
+		// (mirror_start_epoch_cluster.go), once our log start is there.
+		r.s.applySourceStart(r.p)
 	}
 	moved := r.h.hw.Swap(hw) != hw
 	if appended || moved {

@@ -148,6 +148,7 @@ func (s *Server) applyRole(p *Partition, st clustermeta.PartitionState) {
 			cur.lead.resign()
 		}
 		s.log.Info("partition leader", "topic", p.Topic.Name, "partition", p.Index, "leader_epoch", st.LeaderEpoch, "isr", st.ISR)
+		s.applySourceStart(p) // a mirror forward the old leader took (mirror_start_epoch_cluster.go)
 		if isInternalTopic(p.Topic.Name) {
 			s.coordinatorsElected(p, st.LeaderEpoch)
 		}

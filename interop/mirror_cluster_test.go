@@ -22,7 +22,9 @@ import (
 // 3-broker Verbatim cluster (replication factor 3, min.insync.replicas
 // 2): `mirror push --follow` goes on while the destination leader of a
 // mirrored partition is SIGKILLed (it re-reads the new leader and
-// continues: `verify` exact afterwards), then `mirror stop` runs while
+// continues: `verify` exact afterwards; a compacted topic whose first
+// records the source's cleaner removed holds the source's epoch at its
+// log start on every replica), then `mirror stop` runs while
 // the leader of a partition is killed again and completes once: every
 // partition holds exactly one MIRROR_PID_RESET barrier after the
 // mirrored data on every replica and the topic is writable.
@@ -43,13 +45,32 @@ func TestMirrorIntoVerbatimCluster(t *testing.T) {
 		}
 		produceSync(t, scl, rs...)
 	}
+	// A compacted topic whose first records Kafka's cleaner removes
+	// before the copy: every replica must answer EARLIEST's epoch as
+	// the source (the pusher's forward, recorded for the followers).
+	const compacted = "mcc"
+	createTopicOn(t, kadm.NewClient(scl), compacted, 1, map[string]string{"cleanup.policy": "compact", "segment.ms": "100",
+		"min.cleanable.dirty.ratio": "0.01", "min.compaction.lag.ms": "0", "delete.retention.ms": "0"})
+	for round := range 4 {
+		rs := keyed(compacted, 40, fmt.Sprintf("r%d", round))
+		rs = append(rs, &kgo.Record{Topic: compacted, Key: []byte("key-3")}) // a tombstone
+		produceSync(t, scl, rs...)
+		time.Sleep(150 * time.Millisecond)
+	}
 	for i := range 20 {
 		produceBoth(fmt.Sprintf("before-%d", i), 50)
 	}
+	for deadline := time.Now().Add(60 * time.Second); firstBase(t, src, compacted) <= 0; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Kafka's cleaner did not remove the first records of %s within 60s", compacted)
+		}
+	}
+	srcEarliest := earliestAnswer(t, src, compacted)
+	t.Logf("%s: the source's first batch at %d, EARLIEST offset %d epoch %d", compacted, firstBase(t, src, compacted), srcEarliest.Offset, srcEarliest.LeaderEpoch)
 
 	pushLog := filepath.Join(t.TempDir(), "push.log")
 	pusher := StartProc(t, "pusher", pushLog, t.TempDir(), nil,
-		bin, "mirror", "push", "--source", src, "--dest", dst, "--topics", topic, "--create-topics", "--follow",
+		bin, "mirror", "push", "--source", src, "--dest", dst, "--topics", topic+","+compacted, "--create-topics", "--follow",
 		"--fetch-bytes", "4096", "--log-format", "json")
 	waitDestEnd(t, pusher, dst, topic, 0, 1)
 	view := waitInSync(t, c, dcl, topic, 2, 3)
@@ -78,6 +99,12 @@ func TestMirrorIntoVerbatimCluster(t *testing.T) {
 	}
 	if v := runVerify(t, bin, src, dst, topic, 0); !*v.Exact {
 		t.Fatalf("not exact after the leader's SIGKILL: %+v", v)
+	}
+	if v := runVerify(t, bin, src, dst, compacted, 0); !*v.Exact {
+		t.Fatalf("%s not exact: %+v", compacted, v)
+	}
+	for _, nd := range c.Nodes {
+		waitEpochAtLogStart(t, nd, compacted+"-0", srcEarliest)
 	}
 
 	// mirror stop while partition 1's leader dies.
@@ -262,4 +289,26 @@ func allLogs(c *VCluster) string {
 		sb.Write(b)
 	}
 	return sb.String()
+}
+
+// waitEpochAtLogStart waits until node's replica dir's leader-epoch
+// checkpoint starts with the source's EARLIEST answer (its epoch at its
+// log start): the replica answers EARLIEST as the source once it leads.
+func waitEpochAtLogStart(t *testing.T, nd VNode, dir string, want client.OffsetAnswer) {
+	t.Helper()
+	wantLine := fmt.Sprintf("%d %d", want.LeaderEpoch, want.Offset)
+	var first string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		b, err := os.ReadFile(filepath.Join(nd.Dir, "data", dir, "leader-epoch-checkpoint"))
+		if err != nil {
+			continue
+		}
+		// Kafka's format: the version, the entry count, "epoch offset" lines.
+		if lines := strings.Split(string(b), "\n"); len(lines) > 2 {
+			if first = strings.TrimSpace(lines[2]); first == wantLine {
+				return
+			}
+		}
+	}
+	t.Fatalf("%s on node %d: the epoch cache starts with %q after 30 s, want %q (the source's EARLIEST)", dir, nd.ID, first, wantLine)
 }

@@ -9,7 +9,9 @@
 //     (OffsetForLeaderEpoch at the start, DivergingEpoch while copying),
 //     follows the source's log start (forwarding the source's leader
 //     epoch there, so EARLIEST answers alike where the source's first
-//     batches are gone), and writes whole source batches as
+//     batches are gone; read again from a new destination leader after
+//     a leader change and forwarded again when it lacks them), and
+//     writes whole source batches as
 //     mirror produces, pipelined and retried. It takes its I/O as the
 //     Source, Dest and Clock interfaces and knows nothing of flags or
 //     output, so other drivers (a simulation, an in-broker link) can run

@@ -43,6 +43,11 @@ type producer struct {
 	// take start epochs.
 	epochSent             startAt
 	epochOff, warnedEpoch bool
+	// connected: the producer had a destination connection already;
+	// reread: it connected again since (or a forward failed), so the
+	// destination's leader may have changed and its log start is read
+	// again after the next acknowledged chunk (rereadStart).
+	connected, reread bool
 }
 
 // startAt is a source's leader epoch at its log start.
@@ -119,15 +124,55 @@ func (p *producer) launch(ctx context.Context, c chunk) {
 		p.c.log().Info("gap in the source", "partition", p.c.name(), "from", p.sendExpect, "to", c.first)
 	}
 	p.sendExpect = c.end
-	if p.cn == nil || p.cn.Broken() {
-		if p.cn, p.epoch, f.sendErr = p.c.cfg.Dest.Leader(ctx); f.sendErr != nil {
-			p.cn = nil
-			p.q = append(p.q, f)
-			return
-		}
+	if f.sendErr = p.connect(ctx); f.sendErr != nil {
+		p.q = append(p.q, f)
+		return
 	}
 	f.w, f.sendErr = p.cn.SendProduce(ctx, p.c.writer, c.set, f.expect, p.epoch, c.hw)
 	p.q = append(p.q, f)
+}
+
+// connect makes sure the producer has a connection to the destination's
+// leader. A connection after the first one may be to a new leader
+// (NOT_LEADER_OR_FOLLOWER, a broken connection, a raised epoch dropped
+// the old one): its log start is read again (reread).
+func (p *producer) connect(ctx context.Context) error {
+	if p.cn != nil && !p.cn.Broken() {
+		return nil
+	}
+	if p.connected {
+		p.reread = true
+	}
+	cn, epoch, err := p.c.cfg.Dest.Leader(ctx)
+	if err != nil {
+		p.cn = nil
+		return err
+	}
+	p.cn, p.epoch, p.connected = cn, epoch, true
+	return nil
+}
+
+// rereadStart reads the log start of the destination's (new) leader and
+// the epoch it answers there, as a copy's resume does (a cluster link's
+// copy starts again on the new leader and reads them): a leader that
+// never took a forward the old one answered holds an older log start, or
+// lacks the source's epoch there, and the forward after the chunk sends
+// it again. A failed read is tried again after the next chunk.
+func (p *producer) rereadStart(ctx context.Context, c chunk) {
+	cn, _, err := p.c.cfg.Dest.Leader(ctx)
+	var a client.OffsetAnswer
+	if err == nil {
+		a, err = cn.ListOffset(ctx, client.Earliest)
+	}
+	if err != nil {
+		p.c.log().Debug("reading the destination log start after a leader change failed", "partition", p.c.name(), "err", err)
+		return
+	}
+	p.reread = false
+	p.dstart, p.epochSent = a.Offset, startAt{-1, -1}
+	if a.Offset == c.logStart && a.LeaderEpoch == c.startEpoch {
+		p.epochSent = startAt{a.Offset, a.LeaderEpoch}
+	}
 }
 
 // completeHead waits for the oldest produce in flight. After a transient
@@ -174,6 +219,9 @@ func (p *producer) done(ctx context.Context, c chunk) error {
 	p.c.end.Store(c.end)
 	p.c.batches.Add(int64(c.batches))
 	p.c.nbytes.Add(int64(len(c.set)))
+	if p.reread {
+		p.rereadStart(ctx, c)
+	}
 	if c.first == c.logStart && c.firstEpoch == c.startEpoch {
 		// The batch at the source's log start carries the epoch: the
 		// destination's cache starts there by itself.
@@ -215,6 +263,8 @@ func (p *producer) forwardLogStart(ctx context.Context, start int64, epoch int32
 			p.epochOff = true
 		case !transient(err):
 			p.epochSent = startAt{start, epoch} // refused: not again
+		default:
+			p.reread = true // NOT_LEADER_OR_FOLLOWER: ask the next leader
 		}
 		if !p.warnedEpoch {
 			p.c.log().Warn("could not forward the source's leader epoch at its log start to the destination", "partition", p.c.name(), "log_start", start, "epoch", epoch, "err", err)
@@ -227,6 +277,9 @@ func (p *producer) forwardLogStart(ctx context.Context, start int64, epoch int32
 	if _, err := p.c.deleteRecords(ctx, p.c.writer, start); errors.Is(err, kerr.ProducerFenced) {
 		return p.c.fenced("")
 	} else if err != nil {
+		if transient(err) {
+			p.reread = true
+		}
 		if !p.warnedLogStart {
 			p.c.log().Warn("could not forward the source log start to the destination", "partition", p.c.name(), "log_start", start, "err", err)
 			p.warnedLogStart = true
@@ -249,12 +302,8 @@ func (p *producer) forwardStartEpoch(ctx context.Context, start int64, epoch int
 // (an identical retry is acknowledged at its original offsets).
 func (p *producer) produceSync(ctx context.Context, c chunk, expect int64) error {
 	return p.c.retry(ctx, "mirror produce", func() error {
-		if p.cn == nil || p.cn.Broken() {
-			var err error
-			if p.cn, p.epoch, err = p.c.cfg.Dest.Leader(ctx); err != nil {
-				p.cn = nil
-				return err
-			}
+		if err := p.connect(ctx); err != nil {
+			return err
 		}
 		w, err := p.cn.SendProduce(ctx, p.c.writer, c.set, expect, p.epoch, c.hw)
 		if err == nil {

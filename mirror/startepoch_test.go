@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -13,13 +14,19 @@ import (
 // epochDest is a DestConn that records the log-start forwards it gets
 // and answers start-epoch forwards with err.
 type epochDest struct {
-	DestConn // nil: the copy's forward calls only the two methods below
+	DestConn // nil: the copy's forward calls only the methods below
 	err      error
 	epochs   []startAt // start-epoch forwards received
 	starts   []int64   // plain log-start forwards received
 }
 
 func (d *epochDest) Leader(context.Context) (DestConn, int32, error) { return d, 0, nil }
+
+// ListOffset answers EARLIEST (read again after a failed forward) at 0
+// with no epoch, as a destination that took none.
+func (d *epochDest) ListOffset(context.Context, int64) (client.OffsetAnswer, error) {
+	return client.OffsetAnswer{Offset: 0, LeaderEpoch: -1}, nil
+}
 
 func (d *epochDest) ForwardStartEpoch(_ context.Context, _ Writer, offset int64, epoch int32) error {
 	d.epochs = append(d.epochs, startAt{offset, epoch})
@@ -113,4 +120,90 @@ func TestForwardStartEpoch(t *testing.T) {
 			t.Fatalf("err %v epochs %v", err, d.epochs)
 		}
 	})
+}
+
+// leaderDest is one destination leader of failoverDest: it acknowledges
+// produces until deposed (then NOT_LEADER_OR_FOLLOWER), answers
+// EARLIEST with its log start and epoch there, and records the
+// forwards it gets.
+type leaderDest struct {
+	epochDest
+	deposed  bool
+	earliest client.OffsetAnswer
+}
+
+func (d *leaderDest) Broken() bool { return false }
+
+func (d *leaderDest) ListOffset(_ context.Context, ts int64) (client.OffsetAnswer, error) {
+	if ts != client.Earliest {
+		return client.OffsetAnswer{}, errors.New("only EARLIEST")
+	}
+	return d.earliest, nil
+}
+
+func (d *leaderDest) SendProduce(context.Context, Writer, []byte, int64, int32, int64) (ProduceWait, error) {
+	if d.deposed {
+		return waitErr{&ProduceError{Err: kerr.NotLeaderForPartition, Message: "moved"}}, nil
+	}
+	return waitErr{}, nil
+}
+
+type waitErr struct{ err error }
+
+func (w waitErr) Wait(context.Context) error { return w.err }
+
+// failoverDest is a destination whose leader is leaders[cur].
+type failoverDest struct {
+	leaders []*leaderDest
+	cur     int
+}
+
+func (d *failoverDest) Leader(context.Context) (DestConn, int32, error) {
+	return d.leaders[d.cur], int32(d.cur), nil
+}
+
+// TestForwardStartEpochAfterLeaderChange: after a mirror produce meets
+// NOT_LEADER_OR_FOLLOWER the copy reads the new leader's log start and
+// epoch (as a cluster link's copy does when it starts on the new leader)
+// and forwards the source's log start with its epoch again when the new
+// leader lacks it (it failed over before taking the old leader's
+// forward), but not when it has it.
+func TestForwardStartEpochAfterLeaderChange(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		earliest client.OffsetAnswer // the new leader's
+		want     []startAt
+		dstart   int64
+	}{
+		{"new leader lacks it", client.OffsetAnswer{Offset: 0, LeaderEpoch: -1}, []startAt{{3, 1}}, 3},
+		{"new leader has it", client.OffsetAnswer{Offset: 3, LeaderEpoch: 1}, nil, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old, next := &leaderDest{}, &leaderDest{earliest: tc.earliest}
+			d := &failoverDest{leaders: []*leaderDest{old, next}}
+			p := NewPartitionCopy(CopyConfig{Topic: "t", Dest: d}).newProducer(5, 0)
+			send := func(first, end int64) {
+				t.Helper()
+				p.launch(ctx, chunk{first: first, end: end, logStart: 3, firstEpoch: 2, startEpoch: 1})
+				if err := p.completeHead(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			send(5, 10)
+			if !slices.Equal(old.epochs, []startAt{{3, 1}}) || p.dstart != 3 {
+				t.Fatalf("first leader's forwards %v, dstart %d", old.epochs, p.dstart)
+			}
+			old.deposed, d.cur = true, 1
+			send(10, 12)
+			if !slices.Equal(next.epochs, tc.want) || len(next.starts) != 0 || p.dstart != tc.dstart {
+				t.Fatalf("new leader's forwards %v (plain %v), dstart %d; want %v", next.epochs, next.starts, p.dstart, tc.want)
+			}
+			// Nothing more once the new leader has it.
+			send(12, 14)
+			if !slices.Equal(next.epochs, tc.want) || len(old.epochs) != 1 {
+				t.Fatalf("forwards after the next chunk: new leader %v, old %v", next.epochs, old.epochs)
+			}
+		})
+	}
 }
