@@ -118,22 +118,18 @@ func (m *Manager) reconcile() {
 	for _, n := range names {
 		want[n] = true
 	}
-	var start, stop []*runner
+	// New links' runners are made outside the lock (making one may dial
+	// the source's bootstrap addresses), then installed if still absent.
 	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		return
-	}
-	for n, r := range m.links {
-		if !want[n] {
-			delete(m.links, n)
-			stop = append(stop, r)
-		}
-	}
+	var missing []string
 	for _, n := range names {
-		if m.links[n] != nil {
-			continue
+		if m.links[n] == nil {
+			missing = append(missing, n)
 		}
+	}
+	m.mu.Unlock()
+	made := map[string]*runner{}
+	for _, n := range missing {
 		lm, err := m.store.load(n)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // its file is written first: a half-made creation
@@ -147,6 +143,36 @@ func (m *Manager) reconcile() {
 			m.log.Error("a cluster link does not start on this broker", "link", n, "err", err)
 			continue
 		}
+		made[n] = r
+	}
+	var start, stop, unused []*runner
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		for _, r := range made {
+			r.discard()
+		}
+		return
+	}
+	// The index is read again under the lock: a link created or deleted
+	// through this broker meanwhile is not undone.
+	if cur, err := m.store.names(); err == nil {
+		want = make(map[string]bool, len(cur))
+		for _, n := range cur {
+			want[n] = true
+		}
+	}
+	for n, r := range m.links {
+		if !want[n] {
+			delete(m.links, n)
+			stop = append(stop, r)
+		}
+	}
+	for n, r := range made {
+		if m.links[n] != nil || !want[n] {
+			unused = append(unused, r)
+			continue
+		}
 		m.links[n] = r
 		start = append(start, r)
 	}
@@ -155,6 +181,9 @@ func (m *Manager) reconcile() {
 		running = append(running, r)
 	}
 	m.mu.Unlock()
+	for _, r := range unused {
+		r.discard()
+	}
 	for _, r := range stop {
 		m.log.Info("cluster link deleted through another broker; stopped here", "link", r.name)
 		r.stop()
