@@ -183,7 +183,7 @@ func (s *Server) deleteLinkRecord(ctx context.Context, name string, version int6
 		return nil
 	case errors.Is(err, clustermeta.ErrConflict):
 		if version != 0 {
-			if _, v, rerr := s.ReadLinkMetaVersion(ctx, name, true); errors.Is(rerr, fs.ErrNotExist) && v == 0 {
+			if _, _, rerr := s.ReadLinkMetaVersion(ctx, name, true); errors.Is(rerr, fs.ErrNotExist) {
 				return nil // gone already
 			}
 		}

@@ -208,8 +208,8 @@ func (r *runner) followCluster() {
 	have := r.meta.version
 	r.mu.Unlock()
 	// Decoded only when its version moved (snapshots come often).
-	if _, v, err := r.m.store.read(linkFile(r.name), false); err == nil && v > have {
-		if lm, err := r.m.store.load(r.name); err == nil {
+	if b, v, err := r.m.store.read(linkFile(r.name), false); err == nil && v > have {
+		if lm, err := decodeMeta(r.name, b, v); err == nil {
 			r.mu.Lock()
 			if lm.version > r.meta.version {
 				r.meta, changed = lm, true

@@ -181,11 +181,6 @@ func (s store) namesVersion(fresh bool) ([]string, int64, error) {
 	return names, v, nil
 }
 
-func (s store) writeNames(names []string) error {
-	_, err := s.writeNamesIf(names, 0)
-	return err
-}
-
 // writeNamesIf writes the index over version (a cluster; ignored on a
 // single node).
 func (s store) writeNamesIf(names []string, version int64) (int64, error) {
@@ -231,6 +226,11 @@ func (s store) loadFresh(name string, fresh bool) (*linkMeta, error) {
 	if err != nil {
 		return nil, err
 	}
+	return decodeMeta(name, b, v)
+}
+
+// decodeMeta is link name's meta file b, stored at version v.
+func decodeMeta(name string, b []byte, v int64) (*linkMeta, error) {
 	lm := linkMeta{version: v}
 	if err := json.Unmarshal(b, &lm); err != nil {
 		return nil, fmt.Errorf("link meta %s is corrupt: %v", linkFile(name), err)
