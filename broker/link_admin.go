@@ -185,10 +185,14 @@ func handleDescribeMirrorLinks(ctx context.Context, s *Server, r *Request) (Repl
 	// Copies: the service's answer is not changed.
 	links := resp.Links
 	resp.Links = nil
+	var leaders map[string]map[string]string
+	if s.LinkClustered() && len(links) > 0 {
+		leaders = s.leadersTopicStates(ctx) // link_status_cluster.go: one ask of the leaders for all
+	}
 	for _, l := range links {
 		l.Config.SourceConfig = maskSecrets(l.Config.SourceConfig)
-		if s.LinkClustered() && l.ErrorCode == 0 {
-			l.Topics = s.leadersTopicStates(ctx, l) // link_status_cluster.go
+		if l.ErrorCode == 0 && leaders != nil {
+			l.Topics = withTopicStates(l.Topics, leaders[l.Config.Name])
 		}
 		var kept []wireext.LinkTopic
 		for _, t := range l.Topics {

@@ -168,19 +168,34 @@ func (s *Server) askMirrorStatus(ctx context.Context, node int32, req wireext.De
 	return resp.Partitions, nil
 }
 
-// leadersTopicStates are a link description's topics with their states
-// summarised from the leaders' view of the link's partitions (the local
-// link manager knows only the copies this broker runs); the skipped
-// topics (no partition status) are kept as the service answered them.
-func (s *Server) leadersTopicStates(ctx context.Context, l wireext.LinkDescription) []wireext.LinkTopic {
-	req := wireext.DescribeMirrorsRequest{Link: l.Config.Name}
+// leadersTopicStates are, by link, its topics' states summarised from
+// the leaders' view of every mirror partition (the local link manager
+// knows only the copies this broker runs): one DescribeMirrors of the
+// local manager and one ask of each other leader for all the links; nil
+// when the local manager cannot answer.
+func (s *Server) leadersTopicStates(ctx context.Context) map[string]map[string]string {
+	req := wireext.DescribeMirrorsRequest{}
 	local, err := s.linkSvc().DescribeMirrors(ctx, req)
 	if err != nil {
-		return l.Topics
+		return nil
 	}
-	states := wireext.TopicStates(s.leadersStatuses(ctx, req, local))
-	out := make([]wireext.LinkTopic, 0, len(l.Topics))
-	for _, t := range l.Topics {
+	byLink := map[string][]wireext.MirrorPartitionStatus{}
+	for _, st := range s.leadersStatuses(ctx, req, local) {
+		byLink[st.Link] = append(byLink[st.Link], st)
+	}
+	out := make(map[string]map[string]string, len(byLink))
+	for l, sts := range byLink {
+		out[l] = wireext.TopicStates(sts)
+	}
+	return out
+}
+
+// withTopicStates is a copy of a link description's topics with the
+// states in states where it has one; the skipped topics (no partition
+// status) are kept as the service answered them.
+func withTopicStates(topics []wireext.LinkTopic, states map[string]string) []wireext.LinkTopic {
+	out := make([]wireext.LinkTopic, 0, len(topics))
+	for _, t := range topics {
 		if st, ok := states[t.Topic]; ok {
 			t.State = st
 		}
