@@ -238,6 +238,11 @@ func decodeMeta(name string, b []byte, v int64) (*linkMeta, error) {
 	if lm.Version != linkMetaVersion || lm.Config.Name != name {
 		return nil, fmt.Errorf("link meta %s: version %d, name %q", linkFile(name), lm.Version, lm.Config.Name)
 	}
+	for t, tm := range lm.Topics {
+		if tm == nil { // never written so; every reader of the state assumes a value
+			return nil, fmt.Errorf("link meta %s is corrupt: topic %q has no state", linkFile(name), t)
+		}
+	}
 	return &lm, nil
 }
 
