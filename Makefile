@@ -72,9 +72,12 @@ bench-quick: peers build
 # 4.4 node at 4 and 1,000 partitions (benchmarks/README.md "Cluster link");
 # writes benchmarks/results/<date>-<commit>-link.json and its chart.
 # BENCH_LINK_ARGS passes flags (e.g. -linkbench.rounds=5 -linkbench.mb=512,1024).
+# LINK_OLD_PUSH: the revision whose `mirror push` the link's ">= 2x push" target was set against,
+# timed as a fourth system (push-old) beside today's push; empty to skip it.
+LINK_OLD_PUSH ?= aee9a91
 bench-link: peers
 	./benchmarks/mm2/install.sh
-	$(GO) test -tags peerbench -count=1 -timeout 90m -run '^TestLinkBench$$' ./benchmarks/ -v -args -linkbench.out=results $(BENCH_LINK_ARGS)
+	$(GO) test -tags peerbench -count=1 -timeout 120m -run '^TestLinkBench$$' ./benchmarks/ -v -args -linkbench.out=results -linkbench.old-push=$(LINK_OLD_PUSH) $(BENCH_LINK_ARGS)
 	cd benchmarks/charts && $(GO) run . -in $$(ls -t ../results/*-link.json | head -1) -readme ''
 
 # Replicated cluster beside Kafka (benchmarks/README.md "Replicated cluster

@@ -27,14 +27,15 @@ import (
 )
 
 var (
-	linkBenchParts  = flag.String("linkbench.parts", "4,1000", "partition counts to run (4: one topic; 1000: 4 topics x 250)")
-	linkBenchMB     = flag.String("linkbench.mb", "2048,2048", "MiB of record values per partition count (same order as -linkbench.parts)")
-	linkBenchRounds = flag.Int("linkbench.rounds", 3, "rounds; the systems' order rotates each round, medians are reported")
-	linkBenchMM2    = flag.String("linkbench.mm2", "4", "partition counts at which MirrorMaker 2 runs too (empty: never)")
-	linkBenchOut    = flag.String("linkbench.out", "tmp", "directory (relative to benchmarks/) for <date>-<commit>-link.json")
-	linkBenchQuiet  = flag.String("linkbench.wait-file", "", "wait (polling every 30 s) until this file exists before measuring")
-	linkBenchPerf   = flag.String("linkbench.perf", "", "record the link's destination with perf into FILE-<partitions>-<round> (profiling runs, not for measuring)")
-	linkBenchEnv    = flag.String("linkbench.serve-env", "", "VAR=VALUE for the link's destination (e.g. GODEBUG=gctrace=1; its log tail is printed)")
+	linkBenchParts   = flag.String("linkbench.parts", "4,1000", "partition counts to run (4: one topic; 1000: 4 topics x 250)")
+	linkBenchMB      = flag.String("linkbench.mb", "2048,2048", "MiB of record values per partition count (same order as -linkbench.parts)")
+	linkBenchRounds  = flag.Int("linkbench.rounds", 3, "rounds; the systems' order rotates each round, medians are reported")
+	linkBenchMM2     = flag.String("linkbench.mm2", "4", "partition counts at which MirrorMaker 2 runs too (empty: never)")
+	linkBenchOut     = flag.String("linkbench.out", "tmp", "directory (relative to benchmarks/) for <date>-<commit>-link.json")
+	linkBenchQuiet   = flag.String("linkbench.wait-file", "", "wait (polling every 30 s) until this file exists before measuring")
+	linkBenchPerf    = flag.String("linkbench.perf", "", "record the link's destination with perf into FILE-<partitions>-<round> (profiling runs, not for measuring)")
+	linkBenchEnv     = flag.String("linkbench.serve-env", "", "VAR=VALUE for the link's destination (e.g. GODEBUG=gctrace=1; its log tail is printed)")
+	linkBenchOldPush = flag.String("linkbench.old-push", "", "also time `mirror push` built from this git revision (e.g. aee9a91, the push the link's 2x target was set against) into today's serve (empty: not)")
 )
 
 // Systems of the link benchmark, in the order of round 1.
@@ -42,7 +43,9 @@ const (
 	sysRef  = "reference"
 	sysLink = "link"
 	sysPush = "push"
-	sysMM2  = "mm2"
+	// sysOldPush is `mirror push` built from -linkbench.old-push.
+	sysOldPush = "push-old"
+	sysMM2     = "mm2"
 )
 
 // linkSet is one pre-loaded partition set.
@@ -104,6 +107,10 @@ func TestLinkBench(t *testing.T) {
 		t.Logf("%d partitions: %d records, %.0f MB stored on the source", parts, sets[i].records, float64(sets[i].bytes)/1e6)
 	}
 	tmpl := serveTemplate(t, bin, work)
+	var oldPush string
+	if *linkBenchOldPush != "" {
+		oldPush = buildAtRevision(t, root, *linkBenchOldPush, work)
+	}
 	WaitIdle(k.Nodes[0].PID(), time.Minute)
 
 	waitForFile(t, *linkBenchQuiet, "measuring")
@@ -112,6 +119,9 @@ func TestLinkBench(t *testing.T) {
 	rep.Gaps = append(rep.Gaps, "MirrorMaker 2 is connect-mirror 4.3.0 with the 4.3.0 Kafka clients and Connect runtime: 4.4.0 is not served by this machine's Maven Central mirror (benchmarks/mm2/pom.xml)")
 	for _, set := range sets {
 		systems := []string{sysRef, sysLink, sysPush}
+		if oldPush != "" {
+			systems = append(systems, sysOldPush)
+		}
 		if mm2At[set.parts] {
 			systems = append(systems, sysMM2)
 		} else {
@@ -133,7 +143,9 @@ func TestLinkBench(t *testing.T) {
 				case sysLink:
 					m = runLink(t, bin, k, set, work, tmpl)
 				case sysPush:
-					m = runPush(t, bin, k, set, work, tmpl)
+					m = runPush(t, bin, bin, k, set, work, tmpl)
+				case sysOldPush:
+					m = runPush(t, oldPush, bin, k, set, work, tmpl)
 				case sysMM2:
 					m = runMM2(t, k, profile{mirrorTopics: set.topics, toolTimeout: 10 * time.Minute}, set.bytes, set.records)
 				}
@@ -143,10 +155,13 @@ func TestLinkBench(t *testing.T) {
 			// Ratios of the same round, so the machine's drift cancels.
 			got[sysLink]["ratio_to_reference"] = got[sysLink]["mb_per_s"] / got[sysRef]["mb_per_s"]
 			got[sysLink]["ratio_to_push"] = got[sysLink]["mb_per_s"] / got[sysPush]["mb_per_s"]
+			if old, ok := got[sysOldPush]; ok {
+				got[sysLink]["ratio_to_push_old"] = got[sysLink]["mb_per_s"] / old["mb_per_s"]
+			}
 			for sys, m := range got {
 				rounds[sys].Add(m)
 			}
-			t.Logf("%s round %d: link/reference %.2f, link/push %.2f", scen, r+1, got[sysLink]["ratio_to_reference"], got[sysLink]["ratio_to_push"])
+			t.Logf("%s round %d: link/reference %.2f, link/push %.2f, link/push-old %.2f", scen, r+1, got[sysLink]["ratio_to_reference"], got[sysLink]["ratio_to_push"], got[sysLink]["ratio_to_push_old"])
 		}
 		shape := fmt.Sprintf("one topic of %d partitions", set.parts)
 		if len(set.topics) > 1 {
@@ -155,10 +170,11 @@ func TestLinkBench(t *testing.T) {
 		params := fmt.Sprintf("%s on one Kafka 4.4 node, %d MiB of 1000-byte random values (%.1f MiB per partition, uncompressed, 256 KiB producer batches), %.0f MB stored; copied from offset 0 to the source's log end into a fresh destination per round (page cache); MB/s = stored source bytes / seconds from the copier's start to the last partition complete; CPU = copier + destination; source_cpu_s_per_gb: the source Kafka's CPU during the timed part (not for MM2)",
 			shape, set.valuesMB, float64(set.valuesMB)/float64(set.parts), float64(set.bytes)/1e6)
 		notes := map[string]string{
-			sysRef:  "RefCopy: one KIP-227 fetch session per source broker (the link's default), every partition not yet copied in each request, 4 MiB per partition, 32 MiB per response, read_uncommitted; each response's batches sent as one Produce v9 (acks=-1, up to 8 in flight) into the write-only Sink (sink.go: CRC checked, appended to a file per partition, no index), in this process (CPU: this process)",
-			sysLink: "verbatim link create into a fresh verbatim serve (--flush never), timed from the create command to the destination's ListOffsets (polled every 20 ms; 100 ms at 1,000 partitions) at the source's end offsets for every partition; CPU: serve + the create command",
-			sysPush: "verbatim mirror push --create-topics into a fresh verbatim serve, timed from the push's start to its exit; CPU: push + serve",
-			sysMM2:  "MirrorMaker 2 4.3.0 dedicated mode (4.4.0 is not served here), IdentityReplicationPolicy, tasks.max=4, into a fresh Kafka 4.4; mb_per_s from the first copied data on the destination to the last (mb_per_s_incl_start includes Connect's start-up); CPU: MM2 + destination Kafka, start-up included",
+			sysRef:     "RefCopy: one KIP-227 fetch session per source broker (the link's default), every partition not yet copied in each request, 4 MiB per partition, 32 MiB per response, read_uncommitted; each response's batches sent as one Produce v9 (acks=-1, up to 8 in flight) into the write-only Sink (sink.go: CRC checked, appended to a file per partition, no index), in this process (CPU: this process)",
+			sysLink:    "verbatim link create into a fresh verbatim serve (--flush never), timed from the create command to the destination's ListOffsets (polled every 20 ms; 100 ms at 1,000 partitions) at the source's end offsets for every partition; CPU: serve + the create command",
+			sysPush:    "verbatim mirror push --create-topics into a fresh verbatim serve, timed from the push's start to its exit; CPU: push + serve",
+			sysOldPush: fmt.Sprintf("as push, but the push process built from revision %s (the destination is today's serve)", *linkBenchOldPush),
+			sysMM2:     "MirrorMaker 2 4.3.0 dedicated mode (4.4.0 is not served here), IdentityReplicationPolicy, tasks.max=4, into a fresh Kafka 4.4; mb_per_s from the first copied data on the destination to the last (mb_per_s_incl_start includes Connect's start-up); CPU: MM2 + destination Kafka, start-up included",
 		}
 		for _, sys := range systems {
 			e := rounds[sys].Entry(scen, sys, params)
@@ -172,9 +188,10 @@ func TestLinkBench(t *testing.T) {
 	}
 	for _, e := range rep.Scenarios {
 		if e.System == sysLink {
-			t.Logf("RESULT %s: link %.1f MB/s, link/reference %.2f (%.2f-%.2f), link/push %.2f (%.2f-%.2f)", e.Scenario, e.Metrics["mb_per_s"].Median,
+			t.Logf("RESULT %s: link %.1f MB/s, link/reference %.2f (%.2f-%.2f), link/push %.2f (%.2f-%.2f), link/push-old %.2f (%.2f-%.2f)", e.Scenario, e.Metrics["mb_per_s"].Median,
 				e.Metrics["ratio_to_reference"].Median, e.Metrics["ratio_to_reference"].Min, e.Metrics["ratio_to_reference"].Max,
-				e.Metrics["ratio_to_push"].Median, e.Metrics["ratio_to_push"].Min, e.Metrics["ratio_to_push"].Max)
+				e.Metrics["ratio_to_push"].Median, e.Metrics["ratio_to_push"].Min, e.Metrics["ratio_to_push"].Max,
+				e.Metrics["ratio_to_push_old"].Median, e.Metrics["ratio_to_push_old"].Min, e.Metrics["ratio_to_push_old"].Max)
 		}
 	}
 	t.Logf("wrote %s", name)
@@ -467,9 +484,9 @@ func runLink(t *testing.T, bin string, k *interop.Kafka, set *linkSet, work, tmp
 		"dest_peak_rss_mb": after.PeakRSSMB, "verify_exact": verifyExact(t, bin, src, srv.Addr, set.topics)}
 }
 
-// runPush copies the set with `mirror push --create-topics` into a fresh
-// serve.
-func runPush(t *testing.T, bin string, k *interop.Kafka, set *linkSet, work, tmpl string) map[string]float64 {
+// runPush copies the set with pushBin's `mirror push --create-topics` into
+// a fresh serve of bin.
+func runPush(t *testing.T, pushBin, bin string, k *interop.Kafka, set *linkSet, work, tmpl string) map[string]float64 {
 	src := k.Bootstrap()
 	srv, stop := freshServe(t, bin, work, tmpl, set)
 	defer stop()
@@ -477,7 +494,7 @@ func runPush(t *testing.T, bin string, k *interop.Kafka, set *linkSet, work, tmp
 	if err != nil {
 		t.Fatal(err)
 	}
-	push := exec.Command(bin, "mirror", "push", "--source", src, "--dest", srv.Addr, "--topics", strings.Join(set.topics, ","),
+	push := exec.Command(pushBin, "mirror", "push", "--source", src, "--dest", srv.Addr, "--topics", strings.Join(set.topics, ","),
 		"--create-topics", "--log-format", "json", "--log-level", "warn")
 	srcCPU := sourceCPU(k, set)
 	start := time.Now()
@@ -501,4 +518,25 @@ func runPush(t *testing.T, bin string, k *interop.Kafka, set *linkSet, work, tmp
 	return map[string]float64{"mb_per_s": float64(set.bytes) / 1e6 / secs, "cpu_s_per_gb": (copier + dest) / gb, "seconds": secs,
 		"copier_cpu_s_per_gb": copier / gb, "dest_cpu_s_per_gb": dest / gb, "source_cpu_s_per_gb": scpu, "copier_peak_rss_mb": rss, "dest_peak_rss_mb": after.PeakRSSMB,
 		"verify_exact": verifyExact(t, bin, src, srv.Addr, set.topics)}
+}
+
+// buildAtRevision builds cmd/verbatim as it was at git revision rev (from
+// `git archive`, so no worktree is touched) into work and returns the
+// binary's path.
+func buildAtRevision(t *testing.T, root, rev, work string) string {
+	src := filepath.Join(work, "src-"+rev)
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	archive := exec.Command("sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", root, rev, src)
+	if out, err := archive.CombinedOutput(); err != nil {
+		t.Fatalf("git archive %s: %v\n%s", rev, err, out)
+	}
+	bin := filepath.Join(work, "verbatim-"+rev)
+	build := exec.Command("go", "build", "-o", bin, "./cmd/verbatim")
+	build.Dir = src
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building %s's cmd/verbatim: %v\n%s", rev, err, out)
+	}
+	return bin
 }

@@ -23,6 +23,7 @@ var linkSystems = []struct {
 	{"reference", color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}},
 	{"link", colVerbatim},
 	{"push", color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}},
+	{"push-old", color.RGBA{R: 0x98, G: 0xdf, B: 0x8a, A: 0xff}},
 	{"mm2", colPeer},
 }
 
@@ -51,12 +52,17 @@ func linkCharts(r report, path string, png bool) error {
 
 func linkChart(r report, metric, title, ylabel, out string) error {
 	labels := scenarios(r, "link-")
-	ss := make([]series, len(linkSystems))
-	for i, sys := range linkSystems {
-		ss[i] = series{name: sys.name, color: sys.color}
+	var ss []series
+	for _, sys := range linkSystems {
+		s := series{name: sys.name, color: sys.color}
+		ran := false
 		for _, scen := range labels {
-			e, _ := find(r, scen, sys.name)
-			ss[i].vals = append(ss[i].vals, e.Metrics[metric]) // zero when the system did not run
+			e, ok := find(r, scen, sys.name)
+			ran = ran || ok
+			s.vals = append(s.vals, e.Metrics[metric]) // zero where the system did not run
+		}
+		if ran { // a system no scenario ran (push-old without -linkbench.old-push) gets no bars
+			ss = append(ss, s)
 		}
 	}
 	for i, l := range labels {
