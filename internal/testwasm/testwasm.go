@@ -46,6 +46,12 @@ func LinkCache(t testing.TB, dataDir string) {
 			t.Fatal(err)
 		}
 	}
+	// The shared directory exists only once some package's TestMain (Main)
+	// compiled into it; a package without one (interop) may run first on a
+	// fresh machine, and a link to nothing makes the broker's MkdirAll fail.
+	if err := os.MkdirAll(CacheDir(), 0o755); err != nil {
+		t.Fatalf("creating the policy compilation cache: %v", err)
+	}
 	err := os.Symlink(CacheDir(), filepath.Join(dataDir, ".wasm-cache"))
 	if err != nil && !errors.Is(err, fs.ErrExist) {
 		t.Fatalf("linking the policy compilation cache: %v", err)
