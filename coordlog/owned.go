@@ -8,11 +8,13 @@ import "github.com/twmb/franz-go/pkg/kerr"
 // election, marks one loading at the leader epoch; Finish, once its
 // replay is installed, marks it served; Drop, on resignation, forgets it.
 // Loads are ordered by a generation, so a replay that finishes after its
-// partition was dropped or loaded again is recognised as stale.
+// partition was dropped or loaded again is recognised as stale. Once
+// closed (the coordinator shut down) it serves nothing and loads nothing.
 //
 // Owned has no lock: the coordinator calls it under its own.
 type Owned struct {
 	perPartition bool
+	closed       bool
 	parts        map[int32]*ownedPart
 	gen          uint64
 }
@@ -31,10 +33,19 @@ func NewOwned(perPartition bool) *Owned {
 // PerPartition reports whether only the partitions begun are served.
 func (o *Owned) PerPartition() bool { return o.perPartition }
 
+// Close makes the table serve nothing from now on (Shutdown).
+func (o *Owned) Close() { o.closed = true }
+
+// Closed reports whether Close was called.
+func (o *Owned) Closed() bool { return o.closed }
+
 // Refusal is why a request of partition p is not served (nil: it is):
-// NOT_COORDINATOR for a partition not led here,
+// NOT_COORDINATOR once closed or for a partition not led here,
 // COORDINATOR_LOAD_IN_PROGRESS while it loads.
 func (o *Owned) Refusal(p int32) *kerr.Error {
+	if o.closed {
+		return kerr.NotCoordinator
+	}
 	if !o.perPartition {
 		return nil
 	}
@@ -49,14 +60,14 @@ func (o *Owned) Refusal(p int32) *kerr.Error {
 }
 
 // Begin starts loading partition p at leader epoch epoch and returns the
-// load's generation; ok is false when there is nothing to load: not per
-// partition, or p is already served or loading. A partition elected
+// load's generation; ok is false when there is nothing to load: closed,
+// not per partition, or p is already served or loading. A partition elected
 // again without a resignation in between (a newer epoch, the same
 // leader) keeps its state: the coordinator's memory has followed its log
 // all along, and writes of the old epoch still in flight would be missed
 // by a replay begun now. It takes the new epoch.
 func (o *Owned) Begin(p, epoch int32) (gen uint64, ok bool) {
-	if !o.perPartition {
+	if o.closed || !o.perPartition {
 		return 0, false
 	}
 	if op := o.parts[p]; op != nil {
@@ -68,9 +79,12 @@ func (o *Owned) Begin(p, epoch int32) (gen uint64, ok bool) {
 	return o.gen, true
 }
 
-// Finish marks p served if gen is still its load; false when p was
-// dropped or begun again since.
+// Finish marks p served if gen is still its load; false when the table
+// was closed, or p dropped or begun again, since.
 func (o *Owned) Finish(p int32, gen uint64) bool {
+	if o.closed {
+		return false
+	}
 	op := o.parts[p]
 	if op == nil || op.gen != gen {
 		return false
@@ -89,7 +103,7 @@ func (o *Owned) Loading(p int32) bool {
 }
 
 // Serves reports whether partition p is served now (always when not per
-// partition).
+// partition, until closed).
 func (o *Owned) Serves(p int32) bool { return o.Refusal(p) == nil }
 
 // AnyLoading reports whether some partition is being loaded.

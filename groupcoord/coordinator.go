@@ -59,7 +59,6 @@ type Coordinator struct {
 
 	mu            sync.Mutex
 	groups        map[string]*group
-	closed        bool
 	lastRetention time.Time
 	// initialRebalanceDelay is group.initial.rebalance.delay.ms.
 	initialRebalanceDelay time.Duration
@@ -68,7 +67,7 @@ type Coordinator struct {
 	// appended; driving is set while a goroutine appends them (drive.go).
 	outbox  []*write
 	driving bool
-	// owned are the partitions served (partitions.go); loadingTxns the
+	// owned are the partitions served (partitions.go; none after Shutdown); loadingTxns the
 	// transaction markers written to a partition while it loads.
 	owned       *coordlog.Owned
 	loadingTxns map[int32][]txnCompletion

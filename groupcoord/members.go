@@ -212,7 +212,7 @@ func (c *Coordinator) Tick(now time.Time) {
 }
 
 func (c *Coordinator) tick(now time.Time) {
-	if c.closed {
+	if c.owned.Closed() {
 		return
 	}
 	for _, g := range c.groups {
@@ -258,7 +258,7 @@ func (c *Coordinator) tick(now time.Time) {
 func (c *Coordinator) Shutdown() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.closed = true
+	c.owned.Close()
 	for _, g := range c.groups {
 		for _, m := range g.members {
 			m.endWaits(kerr.NotCoordinator.Code)

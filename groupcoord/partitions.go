@@ -30,9 +30,6 @@ type txnCompletion struct {
 // lead, COORDINATOR_LOAD_IN_PROGRESS while the partition loads. Called
 // with c.mu held.
 func (c *Coordinator) refusal(groupID string) *kerr.Error {
-	if c.closed {
-		return kerr.NotCoordinator
-	}
 	return c.owned.Refusal(c.PartitionFor(groupID))
 }
 
@@ -46,9 +43,6 @@ func (c *Coordinator) refusal(groupID string) *kerr.Error {
 func (c *Coordinator) LoadPartition(p, epoch int32) (load func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
-		return func() {}
-	}
 	gen, ok := c.owned.Begin(p, epoch)
 	if !ok {
 		return func() {}
@@ -63,7 +57,7 @@ func (c *Coordinator) finishLoad(p int32, gen uint64) {
 	groups := c.replayPartition(p, now)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || !c.owned.Finish(p, gen) {
+	if !c.owned.Finish(p, gen) {
 		return
 	}
 	for _, tc := range c.loadingTxns[p] {
@@ -111,7 +105,7 @@ func (c *Coordinator) dropPartitionLocked(p int32) {
 func (c *Coordinator) Owns(p int32) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return !c.closed && c.owned.Serves(p)
+	return c.owned.Serves(p)
 }
 
 // LoadInProgress reports whether a partition is being loaded (ListGroups

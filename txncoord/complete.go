@@ -116,7 +116,7 @@ func (m *txnMeta) due(now time.Time) bool {
 // once every due transition, its own or one already in flight, is done.
 func (c *Coordinator) Tick(now time.Time) {
 	c.mu.Lock()
-	if c.closed {
+	if c.owned.Closed() {
 		c.mu.Unlock()
 		return
 	}

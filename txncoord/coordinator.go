@@ -81,12 +81,12 @@ type Coordinator struct {
 	clock coordlog.Clock
 	lg    *slog.Logger
 
-	mu     sync.Mutex
-	txns   map[string]*txnMeta
-	closed bool
+	mu   sync.Mutex
+	txns map[string]*txnMeta
 	// lastPidScan is when Tick last scanned the logs' producer ids.
 	lastPidScan time.Time
-	// owned are the partitions served (partitions.go).
+	// owned are the partitions served (partitions.go; none after
+	// Shutdown).
 	owned *coordlog.Owned
 }
 
@@ -475,6 +475,6 @@ func endCode(st txnState, commit bool) int16 {
 // Shutdown refuses later requests; transitions in flight complete.
 func (c *Coordinator) Shutdown() {
 	c.mu.Lock()
-	c.closed = true
+	c.owned.Close()
 	c.mu.Unlock()
 }

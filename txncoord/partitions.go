@@ -28,9 +28,6 @@ import (
 // COORDINATOR_LOAD_IN_PROGRESS while the partition loads. Called with
 // c.mu held.
 func (c *Coordinator) refusal(id string) *kerr.Error {
-	if c.closed {
-		return kerr.NotCoordinator
-	}
 	return c.owned.Refusal(c.PartitionFor(id))
 }
 
@@ -44,9 +41,6 @@ func (c *Coordinator) refusal(id string) *kerr.Error {
 func (c *Coordinator) LoadPartition(p, epoch int32) (load func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
-		return func() {}
-	}
 	gen, ok := c.owned.Begin(p, epoch)
 	if !ok {
 		return func() {}
@@ -69,7 +63,7 @@ func (c *Coordinator) finishLoad(p int32, gen uint64) {
 	}
 	now := c.clock.Now()
 	c.mu.Lock()
-	if c.closed || !c.owned.Finish(p, gen) {
+	if !c.owned.Finish(p, gen) {
 		c.mu.Unlock()
 		return
 	}
@@ -112,5 +106,5 @@ func (c *Coordinator) dropPartitionLocked(p int32) {
 func (c *Coordinator) Owns(p int32) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return !c.closed && c.owned.Serves(p)
+	return c.owned.Serves(p)
 }
