@@ -30,29 +30,34 @@ func (s ClusterSource) Leader(ctx context.Context) (SourceConn, int32, error) {
 	if err != nil {
 		return nil, -1, err
 	}
-	return &srcConn{cn: cn, topic: s.Topic, partition: s.Partition}, epoch, nil
+	return &srcConn{partConn{cn: cn, topic: s.Topic, partition: s.Partition}}, epoch, nil
 }
 
-type srcConn struct {
+// partConn reads one partition over one connection: what the source's
+// and the destination's connections read alike.
+type partConn struct {
 	cn        *client.Conn
 	topic     string
 	partition int32
 }
 
-func (s *srcConn) Fetch(ctx context.Context, a client.FetchArgs) (client.FetchResult, error) {
-	return client.FetchPartition(ctx, s.cn, a)
+func (c *partConn) Fetch(ctx context.Context, a client.FetchArgs) (client.FetchResult, error) {
+	return client.FetchPartition(ctx, c.cn, a)
 }
 
-func (s *srcConn) ListOffset(ctx context.Context, ts int64) (client.OffsetAnswer, error) {
-	return client.ListOffset(ctx, s.cn, s.topic, s.partition, ts, client.ReadUncommitted)
+func (c *partConn) ListOffset(ctx context.Context, ts int64) (client.OffsetAnswer, error) {
+	return client.ListOffset(ctx, c.cn, c.topic, c.partition, ts, client.ReadUncommitted)
 }
+
+func (c *partConn) Broken() bool { return c.cn.Broken() }
+
+type srcConn struct{ partConn }
 
 func (s *srcConn) OffsetForLeaderEpoch(ctx context.Context, epoch int32) (client.EpochEnd, error) {
 	return client.OffsetForLeaderEpoch(ctx, s.cn, s.topic, s.partition, epoch)
 }
 
-func (s *srcConn) Broken() bool { return s.cn.Broken() }
-func (s *srcConn) Close()       { s.cn.Close() }
+func (s *srcConn) Close() { s.cn.Close() }
 
 // ClusterDest is the Dest of one partition of a Verbatim destination,
 // over the cluster's shared connections.
@@ -68,28 +73,14 @@ func (d ClusterDest) Leader(ctx context.Context) (DestConn, int32, error) {
 	if err != nil {
 		return nil, -1, err
 	}
-	return &destConn{cn: cn, topic: d.Topic, partition: d.Partition}, epoch, nil
+	return &destConn{partConn{cn: cn, topic: d.Topic, partition: d.Partition}}, epoch, nil
 }
 
-type destConn struct {
-	cn        *client.Conn
-	topic     string
-	partition int32
-}
-
-func (d *destConn) ListOffset(ctx context.Context, ts int64) (client.OffsetAnswer, error) {
-	return client.ListOffset(ctx, d.cn, d.topic, d.partition, ts, client.ReadUncommitted)
-}
-
-func (d *destConn) Fetch(ctx context.Context, a client.FetchArgs) (client.FetchResult, error) {
-	return client.FetchPartition(ctx, d.cn, a)
-}
+type destConn struct{ partConn }
 
 func (d *destConn) DeleteRecords(ctx context.Context, w Writer, offset int64) (int32, error) {
 	return d.deleteRecords(ctx, w, offset)
 }
-
-func (d *destConn) Broken() bool { return d.cn.Broken() }
 
 func (d *destConn) SendProduce(ctx context.Context, w Writer, set []byte, expect int64, epoch int32, sourceHW int64) (ProduceWait, error) {
 	req := d.produceRequest(w, set, expect, epoch, sourceHW)
