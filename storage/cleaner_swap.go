@@ -175,13 +175,10 @@ func renameIfExists(fs FS, from, to string) error {
 // not for the clean. A group that is no longer in the log as viewed
 // (truncated, deleted by retention) aborts the swap.
 func (l *Log) swapIn(g []segView, b0, end int64, hasTxn bool) error {
-	l.syncMu.Lock()
-	defer l.syncMu.Unlock()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.checkLocked(); err != nil {
+	if err := l.lockRewrite(); err != nil {
 		return err
 	}
+	defer l.unlockRewrite()
 	i := -1
 	for k, s := range l.segs {
 		if s == g[0].s {

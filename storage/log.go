@@ -241,6 +241,26 @@ func (l *Log) checkLocked() error {
 	return nil
 }
 
+// lockRewrite takes syncMu, then mu: what a change of the segments
+// themselves (truncation, retention, a cleaned segment swapped in) holds,
+// so that neither a sync nor an append runs meanwhile. It returns with no
+// lock held when the log refuses operations (checkLocked); otherwise the
+// caller releases both with unlockRewrite.
+func (l *Log) lockRewrite() error {
+	l.syncMu.Lock()
+	l.mu.Lock()
+	if err := l.checkLocked(); err != nil {
+		l.unlockRewrite()
+		return err
+	}
+	return nil
+}
+
+func (l *Log) unlockRewrite() {
+	l.mu.Unlock()
+	l.syncMu.Unlock()
+}
+
 // failLocked takes the partition offline. REQUIRES: l.mu.
 func (l *Log) failLocked(op string, cause error) error {
 	if l.failed == nil {

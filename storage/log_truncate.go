@@ -17,13 +17,10 @@ import (
 // and Open completes a truncation a crash interrupted, so a reopened log is
 // either the old one or the truncated one, never a longer prefix between.
 func (l *Log) Truncate(to int64) error {
-	l.syncMu.Lock()
-	defer l.syncMu.Unlock()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.checkLocked(); err != nil {
+	if err := l.lockRewrite(); err != nil {
 		return err
 	}
+	defer l.unlockRewrite()
 	if to >= l.leo {
 		return nil
 	}
@@ -122,13 +119,10 @@ func (l *Log) truncateLocked(to int64) error {
 // at offset (Kafka's truncateFullyAndStartAt): log start = log end =
 // offset; the epoch cache and producer state are cleared.
 func (l *Log) TruncateFullyAndStartAt(offset int64) error {
-	l.syncMu.Lock()
-	defer l.syncMu.Unlock()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.checkLocked(); err != nil {
+	if err := l.lockRewrite(); err != nil {
 		return err
 	}
+	defer l.unlockRewrite()
 	if offset < 0 {
 		return fmt.Errorf("%w: negative start offset %d", ErrOffsetOutOfRange, offset)
 	}
@@ -212,13 +206,10 @@ func (l *Log) DeleteRecords(offset int64) (int64, error) {
 // deleteRecords is DeleteRecords, and with epoch >= 0 DeleteRecordsWithEpoch
 // (epochcache_source.go).
 func (l *Log) deleteRecords(offset int64, epoch int32) (int64, error) {
-	l.syncMu.Lock()
-	defer l.syncMu.Unlock()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.checkLocked(); err != nil {
+	if err := l.lockRewrite(); err != nil {
 		return 0, err
 	}
+	defer l.unlockRewrite()
 	if offset > l.leo || offset < 0 {
 		return l.logStart, fmt.Errorf("%w: %d not in [0, %d]", ErrOffsetOutOfRange, offset, l.leo)
 	}
@@ -266,13 +257,10 @@ func (l *Log) advanceLogStartLocked(offset int64) error {
 // an (empty) active segment at the log end. It returns the number of
 // segments deleted.
 func (l *Log) ApplyRetention(nowMs int64) (int, error) {
-	l.syncMu.Lock()
-	defer l.syncMu.Unlock()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.checkLocked(); err != nil {
+	if err := l.lockRewrite(); err != nil {
 		return 0, err
 	}
+	defer l.unlockRewrite()
 	expired := func(s *segment) bool {
 		// An empty segment before the active one (a cleaned group whose
 		// records all went) expires by its creation time, as Kafka's by
