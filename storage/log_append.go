@@ -52,15 +52,7 @@ type AppendResult struct {
 // FlushAlways use OnDurable / WaitDurable for durability.
 // Steady-state appends do not allocate.
 func (l *Log) AppendLeader(set []byte, leaderEpoch int32, nowMs int64) (AppendResult, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.checkLocked(); err != nil {
-		return AppendResult{}, err
-	}
-	if _, err := checkSet(set, false); err != nil {
-		return AppendResult{}, err
-	}
-	return l.appendAssignedLocked(set, leaderEpoch, nowMs, OriginClient, 0)
+	return l.appendAssigned(set, leaderEpoch, nowMs, OriginClient, 0)
 }
 
 // AppendCoordinator appends control batches (COMMIT/ABORT markers) written
@@ -69,6 +61,13 @@ func (l *Log) AppendLeader(set []byte, leaderEpoch int32, nowMs int64) (AppendRe
 // coordinator epoch, no sequence checks). txnVersion is the transaction
 // version of the markers (2 applies KIP-890's strict epoch rule).
 func (l *Log) AppendCoordinator(set []byte, leaderEpoch int32, nowMs int64, txnVersion int16) (AppendResult, error) {
+	return l.appendAssigned(set, leaderEpoch, nowMs, OriginCoordinator, txnVersion)
+}
+
+// appendAssigned is AppendLeader and AppendCoordinator: under l.mu, a log
+// that refuses operations or a malformed set fails before
+// appendAssignedLocked.
+func (l *Log) appendAssigned(set []byte, leaderEpoch int32, nowMs int64, origin ProducerOrigin, txnVersion int16) (AppendResult, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.checkLocked(); err != nil {
@@ -77,7 +76,7 @@ func (l *Log) AppendCoordinator(set []byte, leaderEpoch int32, nowMs int64, txnV
 	if _, err := checkSet(set, false); err != nil {
 		return AppendResult{}, err
 	}
-	return l.appendAssignedLocked(set, leaderEpoch, nowMs, OriginCoordinator, txnVersion)
+	return l.appendAssignedLocked(set, leaderEpoch, nowMs, origin, txnVersion)
 }
 
 // appendAssignedLocked is the leader append: checks, offset assignment,
