@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -163,7 +164,7 @@ func electable(st brokerStatus) bool { return st == statusLive || st == statusRe
 func candidateOrder(s clustermeta.PartitionState) []int32 {
 	out := append([]int32(nil), s.Replicas...)
 	for _, id := range s.ISR {
-		if !contains(s.Replicas, id) {
+		if !slices.Contains(s.Replicas, id) {
 			out = append(out, id)
 		}
 	}
@@ -173,7 +174,7 @@ func candidateOrder(s clustermeta.PartitionState) []int32 {
 // decidePartition is the one change a partition needs, if any.
 func decidePartition(s clustermeta.PartitionState, brokers map[int32]clustermeta.BrokerInfo, unclean bool) (clustermeta.PartitionState, Reason, bool) {
 	st := func(id int32) brokerStatus { return statusOf(brokers, id, s) }
-	if s.Leader != clustermeta.NoLeader && contains(s.ISR, s.Leader) && st(s.Leader) == statusLive {
+	if s.Leader != clustermeta.NoLeader && slices.Contains(s.ISR, s.Leader) && st(s.Leader) == statusLive {
 		isr := filter(s.ISR, func(id int32) bool { return id == s.Leader || st(id) == statusLive })
 		if len(isr) == len(s.ISR) {
 			return s, "", false
@@ -185,7 +186,7 @@ func decidePartition(s clustermeta.PartitionState, brokers map[int32]clustermeta
 	switch {
 	case s.Leader == clustermeta.NoLeader:
 		why = ReasonLeaderElected
-	case !contains(s.ISR, s.Leader):
+	case !slices.Contains(s.ISR, s.Leader):
 		why = ReasonLeaderNotInISR
 	case st(s.Leader) == statusGone:
 		why = ReasonLeaderFenced
@@ -200,17 +201,17 @@ func decidePartition(s clustermeta.PartitionState, brokers map[int32]clustermeta
 	pick := clustermeta.NoLeader
 	order := candidateOrder(s)
 	for _, id := range order {
-		if id != s.Leader && contains(s.ISR, id) && st(id) == statusLive {
+		if id != s.Leader && slices.Contains(s.ISR, id) && st(id) == statusLive {
 			pick = id
 			break
 		}
 	}
-	if pick == clustermeta.NoLeader && s.Leader != clustermeta.NoLeader && contains(s.ISR, s.Leader) && st(s.Leader) == statusRestarted {
+	if pick == clustermeta.NoLeader && s.Leader != clustermeta.NoLeader && slices.Contains(s.ISR, s.Leader) && st(s.Leader) == statusRestarted {
 		pick = s.Leader
 	}
 	if pick == clustermeta.NoLeader {
 		for _, id := range order {
-			if contains(s.ISR, id) && st(id) == statusRestarted {
+			if slices.Contains(s.ISR, id) && st(id) == statusRestarted {
 				pick = id
 				break
 			}
@@ -251,15 +252,6 @@ func changed(s clustermeta.PartitionState, leader int32, isr []int32, bump bool)
 	}
 	n.PartitionEpoch++
 	return n
-}
-
-func contains(ids []int32, id int32) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
 }
 
 func filter(ids []int32, keep func(int32) bool) []int32 {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/verbatim-kafka/verbatim/clustermeta"
 )
@@ -93,14 +94,14 @@ func electPreferred(s clustermeta.PartitionState, brokers map[int32]clustermeta.
 	if s.Leader == p {
 		return Decision{}, ErrElectionNotNeeded
 	}
-	if !contains(s.ISR, p) || statusOf(brokers, p, s) != statusLive {
+	if !slices.Contains(s.ISR, p) || statusOf(brokers, p, s) != statusLive {
 		return Decision{}, ErrPreferredLeaderNotAvailable
 	}
 	return Decision{Old: s, New: changed(s, p, s.ISR, true), Reason: ReasonPreferredElection}, nil
 }
 
 func electUnclean(s clustermeta.PartitionState, brokers map[int32]clustermeta.BrokerInfo) (Decision, error) {
-	if s.Leader != clustermeta.NoLeader && contains(s.ISR, s.Leader) && statusOf(brokers, s.Leader, s) == statusLive {
+	if s.Leader != clustermeta.NoLeader && slices.Contains(s.ISR, s.Leader) && statusOf(brokers, s.Leader, s) == statusLive {
 		return Decision{}, ErrElectionNotNeeded
 	}
 	n, why, ok := decidePartition(s, brokers, true)

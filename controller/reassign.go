@@ -40,13 +40,13 @@ var (
 // state keeps once it completes (the replicas being removed left out, in
 // the state's order). Without a reassignment, Replicas.
 func Target(s clustermeta.PartitionState) []int32 {
-	return filter(s.Replicas, func(id int32) bool { return !contains(s.RemovingReplicas, id) })
+	return filter(s.Replicas, func(id int32) bool { return !slices.Contains(s.RemovingReplicas, id) })
 }
 
 // Original is the assignment before the reassignment in progress (the
 // replicas being added left out): what a cancellation returns to.
 func Original(s clustermeta.PartitionState) []int32 {
-	return filter(s.Replicas, func(id int32) bool { return !contains(s.AddingReplicas, id) })
+	return filter(s.Replicas, func(id int32) bool { return !slices.Contains(s.AddingReplicas, id) })
 }
 
 // Reassigning reports whether a reassignment is in progress.
@@ -88,19 +88,19 @@ func Reassign(s clustermeta.PartitionState, target []int32, allowRFChange bool, 
 	if !allowRFChange && len(target) != len(cur) {
 		return s, fmt.Errorf("%w: from %d to %d replicas", ErrReplicationFactorChange, len(cur), len(target))
 	}
-	adding := filter(target, func(id int32) bool { return !contains(cur, id) })
+	adding := filter(target, func(id int32) bool { return !slices.Contains(cur, id) })
 	if len(adding) == 0 {
 		return settle(s, target, brokers)
 	}
-	removing := filter(cur, func(id int32) bool { return !contains(target, id) })
-	if s.Leader != clustermeta.NoLeader && !contains(cur, s.Leader) && !contains(target, s.Leader) {
+	removing := filter(cur, func(id int32) bool { return !slices.Contains(target, id) })
+	if s.Leader != clustermeta.NoLeader && !slices.Contains(cur, s.Leader) && !slices.Contains(target, s.Leader) {
 		// The leader is a replica the reverted reassignment added (it was
 		// elected meanwhile) and the new target drops: it leads until the
 		// move completes, as any replica being removed.
 		removing = append(removing, s.Leader)
 	}
 	replicas := append(slices.Clone(target), removing...)
-	n := changed(s, s.Leader, filter(s.ISR, func(id int32) bool { return contains(replicas, id) }), false)
+	n := changed(s, s.Leader, filter(s.ISR, func(id int32) bool { return slices.Contains(replicas, id) }), false)
 	n.Replicas = replicas
 	n.AddingReplicas, n.RemovingReplicas = adding, nilIfEmpty(removing)
 	return n, nil
@@ -110,7 +110,7 @@ func Reassign(s clustermeta.PartitionState, target []int32, allowRFChange bool, 
 // current one): the ISR keeps the target's members (never empty), the
 // leader moves onto the target when it is not on it.
 func settle(s clustermeta.PartitionState, target []int32, brokers map[int32]clustermeta.BrokerInfo) (clustermeta.PartitionState, error) {
-	isr := filter(s.ISR, func(id int32) bool { return contains(target, id) })
+	isr := filter(s.ISR, func(id int32) bool { return slices.Contains(target, id) })
 	if len(isr) == 0 {
 		return s, fmt.Errorf("%w: no replica of %v is in the ISR %v", ErrInvalidAssignment, target, s.ISR)
 	}
@@ -127,10 +127,10 @@ func settle(s clustermeta.PartitionState, target []int32, brokers map[int32]clus
 // leader must move and no one can take it.
 func finish(s clustermeta.PartitionState, target, isr []int32, brokers map[int32]clustermeta.BrokerInfo) (clustermeta.PartitionState, bool) {
 	leader := s.Leader
-	if leader == clustermeta.NoLeader || !contains(target, leader) {
+	if leader == clustermeta.NoLeader || !slices.Contains(target, leader) {
 		leader = clustermeta.NoLeader
 		for _, id := range target {
-			if contains(isr, id) && statusOf(brokers, id, s) == statusLive {
+			if slices.Contains(isr, id) && statusOf(brokers, id, s) == statusLive {
 				leader = id
 				break
 			}
@@ -157,12 +157,12 @@ func Complete(s clustermeta.PartitionState, brokers map[int32]clustermeta.Broker
 		return s, false
 	}
 	for _, id := range s.AddingReplicas {
-		if !contains(s.ISR, id) {
+		if !slices.Contains(s.ISR, id) {
 			return s, false
 		}
 	}
 	target := Target(s)
-	isr := filter(s.ISR, func(id int32) bool { return contains(target, id) })
+	isr := filter(s.ISR, func(id int32) bool { return slices.Contains(target, id) })
 	if len(isr) == 0 {
 		return s, false
 	}

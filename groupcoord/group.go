@@ -3,6 +3,7 @@ package groupcoord
 // Groups and their members: states, protocol selection, validation.
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -238,7 +239,7 @@ func (g *group) selectProtocol() string {
 	votes := map[string]int{}
 	for _, id := range ids {
 		for _, p := range g.members[id].protocols {
-			if containsString(candidates, p.Name) {
+			if slices.Contains(candidates, p.Name) {
 				votes[p.Name]++
 				break
 			}
@@ -251,15 +252,6 @@ func (g *group) selectProtocol() string {
 		}
 	}
 	return best
-}
-
-func containsString(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func (g *group) sortedMemberIDs() []string {
