@@ -24,6 +24,7 @@ import (
 	"github.com/verbatim-kafka/verbatim/broker"
 	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/mirror"
+	"github.com/verbatim-kafka/verbatim/props"
 	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
@@ -224,10 +225,10 @@ func (m *Manager) CreateLink(ctx context.Context, principal string, cfg wireext.
 	if err := validateLinkName(cfg.Name); err != nil {
 		return err
 	}
-	if len(bootstrapList(cfg.SourceBootstrap)) == 0 {
+	if len(props.List(cfg.SourceBootstrap)) == 0 {
 		return kafkaErr(kerr.InvalidRequest, "link %s: the source bootstrap address is missing", cfg.Name)
 	}
-	for _, a := range bootstrapList(cfg.SourceBootstrap) {
+	for _, a := range props.List(cfg.SourceBootstrap) {
 		if _, _, err := net.SplitHostPort(a); err != nil {
 			return kafkaErr(kerr.InvalidConfig, "link %s: source bootstrap address %q: %v", cfg.Name, a, err)
 		}
@@ -317,7 +318,7 @@ func (m *Manager) namesLocked() []string {
 // bootstrap list's addresses.
 func (m *Manager) reachable(ctx context.Context, bootstrap string, o client.Options) error {
 	err := fmt.Errorf("no address in %q", bootstrap)
-	for _, a := range bootstrapList(bootstrap) {
+	for _, a := range props.List(bootstrap) {
 		var cl sourceCluster
 		if cl, err = m.newSource(a, o); err != nil {
 			return err

@@ -99,23 +99,12 @@ func sourceOptions(cfg wireext.LinkConfig) (client.Options, error) {
 	return o, nil
 }
 
-// bootstrapList splits a bootstrap list ("host:port,host:port").
-func bootstrapList(list string) []string {
-	var out []string
-	for _, a := range strings.Split(list, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
 // pickSeed is the address of a bootstrap list the source cluster is first
 // reached through: the first that accepts a connection (briefly tried,
 // in order), else the first. Once the cluster's metadata is known, its
 // client falls back to any of its brokers.
 func pickSeed(list string, o client.Options) string {
-	addrs := bootstrapList(list)
+	addrs := props.List(list)
 	if len(addrs) == 0 {
 		return list
 	}
