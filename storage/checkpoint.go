@@ -50,16 +50,30 @@ func decodeLogStartCheckpoint(b []byte, topic string, partition int32) (int64, e
 	return -1, nil
 }
 
-// readLogStartOffset returns the checkpointed log start offset in dir, or
-// -1 when there is none.
-func readLogStartOffset(fs FS, dir, topic string, partition int32) (int64, error) {
-	b, ok, err := readWholeFile(fs, dir+"/"+LogStartOffsetCheckpointFile)
+// readPartitionCheckpoint returns the offset recorded for topic/partition
+// in file, a checkpoint of the log-start-offset format in dir (the
+// cleaner-offset and recovery-point checkpoints are too), or -1 when
+// there is none: no file, or no entry for the partition.
+func readPartitionCheckpoint(fs FS, dir, file, topic string, partition int32) (int64, error) {
+	b, ok, err := readWholeFile(fs, dir+"/"+file)
 	if err != nil || !ok {
 		return -1, err
 	}
 	return decodeLogStartCheckpoint(b, topic, partition)
 }
 
+// writePartitionCheckpoint replaces file in dir with a checkpoint of the
+// log-start-offset format holding topic/partition's one entry.
+func writePartitionCheckpoint(fs FS, dir, file, topic string, partition int32, offset int64) error {
+	return AtomicWriteFile(fs, dir+"/"+file, encodeLogStartCheckpoint(topic, partition, offset))
+}
+
+// readLogStartOffset returns the checkpointed log start offset in dir, or
+// -1 when there is none.
+func readLogStartOffset(fs FS, dir, topic string, partition int32) (int64, error) {
+	return readPartitionCheckpoint(fs, dir, LogStartOffsetCheckpointFile, topic, partition)
+}
+
 func writeLogStartOffset(fs FS, dir, topic string, partition int32, offset int64) error {
-	return AtomicWriteFile(fs, dir+"/"+LogStartOffsetCheckpointFile, encodeLogStartCheckpoint(topic, partition, offset))
+	return writePartitionCheckpoint(fs, dir, LogStartOffsetCheckpointFile, topic, partition, offset)
 }

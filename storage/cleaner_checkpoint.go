@@ -28,15 +28,11 @@ func decodeCleanerCheckpoint(b []byte, topic string, partition int32) (int64, er
 }
 
 func readCleanerCheckpoint(fs FS, dir, topic string, partition int32) (int64, error) {
-	b, ok, err := readWholeFile(fs, dir+"/"+CleanerOffsetCheckpointFile)
-	if err != nil || !ok {
-		return -1, err
-	}
-	return decodeCleanerCheckpoint(b, topic, partition)
+	return readPartitionCheckpoint(fs, dir, CleanerOffsetCheckpointFile, topic, partition)
 }
 
 func writeCleanerCheckpoint(fs FS, dir, topic string, partition int32, offset int64) error {
-	return AtomicWriteFile(fs, dir+"/"+CleanerOffsetCheckpointFile, encodeLogStartCheckpoint(topic, partition, offset))
+	return writePartitionCheckpoint(fs, dir, CleanerOffsetCheckpointFile, topic, partition, offset)
 }
 
 func encodeSwapRecord(base, end int64) []byte {

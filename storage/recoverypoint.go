@@ -35,11 +35,7 @@ func decodeRecoveryPoint(b []byte, topic string, partition int32) (int64, error)
 // when there is none. A corrupt file is reported with
 // ErrCorruptCheckpoint.
 func readRecoveryPoint(fs FS, dir, topic string, partition int32) (int64, error) {
-	b, ok, err := readWholeFile(fs, dir+"/"+RecoveryPointCheckpointFile)
-	if err != nil || !ok {
-		return -1, err
-	}
-	return decodeRecoveryPoint(b, topic, partition)
+	return readPartitionCheckpoint(fs, dir, RecoveryPointCheckpointFile, topic, partition)
 }
 
 // RecoveryPoint returns the in-memory recovery point: every offset below it
@@ -84,7 +80,7 @@ func (l *Log) persistRecoveryPoint() error {
 	if rp == l.persistedRP {
 		return nil
 	}
-	err := AtomicWriteFile(l.fs, l.dir+"/"+RecoveryPointCheckpointFile, encodeRecoveryPoint(l.cfg.Topic, l.cfg.Partition, rp))
+	err := writePartitionCheckpoint(l.fs, l.dir, RecoveryPointCheckpointFile, l.cfg.Topic, l.cfg.Partition, rp)
 	if err != nil {
 		if isNoSpace(err) && rp > l.persistedRP {
 			return nil
