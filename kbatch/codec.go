@@ -75,14 +75,7 @@ func Compress(c Codec, src []byte) ([]byte, error) {
 		return src, nil
 	case CodecGzip:
 		var buf bytes.Buffer
-		w := gzip.NewWriter(&buf)
-		if _, err := w.Write(src); err != nil {
-			return nil, err
-		}
-		if err := w.Close(); err != nil {
-			return nil, err
-		}
-		return buf.Bytes(), nil
+		return closeWritten(gzip.NewWriter(&buf), &buf, src)
 	case CodecSnappy:
 		out := append([]byte(nil), xerialMagic...)
 		out = binary.BigEndian.AppendUint32(out, 1)
@@ -98,16 +91,22 @@ func Compress(c Codec, src []byte) ([]byte, error) {
 		return out, nil
 	case CodecLZ4:
 		var buf bytes.Buffer
-		w := lz4.NewWriter(&buf)
-		if _, err := w.Write(src); err != nil {
-			return nil, err
-		}
-		if err := w.Close(); err != nil {
-			return nil, err
-		}
-		return buf.Bytes(), nil
+		return closeWritten(lz4.NewWriter(&buf), &buf, src)
 	case CodecZstd:
 		return zstdEncoder().EncodeAll(src, nil), nil
 	}
 	return nil, ErrUnknownCodec
+}
+
+// closeWritten writes src through w, a stream compressor writing into
+// buf, and closes it (the frame's end is written then): buf holds the
+// whole compressed stream.
+func closeWritten(w io.WriteCloser, buf *bytes.Buffer, src []byte) ([]byte, error) {
+	if _, err := w.Write(src); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
