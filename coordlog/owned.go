@@ -79,6 +79,17 @@ func (o *Owned) Begin(p, epoch int32) (gen uint64, ok bool) {
 	return o.gen, true
 }
 
+// Load is Begin for a coordinator's LoadPartition: the load it returns
+// runs finish(p, gen) of the generation begun, or does nothing when there
+// is nothing to load.
+func (o *Owned) Load(p, epoch int32, finish func(p int32, gen uint64)) (load func()) {
+	gen, ok := o.Begin(p, epoch)
+	if !ok {
+		return func() {}
+	}
+	return func() { finish(p, gen) }
+}
+
 // Finish marks p served if gen is still its load; false when the table
 // was closed, or p dropped or begun again, since.
 func (o *Owned) Finish(p int32, gen uint64) bool {

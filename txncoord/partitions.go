@@ -41,11 +41,7 @@ func (c *Coordinator) refusal(id string) *kerr.Error {
 func (c *Coordinator) LoadPartition(p, epoch int32) (load func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	gen, ok := c.owned.Begin(p, epoch)
-	if !ok {
-		return func() {}
-	}
-	return func() { c.finishLoad(p, gen) }
+	return c.owned.Load(p, epoch, c.finishLoad)
 }
 
 // finishLoad replays partition p, installs its transactions unless p was
