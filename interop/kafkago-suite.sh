@@ -36,7 +36,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 EXCLUDED="$ROOT/interop/kafkago-excluded.txt"
 LOG="$ROOT/.peers/kafkago-suite.log"
 BROKER_LOG="$ROOT/.peers/kafkago-broker.log"
-. "$ROOT/interop/suite-lib.sh"
+. "$ROOT/interop/lib.sh"
 
 # regex_quote escapes a test name for go test's -run/-skip patterns.
 regex_quote() { printf '%s' "$1" | sed 's/[][\\.^$*+?(){}|]/\\&/g'; }

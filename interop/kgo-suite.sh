@@ -28,7 +28,7 @@ VERBOSE=0
 SEEDS=""
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-. "$ROOT/interop/suite-lib.sh"
+. "$ROOT/interop/lib.sh"
 
 usage() { usage_lines 5 13; }
 
