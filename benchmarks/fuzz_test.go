@@ -1,11 +1,6 @@
 package benchmarks
 
-import (
-	"encoding/binary"
-	"testing"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
-)
+import "testing"
 
 // FuzzParseProduceFrame feeds arbitrary request frames to the sink's
 // parser and batch check: errors, never a panic.
@@ -38,17 +33,7 @@ func FuzzParseProduceFrame(f *testing.F) {
 // response check.
 func FuzzCheckProduceResponse(f *testing.F) {
 	for _, code := range []int16{0, 1, 87} {
-		r := kmsg.NewPtrProduceResponse()
-		r.Version = ProduceVersion
-		rt := kmsg.NewProduceResponseTopic()
-		rt.Topic = "t"
-		rp := kmsg.NewProduceResponseTopicPartition()
-		rp.ErrorCode = code
-		rt.Partitions = append(rt.Partitions, rp)
-		r.Topics = append(r.Topics, rt)
-		out := binary.BigEndian.AppendUint32(nil, 1)
-		out = append(out, 0)
-		f.Add(r.AppendTo(out))
+		f.Add(produceResponse(1, "t", code, nil))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if len(body) < 5 {

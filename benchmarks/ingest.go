@@ -410,17 +410,7 @@ func (o *IngestOptions) runVerbatim(ctx context.Context, bin, mode string, batch
 	if err := CreateTopic(ctx, srv.Addr, "ingest", int32(o.Conns), topicConfigs(mode, batch, policiesOff), o.verbatimAdminOpts()...); err != nil {
 		return runResult{}, fmt.Errorf("create topic: %w", err)
 	}
-	var before ProcStats
-	res, err := o.warmAndRun(ctx, srv, true, mode, batch, total, &before, o.verbatimSASL())
-	if err != nil {
-		return runResult{}, fmt.Errorf("verbatim: %w\n%s", err, tailString(srv.Log.String(), 2000))
-	}
-	st, err := srv.Stats()
-	if err != nil {
-		return runResult{}, err
-	}
-	st.CPUSecs -= before.CPUSecs // the measured phase only
-	return runResult{mbps: res.MBps(), p50: res.Percentile(0.50), p99: res.Percentile(0.99), stats: st, bytes: res.Bytes}, nil
+	return o.measure(ctx, srv, "verbatim", true, mode, batch, total, o.verbatimSASL())
 }
 
 func (o *IngestOptions) runSink(ctx context.Context, mode string, batch int, flush string, total int64) (runResult, error) {
@@ -436,10 +426,17 @@ func (o *IngestOptions) runSink(ctx context.Context, mode string, batch int, flu
 		return runResult{}, err
 	}
 	defer srv.Stop()
+	return o.measure(ctx, srv, "reference sink", false, mode, batch, total, nil)
+}
+
+// measure is one measured run against srv (warmAndRun) and the server's
+// figures over its measured phase; who names the server in an error, which
+// ends with the tail of the server's log.
+func (o *IngestOptions) measure(ctx context.Context, srv *Server, who string, verbatim bool, mode string, batch int, total int64, auth func(net.Conn) error) (runResult, error) {
 	var before ProcStats
-	res, err := o.warmAndRun(ctx, srv, false, mode, batch, total, &before, nil)
+	res, err := o.warmAndRun(ctx, srv, verbatim, mode, batch, total, &before, auth)
 	if err != nil {
-		return runResult{}, fmt.Errorf("reference sink: %w\n%s", err, tailString(srv.Log.String(), 2000))
+		return runResult{}, fmt.Errorf("%s: %w\n%s", who, err, tailString(srv.Log.String(), 2000))
 	}
 	st, err := srv.Stats()
 	if err != nil {

@@ -238,22 +238,26 @@ func TestSinkRefusesBadCRC(t *testing.T) {
 	}
 }
 
+// produceResponse is the frame body of a Produce response (without the
+// length) answering one partition of topic with code and msg.
+func produceResponse(correlationID uint32, topic string, code int16, msg *string) []byte {
+	r := kmsg.NewPtrProduceResponse()
+	r.Version = ProduceVersion
+	rt := kmsg.NewProduceResponseTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceResponseTopicPartition()
+	rp.ErrorCode = code
+	rp.ErrorMessage = msg
+	rt.Partitions = append(rt.Partitions, rp)
+	r.Topics = append(r.Topics, rt)
+	out := binary.BigEndian.AppendUint32(nil, correlationID)
+	out = append(out, 0) // the response header's empty tag section
+	return r.AppendTo(out)
+}
+
 func TestCheckProduceResponse(t *testing.T) {
-	enc := func(code int16) []byte {
-		r := kmsg.NewPtrProduceResponse()
-		r.Version = ProduceVersion
-		rt := kmsg.NewProduceResponseTopic()
-		rt.Topic = "topic"
-		rp := kmsg.NewProduceResponseTopicPartition()
-		rp.ErrorCode = code
-		msg := "the message"
-		rp.ErrorMessage = &msg
-		rt.Partitions = append(rt.Partitions, rp)
-		r.Topics = append(r.Topics, rt)
-		out := binary.BigEndian.AppendUint32(nil, 9) // correlation id
-		out = append(out, 0)
-		return r.AppendTo(out)
-	}
+	msg := "the message"
+	enc := func(code int16) []byte { return produceResponse(9, "topic", code, &msg) }
 	if err := checkProduceResponse(enc(0)); err != nil {
 		t.Fatal(err)
 	}

@@ -97,10 +97,7 @@ func TestPeerBench(t *testing.T) {
 	}
 	commit := *benchCommit
 	if commit == "" {
-		commit = gitOut(t, root, "rev-parse", "--short=12", "HEAD")
-		if gitOut(t, root, "status", "--porcelain", "--untracked-files=no", "--", "benchmarks", "broker", "hotpath", "storage", "wasmpolicy", "policies", "cmd", "internal") != "" {
-			commit += "-dirty"
-		}
+		commit = headCommit(t, root, "benchmarks", "broker", "hotpath", "storage", "wasmpolicy", "policies", "cmd", "internal")
 	}
 	rep := &Report{
 		Date: time.Now().UTC().Format("2006-01-02T15:04Z"), Commit: commit, Profile: *benchProfile,
@@ -171,6 +168,42 @@ func TestPeerBench(t *testing.T) {
 		return "pagecache"
 	}
 
+	// versus measures one scenario on Kafka and on Verbatim (v) for p.rounds
+	// rounds, the order swapped every other round so neither always runs
+	// second, and reports one entry per system.
+	versus := func(scen, params string, v server, round func(r int, s server) map[string]float64) {
+		rounds := map[string]Rounds{"kafka": {}, "verbatim": {}}
+		for r := range p.rounds {
+			order := []server{kafka, v}
+			if r%2 == 1 {
+				order = []server{v, kafka}
+			}
+			for _, s := range order {
+				rounds[s.name].Add(round(r, s))
+			}
+		}
+		for _, sys := range []string{"kafka", "verbatim"} {
+			rep.Scenarios = append(rep.Scenarios, rounds[sys].Entry(scen, sys, params))
+		}
+	}
+	// perfTool runs one of Kafka's perf tools against s, parses what it
+	// printed and adds the server's CPU seconds and peak RSS during the run.
+	perfTool := func(scen string, s server, parse func(stdout string) (map[string]float64, error), tool string, args ...string) map[string]float64 {
+		var m map[string]float64
+		cpu, rss := measure(t, s, func() {
+			res, err := interop.RunJavaTool(t, interop.Cmd{Timeout: p.toolTimeout, JVMOpts: perfJVM}, tool, args...)
+			if err != nil {
+				t.Fatalf("%s on %s: %v", scen, s.name, err)
+			}
+			m, err = parse(res.Stdout)
+			if err != nil {
+				t.Fatalf("%s on %s: %v\n%s", scen, s.name, err, res.Stdout)
+			}
+		})
+		m["server_cpu_s"], m["server_peak_rss_mb"] = cpu, rss
+		return m
+	}
+
 	if run("produce-perf") {
 		// 1. ProducerPerformance, 1 KiB records, acks=all, idempotent, linger 5 ms.
 		for _, durable := range []bool{false, true} {
@@ -180,119 +213,52 @@ func TestPeerBench(t *testing.T) {
 				if durable {
 					n = p.ppDurable
 				}
-				rounds := map[string]Rounds{"kafka": {}, "verbatim": {}}
-				for r := range p.rounds {
-					order := []server{kafka, verb(durable)}
-					if r%2 == 1 {
-						order = []server{verb(durable), kafka}
-					}
-					for _, s := range order {
-						topic := fmt.Sprintf("%s-%d", scen, r)
-						cfg := map[string]string{}
-						if s.name == "kafka" {
-							cfg = kafkaCfg(durable, nil)
-						}
-						create(s, topic, 4, cfg)
-						var m map[string]float64
-						cpu, rss := measure(t, s, func() {
-							res, err := interop.RunJavaTool(t, interop.Cmd{Timeout: p.toolTimeout, JVMOpts: perfJVM}, "kafka-producer-perf-test",
-								"--bootstrap-server", s.addr, "--topic", topic, "--num-records", strconv.Itoa(n),
-								"--record-size", "1024", "--throughput", "-1", "--command-property", "acks=all",
-								"enable.idempotence=true", "linger.ms=5", "compression.type="+codec)
-							if err != nil {
-								t.Fatalf("%s on %s: %v", scen, s.name, err)
-							}
-							m, err = parseProducerPerf(res.Stdout)
-							if err != nil {
-								t.Fatalf("%s on %s: %v\n%s", scen, s.name, err, res.Stdout)
-							}
-						})
-						m["server_cpu_s"], m["server_peak_rss_mb"] = cpu, rss
-						m["server_cpu_s_per_gb"] = cpu / (float64(n) * 1024 / 1e9)
-						rounds[s.name].Add(m)
-						t.Logf("%s round %d %s: %.1f MB/s p99 %.0f ms", scen, r+1, s.name, m["mb_per_s"], m["p99_ms"])
-					}
-				}
 				params := fmt.Sprintf("ProducerPerformance, %d records of 1 KiB, 4 partitions, acks=all, idempotent, linger.ms=5, compression %s, %s", n, codec, durName(durable))
-				for _, sys := range []string{"kafka", "verbatim"} {
-					rep.Scenarios = append(rep.Scenarios, rounds[sys].Entry(scen, sys, params))
-				}
+				versus(scen, params, verb(durable), func(r int, s server) map[string]float64 {
+					topic := fmt.Sprintf("%s-%d", scen, r)
+					cfg := map[string]string{}
+					if s.name == "kafka" {
+						cfg = kafkaCfg(durable, nil)
+					}
+					create(s, topic, 4, cfg)
+					m := perfTool(scen, s, parseProducerPerf, "kafka-producer-perf-test",
+						"--bootstrap-server", s.addr, "--topic", topic, "--num-records", strconv.Itoa(n),
+						"--record-size", "1024", "--throughput", "-1", "--command-property", "acks=all",
+						"enable.idempotence=true", "linger.ms=5", "compression.type="+codec)
+					m["server_cpu_s_per_gb"] = m["server_cpu_s"] / (float64(n) * 1024 / 1e9)
+					t.Logf("%s round %d %s: %.1f MB/s p99 %.0f ms", scen, r+1, s.name, m["mb_per_s"], m["p99_ms"])
+					return m
+				})
 			}
 		}
 	}
 
 	if run("consume") && run("produce-perf") {
 		// 2. Consume what the page-cache, uncompressed produce runs wrote.
-		{
-			scen := "consume-perf"
-			rounds := map[string]Rounds{"kafka": {}, "verbatim": {}}
-			for r := range p.rounds {
-				order := []server{kafka, verb(false)}
-				if r%2 == 1 {
-					order = []server{verb(false), kafka}
-				}
-				for _, s := range order {
-					topic := fmt.Sprintf("produce-perf-none-pagecache-%d", r)
-					var m map[string]float64
-					cpu, rss := measure(t, s, func() {
-						res, err := interop.RunJavaTool(t, interop.Cmd{Timeout: p.toolTimeout, JVMOpts: perfJVM}, "kafka-consumer-perf-test",
-							"--bootstrap-server", s.addr, "--topic", topic, "--num-records", strconv.Itoa(p.ppRecords),
-							"--timeout", "120000")
-						if err != nil {
-							t.Fatalf("%s on %s: %v", scen, s.name, err)
-						}
-						m, err = parseConsumerPerf(res.Stdout, p.ppRecords)
-						if err != nil {
-							t.Fatalf("%s on %s: %v\n%s", scen, s.name, err, res.Stdout)
-						}
-					})
-					m["server_cpu_s_per_gb"] = cpu / (float64(p.ppRecords) * 1024 / 1e9)
-					m["server_cpu_s"], m["server_peak_rss_mb"] = cpu, rss
-					rounds[s.name].Add(m)
-				}
-			}
-			params := fmt.Sprintf("ConsumerPerformance (consumer group), %d records of 1 KiB written by produce-perf-none-pagecache", p.ppRecords)
-			for _, sys := range []string{"kafka", "verbatim"} {
-				rep.Scenarios = append(rep.Scenarios, rounds[sys].Entry(scen, sys, params))
-			}
-		}
+		scen := "consume-perf"
+		params := fmt.Sprintf("ConsumerPerformance (consumer group), %d records of 1 KiB written by produce-perf-none-pagecache", p.ppRecords)
+		parse := func(out string) (map[string]float64, error) { return parseConsumerPerf(out, p.ppRecords) }
+		versus(scen, params, verb(false), func(r int, s server) map[string]float64 {
+			topic := fmt.Sprintf("produce-perf-none-pagecache-%d", r)
+			m := perfTool(scen, s, parse, "kafka-consumer-perf-test",
+				"--bootstrap-server", s.addr, "--topic", topic, "--num-records", strconv.Itoa(p.ppRecords),
+				"--timeout", "120000")
+			m["server_cpu_s_per_gb"] = m["server_cpu_s"] / (float64(p.ppRecords) * 1024 / 1e9)
+			return m
+		})
 	}
 
 	if run("e2e") {
 		// 3. EndToEndLatency.
-		{
-			scen := "e2e-latency"
-			rounds := map[string]Rounds{"kafka": {}, "verbatim": {}}
-			for r := range p.rounds {
-				order := []server{kafka, verb(false)}
-				if r%2 == 1 {
-					order = []server{verb(false), kafka}
-				}
-				for _, s := range order {
-					topic := fmt.Sprintf("e2e-%d", r)
-					create(s, topic, 1, nil)
-					var m map[string]float64
-					cpu, rss := measure(t, s, func() {
-						res, err := interop.RunJavaTool(t, interop.Cmd{Timeout: p.toolTimeout, JVMOpts: perfJVM}, "kafka-e2e-latency",
-							"--bootstrap-server", s.addr, "--topic", topic, "--num-records", strconv.Itoa(p.e2eRecords),
-							"--producer-acks", "all", "--record-size", "1024")
-						if err != nil {
-							t.Fatalf("%s on %s: %v", scen, s.name, err)
-						}
-						m, err = parseE2E(res.Stdout)
-						if err != nil {
-							t.Fatalf("%s on %s: %v\n%s", scen, s.name, err, res.Stdout)
-						}
-					})
-					m["server_cpu_s"], m["server_peak_rss_mb"] = cpu, rss
-					rounds[s.name].Add(m)
-				}
-			}
-			params := fmt.Sprintf("EndToEndLatency, %d records of 1 KiB, acks=all, page cache", p.e2eRecords)
-			for _, sys := range []string{"kafka", "verbatim"} {
-				rep.Scenarios = append(rep.Scenarios, rounds[sys].Entry(scen, sys, params))
-			}
-		}
+		scen := "e2e-latency"
+		params := fmt.Sprintf("EndToEndLatency, %d records of 1 KiB, acks=all, page cache", p.e2eRecords)
+		versus(scen, params, verb(false), func(r int, s server) map[string]float64 {
+			topic := fmt.Sprintf("e2e-%d", r)
+			create(s, topic, 1, nil)
+			return perfTool(scen, s, parseE2E, "kafka-e2e-latency",
+				"--bootstrap-server", s.addr, "--topic", topic, "--num-records", strconv.Itoa(p.e2eRecords),
+				"--producer-acks", "all", "--record-size", "1024")
+		})
 	}
 
 	if run("produce-raw") {
@@ -300,37 +266,27 @@ func TestPeerBench(t *testing.T) {
 		for _, durable := range []bool{false, true} {
 			scen := "produce-raw-" + durName(durable)
 			const batch = 64 << 10
-			rounds := map[string]Rounds{"kafka": {}, "verbatim": {}}
-			for r := range p.rounds {
-				order := []server{kafka, verb(durable)}
-				if r%2 == 1 {
-					order = []server{verb(durable), kafka}
-				}
-				for _, s := range order {
-					topic := fmt.Sprintf("%s-%d", scen, r)
-					cfg := map[string]string{"max.message.bytes": strconv.Itoa(2 << 20)}
-					if s.name == "kafka" {
-						cfg = kafkaCfg(durable, cfg)
-					}
-					create(s, topic, 4, cfg)
-					var res LoadResult
-					cpu, rss := measure(t, s, func() {
-						res, err = RunLoad(context.Background(), Load{Addr: s.addr, Topic: topic, BatchBytes: batch, Conns: 4, InFlight: 8, TotalBytes: p.rawBytes})
-						if err != nil {
-							t.Fatalf("%s on %s: %v", scen, s.name, err)
-						}
-					})
-					m := map[string]float64{"mb_per_s": res.MBps(), "records_per_s": float64(res.Records) / res.Elapsed.Seconds(),
-						"p50_ms": res.Percentile(0.5), "p99_ms": res.Percentile(0.99), "p999_ms": res.Percentile(0.999),
-						"server_cpu_s": cpu, "server_peak_rss_mb": rss, "server_cpu_s_per_gb": cpu / (float64(res.Bytes) / 1e9)}
-					rounds[s.name].Add(m)
-					t.Logf("%s round %d %s: %.1f MB/s p99 %.1f ms", scen, r+1, s.name, m["mb_per_s"], m["p99_ms"])
-				}
-			}
 			params := fmt.Sprintf("raw Produce v9, 64 KiB batches of 1000-byte records, 4 connections x 8 in flight, acks=-1, %d MiB per run, %s", p.rawBytes>>20, durName(durable))
-			for _, sys := range []string{"kafka", "verbatim"} {
-				rep.Scenarios = append(rep.Scenarios, rounds[sys].Entry(scen, sys, params))
-			}
+			versus(scen, params, verb(durable), func(r int, s server) map[string]float64 {
+				topic := fmt.Sprintf("%s-%d", scen, r)
+				cfg := map[string]string{"max.message.bytes": strconv.Itoa(2 << 20)}
+				if s.name == "kafka" {
+					cfg = kafkaCfg(durable, cfg)
+				}
+				create(s, topic, 4, cfg)
+				var res LoadResult
+				cpu, rss := measure(t, s, func() {
+					res, err = RunLoad(context.Background(), Load{Addr: s.addr, Topic: topic, BatchBytes: batch, Conns: 4, InFlight: 8, TotalBytes: p.rawBytes})
+					if err != nil {
+						t.Fatalf("%s on %s: %v", scen, s.name, err)
+					}
+				})
+				m := map[string]float64{"mb_per_s": res.MBps(), "records_per_s": float64(res.Records) / res.Elapsed.Seconds(),
+					"p50_ms": res.Percentile(0.5), "p99_ms": res.Percentile(0.99), "p999_ms": res.Percentile(0.999),
+					"server_cpu_s": cpu, "server_peak_rss_mb": rss, "server_cpu_s_per_gb": cpu / (float64(res.Bytes) / 1e9)}
+				t.Logf("%s round %d %s: %.1f MB/s p99 %.1f ms", scen, r+1, s.name, m["mb_per_s"], m["p99_ms"])
+				return m
+			})
 		}
 	}
 

@@ -108,24 +108,16 @@ func rawRecords(t *testing.T, addr, topic string) ([]keptRecord, [][]byte) {
 // record is a plain data record (the latest of its key), so it is read.
 func latestCommitted(t *testing.T, addr, topic string) map[string]string {
 	t.Helper()
-	adm := kadm.NewClient(kgoClient(t, addr))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	end, _ := ends.Lookup(topic, 0) // the high watermark; the LSO is there too (no open transaction)
-	cl := kgoClient(t, addr, kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	// readToEnd reads to the high watermark; the LSO is there too (no open
+	// transaction).
 	got := map[string]string{}
-	pollTo(t, cl, addr, end.Offset, func(r *kgo.Record) {
+	readToEnd(t, addr, topic, func(r *kgo.Record) {
 		if r.Value == nil {
 			delete(got, string(r.Key))
 		} else {
 			got[string(r.Key)] = string(r.Value)
 		}
-	})
+	}, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	return got
 }
 

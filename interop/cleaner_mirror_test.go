@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -140,6 +141,16 @@ func continueGroup(t *testing.T, addr, topic, group string, from int64) map[stri
 		got[string(r.Key)] = string(r.Value)
 	})
 	return got
+}
+
+// readToEnd reads partition 0 of topic on addr from its start up to the
+// log end it has now, calling fn with every record; opts add to the
+// consumer's options (an isolation level).
+func readToEnd(t *testing.T, addr, topic string, fn func(*kgo.Record), opts ...kgo.Opt) {
+	t.Helper()
+	end := endOffset(t, kadm.NewClient(kgoClient(t, addr)), topic)
+	cl := kgoClient(t, addr, append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))...)
+	pollTo(t, cl, addr, end, fn)
 }
 
 // pollTo polls cl until it returned the record at end-1, calling fn with

@@ -477,19 +477,8 @@ func (rc realClients) javaConsole(t *testing.T) {
 		"--producer-property", "acks=all"); err != nil {
 		t.Fatalf("console producer: %v", err)
 	}
-	res := JavaTool(t, "kafka-console-consumer", "--bootstrap-server", rc.bs,
-		"--topic", topic, "--partition", "0", "--offset", "earliest",
-		"--max-messages", strconv.Itoa(n), "--timeout-ms", "60000",
-		"--formatter-property", "print.offset=true", "--formatter-property", "print.key=true")
+	res, lines := consoleConsumeKeyed(t, rc.bs, topic, n)
 	t.Logf("console consumer ran %v", res.Elapsed.Round(time.Millisecond))
-	var lines []string
-	for _, l := range res.Lines() {
-		rest, ok := strings.CutPrefix(l, "Offset:")
-		if !ok {
-			t.Fatalf("console consumer: unexpected line %q", l)
-		}
-		lines = append(lines, rest)
-	}
 	checkConsumed(t, "console consumer", lines, want)
 }
 

@@ -21,6 +21,7 @@ LIB="$PEERS/kafka/lib"
 VENV="$PEERS/venv"
 CONFLUENT_KAFKA_VERSION="2.16.1"
 WHEELS="${XDG_CACHE_HOME:-$HOME/.cache}/verbatim-peers/wheels"
+. "$ROOT/interop/lib.sh"
 
 fail() {
 	echo "interop/install.sh: ERROR: $*" >&2
@@ -78,15 +79,8 @@ else
 	note "resolving Kafka jars with Maven into $LIB"
 	rm -rf "$LIB" "$STAMP"
 	mkdir -p "$LIB"
-	# Offline first: when ~/.m2 already holds every jar (a second clone on
-	# the same machine) Maven must not touch the network at all.
-	copy=(-q -B -f "$POM" dependency:copy-dependencies -DoutputDirectory="$LIB" -DincludeScope=runtime)
-	if ! mvn -o "${copy[@]}" >"$PEERS/kafka/mvn.log" 2>&1; then
-		if ! mvn "${copy[@]}" >"$PEERS/kafka/mvn.log" 2>&1; then
-			tail -n 30 "$PEERS/kafka/mvn.log" >&2
-			fail "mvn dependency:copy-dependencies failed (full log: .peers/kafka/mvn.log)"
-		fi
-	fi
+	mvn_copy "$POM" "$LIB" "$PEERS/kafka/mvn.log" ||
+		fail "mvn dependency:copy-dependencies failed (full log: .peers/kafka/mvn.log)"
 	ls "$LIB"/kafka_2.13-*.jar "$LIB"/kafka-tools-[0-9]*.jar >/dev/null 2>&1 ||
 		fail "Maven finished but kafka_2.13 / kafka-tools jars are missing in $LIB"
 	# Exactly one SLF4J provider, or logging picks one at random.

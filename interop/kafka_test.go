@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,27 @@ func checkConsumed(t *testing.T, who string, lines []string, want []wantRecord) 
 	}
 }
 
+// consoleConsumeKeyed reads n records of partition 0 of topic from the
+// start with the Java console consumer and returns its result and its lines
+// as checkConsumed takes them ("offset<TAB>key<TAB>value").
+func consoleConsumeKeyed(t *testing.T, bootstrap, topic string, n int) (*Result, []string) {
+	t.Helper()
+	res := JavaTool(t, "kafka-console-consumer", "--bootstrap-server", bootstrap,
+		"--topic", topic, "--partition", "0", "--offset", "earliest",
+		"--max-messages", strconv.Itoa(n), "--timeout-ms", "60000",
+		"--formatter-property", "print.offset=true", "--formatter-property", "print.key=true")
+	var lines []string
+	for _, l := range res.Lines() {
+		// Lines look like "Offset:17<TAB>key<TAB>value".
+		rest, ok := strings.CutPrefix(l, "Offset:")
+		if !ok {
+			t.Fatalf("console consumer: unexpected line %q", l)
+		}
+		lines = append(lines, rest)
+	}
+	return res, lines
+}
+
 // TestKafkaSingleNodeRoundTrip starts a real Kafka 4.4 single node, writes
 // 1,000 records with kcat and 1,000 with the Java console producer, and
 // reads all 2,000 back with kcat and with the Java console consumer.
@@ -94,19 +116,7 @@ func TestKafkaSingleNodeRoundTrip(t *testing.T) {
 	checkConsumed(t, "kcat", res.Lines(), want)
 
 	// The Java console consumer does the same.
-	res = JavaTool(t, "kafka-console-consumer", "--bootstrap-server", k.Bootstrap(),
-		"--topic", topic, "--partition", "0", "--offset", "earliest",
-		"--max-messages", fmt.Sprint(2*n), "--timeout-ms", "60000",
-		"--formatter-property", "print.offset=true", "--formatter-property", "print.key=true")
-	var lines []string
-	for _, l := range res.Lines() {
-		// Lines look like "Offset:17<TAB>key<TAB>value".
-		rest, ok := strings.CutPrefix(l, "Offset:")
-		if !ok {
-			t.Fatalf("console consumer: unexpected line %q", l)
-		}
-		lines = append(lines, rest)
-	}
+	res, lines := consoleConsumeKeyed(t, k.Bootstrap(), topic, 2*n)
 	checkConsumed(t, "console consumer", lines, want)
 	if !strings.Contains(res.Stderr, fmt.Sprintf("Processed a total of %d messages", 2*n)) {
 		t.Errorf("console consumer stderr lacks the processed count:\n%s", tail(res.Stderr, 10))

@@ -36,6 +36,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 EXCLUDED="$ROOT/interop/kafkago-excluded.txt"
 LOG="$ROOT/.peers/kafkago-suite.log"
 BROKER_LOG="$ROOT/.peers/kafkago-broker.log"
+. "$ROOT/interop/lib.sh"
 
 # regex_quote escapes a test name for go test's -run/-skip patterns.
 regex_quote() { printf '%s' "$1" | sed 's/[][\\.^$*+?(){}|]/\\&/g'; }
@@ -138,10 +139,7 @@ TOTAL=25m
 VERBOSE=0
 BIN=""
 
-usage() {
-	sed -n '5,16p' "$0" | sed 's/^# \{0,1\}//' >&2
-	exit 2
-}
+usage() { usage_lines 5 16; }
 
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -203,24 +201,15 @@ echo "kafkago-suite: kafka-go $KAFKAGO_VERSION ($KAFKAGO_COMMIT) KAFKA_VERSION=$
 start=$(date +%s)
 export KAFKA_VERSION_ENV BROKER_LOG
 inner=(timeout --kill-after=30s "$TOTAL" unshare --net --pid --mount-proc --fork --kill-child -- "$0" --inside "$BIN" "$SRC" "${args[@]}")
-set +e
-if [ "$VERBOSE" = 1 ]; then
-	"${inner[@]}" 2>&1 | tee "$LOG"
-	status=${PIPESTATUS[0]}
-else
-	"${inner[@]}" >"$LOG" 2>&1
-	status=$?
-fi
-set -e
+run_logged "$LOG" "$VERBOSE" "${inner[@]}"
 elapsed=$(($(date +%s) - start))
 
-count() { grep -cE "$1" "$LOG" || true; }
-passed=$(count '^--- PASS: ')
-failed=$(count '^--- FAIL: ')
-skipped=$(count '^--- SKIP: ')
-subpassed=$(count '^[[:space:]]+--- PASS: ')
-subfailed=$(count '^[[:space:]]+--- FAIL: ')
-subskipped=$(count '^[[:space:]]+--- SKIP: ')
+passed=$(count '^--- PASS: ' "$LOG")
+failed=$(count '^--- FAIL: ' "$LOG")
+skipped=$(count '^--- SKIP: ' "$LOG")
+subpassed=$(count '^[[:space:]]+--- PASS: ' "$LOG")
+subfailed=$(count '^[[:space:]]+--- FAIL: ' "$LOG")
+subskipped=$(count '^[[:space:]]+--- SKIP: ' "$LOG")
 if [ "$failed" -gt 0 ] || [ "$subfailed" -gt 0 ]; then
 	echo "failed tests:"
 	grep -E '^[[:space:]]*--- FAIL: ' "$LOG" | sed -E 's/^([[:space:]]*)--- FAIL: /  \1/'

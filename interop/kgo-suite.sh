@@ -27,10 +27,10 @@ TIMEOUT=20m
 VERBOSE=0
 SEEDS=""
 
-usage() {
-	sed -n '5,13p' "$0" | sed 's/^# \{0,1\}//' >&2
-	exit 2
-}
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+. "$ROOT/interop/lib.sh"
+
+usage() { usage_lines 5 13; }
 
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -49,7 +49,6 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$SEEDS" ] || { echo "kgo-suite.sh: SEEDS missing" >&2; usage; }
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 mkdir -p "$ROOT/.peers"
 LOG="$ROOT/.peers/kgo-suite.log"
 
@@ -67,23 +66,18 @@ args=(test -count=1 -v -timeout "$TIMEOUT")
 args+=(./pkg/kgo)
 
 echo "kgo-suite: franz-go $FRANZ_VERSION against $SEEDS (rf=$RF records=$RECORDS run='${RUN:-all}' skip='${SKIP:-none}')"
+# A subshell body, so the cd does not outlive the suite.
+suite() (
+	cd "$SRC" && GOWORK=off KGO_SEEDS="$SEEDS" KGO_TEST_RF="$RF" KGO_TEST_RECORDS="$RECORDS" KGO_LOG_LEVEL="${KGO_LOG_LEVEL:-none}" \
+		go "${args[@]}"
+)
 start=$(date +%s)
-set +e
-if [ "$VERBOSE" = 1 ]; then
-	(cd "$SRC" && GOWORK=off KGO_SEEDS="$SEEDS" KGO_TEST_RF="$RF" KGO_TEST_RECORDS="$RECORDS" KGO_LOG_LEVEL="${KGO_LOG_LEVEL:-none}" \
-		go "${args[@]}") 2>&1 | tee "$LOG"
-	status=${PIPESTATUS[0]}
-else
-	(cd "$SRC" && GOWORK=off KGO_SEEDS="$SEEDS" KGO_TEST_RF="$RF" KGO_TEST_RECORDS="$RECORDS" KGO_LOG_LEVEL="${KGO_LOG_LEVEL:-none}" \
-		go "${args[@]}") >"$LOG" 2>&1
-	status=$?
-fi
-set -e
+run_logged "$LOG" "$VERBOSE" suite
 elapsed=$(($(date +%s) - start))
 
-passed=$(grep -c '^--- PASS: ' "$LOG" || true)
-failed=$(grep -c '^--- FAIL: ' "$LOG" || true)
-skipped=$(grep -c '^--- SKIP: ' "$LOG" || true)
+passed=$(count '^--- PASS: ' "$LOG")
+failed=$(count '^--- FAIL: ' "$LOG")
+skipped=$(count '^--- SKIP: ' "$LOG")
 if [ "$failed" -gt 0 ]; then
 	echo "failed tests:"
 	grep '^--- FAIL: ' "$LOG" | sed 's/^--- FAIL: /  /'

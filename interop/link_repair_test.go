@@ -106,31 +106,12 @@ func valuesN(prefix string, n int) []string {
 	return out
 }
 
-// readAll reads topic/partition of addr from its earliest offset up to
-// its log end, as offset -> value.
-func readAll(t *testing.T, addr, topic string, partition int32) map[int64]string {
+// readAll reads partition 0 of topic on addr from its earliest offset up
+// to its log end, as offset -> value.
+func readAll(t *testing.T, addr, topic string) map[int64]string {
 	t.Helper()
-	adm := kadm.NewClient(kgoClient(t, addr))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	end, _ := ends.Lookup(topic, partition)
-	cl := kgoClient(t, addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().AtStart()}}))
 	out := map[int64]string{}
-	for next := int64(-1); next < end.Offset-1; {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("reading %s/%d on %s: at %d of %d", topic, partition, addr, next, end.Offset)
-		}
-		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("fetch %s/%d on %s: %v", topic, partition, addr, err) })
-		fs.EachRecord(func(r *kgo.Record) {
-			out[r.Offset] = string(r.Value)
-			next = r.Offset
-		})
-	}
+	readToEnd(t, addr, topic, func(r *kgo.Record) { out[r.Offset] = string(r.Value) })
 	return out
 }
 
@@ -222,7 +203,7 @@ func TestLinkDivergenceRepair(t *testing.T) {
 	runVerify(t, bin, n2.Addr, v.Addr, topic, 0)
 
 	// The cut records, at their original offsets, in the keep topic.
-	kept := readAll(t, v.Addr, topic+".truncated", 0)
+	kept := readAll(t, v.Addr, topic+".truncated")
 	if len(kept) != len(lost) {
 		t.Fatalf("keep topic holds %d records, want %d: %v", len(kept), len(lost), kept)
 	}
@@ -240,7 +221,7 @@ func TestLinkDivergenceRepair(t *testing.T) {
 			t.Fatalf("DumpLogSegments of %s lacks %q:\n%s", seg, want, tail(dump, 20))
 		}
 	}
-	got := readAll(t, v.Addr, topic, 0)
+	got := readAll(t, v.Addr, topic)
 	for i, val := range after {
 		if got[int64(100+i)] != val {
 			t.Fatalf("mirror at %d: %q, want %q", 100+i, got[int64(100+i)], val)

@@ -136,18 +136,26 @@ c.close()
 sys.exit(0 if done == n else 1)
 `
 
+// startCopyLoop starts verbatim serve for a read-process-write loop: topic
+// in with n numbered records over inParts partitions and an empty topic out
+// of outParts; it returns the server and an admin client of it.
+func startCopyLoop(t *testing.T, in string, inParts int32, out string, outParts int32, n int) (*Verbatim, *kadm.Client) {
+	t.Helper()
+	v := StartVerbatim(t, BuildVerbatim(t), VerbatimOptions{})
+	adm := kadm.NewClient(verbatimClient(t, v.Addr))
+	createTopicOn(t, adm, in, inParts, nil)
+	createTopicOn(t, adm, out, outParts, nil)
+	produceNumbered(t, v.Addr, in, n)
+	return v, adm
+}
+
 // TestTxnConfluentKafkaEOS: a transactional read-process-write loop with
 // confluent-kafka (librdkafka) against verbatim serve, aborting every third
 // transaction and reprocessing it; a read_committed consumer sees every
 // input record exactly once in the output and no aborted one.
 func TestTxnConfluentKafkaEOS(t *testing.T) {
-	bin := BuildVerbatim(t)
-	v := StartVerbatim(t, bin, VerbatimOptions{})
-	adm := kadm.NewClient(verbatimClient(t, v.Addr))
 	const n = 300
-	createTopicOn(t, adm, "eos-in", 3, nil)
-	createTopicOn(t, adm, "eos-out", 3, nil)
-	produceNumbered(t, v.Addr, "eos-in", n)
+	v, _ := startCopyLoop(t, "eos-in", 3, "eos-out", 3, n)
 	res, err := RunPython(t, Cmd{Timeout: 4 * time.Minute}, pyEOS, v.Addr, "eos-in", "eos-out", strconv.Itoa(n))
 	if err != nil {
 		t.Fatalf("confluent-kafka EOS loop: %v\n%s", err, res.describe())
@@ -163,13 +171,8 @@ func TestTxnConfluentKafkaEOS(t *testing.T) {
 // consumer of Kafka's own EOS system tests) copies a partition
 // transactionally with random aborts; read_committed sees each record once.
 func TestTxnJavaEOS(t *testing.T) {
-	bin := BuildVerbatim(t)
-	v := StartVerbatim(t, bin, VerbatimOptions{})
-	adm := kadm.NewClient(verbatimClient(t, v.Addr))
 	const n = 1000
-	createTopicOn(t, adm, "jeos-in", 1, nil)
-	createTopicOn(t, adm, "jeos-out", 2, nil)
-	produceNumbered(t, v.Addr, "jeos-in", n)
+	v, adm := startCopyLoop(t, "jeos-in", 1, "jeos-out", 2, n)
 	res, err := RunJavaTool(t, Cmd{Timeout: 4 * time.Minute}, "TransactionalMessageCopier",
 		"--broker-list", v.Addr, "--input-topic", "jeos-in", "--input-partition", "0", "--output-topic", "jeos-out",
 		"--transactional-id", "jeos", "--consumer-group", "jeos-group", "--max-messages", strconv.Itoa(n),

@@ -11,11 +11,13 @@ of the per-round ratios new/old of the wall ratio and of the CPU ratio (each
 already normalised by the reference measured in the same run), plus the
 median hot-path MB/s of each build. Raw report rows go to stderr.
 """
-import argparse
 import os
 import statistics
 import subprocess
 import sys
+
+sys.dont_write_bytecode = True  # abrounds sits beside this script: no __pycache__ in the tree
+import abrounds  # noqa: E402
 
 
 def run(binary):
@@ -38,17 +40,8 @@ def run(binary):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("old")
-    ap.add_argument("new")
-    ap.add_argument("--rounds", type=int, default=5)
-    a = ap.parse_args()
-    runs = {"old": [], "new": []}
-    for r in range(a.rounds):
-        order = ["old", "new"] if r % 2 == 0 else ["new", "old"]
-        for which in order:
-            print(f"round {r + 1}: {which}", file=sys.stderr)
-            runs[which].append(run(getattr(a, which)))
+    a = abrounds.parser(rounds=5).parse_args()
+    runs = abrounds.alternate(a, run)
     print(f"| mode | flush | batch | old MB/s | new MB/s | new/old wall ratio | new/old CPU ratio | rounds |")
     print("|---|---|---|---:|---:|---:|---:|---:|")
     for key in runs["new"][0]:

@@ -17,11 +17,13 @@ the two runs cancels out). Raw benchmark lines go to stderr.
 Sub-benchmark names repeat for the rows without a disk (Go adds "#01"): the
 rows without the suffix are the ones on a real file.
 """
-import argparse
 import re
 import statistics
 import subprocess
 import sys
+
+sys.dont_write_bytecode = True  # abrounds sits beside this script: no __pycache__ in the tree
+import abrounds  # noqa: E402
 
 LINE = re.compile(r"^(Benchmark\w+)/(\S+?)(-\d+)?\s+\d+\s+([\d.]+) ns/op")
 
@@ -54,19 +56,11 @@ def ref_key(sub):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("old")
-    ap.add_argument("new")
-    ap.add_argument("--rounds", type=int, default=15)
+    ap = abrounds.parser(rounds=15)
     ap.add_argument("--rows", default=r"^mode=\w+/flush=\w+/batch=\w+$")
     ap.add_argument("--benchtime", default="1s")
     a = ap.parse_args()
-    runs = {"old": [], "new": []}
-    for r in range(a.rounds):
-        order = ["old", "new"] if r % 2 == 0 else ["new", "old"]
-        for which in order:
-            print(f"round {r + 1}: {which}", file=sys.stderr)
-            runs[which].append(run(getattr(a, which), a.rows, a.benchtime))
+    runs = abrounds.alternate(a, lambda binary: run(binary, a.rows, a.benchtime))
     print("| row | old ns/req | new ns/req | new/old speed | new/old speed, reference-normalised | rounds |")
     print("|---|---:|---:|---:|---:|---:|")
     for sub in runs["new"][0][0]:

@@ -5,6 +5,7 @@
 # pom.xml changes, and Maven runs offline first.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+. "$ROOT/interop/lib.sh"
 POM="$ROOT/benchmarks/mm2/pom.xml"
 OUT="$ROOT/.peers/mm2"
 LIB="$OUT/lib"
@@ -16,14 +17,8 @@ fi
 command -v mvn >/dev/null 2>&1 || { echo "benchmarks/mm2/install.sh: mvn not found (run make peers)" >&2; exit 1; }
 rm -rf "$LIB" "$STAMP"
 mkdir -p "$LIB"
-copy=(-q -B -f "$POM" dependency:copy-dependencies -DoutputDirectory="$LIB" -DincludeScope=runtime)
-if ! mvn -o "${copy[@]}" >"$OUT/mvn.log" 2>&1; then
-	if ! mvn "${copy[@]}" >"$OUT/mvn.log" 2>&1; then
-		tail -n 30 "$OUT/mvn.log" >&2
-		echo "benchmarks/mm2/install.sh: mvn failed (log: .peers/mm2/mvn.log)" >&2
-		exit 1
-	fi
-fi
+mvn_copy "$POM" "$LIB" "$OUT/mvn.log" ||
+	{ echo "benchmarks/mm2/install.sh: mvn failed (log: .peers/mm2/mvn.log)" >&2; exit 1; }
 ls "$LIB"/connect-mirror-[0-9]*.jar >/dev/null || { echo "benchmarks/mm2/install.sh: connect-mirror jar missing" >&2; exit 1; }
 for j in connect-mirror-client connect-runtime kafka-clients; do
 	ls "$LIB"/$j-[0-9]*.jar >/dev/null || { echo "benchmarks/mm2/install.sh: $j jar missing" >&2; exit 1; }

@@ -335,14 +335,18 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 	for i, ln := range lns {
 		go func() { served <- srv.ServeListener(ln, listeners[i]) }()
 	}
+	// abort stops what serving started, after a failure: exit status 1.
+	abort := func() int {
+		closeLinks()
+		ctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		return 1
+	}
 	if cn != nil {
 		if err := cn.join(srv, listeners, lns, &cfg); err != nil {
 			log.Error("refusing to start: cluster mode", "err", err)
-			closeLinks()
-			ctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
-			defer cancel()
-			_ = srv.Shutdown(ctx)
-			return 1
+			return abort()
 		}
 	}
 	if ready != nil {
@@ -359,11 +363,7 @@ func serveMain(args []string, stderr io.Writer, ready func(net.Addr)) int {
 		}
 	case err := <-served:
 		log.Error("listener failed", "err", err)
-		closeLinks()
-		ctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		return 1
+		return abort()
 	}
 	closeLinks()
 	ctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
