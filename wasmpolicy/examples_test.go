@@ -47,15 +47,7 @@ func TestWATModulesAssemble(t *testing.T) {
 // the Go built-in decide the same over random epoch sequences; the ABI
 // carries the same meaning to both languages.
 func TestWATGuestAgreesWithGoBuiltin(t *testing.T) {
-	wat, err := os.ReadFile("../policies/examples/epoch-monotonic-wat/policy.wasm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "epoch-monotonic-wat.wasm"), wat, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	h := newHost(t, Options{PolicyDir: dir, CacheDir: testCacheDir})
+	h, _ := watExampleHost(t)
 	goB, err := h.Bind("t", []string{"epoch-monotonic"}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -35,15 +34,7 @@ func FuzzParseDescriptor(f *testing.F) {
 // the host either refuses the set (ErrBatches) or returns verdicts whose
 // indexes are in range; it never panics.
 func FuzzJudgeRecordSet(f *testing.F) {
-	wat, err := os.ReadFile("../policies/examples/epoch-monotonic-wat/policy.wasm")
-	if err != nil {
-		f.Fatal(err)
-	}
-	dir := f.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "epoch-monotonic-wat.wasm"), wat, 0o644); err != nil {
-		f.Fatal(err)
-	}
-	h := newHost(f, Options{PolicyDir: dir, CacheDir: testCacheDir})
+	h, _ := watExampleHost(f)
 	b, err := h.Bind("t", []string{"epoch-monotonic-wat"}, nil)
 	if err != nil {
 		f.Fatal(err)

@@ -22,6 +22,23 @@ func newHost(t testing.TB, opts Options) *Host {
 	return h
 }
 
+// watExampleHost is a host whose policy dir (returned, for callers that add
+// modules of their own) holds the hand-written WAT example as
+// epoch-monotonic-wat: loaded from a file, it runs with the deadline's
+// per-call goroutine, unlike the built-ins.
+func watExampleHost(t testing.TB) (*Host, string) {
+	t.Helper()
+	wat, err := os.ReadFile("../policies/examples/epoch-monotonic-wat/policy.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "epoch-monotonic-wat.wasm"), wat, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return newHost(t, Options{PolicyDir: dir, CacheDir: testCacheDir}), dir
+}
+
 func batch(t testing.TB, off int64, epoch int32, mod func(*kbatch.Batch)) []byte {
 	t.Helper()
 	b := kbatch.NewBatch(1000, kbatch.Record{Value: []byte("value")})
