@@ -53,6 +53,20 @@ func openLog(t testing.TB, fs FS, cfg Config) *Log {
 	return l
 }
 
+// checkBatches fails t unless got is want, batch for batch and byte for
+// byte.
+func checkBatches(t testing.TB, got, want [][]byte) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%d batches, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("batch %d differs", i)
+		}
+	}
+}
+
 // readAllBatches returns every stored batch from the log start, by
 // following Read.
 func readAllBatches(t testing.TB, l *Log) [][]byte {

@@ -79,14 +79,7 @@ func TestLogVerbatimGapsAndRetry(t *testing.T) {
 	}
 	got := readAllBatches(t, l)
 	want := [][]byte{b1, b2, b3}
-	if len(got) != len(want) {
-		t.Fatalf("got %d batches", len(got))
-	}
-	for i := range want {
-		if !bytes.Equal(got[i], want[i]) {
-			t.Fatalf("batch %d differs", i)
-		}
-	}
+	checkBatches(t, got, want)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}

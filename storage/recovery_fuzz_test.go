@@ -73,14 +73,7 @@ func FuzzRecoverSegment(f *testing.F) {
 		}
 		want := validPrefix(data)
 		got := readAllBatches(t, l)
-		if len(got) != len(want) {
-			t.Fatalf("recovered %d batches, want %d", len(got), len(want))
-		}
-		for i := range got {
-			if !bytes.Equal(got[i], want[i]) {
-				t.Fatalf("batch %d differs", i)
-			}
-		}
+		checkBatches(t, got, want)
 		if _, err := l.AppendLeader(testBatch(t, 0, 5, 1, 1, 1), 5, 1); err != nil {
 			t.Fatalf("append after recovery: %v", err)
 		}
@@ -177,14 +170,7 @@ func FuzzLoadRolledIndexes(f *testing.F) {
 		}
 		defer l.Close()
 		got := readAllBatches(t, l)
-		if len(got) != len(want) {
-			t.Fatalf("%d batches, want %d", len(got), len(want))
-		}
-		for i := range got {
-			if !bytes.Equal(got[i], want[i]) {
-				t.Fatalf("batch %d differs", i)
-			}
-		}
+		checkBatches(t, got, want)
 		for i, ts := 0, int64(995); ts < 1015; i, ts = i+1, ts+1 {
 			r, err := l.OffsetForTimestamp(context.Background(), ts)
 			if exact {
@@ -259,14 +245,7 @@ func FuzzRecoverDamagedSegment(f *testing.F) {
 		defer l.Close()
 		want := validPrefix(data)
 		got := readAllBatches(t, l)
-		if len(got) != len(want) {
-			t.Fatalf("recovered %d batches, want %d", len(got), len(want))
-		}
-		for i := range got {
-			if !bytes.Equal(got[i], want[i]) {
-				t.Fatalf("batch %d differs", i)
-			}
-		}
+		checkBatches(t, got, want)
 		// Timestamp lookups work on whatever was recovered.
 		for _, b := range want {
 			r, err := l.OffsetForTimestamp(context.Background(), kbatch.MaxTimestamp(b))

@@ -224,14 +224,7 @@ func TestSegmentIndexesLoadLazily(t *testing.T) {
 		t.Fatal("lookup did not load exactly the segment it used")
 	}
 	got := readAllBatches(t, l)
-	if len(got) != len(want) {
-		t.Fatalf("%d batches, want %d", len(got), len(want))
-	}
-	for i := range got {
-		if string(got[i]) != string(want[i]) {
-			t.Fatalf("batch %d differs", i)
-		}
-	}
+	checkBatches(t, got, want)
 	// Timestamps of lazily loaded segments are known without loading.
 	mt, ok, err := l.MaxTimestamp(context.Background())
 	if err != nil || !ok || mt.Timestamp != 30 {
