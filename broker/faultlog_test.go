@@ -180,15 +180,7 @@ func TestENOSPCOnOffsetCommitIsLoggedOnce(t *testing.T) {
 	fb := startFaultBroker(t)
 	createTopic(t, fb.testBroker, "src", 1, nil)
 	commit := func() int16 {
-		req := kmsg.NewPtrOffsetCommitRequest()
-		req.Version, req.Group, req.Generation = 8, "g1", -1
-		rt := kmsg.NewOffsetCommitRequestTopic()
-		rt.Topic = "src"
-		rp := kmsg.NewOffsetCommitRequestTopicPartition()
-		rp.Partition, rp.Offset = 0, 5
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		return rawRequest[*kmsg.OffsetCommitResponse](t, fb.testBroker, req).Topics[0].Partitions[0].ErrorCode
+		return rawRequest[*kmsg.OffsetCommitResponse](t, fb.testBroker, offsetCommitReq("g1", "src", 5)).Topics[0].Partitions[0].ErrorCode
 	}
 	if code := commit(); code != 0 { // creates __consumer_offsets
 		t.Fatalf("first commit: code %d", code)
