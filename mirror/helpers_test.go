@@ -5,10 +5,20 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/verbatim-kafka/verbatim/internal/testkit"
 )
+
+// startPushPair starts the usual fixture of a push test: a one-broker
+// kfake source with a one-partition topic "t" (and its address) and an
+// empty destination broker.
+func startPushPair(t *testing.T) (*kfake.Cluster, string, *testkit.Dest) {
+	t.Helper()
+	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
+	return src, src.ListenAddrs()[0], testkit.StartDest(t, t.TempDir())
+}
 
 func produceN(t *testing.T, cl *kgo.Client, topic string, n int, keyed bool) {
 	t.Helper()

@@ -137,9 +137,7 @@ func TestPushResumeAndEpochs(t *testing.T) {
 
 // TestPushFollow tails the source until cancelled.
 func TestPushFollow(t *testing.T) {
-	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
-	sa := src.ListenAddrs()[0]
-	dst := testkit.StartDest(t, t.TempDir())
+	_, sa, dst := startPushPair(t)
 	cl := testkit.Client(t, sa)
 	produceN(t, cl, "t", 10, false)
 	ctx, cancel := context.WithCancel(testkit.Ctx(t))
@@ -202,9 +200,7 @@ func TestPushDivergence(t *testing.T) {
 // TestPushSmallFetchAndLargeBatch: a batch far larger than the fetch size
 // is copied whole.
 func TestPushSmallFetchAndLargeBatch(t *testing.T) {
-	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
-	sa := src.ListenAddrs()[0]
-	dst := testkit.StartDest(t, t.TempDir())
+	_, sa, dst := startPushPair(t)
 	cl := testkit.Client(t, sa)
 	produceN(t, cl, "t", 5, false)
 	if err := cl.ProduceSync(testkit.Ctx(t), &kgo.Record{Topic: "t", Value: bytes.Repeat([]byte("x"), 300<<10)}).FirstErr(); err != nil {
@@ -218,9 +214,7 @@ func TestPushSmallFetchAndLargeBatch(t *testing.T) {
 }
 
 func TestPushUsageAndRefusals(t *testing.T) {
-	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
-	sa := src.ListenAddrs()[0]
-	dst := testkit.StartDest(t, t.TempDir())
+	_, sa, dst := startPushPair(t)
 	for _, tc := range []struct {
 		name string
 		o    Options
@@ -298,9 +292,7 @@ func ExampleStopResult_String() {
 // or acknowledged as an identical retry; the destination never gets a
 // gap or a duplicate.
 func TestTwoPushers(t *testing.T) {
-	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
-	sa := src.ListenAddrs()[0]
-	dst := testkit.StartDest(t, t.TempDir())
+	_, sa, dst := startPushPair(t)
 	produceBatches(t, testkit.Client(t, sa), "t", 300, 3)
 	if _, err := Push(testkit.Ctx(t), Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, FetchBytes: 1024}); err != nil {
 		t.Fatal(err)
@@ -330,9 +322,7 @@ func TestTwoPushers(t *testing.T) {
 // TestPushFollowNewPartitions: partitions added on the source while
 // following are created on the destination and copied.
 func TestPushFollowNewPartitions(t *testing.T) {
-	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
-	sa := src.ListenAddrs()[0]
-	dst := testkit.StartDest(t, t.TempDir())
+	_, sa, dst := startPushPair(t)
 	cl := testkit.Client(t, sa, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	produceN(t, cl, "t", 5, false)
 	ctx, cancel := context.WithCancel(testkit.Ctx(t))
@@ -371,9 +361,7 @@ func TestPushFollowNewPartitions(t *testing.T) {
 // TestPushOldMessageFormat: message format v1 data on the source is a
 // clear refusal naming the offset, with nothing written.
 func TestPushOldMessageFormat(t *testing.T) {
-	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
-	sa := src.ListenAddrs()[0]
-	dst := testkit.StartDest(t, t.TempDir())
+	src, sa, dst := startPushPair(t)
 	produceN(t, testkit.Client(t, sa), "t", 1, false)
 	// The source answers fetches with a message format v1 message set,
 	// as a topic written by a pre-0.11 producer would hold.
@@ -410,9 +398,7 @@ func TestPushOldMessageFormat(t *testing.T) {
 // at the fetch size (as brokers serving old formats or strict limits do)
 // gets asked again with a larger size until the batch is whole.
 func TestPushGrowsFetchForCutFirstBatch(t *testing.T) {
-	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
-	sa := src.ListenAddrs()[0]
-	dst := testkit.StartDest(t, t.TempDir())
+	src, sa, dst := startPushPair(t)
 	if err := testkit.Client(t, sa, kgo.ProducerBatchCompression(kgo.NoCompression())).ProduceSync(testkit.Ctx(t), &kgo.Record{Topic: "t", Value: bytes.Repeat([]byte("y"), 40<<10)}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -447,9 +433,7 @@ func TestPushGrowsFetchForCutFirstBatch(t *testing.T) {
 // TestPushFollowSyncsConfigs: a topic config changed on the source while
 // following is changed on the destination.
 func TestPushFollowSyncsConfigs(t *testing.T) {
-	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
-	sa := src.ListenAddrs()[0]
-	dst := testkit.StartDest(t, t.TempDir())
+	_, sa, dst := startPushPair(t)
 	produceN(t, testkit.Client(t, sa), "t", 3, false)
 	ctx, cancel := context.WithCancel(testkit.Ctx(t))
 	p, err := NewPusher(Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, Follow: true, MetadataEvery: 50 * time.Millisecond})
@@ -479,9 +463,7 @@ func TestPushFollowSyncsConfigs(t *testing.T) {
 // again while following (a new topic id: its offsets are unrelated) stops
 // the push with exit 1 and a clear message.
 func TestPushFollowSourceTopicRecreated(t *testing.T) {
-	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
-	sa := src.ListenAddrs()[0]
-	dst := testkit.StartDest(t, t.TempDir())
+	_, sa, dst := startPushPair(t)
 	produceN(t, testkit.Client(t, sa), "t", 5, false)
 	p, err := NewPusher(Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, Follow: true, MetadataEvery: 50 * time.Millisecond})
 	if err != nil {
