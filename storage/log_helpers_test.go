@@ -36,14 +36,6 @@ func encode(t testing.TB, b kbatch.Batch) []byte {
 	return out
 }
 
-func concat(bs ...[]byte) []byte {
-	var out []byte
-	for _, b := range bs {
-		out = append(out, b...)
-	}
-	return out
-}
-
 func openLog(t testing.TB, fs FS, cfg Config) *Log {
 	t.Helper()
 	l, err := Open(fs, "data/t-0", cfg)

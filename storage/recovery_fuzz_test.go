@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
@@ -44,7 +45,7 @@ func FuzzRecoverSegment(f *testing.F) {
 	b1 := testBatch(f, 0, 1, 100, 2, 10)
 	b2 := testBatch(f, 2, 1, 101, 1, 30)
 	b3 := testBatch(f, 10, 2, 99, 3, 5)
-	good := concat(b1, b2, b3)
+	good := slices.Concat(b1, b2, b3)
 	f.Add(good)
 	f.Add(good[:len(good)-7])
 	f.Add(append(append([]byte(nil), good...), make([]byte, 40)...))

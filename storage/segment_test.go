@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"encoding/binary"
+	"slices"
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
@@ -174,7 +175,7 @@ func TestSegmentRollOnRelativeOffsetOverflow(t *testing.T) {
 	b1 := testBatch(t, 5, 1, 1, 1, 10)
 	b2 := testBatch(t, 5+1<<31+10, 1, 2, 1, 10)
 	b3 := testBatch(t, 5+1<<31+20, 1, 3, 1, 10)
-	if _, err := l.AppendVerbatim(concat(b1, b2, b3)); err != nil {
+	if _, err := l.AppendVerbatim(slices.Concat(b1, b2, b3)); err != nil {
 		t.Fatal(err)
 	}
 	if l.NumSegments() != 2 {

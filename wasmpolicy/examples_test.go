@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -104,7 +105,7 @@ func TestSDKExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := b.Judge(context.Background(), mirrorCtx(0, -1), concat(small, big))
+	v, err := b.Judge(context.Background(), mirrorCtx(0, -1), slices.Concat(small, big))
 	if err != nil || len(v.Rejected) != 1 || v.Rejected[0].Batch != 1 || v.Rejected[0].Code != 10 ||
 		!strings.Contains(v.Rejected[0].Reason, "exceeds max.message.bytes=300") {
 		t.Fatalf("verdicts %+v %v", v, err)
@@ -114,7 +115,7 @@ func TestSDKExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := b2.Judge(context.Background(), mirrorCtx(0, -1), concat(small, big)); !v.Accepted() {
+	if v, _ := b2.Judge(context.Background(), mirrorCtx(0, -1), slices.Concat(small, big)); !v.Accepted() {
 		t.Fatalf("no config, still rejected: %+v", v)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,7 +40,7 @@ func FuzzJudgeRecordSet(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Add(concat(batch(f, 0, 2, nil), batch(f, 1, 1, nil)), int32(1))
+	f.Add(slices.Concat(batch(f, 0, 2, nil), batch(f, 1, 1, nil)), int32(1))
 	f.Add(batch(f, 0, 2, nil)[:70], int32(-1))
 	f.Fuzz(func(t *testing.T, set []byte, lastEpoch int32) {
 		v, err := b.Judge(context.Background(), mirrorCtx(0, lastEpoch), set)
@@ -73,8 +74,8 @@ func FuzzJudgeDefaults(f *testing.F) {
 		bt.Attributes = kbatch.ControlBit | kbatch.TransactionalBit
 		bt.ProducerID = 5
 	})
-	f.Add(concat(batch(f, 0, 2, nil), ctl), int32(1), uint8(1))
-	f.Add(concat(ctl, ctl), int32(-1), uint8(0))
+	f.Add(slices.Concat(batch(f, 0, 2, nil), ctl), int32(1), uint8(1))
+	f.Add(slices.Concat(ctl, ctl), int32(-1), uint8(0))
 	f.Fuzz(func(t *testing.T, set []byte, lastEpoch int32, mode uint8) {
 		pc := mirrorCtx(0, lastEpoch)
 		pc.Mode = ModeNone

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,14 +54,6 @@ func batch(t testing.TB, off int64, epoch int32, mod func(*kbatch.Batch)) []byte
 	return out
 }
 
-func concat(bs ...[]byte) []byte {
-	var out []byte
-	for _, b := range bs {
-		out = append(out, b...)
-	}
-	return out
-}
-
 func mirrorCtx(leo int64, lastEpoch int32) PartitionContext {
 	return PartitionContext{Mode: ModePush, State: StateMirroring, LeaderEpoch: 100, LogEndOffset: leo, LastBatchEpoch: lastEpoch}
 }
@@ -73,12 +66,12 @@ func TestBuiltinsJudge(t *testing.T) {
 	}
 	defer b.Close()
 	ctx := context.Background()
-	good := concat(batch(t, 10, 3, nil), batch(t, 11, 4, nil))
+	good := slices.Concat(batch(t, 10, 3, nil), batch(t, 11, 4, nil))
 	v, err := b.Judge(ctx, mirrorCtx(10, 3), good)
 	if err != nil || !v.Accepted() {
 		t.Fatalf("good set: %+v %v", v, err)
 	}
-	bad := concat(batch(t, 10, 4, nil), batch(t, 11, 2, nil), batch(t, 12, 5, func(b *kbatch.Batch) { b.ProducerID = -7 }))
+	bad := slices.Concat(batch(t, 10, 4, nil), batch(t, 11, 2, nil), batch(t, 12, 5, func(b *kbatch.Batch) { b.ProducerID = -7 }))
 	v, err = b.Judge(ctx, mirrorCtx(10, 3), bad)
 	if err != nil {
 		t.Fatal(err)
