@@ -140,13 +140,7 @@ func TestPushFollow(t *testing.T) {
 	_, sa, dst := startPushPair(t)
 	cl := testkit.Client(t, sa)
 	produceN(t, cl, "t", 10, false)
-	ctx, cancel := context.WithCancel(testkit.Ctx(t))
-	p, err := NewPusher(Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, Follow: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { _, err := p.Run(ctx); done <- err }()
+	p, stop := followInBackground(t, Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, Follow: true})
 	waitEnd := func(want int64) {
 		t.Helper()
 		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
@@ -159,10 +153,7 @@ func TestPushFollow(t *testing.T) {
 	waitEnd(10)
 	produceN(t, cl, "t", 15, false)
 	waitEnd(25)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("follow ended with %v", err)
-	}
+	stop()
 	sameLogs(t, sa, dst.Addr, "t", 1)
 }
 
@@ -325,13 +316,7 @@ func TestPushFollowNewPartitions(t *testing.T) {
 	_, sa, dst := startPushPair(t)
 	cl := testkit.Client(t, sa, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	produceN(t, cl, "t", 5, false)
-	ctx, cancel := context.WithCancel(testkit.Ctx(t))
-	p, err := NewPusher(Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, Follow: true, MetadataEvery: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { _, err := p.Run(ctx); done <- err }()
+	p, stop := followInBackground(t, Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, Follow: true, MetadataEvery: 50 * time.Millisecond})
 	if _, err := kadmClient(t, sa).UpdatePartitions(testkit.Ctx(t), 3, "t"); err != nil {
 		t.Fatal(err)
 	}
@@ -348,10 +333,7 @@ func TestPushFollowNewPartitions(t *testing.T) {
 			t.Fatalf("new partition not copied: %+v", s)
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	sameLogs(t, sa, dst.Addr, "t", 1)
 	if s, d := rawLog(t, sa, "t", 2), rawLog(t, dst.Addr, "t", 2); !bytes.Equal(s, d) || len(s) == 0 {
 		t.Fatal("partition 2 differs")
@@ -435,13 +417,7 @@ func TestPushGrowsFetchForCutFirstBatch(t *testing.T) {
 func TestPushFollowSyncsConfigs(t *testing.T) {
 	_, sa, dst := startPushPair(t)
 	produceN(t, testkit.Client(t, sa), "t", 3, false)
-	ctx, cancel := context.WithCancel(testkit.Ctx(t))
-	p, err := NewPusher(Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, Follow: true, MetadataEvery: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { _, err := p.Run(ctx); done <- err }()
+	_, stop := followInBackground(t, Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, Follow: true, MetadataEvery: 50 * time.Millisecond})
 	if _, err := kadmClient(t, sa).AlterTopicConfigs(testkit.Ctx(t), []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: kmsg.StringPtr("123456")}}, "t"); err != nil {
 		t.Fatal(err)
 	}
@@ -453,10 +429,7 @@ func TestPushFollowSyncsConfigs(t *testing.T) {
 	if describeConfigs(t, dst.Addr, "t")["mirror.mode"] != "push" {
 		t.Fatal("mirror.mode lost in the sync")
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 }
 
 // TestPushFollowSourceTopicRecreated: a source topic deleted and created
