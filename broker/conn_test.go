@@ -228,10 +228,7 @@ func TestApiVersionsInvalidSoftwareName(t *testing.T) {
 	req.Version = 3
 	req.ClientSoftwareName, req.ClientSoftwareVersion = "-bad name", "1"
 	c.write(appendRequestFrame(nil, req, 1, "x"))
-	_, body, err := c.read()
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := c.readAnswer(1)
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.Version = 3
 	if err := resp.ReadFrom(body); err != nil || resp.ErrorCode != kerr.InvalidRequest.Code {

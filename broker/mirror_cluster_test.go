@@ -24,16 +24,7 @@ func (c *replCluster) mirrorProduceAsync(node int32, topic string, set []byte, e
 // before that is refused) and returns its answer.
 func (c *replCluster) replicateUntil(ch <-chan produceResult) kmsg.ProduceResponseTopicPartition {
 	c.t.Helper()
-	var r produceResult
-	waitUntil(c.t, "the produce answered", func() bool {
-		c.replicate(1)
-		select {
-		case r = <-ch:
-			return true
-		default:
-			return false
-		}
-	})
+	r := replicateUntilAnswered(c, "the produce answered", ch)
 	if r.err != nil {
 		c.t.Fatal(r.err)
 	}
@@ -296,15 +287,22 @@ func (c *replCluster) deleteMirrorModeAsync(node int32, topic string) <-chan int
 // replicateUntilStopped runs fetch rounds until the stop is answered.
 func (c *replCluster) replicateUntilStopped(answer <-chan int16) int16 {
 	c.t.Helper()
-	var code int16
-	waitUntil(c.t, "the stop answered", func() bool {
+	return replicateUntilAnswered(c, "the stop answered", answer)
+}
+
+// replicateUntilAnswered runs fetch rounds on c until answer yields a
+// value (what names it if it never does) and returns that value.
+func replicateUntilAnswered[T any](c *replCluster, what string, answer <-chan T) T {
+	c.t.Helper()
+	var v T
+	waitUntil(c.t, what, func() bool {
 		c.replicate(1)
 		select {
-		case code = <-answer:
+		case v = <-answer:
 			return true
 		default:
 			return false
 		}
 	})
-	return code
+	return v
 }
