@@ -8,18 +8,15 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/internal/testkit/logbuf"
 )
 
 // auditRecords decodes the JSON lines logged to l.
-func auditRecords(t *testing.T, l *logBuffer) []map[string]any {
+func auditRecords(t *testing.T, l *logbuf.Buffer) []map[string]any {
 	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(l.buf.String()), "\n") {
-		if line == "" {
-			continue
-		}
+	for _, line := range l.Lines() {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("audit line %q: %v", line, err)
@@ -34,7 +31,7 @@ func auditRecords(t *testing.T, l *logBuffer) []map[string]any {
 // error name when refused); validate-only requests and reads are not
 // recorded; config values are not written.
 func TestAuditLog(t *testing.T) {
-	var audit logBuffer
+	var audit logbuf.Buffer
 	b := startBroker(t, t.TempDir(), func(c *Config) { c.AuditLog = &audit })
 	adm := b.admin()
 	ctx := ctxT(t)
@@ -72,7 +69,7 @@ func TestAuditLog(t *testing.T) {
 		{"delete topic", "TOPIC", "a", "OK"},
 	}
 	if len(recs) != len(want) {
-		t.Fatalf("%d audit records, want %d:\n%s", len(recs), len(want), audit.buf.String())
+		t.Fatalf("%d audit records, want %d:\n%s", len(recs), len(want), audit.String())
 	}
 	for i, w := range want {
 		r := recs[i]
@@ -81,8 +78,8 @@ func TestAuditLog(t *testing.T) {
 			t.Errorf("record %d: %v, want %+v", i, r, w)
 		}
 	}
-	if strings.Contains(audit.buf.String(), "654321") {
-		t.Errorf("a config value is in the audit log:\n%s", audit.buf.String())
+	if strings.Contains(audit.String(), "654321") {
+		t.Errorf("a config value is in the audit log:\n%s", audit.String())
 	}
 	if got := recs[2]["configs"]; len(got.([]any)) != 1 || got.([]any)[0] != "SET:retention.ms" {
 		t.Errorf("alter configs record names %v", got)
@@ -93,7 +90,7 @@ func TestAuditLog(t *testing.T) {
 // line per binding, SCRAM changes per user (never the salted password),
 // and a principal refused the cluster permission is recorded refused.
 func TestAuditLogACLsAndSCRAM(t *testing.T) {
-	var audit logBuffer
+	var audit logbuf.Buffer
 	b := startBroker(t, t.TempDir(), func(c *Config) {
 		c.AuditLog = &audit
 		c.Authorizer, c.SuperUsers = true, []string{AnonymousPrincipal}
@@ -117,12 +114,12 @@ func TestAuditLogACLsAndSCRAM(t *testing.T) {
 	}
 	want := "create acl ACL OK,delete acl ACL OK,alter scram credential USER OK"
 	if strings.Join(got, ",") != want {
-		t.Fatalf("audit records %q, want %q:\n%s", got, want, audit.buf.String())
+		t.Fatalf("audit records %q, want %q:\n%s", got, want, audit.String())
 	}
 	if !strings.Contains(recs[0]["resource"].(string), "User:alice") || recs[2]["resource"] != "bob" || recs[2]["mechanism"] != "SCRAM-SHA-256" {
 		t.Errorf("records: %v", recs)
 	}
-	if strings.Contains(audit.buf.String(), "bob-secret") {
+	if strings.Contains(audit.String(), "bob-secret") {
 		t.Error("the audit log holds a password")
 	}
 }
@@ -130,7 +127,7 @@ func TestAuditLogACLsAndSCRAM(t *testing.T) {
 // TestAuditLogDefaultsToMainLog: without AuditLog the records are on the
 // broker's log at INFO.
 func TestAuditLogDefaultsToMainLog(t *testing.T) {
-	var main logBuffer
+	var main logbuf.Buffer
 	b := startBroker(t, t.TempDir(), func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(&main, nil)) })
 	if _, err := b.admin().CreateTopic(ctxT(t), 1, 1, nil, "m"); err != nil {
 		t.Fatal(err)
@@ -140,5 +137,5 @@ func TestAuditLogDefaultsToMainLog(t *testing.T) {
 			return
 		}
 	}
-	t.Fatalf("no audit record on the main log:\n%s", main.buf.String())
+	t.Fatalf("no audit record on the main log:\n%s", main.String())
 }

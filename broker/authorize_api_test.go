@@ -17,15 +17,7 @@ func TestAttackGroups(t *testing.T) {
 	b := startBroker(t, t.TempDir(), withACLs(nil))
 	createTopic(t, b, "t", 1, nil)
 	commit := func(from string) int16 {
-		req := kmsg.NewPtrOffsetCommitRequest()
-		req.Version, req.Group, req.Generation = 8, "g", -1
-		rt := kmsg.NewOffsetCommitRequestTopic()
-		rt.Topic = "t"
-		rp := kmsg.NewOffsetCommitRequestTopicPartition()
-		rp.Partition, rp.Offset = 0, 42
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		return rawAs[*kmsg.OffsetCommitResponse](t, b, from, req).Topics[0].Partitions[0].ErrorCode
+		return rawAs[*kmsg.OffsetCommitResponse](t, b, from, offsetCommitReq("g", "t", 42)).Topics[0].Partitions[0].ErrorCode
 	}
 	deleteGroup := func(from string) int16 {
 		req := kmsg.NewPtrDeleteGroupsRequest()

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/internal/hostile"
 	"github.com/verbatim-kafka/verbatim/kbatch"
@@ -62,18 +61,8 @@ func TestProduceCompressedLimits(t *testing.T) {
 		t.Fatalf("%d decode bytes still charged", n)
 	}
 
-	req := kmsg.NewPtrDescribeConfigsRequest()
-	req.IncludeDocumentation = true
-	r := kmsg.NewDescribeConfigsRequestResource()
-	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeTopic, "c"
-	r.ConfigNames = []string{"max.decompressed.batch.bytes", "max.decompressed.message.bytes"}
-	req.Resources = append(req.Resources, r)
-	resp, err := req.RequestWith(ctxT(t), b.client())
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := map[string]string{"max.decompressed.batch.bytes": "67108864", "max.decompressed.message.bytes": "2147483639"}
-	for _, c := range resp.Resources[0].Configs {
+	for _, c := range topicConfigDocs(t, b, "c", "max.decompressed.batch.bytes", "max.decompressed.message.bytes") {
 		if c.Value == nil || *c.Value != want[c.Name] || c.Documentation == nil || !strings.Contains(*c.Documentation, "record") {
 			t.Errorf("%s = %v (doc %v)", c.Name, c.Value, c.Documentation)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/hotpath"
+	"github.com/verbatim-kafka/verbatim/internal/testkit/logbuf"
 )
 
 // dialFrom connects to addr from the loopback address local (127.0.0.2:
@@ -75,7 +76,7 @@ func slowProduceHead(size int, clientID string) []byte {
 // deadline (grace shortened to 1 s), logged at WARN under one rate-limited
 // key.
 func TestSlowConnectionsDoNotStallHonestClients(t *testing.T) {
-	logs := &logBuffer{}
+	logs := &logbuf.Buffer{}
 	b := startBroker(t, t.TempDir(), func(c *Config) {
 		c.FrameGrace = time.Second
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -206,7 +207,7 @@ func TestSlowConnectionsDoNotStallHonestClients(t *testing.T) {
 			s.refusals[refusedTimeout].Load(), s.refusals[refusedTruncated].Load())
 	}
 	waitUntil(t, "slow peer entry dropped", func() bool { return s.peers.lookup(netip.MustParseAddr("127.0.0.2")) == nil })
-	warns := logs.lines("frame body arriving below")
+	warns := logs.Lines("frame body arriving below")
 	if len(warns) == 0 || len(warns) > 10 {
 		t.Fatalf("%d WARN lines for 200 slow connections, want 1..10 (rate-limited by reason)", len(warns))
 	}
@@ -220,7 +221,7 @@ func TestSlowConnectionsDoNotStallHonestClients(t *testing.T) {
 // connection over the limit is closed at once, logged, and counted; a
 // closed connection makes room again; DescribeConfigs shows both.
 func TestMaxConnectionsPerIP(t *testing.T) {
-	logs := &logBuffer{}
+	logs := &logbuf.Buffer{}
 	two := 2
 	b := startBroker(t, t.TempDir(), func(c *Config) {
 		c.MaxConnectionsPerIP = &two
@@ -259,7 +260,7 @@ func TestMaxConnectionsPerIP(t *testing.T) {
 	if !served(dialFrom(t, "127.0.0.1", b.addr)) {
 		t.Fatal("no room after a connection closed")
 	}
-	lines := logs.lines("connection refused")
+	lines := logs.Lines("connection refused")
 	if len(lines) != 2 || !strings.Contains(lines[0], "remote=127.0.0.1:") || !strings.Contains(lines[0], "maximum of 2 connections") ||
 		!strings.Contains(lines[1], "remote=127.0.0.2:") || !strings.Contains(lines[1], "maximum of 3") {
 		t.Fatalf("refusal log lines:\n%s", strings.Join(lines, "\n"))

@@ -72,6 +72,20 @@ func (r *rawConn) read() (int32, []byte, error) {
 	return int32(binary.BigEndian.Uint32(frame)), frame[4:], nil
 }
 
+// readAnswer reads the next response, which must answer the request with
+// correlation id corr, and returns the rest of its frame as read does.
+func (r *rawConn) readAnswer(corr int32) []byte {
+	r.t.Helper()
+	got, body, err := r.read()
+	if err != nil {
+		r.t.Fatalf("response %d: %v", corr, err)
+	}
+	if got != corr {
+		r.t.Fatalf("response %d has correlation id %d", corr, got)
+	}
+	return body
+}
+
 // expectClosed asserts the broker closes the connection without answering.
 func (r *rawConn) expectClosed() {
 	r.t.Helper()
@@ -214,10 +228,7 @@ func TestApiVersionsInvalidSoftwareName(t *testing.T) {
 	req.Version = 3
 	req.ClientSoftwareName, req.ClientSoftwareVersion = "-bad name", "1"
 	c.write(appendRequestFrame(nil, req, 1, "x"))
-	_, body, err := c.read()
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := c.readAnswer(1)
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.Version = 3
 	if err := resp.ReadFrom(body); err != nil || resp.ErrorCode != kerr.InvalidRequest.Code {
@@ -247,13 +258,7 @@ func TestPipelinedRequestsAnsweredInOrder(t *testing.T) {
 	}
 	c.write(buf)
 	for i := range n {
-		corr, body, err := c.read()
-		if err != nil {
-			t.Fatalf("response %d: %v", i, err)
-		}
-		if corr != int32(i) {
-			t.Fatalf("response %d has correlation id %d", i, corr)
-		}
+		body := c.readAnswer(int32(i))
 		if i%2 == 1 {
 			v := int16(i % 14)
 			resp := kmsg.NewPtrMetadataResponse()

@@ -84,19 +84,6 @@ func awaitOwned(t *testing.T, b *testBroker, p int32) {
 	}
 }
 
-func offsetCommitReq(group, topic string, off int64) *kmsg.OffsetCommitRequest {
-	req := kmsg.NewPtrOffsetCommitRequest()
-	req.Version = 8
-	req.Group, req.Generation = group, -1
-	rt := kmsg.NewOffsetCommitRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewOffsetCommitRequestTopicPartition()
-	rp.Partition, rp.Offset, rp.LeaderEpoch = 0, off, -1
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	return req
-}
-
 // replicatedCommit commits off on b (the leader of the group's offsets
 // partition) while the followers fetch, since the commit is answered
 // only once it is replicated (acks=all).

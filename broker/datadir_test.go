@@ -15,6 +15,19 @@ func quietConfig(dir string) Config {
 	return Config{DataDir: dir, NodeID: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
+// usedDataDir is a data dir that a broker (node 1) has opened, and so
+// formatted, and shut down.
+func usedDataDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := Open(quietConfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Shutdown(ctxT(t))
+	return dir
+}
+
 func TestDataDirLockRefusesSecondBroker(t *testing.T) {
 	dir := t.TempDir()
 	s1, err := Open(quietConfig(dir))
@@ -40,12 +53,7 @@ func TestDataDirLockRefusesSecondBroker(t *testing.T) {
 }
 
 func TestDataDirFormatVersion(t *testing.T) {
-	dir := t.TempDir()
-	s, err := Open(quietConfig(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = s.Shutdown(ctxT(t))
+	dir := usedDataDir(t)
 	got, err := os.ReadFile(filepath.Join(dir, formatFileName))
 	if err != nil || strings.TrimSpace(string(got)) != "1" {
 		t.Fatalf("format file: %q %v", got, err)
@@ -76,12 +84,7 @@ func TestDataDirForeignContentRefused(t *testing.T) {
 }
 
 func TestDataDirNodeIDMismatch(t *testing.T) {
-	dir := t.TempDir()
-	s, err := Open(quietConfig(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = s.Shutdown(ctxT(t))
+	dir := usedDataDir(t)
 	cfg := quietConfig(dir)
 	cfg.NodeID = 7
 	if _, err := Open(cfg); err == nil || !strings.Contains(err.Error(), "node.id 1") {
@@ -90,12 +93,7 @@ func TestDataDirNodeIDMismatch(t *testing.T) {
 }
 
 func TestCorruptTopicMetadataRefused(t *testing.T) {
-	dir := t.TempDir()
-	s, err := Open(quietConfig(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = s.Shutdown(ctxT(t))
+	dir := usedDataDir(t)
 	if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(topicsFile)), []byte("{not json"), 0o644); err != nil {
 		t.Fatal(err)
 	}

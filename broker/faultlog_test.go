@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"bytes"
 	"encoding/binary"
 	"io"
 	"log/slog"
@@ -19,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/internal/lograte"
+	"github.com/verbatim-kafka/verbatim/internal/testkit/logbuf"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/storage"
 )
@@ -90,47 +90,17 @@ func (f *faultFile) Sync() error {
 	return f.File.Sync()
 }
 
-// logBuffer is a log sink for several goroutines that tests read lines
-// from (faultlog and connection-limit tests).
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the logged lines containing every one of parts.
-func (b *logBuffer) lines(parts ...string) []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []string
-	for _, l := range strings.Split(b.buf.String(), "\n") {
-		ok := l != ""
-		for _, p := range parts {
-			ok = ok && strings.Contains(l, p)
-		}
-		if ok {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
 // faultBroker is a broker over a faultFS whose log lines land in a
-// logBuffer, with the failure-line limiter on a clock the test moves.
+// logbuf.Buffer, with the failure-line limiter on a clock the test moves.
 type faultBroker struct {
 	*testBroker
 	fs   *faultFS
-	logs *logBuffer
+	logs *logbuf.Buffer
 	now  atomic.Int64 // unix nanoseconds of the limiter's clock
 }
 
 func startFaultBroker(t *testing.T) *faultBroker {
-	fb := &faultBroker{fs: &faultFS{FS: storage.OSFS{}}, logs: &logBuffer{}}
+	fb := &faultBroker{fs: &faultFS{FS: storage.OSFS{}}, logs: &logbuf.Buffer{}}
 	fb.now.Store(time.Unix(1_000_000, 0).UnixNano())
 	fb.testBroker = startBroker(t, t.TempDir(), func(c *Config) {
 		c.FS = fb.fs
@@ -152,9 +122,9 @@ func testLogWriter(t *testing.T) io.Writer {
 // oneLine asserts exactly one line holds every part and returns it.
 func (fb *faultBroker) oneLine(t *testing.T, parts ...string) string {
 	t.Helper()
-	got := fb.logs.lines(parts...)
+	got := fb.logs.Lines(parts...)
 	if len(got) != 1 {
-		t.Fatalf("%d log lines with %q, want 1:\n%s", len(got), parts, strings.Join(fb.logs.lines(), "\n"))
+		t.Fatalf("%d log lines with %q, want 1:\n%s", len(got), parts, strings.Join(fb.logs.Lines(), "\n"))
 	}
 	return got[0]
 }
@@ -178,7 +148,7 @@ func TestENOSPCOnProduceIsLoggedOnce(t *testing.T) {
 	if pr := produceOne(t, fb.testBroker, 9, "full", 0, encodeBatch(t, 0, -1, -1, []byte("v"))); pr.ErrorCode != 0 {
 		t.Fatalf("produce after space came back: code %d", pr.ErrorCode)
 	}
-	if n := len(fb.logs.lines("level=ERROR")); n != 1 {
+	if n := len(fb.logs.Lines("level=ERROR")); n != 1 {
 		t.Fatalf("%d ERROR lines, want 1", n)
 	}
 }
@@ -210,15 +180,7 @@ func TestENOSPCOnOffsetCommitIsLoggedOnce(t *testing.T) {
 	fb := startFaultBroker(t)
 	createTopic(t, fb.testBroker, "src", 1, nil)
 	commit := func() int16 {
-		req := kmsg.NewPtrOffsetCommitRequest()
-		req.Version, req.Group, req.Generation = 8, "g1", -1
-		rt := kmsg.NewOffsetCommitRequestTopic()
-		rt.Topic = "src"
-		rp := kmsg.NewOffsetCommitRequestTopicPartition()
-		rp.Partition, rp.Offset = 0, 5
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		return rawRequest[*kmsg.OffsetCommitResponse](t, fb.testBroker, req).Topics[0].Partitions[0].ErrorCode
+		return rawRequest[*kmsg.OffsetCommitResponse](t, fb.testBroker, offsetCommitReq("g1", "src", 5)).Topics[0].Partitions[0].ErrorCode
 	}
 	if code := commit(); code != 0 { // creates __consumer_offsets
 		t.Fatalf("first commit: code %d", code)
@@ -292,7 +254,7 @@ func TestFailureFloodIsRateLimited(t *testing.T) {
 		t.Fatalf("%d of %d produces failed", failed, n)
 	}
 	// The limiter's clock has not moved: one window's burst.
-	lines := fb.logs.lines("produce failed", "topic=flood")
+	lines := fb.logs.Lines("produce failed", "topic=flood")
 	if len(lines) != faultBurst {
 		t.Fatalf("%d lines for %d failures in one window, want %d", len(lines), n, faultBurst)
 	}
@@ -301,7 +263,7 @@ func TestFailureFloodIsRateLimited(t *testing.T) {
 	if pr := produceOne(t, fb.testBroker, 9, "flood", 0, encodeBatch(t, 0, -1, -1, []byte("v"))); pr.ErrorCode != kerr.KafkaStorageError.Code {
 		t.Fatalf("code %d", pr.ErrorCode)
 	}
-	lines = fb.logs.lines("produce failed", "topic=flood")
+	lines = fb.logs.Lines("produce failed", "topic=flood")
 	if len(lines) != faultBurst+1 || !strings.Contains(lines[faultBurst], "suppressed="+strconv.Itoa(n-faultBurst)) {
 		t.Fatalf("after the window: %d lines, last %q; want %d lines, the last with suppressed=%d", len(lines), lines[len(lines)-1], faultBurst+1, n-faultBurst)
 	}
@@ -344,14 +306,14 @@ func TestProduceRefusalsAreWarnings(t *testing.T) {
 	} {
 		fb.oneLine(t, want...)
 	}
-	if n := len(fb.logs.lines("level=WARN")) + len(fb.logs.lines("level=ERROR")); n != 3 {
-		t.Fatalf("%d WARN/ERROR lines, want 3:\n%s", n, strings.Join(fb.logs.lines(), "\n"))
+	if n := len(fb.logs.Lines("level=WARN")) + len(fb.logs.Lines("level=ERROR")); n != 3 {
+		t.Fatalf("%d WARN/ERROR lines, want 3:\n%s", n, strings.Join(fb.logs.Lines(), "\n"))
 	}
 }
 
 // The coordinators' failure lines go through the Server's limiter too.
 func TestCoordinatorLinesAreRateLimited(t *testing.T) {
-	var buf logBuffer
+	var buf logbuf.Buffer
 	now := time.Unix(1000, 0)
 	lim := lograte.New(faultInterval, faultBurst, func() time.Time { return now })
 	lg := slog.New(limitedHandler{slog.NewTextHandler(&buf, nil), lim}).With("coordinator", "group")
@@ -360,16 +322,16 @@ func TestCoordinatorLinesAreRateLimited(t *testing.T) {
 		lg.Info("routine", "partition", 3)
 	}
 	lg.Error("group coordinator write failed", "partition", 4, "err", "no space") // another key
-	if n := len(buf.lines("write failed", "partition=3")); n != faultBurst {
+	if n := len(buf.Lines("write failed", "partition=3")); n != faultBurst {
 		t.Fatalf("%d lines for 100 failures of one partition, want %d", n, faultBurst)
 	}
-	if len(buf.lines("write failed", "partition=4")) != 1 || len(buf.lines("routine")) != 100 {
-		t.Fatalf("other keys or levels were limited:\n%s", strings.Join(buf.lines(), "\n"))
+	if len(buf.Lines("write failed", "partition=4")) != 1 || len(buf.Lines("routine")) != 100 {
+		t.Fatalf("other keys or levels were limited:\n%s", strings.Join(buf.Lines(), "\n"))
 	}
 	now = now.Add(faultInterval)
 	lg.Error("group coordinator write failed", "partition", 3, "err", "no space")
-	if got := buf.lines("write failed", "partition=3", "suppressed=97", "coordinator=group"); len(got) != 1 {
-		t.Fatalf("the next window's line does not count the 97 held back:\n%s", strings.Join(buf.lines("partition=3"), "\n"))
+	if got := buf.Lines("write failed", "partition=3", "suppressed=97", "coordinator=group"); len(got) != 1 {
+		t.Fatalf("the next window's line does not count the 97 held back:\n%s", strings.Join(buf.Lines("partition=3"), "\n"))
 	}
 }
 

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -117,12 +116,8 @@ func FuzzDataPlane(f *testing.F) {
 	}
 
 	f.Fuzz(func(t *testing.T, frame []byte) {
-		p, e, req, err := decodeFrame(frame)
-		if err != nil {
-			var ce *errClose
-			if !errors.As(err, &ce) {
-				t.Fatalf("decode error is not a connection-closing error: %v", err)
-			}
+		p, e, req, ok := fuzzDecode(t, frame)
+		if !ok {
 			return
 		}
 		if p.reply != nil {

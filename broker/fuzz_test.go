@@ -10,6 +10,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// fuzzDecode decodes a fuzzed frame as a connection does; a frame it
+// refuses (ok false) must be refused with a connection-closing error.
+func fuzzDecode(t *testing.T, frame []byte) (p *pending, e *apiEntry, req *Request, ok bool) {
+	t.Helper()
+	p, e, req, err := decodeFrame(frame)
+	if err != nil {
+		var ce *errClose
+		if !errors.As(err, &ce) {
+			t.Fatalf("decode error is not a connection-closing error: %v", err)
+		}
+		return nil, nil, nil, false
+	}
+	return p, e, req, true
+}
+
 // fuzzSeedRequests returns, for every registered key and version, a
 // request with some content, so the fuzzer starts from valid frames of
 // every API the broker serves.
@@ -106,12 +121,8 @@ func FuzzRequest(f *testing.F) {
 	f.Cleanup(func() { _ = s.Shutdown(context.Background()) })
 
 	f.Fuzz(func(t *testing.T, frame []byte) {
-		p, e, req, err := decodeFrame(frame)
-		if err != nil {
-			var ce *errClose
-			if !errors.As(err, &ce) {
-				t.Fatalf("decode error is not a connection-closing error: %v", err)
-			}
+		p, e, req, ok := fuzzDecode(t, frame)
+		if !ok {
 			return
 		}
 		if binary.BigEndian.Uint32(frame[4:]) != uint32(p.correlationID) {

@@ -130,10 +130,7 @@ func TestGrafanaDashboardMetricsExist(t *testing.T) {
 		t.Fatalf("mirror produce with a source high watermark: %d", pr.ErrorCode)
 	}
 	p := b.srv.Topic("m").Partition(0)
-	h, err := partitionHandle(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := mustHandle(t, p)
 	if err := b.srv.judgePolicies(p, h.log, data(3, 0, 3).encode(t), 3); err == nil {
 		t.Fatal("an epoch rewind accepted")
 	}

@@ -104,3 +104,28 @@ func fetchReq(version int16, topic string, part int32, offset int64) *kmsg.Fetch
 	req.Topics = append(req.Topics, rt)
 	return req
 }
+
+// offsetCommitReq is a standalone OffsetCommit v8 (generation -1, no
+// member) of off for partition 0 of topic.
+func offsetCommitReq(group, topic string, off int64) *kmsg.OffsetCommitRequest {
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Version = 8
+	req.Group, req.Generation = group, -1
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset, rp.LeaderEpoch = 0, off, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
+// mustHandle is partition p's log handle.
+func mustHandle(t *testing.T, p *Partition) *logHandle {
+	t.Helper()
+	h, err := partitionHandle(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/verbatim-kafka/verbatim/authz"
 	"github.com/verbatim-kafka/verbatim/client"
+	"github.com/verbatim-kafka/verbatim/internal/testkit/logbuf"
 	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
@@ -221,7 +222,7 @@ func TestLinkAdminErrors(t *testing.T) {
 // it. allow.everyone.if.no.acl.found grants none of the link's cluster
 // permissions.
 func TestLinkAdminACLs(t *testing.T) {
-	var audit logBuffer
+	var audit logbuf.Buffer
 	b := startBroker(t, t.TempDir(), withACLs(func(c *Config) { c.AllowEveryoneIfNoACLFound = true; c.AuditLog = &audit }))
 	links := &recLinks{
 		statuses: []wireext.MirrorPartitionStatus{{Topic: "a", State: wireext.StateMirroring}, {Topic: "b", State: wireext.StatePaused}},
@@ -329,7 +330,7 @@ func TestLinkAdminACLs(t *testing.T) {
 	}
 
 	// Every state-changing request was audited; no secret was written.
-	text := audit.buf.String()
+	text := audit.String()
 	for _, w := range []string{`"action":"create link"`, `"action":"delete link"`, `"action":"start mirror topic"`, `"action":"pause mirror topic"`, `"action":"truncate mirror topic"`, `"outcome":"CLUSTER_AUTHORIZATION_FAILED"`, `"outcome":"TOPIC_AUTHORIZATION_FAILED"`} {
 		if !strings.Contains(text, w) {
 			t.Fatalf("audit log lacks %s:\n%s", w, text)
@@ -350,7 +351,7 @@ func btoi(b bool) int {
 // TestLinkAdminAuditSecrets: a link's creation is audited with its
 // source config's names, never a value.
 func TestLinkAdminAuditSecrets(t *testing.T) {
-	var audit logBuffer
+	var audit logbuf.Buffer
 	b := startBroker(t, t.TempDir(), func(c *Config) { c.AuditLog = &audit })
 	b.srv.SetLinkService(&recLinks{})
 	req := &wireext.CreateMirrorLinkRequest{Link: wireext.LinkConfig{Name: "l", SourceBootstrap: "s:9092",
@@ -367,8 +368,8 @@ func TestLinkAdminAuditSecrets(t *testing.T) {
 	if keys := fmt.Sprint(recs[0]["source_config_keys"]); keys != "[sasl.jaas.config]" {
 		t.Fatalf("keys %s", keys)
 	}
-	if strings.Contains(audit.buf.String(), "hunter2") {
-		t.Fatalf("secret in the audit log:\n%s", audit.buf.String())
+	if strings.Contains(audit.String(), "hunter2") {
+		t.Fatalf("secret in the audit log:\n%s", audit.String())
 	}
 }
 
@@ -379,7 +380,7 @@ var noError = &kerr.Error{Message: "NONE", Code: 0}
 // audit record per topic with the epoch assigned; a refused one records
 // the refusal.
 func TestAuditMirrorRegistration(t *testing.T) {
-	var audit logBuffer
+	var audit logbuf.Buffer
 	b := startBroker(t, t.TempDir(), func(c *Config) { c.AuditLog = &audit })
 	createTopic(t, b, "m", 2, map[string]*string{"mirror.mode": sp("push")})
 	epoch := registerAs(t, b, "m", writerID{7}, 0, 1)

@@ -487,10 +487,7 @@ func TestMetricsPolicies(t *testing.T) {
 		t.Fatalf("first mirror produce: %+v", r)
 	}
 	p := b.srv.Topic("m").Partition(0)
-	h, err := partitionHandle(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := mustHandle(t, p)
 	if err := b.srv.judgePolicies(p, h.log, data(2, 3, 1).encode(t), 2); err == nil {
 		t.Fatal("an epoch rewind accepted")
 	}

@@ -24,16 +24,7 @@ func (c *replCluster) mirrorProduceAsync(node int32, topic string, set []byte, e
 // before that is refused) and returns its answer.
 func (c *replCluster) replicateUntil(ch <-chan produceResult) kmsg.ProduceResponseTopicPartition {
 	c.t.Helper()
-	var r produceResult
-	waitUntil(c.t, "the produce answered", func() bool {
-		c.replicate(1)
-		select {
-		case r = <-ch:
-			return true
-		default:
-			return false
-		}
-	})
+	r := replicateUntilAnswered(c, "the produce answered", ch)
 	if r.err != nil {
 		c.t.Fatal(r.err)
 	}
@@ -161,14 +152,7 @@ func TestMirrorStopAcrossLeaderChange(t *testing.T) {
 	}
 	c.elect("m", 2, []int32{1, 2, 3})
 	hold.Store(false)
-	if code := c.replicateUntilStopped(answer); code != 0 {
-		t.Fatalf("the stop: %v", kerr.ErrorForCode(code))
-	}
-	want := c.logBytes(2, "m")
-	waitUntil(t, "the followers have the leader's log", func() bool {
-		c.replicate(1)
-		return bytes.Equal(c.logBytes(1, "m"), want) && bytes.Equal(c.logBytes(3, "m"), want)
-	})
+	want := c.completeStop(answer, "m")
 	for id := int32(1); id <= 3; id++ {
 		if n := c.barriers(id, "m"); n != 1 {
 			t.Fatalf("node %d holds %d barriers, want 1", id, n)
@@ -239,14 +223,7 @@ func TestMirrorStopNewLeaderRecordsItsStopPoint(t *testing.T) {
 	c.waitLEO(1, "m", 6) // node 1's barrier at 5, on node 1 only
 	c.elect("m", 2, []int32{2, 3})
 	hold.Store(false)
-	if code := c.replicateUntilStopped(answer); code != 0 {
-		t.Fatalf("the stop: %v", kerr.ErrorForCode(code))
-	}
-	want := c.logBytes(2, "m")
-	waitUntil(t, "the followers have the new leader's log", func() bool {
-		c.replicate(1)
-		return bytes.Equal(c.logBytes(1, "m"), want) && bytes.Equal(c.logBytes(3, "m"), want)
-	})
+	c.completeStop(answer, "m")
 	if end := c.handle(2, "m").log.LogEndOffset(); end != 4 || c.barriers(2, "m") != 1 {
 		t.Fatalf("the new leader ends at %d with %d barriers, want its barrier at 3", end, c.barriers(2, "m"))
 	}
@@ -293,18 +270,41 @@ func (c *replCluster) deleteMirrorModeAsync(node int32, topic string) <-chan int
 	return out
 }
 
+// completeStop waits for the stop behind answer (of topic, after node 2
+// was elected its leader) to succeed and for nodes 1 and 3 to hold node
+// 2's log, which it returns.
+func (c *replCluster) completeStop(answer <-chan int16, topic string) []byte {
+	c.t.Helper()
+	if code := c.replicateUntilStopped(answer); code != 0 {
+		c.t.Fatalf("the stop: %v", kerr.ErrorForCode(code))
+	}
+	want := c.logBytes(2, topic)
+	waitUntil(c.t, "the followers have the new leader's log", func() bool {
+		c.replicate(1)
+		return bytes.Equal(c.logBytes(1, topic), want) && bytes.Equal(c.logBytes(3, topic), want)
+	})
+	return want
+}
+
 // replicateUntilStopped runs fetch rounds until the stop is answered.
 func (c *replCluster) replicateUntilStopped(answer <-chan int16) int16 {
 	c.t.Helper()
-	var code int16
-	waitUntil(c.t, "the stop answered", func() bool {
+	return replicateUntilAnswered(c, "the stop answered", answer)
+}
+
+// replicateUntilAnswered runs fetch rounds on c until answer yields a
+// value (what names it if it never does) and returns that value.
+func replicateUntilAnswered[T any](c *replCluster, what string, answer <-chan T) T {
+	c.t.Helper()
+	var v T
+	waitUntil(c.t, what, func() bool {
 		c.replicate(1)
 		select {
-		case code = <-answer:
+		case v = <-answer:
 			return true
 		default:
 			return false
 		}
 	})
-	return code
+	return v
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -229,7 +230,7 @@ func TestMirrorLeaderEpochRule(t *testing.T) {
 	for _, e := range l.EpochCache().Entries() {
 		epochs = append(epochs, e.Epoch)
 	}
-	if want := []int32{2, 5, 9, 10, 32}; !equalInt32s(epochs, want) {
+	if want := []int32{2, 5, 9, 10, 32}; !slices.Equal(epochs, want) {
 		t.Fatalf("epoch cache %v, want the stored batches' %v", epochs, want)
 	}
 	b.stop()
@@ -252,18 +253,6 @@ func TestMirrorLeaderEpochRule(t *testing.T) {
 	if e := kbatch.LeaderEpoch(storedBatches(t, b.srv.cluster.topic("m").Partition(0), 15)[0]); e != 32 {
 		t.Fatalf("stored batch epoch %d, sent 32", e)
 	}
-}
-
-func equalInt32s(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // writerTagID is the MirrorProduce value of a version-1 pusher: writer

@@ -69,13 +69,7 @@ func holdWriter(t *testing.T, q *hotpath.Partition) (release func()) {
 // readProduce reads the next response of c as a produce v11 answer.
 func readProduce(t *testing.T, c *rawConn, corr int32) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
-	got, body, err := c.read()
-	if err != nil {
-		t.Fatalf("response %d: %v", corr, err)
-	}
-	if got != corr {
-		t.Fatalf("response has correlation id %d, want %d", got, corr)
-	}
+	body := c.readAnswer(corr)
 	resp := kmsg.NewPtrProduceResponse()
 	resp.Version = 11
 	if err := resp.ReadFrom(body[1:]); err != nil { // header v1: empty tags
@@ -92,10 +86,7 @@ func TestMirrorProducesOverlapOnOneConnection(t *testing.T) {
 	b := startBroker(t, t.TempDir(), nil)
 	createTopic(t, b, "m", 1, map[string]*string{"mirror.mode": sp("push")})
 	p := b.srv.cluster.topic("m").Partition(0)
-	h, err := partitionHandle(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := mustHandle(t, p)
 	const n, per = 8, 3
 	c := dialRaw(t, b.addr)
 	release := holdWriter(t, h.queue)
@@ -191,10 +182,7 @@ func TestMirrorStopRefusesQueuedProduces(t *testing.T) {
 	b := startBroker(t, t.TempDir(), nil)
 	createTopic(t, b, "m", 1, map[string]*string{"mirror.mode": sp("push"), "retention.ms": sp("-1")})
 	p := b.srv.cluster.topic("m").Partition(0)
-	h, err := partitionHandle(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := mustHandle(t, p)
 	const n = 4
 	c := dialRaw(t, b.addr)
 	release := holdWriter(t, h.queue)
@@ -257,10 +245,7 @@ func TestBrokenConnectionKeepsQueuedFrames(t *testing.T) {
 	b := startBroker(t, t.TempDir(), func(c *Config) { c.RequestTimeout = 300 * time.Millisecond })
 	createTopic(t, b, "m", 1, map[string]*string{"mirror.mode": sp("push"), "retention.ms": sp("-1")})
 	p := b.srv.cluster.topic("m").Partition(0)
-	h, err := partitionHandle(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := mustHandle(t, p)
 	conns := func() int {
 		b.srv.mu.Lock()
 		defer b.srv.mu.Unlock()

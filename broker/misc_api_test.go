@@ -71,10 +71,7 @@ func TestDescribeBrokerConfigs(t *testing.T) {
 	other.Resources = append(other.Resources, o)
 	c := dialRaw(t, b.addr)
 	c.write(appendRequestFrame(nil, other, 1, "x"))
-	_, body, err := c.read()
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := c.readAnswer(1)
 	oresp := kmsg.NewPtrDescribeConfigsResponse()
 	oresp.Version = 4
 	if err := oresp.ReadFrom(body[1:]); err != nil || oresp.Resources[0].ErrorCode != kerr.InvalidRequest.Code {
@@ -82,22 +79,29 @@ func TestDescribeBrokerConfigs(t *testing.T) {
 	}
 }
 
-func TestDescribeConfigsFilterAndDocs(t *testing.T) {
-	b := startBroker(t, t.TempDir(), nil)
-	if r, _ := b.admin().CreateTopic(ctxT(t), 1, 1, nil, "f"); r.Err != nil {
-		t.Fatal(r.Err)
-	}
+// topicConfigDocs describes the configs names of topic, documentation
+// included.
+func topicConfigDocs(t *testing.T, b *testBroker, topic string, names ...string) []kmsg.DescribeConfigsResponseResourceConfig {
+	t.Helper()
 	req := kmsg.NewPtrDescribeConfigsRequest()
 	req.IncludeDocumentation = true
 	r := kmsg.NewDescribeConfigsRequestResource()
-	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeTopic, "f"
-	r.ConfigNames = []string{"segment.ms", "not.a.config"}
+	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeTopic, topic
+	r.ConfigNames = names
 	req.Resources = append(req.Resources, r)
 	resp, err := req.RequestWith(ctxT(t), b.client())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := resp.Resources[0].Configs
+	return resp.Resources[0].Configs
+}
+
+func TestDescribeConfigsFilterAndDocs(t *testing.T) {
+	b := startBroker(t, t.TempDir(), nil)
+	if r, _ := b.admin().CreateTopic(ctxT(t), 1, 1, nil, "f"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	cs := topicConfigDocs(t, b, "f", "segment.ms", "not.a.config")
 	if len(cs) != 1 || cs[0].Name != "segment.ms" || cs[0].ConfigType != kmsg.ConfigTypeLong || cs[0].Documentation == nil || *cs[0].Documentation == "" {
 		t.Fatalf("%+v", cs)
 	}
@@ -203,10 +207,7 @@ func TestInitProducerID(t *testing.T) {
 	req.TransactionTimeoutMillis = 60000
 	c := dialRaw(t, b.addr)
 	c.write(appendRequestFrame(nil, req, 1, "x"))
-	_, body, err := c.read()
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := c.readAnswer(1)
 	tresp := kmsg.NewPtrInitProducerIDResponse()
 	tresp.Version = 4
 	if err := tresp.ReadFrom(body[1:]); err != nil || tresp.ErrorCode != 0 || tresp.ProducerID <= last || tresp.ProducerEpoch != 0 {

@@ -104,14 +104,11 @@ func TestMirrorPoliciesJudge(t *testing.T) {
 		t.Fatalf("first mirror produce: %+v", r)
 	}
 	p := b.srv.Topic("m").Partition(0)
-	h, err := partitionHandle(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := mustHandle(t, p)
 	if got := b.srv.policy.binding(p.Topic).b.Policies(); strings.Join(got, ",") != strings.Join(policies.DefaultMirror, ",") {
 		t.Fatalf("mirror topic bound %v, want the defaults", got)
 	}
-	err = b.srv.judgePolicies(p, h.log, data(2, 3, 1).encode(t), 2)
+	err := b.srv.judgePolicies(p, h.log, data(2, 3, 1).encode(t), 2)
 	code, msg := dataErrorToKafka(err)
 	if code != kerr.PolicyViolation.Code || !strings.Contains(msg, "mirror policy epoch-monotonic rejected the batch at offset 2: leader epoch 3 rewinds below 5") {
 		t.Fatalf("epoch rewind: %d %q", code, msg)

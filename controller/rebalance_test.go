@@ -8,6 +8,7 @@ import (
 
 	"github.com/verbatim-kafka/verbatim/clustermeta"
 	"github.com/verbatim-kafka/verbatim/clustermeta/memstore"
+	"github.com/verbatim-kafka/verbatim/internal/testkit/logbuf"
 )
 
 // rebalanceSnap is topic "t" with ten partitions whose preferred replica
@@ -104,8 +105,8 @@ func TestRunRebalances(t *testing.T) {
 	if _, err := st.CASPartitions(ctx, clustermeta.Fence{}, []clustermeta.PartitionState{moved}); err != nil {
 		t.Fatal(err)
 	}
-	log := &logBuffer{}
-	c := Config{Store: st, NodeID: 1, Log: log.logger(), RetryBackoff: time.Millisecond,
+	log := &logbuf.Buffer{}
+	c := Config{Store: st, NodeID: 1, Log: textLogger(log), RetryBackoff: time.Millisecond,
 		Rebalance: RebalanceConfig{Enable: true, Interval: 10 * time.Millisecond, PerBrokerPercentage: 10}}
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)

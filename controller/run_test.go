@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,31 +12,15 @@ import (
 
 	"github.com/verbatim-kafka/verbatim/clustermeta"
 	"github.com/verbatim-kafka/verbatim/clustermeta/memstore"
+	"github.com/verbatim-kafka/verbatim/internal/testkit/logbuf"
 )
 
 // The runner's tests: deadlines are generous bounds on correctness, never
 // what decides a pass.
 const waitLimit = 20 * time.Second
 
-// logBuffer collects a candidate's log lines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
+// textLogger is a candidate's logger, its lines collected in l.
+func textLogger(l *logbuf.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
 
 // registerBrokers registers brokers 1..n and creates topic "t" with n
 // partitions of replication factor n, led by 1..n in turn.
@@ -100,7 +83,7 @@ func ledBy(leader int32, isr ...int32) func(*clustermeta.Snapshot) bool {
 
 // waitLog waits until every want is in the log: a decision's line is
 // written after its write, which watchers may see first.
-func waitLog(t *testing.T, l *logBuffer, who string, want ...string) {
+func waitLog(t *testing.T, l *logbuf.Buffer, who string, want ...string) {
 	t.Helper()
 	deadline := time.Now().Add(waitLimit)
 	for {
@@ -139,9 +122,9 @@ func controllerIs(id int32) func(*clustermeta.Snapshot) bool {
 
 // candidate runs Run for node id on st, logging into the returned
 // buffer; the returned function stops it and checks that Run returned nil.
-func candidate(t *testing.T, st clustermeta.Store, id int32) (*logBuffer, func()) {
-	log := &logBuffer{}
-	c := Config{Store: st, NodeID: id, Log: log.logger(), RetryBackoff: time.Millisecond}
+func candidate(t *testing.T, st clustermeta.Store, id int32) (*logbuf.Buffer, func()) {
+	log := &logbuf.Buffer{}
+	c := Config{Store: st, NodeID: id, Log: textLogger(log), RetryBackoff: time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, c) }()
@@ -230,8 +213,8 @@ func staleTermFenced(t *testing.T, a, b clustermeta.Store, end func(context.Cont
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logA logBuffer
-	termA := &term{c: Config{Store: a, NodeID: 11, Log: logA.logger()}.withDefaults(), lead: lead}
+	var logA logbuf.Buffer
+	termA := &term{c: Config{Store: a, NodeID: 11, Log: textLogger(&logA)}.withDefaults(), lead: lead}
 	ended := make(chan error, 1)
 	go func() { ended <- termA.run(ctx) }()
 	waitSnap(t, a, "controller 11", controllerIs(11))

@@ -58,16 +58,7 @@ func newBenchFrame(tb testing.TB, size int) *benchFrame {
 		recs[i] = kbatch.Record{OffsetDelta: int32(i), Key: []byte(fmt.Sprintf("k%06d", i)), Value: v}
 	}
 	batch := mustEncode(tb, kbatch.NewBatch(time.Now().UnixMilli(), recs...))
-	req := kmsg.NewPtrProduceRequest()
-	req.Version = 11
-	req.Acks = -1
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = "bench"
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = batch
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("bench")).AppendRequest(nil, req, 1)
+	frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("bench")).AppendRequest(nil, oneSetProduce(11, "bench", batch), 1)
 	// Locate the batch inside the frame.
 	_, _, body := splitRequest(tb, frame[4:])
 	var pr ProduceRequest

@@ -17,17 +17,8 @@ import (
 func produceFrames(version int16, sets [][]byte) []byte {
 	var stream []byte
 	for i, set := range sets {
-		req := kmsg.NewPtrProduceRequest()
-		req.Version = version
-		req.Acks = -1
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = "mirror"
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = set
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
 		// AppendRequest writes the size at dst[0], so each frame starts empty.
-		stream = append(stream, kmsg.NewRequestFormatter().AppendRequest(nil, req, int32(i))...)
+		stream = append(stream, kmsg.NewRequestFormatter().AppendRequest(nil, oneSetProduce(version, "mirror", set), int32(i))...)
 	}
 	return stream
 }

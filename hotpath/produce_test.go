@@ -48,6 +48,21 @@ func kmsgProduce(version int16, topics, partitions, setSize int, withNull bool) 
 	return req
 }
 
+// oneSetProduce is an acks=all Produce request of one record set for
+// partition 0 of topic.
+func oneSetProduce(version int16, topic string, set []byte) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.Version = version
+	req.Acks = -1
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = set
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
 // withMirrorTags adds, to a flexible request, Verbatim's mirror fields
 // (request level, and partition level on every other partition) and an
 // unknown tag at each level the decoder must skip.

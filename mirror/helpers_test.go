@@ -2,13 +2,44 @@ package mirror
 
 import (
 	"bytes"
+	"context"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/verbatim-kafka/verbatim/internal/testkit"
 )
+
+// startPushPair starts the usual fixture of a push test: a one-broker
+// kfake source with a one-partition topic "t" (and its address) and an
+// empty destination broker.
+func startPushPair(t *testing.T) (*kfake.Cluster, string, *testkit.Dest) {
+	t.Helper()
+	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
+	return src, src.ListenAddrs()[0], testkit.StartDest(t, t.TempDir())
+}
+
+// followInBackground runs a pusher with o (a following one) until stop,
+// which cancels the run and fails t unless it then ended without error.
+func followInBackground(t *testing.T, o Options) (*Pusher, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(testkit.Ctx(t))
+	p, err := NewPusher(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := p.Run(ctx); done <- err }()
+	return p, func() {
+		t.Helper()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("follow ended with %v", err)
+		}
+	}
+}
 
 func produceN(t *testing.T, cl *kgo.Client, topic string, n int, keyed bool) {
 	t.Helper()

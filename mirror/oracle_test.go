@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/internal/testkit"
@@ -26,9 +25,7 @@ import (
 // now clamps on its own from the offsets both clusters answer, and so
 // sees the difference.
 func TestVerifyCatchesWrongGroupClamp(t *testing.T) {
-	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
-	sa := src.ListenAddrs()[0]
-	dst := testkit.StartDest(t, t.TempDir())
+	_, sa, dst := startPushPair(t)
 	produceBatches(t, testkit.Client(t, sa), "t", 5, 2) // offsets 0-9, log end 10
 	os := kadm.Offsets{}
 	os.Add(kadm.Offset{Topic: "t", Partition: 0, At: 10, LeaderEpoch: 0, Metadata: "caught up"})

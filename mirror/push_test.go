@@ -137,18 +137,10 @@ func TestPushResumeAndEpochs(t *testing.T) {
 
 // TestPushFollow tails the source until cancelled.
 func TestPushFollow(t *testing.T) {
-	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
-	sa := src.ListenAddrs()[0]
-	dst := testkit.StartDest(t, t.TempDir())
+	_, sa, dst := startPushPair(t)
 	cl := testkit.Client(t, sa)
 	produceN(t, cl, "t", 10, false)
-	ctx, cancel := context.WithCancel(testkit.Ctx(t))
-	p, err := NewPusher(Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, Follow: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { _, err := p.Run(ctx); done <- err }()
+	p, stop := followInBackground(t, Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, Follow: true})
 	waitEnd := func(want int64) {
 		t.Helper()
 		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
@@ -161,10 +153,7 @@ func TestPushFollow(t *testing.T) {
 	waitEnd(10)
 	produceN(t, cl, "t", 15, false)
 	waitEnd(25)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("follow ended with %v", err)
-	}
+	stop()
 	sameLogs(t, sa, dst.Addr, "t", 1)
 }
 
@@ -202,9 +191,7 @@ func TestPushDivergence(t *testing.T) {
 // TestPushSmallFetchAndLargeBatch: a batch far larger than the fetch size
 // is copied whole.
 func TestPushSmallFetchAndLargeBatch(t *testing.T) {
-	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
-	sa := src.ListenAddrs()[0]
-	dst := testkit.StartDest(t, t.TempDir())
+	_, sa, dst := startPushPair(t)
 	cl := testkit.Client(t, sa)
 	produceN(t, cl, "t", 5, false)
 	if err := cl.ProduceSync(testkit.Ctx(t), &kgo.Record{Topic: "t", Value: bytes.Repeat([]byte("x"), 300<<10)}).FirstErr(); err != nil {
@@ -218,9 +205,7 @@ func TestPushSmallFetchAndLargeBatch(t *testing.T) {
 }
 
 func TestPushUsageAndRefusals(t *testing.T) {
-	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
-	sa := src.ListenAddrs()[0]
-	dst := testkit.StartDest(t, t.TempDir())
+	_, sa, dst := startPushPair(t)
 	for _, tc := range []struct {
 		name string
 		o    Options
@@ -298,9 +283,7 @@ func ExampleStopResult_String() {
 // or acknowledged as an identical retry; the destination never gets a
 // gap or a duplicate.
 func TestTwoPushers(t *testing.T) {
-	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
-	sa := src.ListenAddrs()[0]
-	dst := testkit.StartDest(t, t.TempDir())
+	_, sa, dst := startPushPair(t)
 	produceBatches(t, testkit.Client(t, sa), "t", 300, 3)
 	if _, err := Push(testkit.Ctx(t), Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, FetchBytes: 1024}); err != nil {
 		t.Fatal(err)
@@ -330,18 +313,10 @@ func TestTwoPushers(t *testing.T) {
 // TestPushFollowNewPartitions: partitions added on the source while
 // following are created on the destination and copied.
 func TestPushFollowNewPartitions(t *testing.T) {
-	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
-	sa := src.ListenAddrs()[0]
-	dst := testkit.StartDest(t, t.TempDir())
+	_, sa, dst := startPushPair(t)
 	cl := testkit.Client(t, sa, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	produceN(t, cl, "t", 5, false)
-	ctx, cancel := context.WithCancel(testkit.Ctx(t))
-	p, err := NewPusher(Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, Follow: true, MetadataEvery: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { _, err := p.Run(ctx); done <- err }()
+	p, stop := followInBackground(t, Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, Follow: true, MetadataEvery: 50 * time.Millisecond})
 	if _, err := kadmClient(t, sa).UpdatePartitions(testkit.Ctx(t), 3, "t"); err != nil {
 		t.Fatal(err)
 	}
@@ -358,10 +333,7 @@ func TestPushFollowNewPartitions(t *testing.T) {
 			t.Fatalf("new partition not copied: %+v", s)
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	sameLogs(t, sa, dst.Addr, "t", 1)
 	if s, d := rawLog(t, sa, "t", 2), rawLog(t, dst.Addr, "t", 2); !bytes.Equal(s, d) || len(s) == 0 {
 		t.Fatal("partition 2 differs")
@@ -371,9 +343,7 @@ func TestPushFollowNewPartitions(t *testing.T) {
 // TestPushOldMessageFormat: message format v1 data on the source is a
 // clear refusal naming the offset, with nothing written.
 func TestPushOldMessageFormat(t *testing.T) {
-	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
-	sa := src.ListenAddrs()[0]
-	dst := testkit.StartDest(t, t.TempDir())
+	src, sa, dst := startPushPair(t)
 	produceN(t, testkit.Client(t, sa), "t", 1, false)
 	// The source answers fetches with a message format v1 message set,
 	// as a topic written by a pre-0.11 producer would hold.
@@ -410,9 +380,7 @@ func TestPushOldMessageFormat(t *testing.T) {
 // at the fetch size (as brokers serving old formats or strict limits do)
 // gets asked again with a larger size until the batch is whole.
 func TestPushGrowsFetchForCutFirstBatch(t *testing.T) {
-	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
-	sa := src.ListenAddrs()[0]
-	dst := testkit.StartDest(t, t.TempDir())
+	src, sa, dst := startPushPair(t)
 	if err := testkit.Client(t, sa, kgo.ProducerBatchCompression(kgo.NoCompression())).ProduceSync(testkit.Ctx(t), &kgo.Record{Topic: "t", Value: bytes.Repeat([]byte("y"), 40<<10)}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -447,17 +415,9 @@ func TestPushGrowsFetchForCutFirstBatch(t *testing.T) {
 // TestPushFollowSyncsConfigs: a topic config changed on the source while
 // following is changed on the destination.
 func TestPushFollowSyncsConfigs(t *testing.T) {
-	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
-	sa := src.ListenAddrs()[0]
-	dst := testkit.StartDest(t, t.TempDir())
+	_, sa, dst := startPushPair(t)
 	produceN(t, testkit.Client(t, sa), "t", 3, false)
-	ctx, cancel := context.WithCancel(testkit.Ctx(t))
-	p, err := NewPusher(Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, Follow: true, MetadataEvery: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { _, err := p.Run(ctx); done <- err }()
+	_, stop := followInBackground(t, Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, Follow: true, MetadataEvery: 50 * time.Millisecond})
 	if _, err := kadmClient(t, sa).AlterTopicConfigs(testkit.Ctx(t), []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: kmsg.StringPtr("123456")}}, "t"); err != nil {
 		t.Fatal(err)
 	}
@@ -469,19 +429,14 @@ func TestPushFollowSyncsConfigs(t *testing.T) {
 	if describeConfigs(t, dst.Addr, "t")["mirror.mode"] != "push" {
 		t.Fatal("mirror.mode lost in the sync")
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 }
 
 // TestPushFollowSourceTopicRecreated: a source topic deleted and created
 // again while following (a new topic id: its offsets are unrelated) stops
 // the push with exit 1 and a clear message.
 func TestPushFollowSourceTopicRecreated(t *testing.T) {
-	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
-	sa := src.ListenAddrs()[0]
-	dst := testkit.StartDest(t, t.TempDir())
+	_, sa, dst := startPushPair(t)
 	produceN(t, testkit.Client(t, sa), "t", 5, false)
 	p, err := NewPusher(Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, Follow: true, MetadataEvery: 50 * time.Millisecond})
 	if err != nil {

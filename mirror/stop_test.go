@@ -8,7 +8,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/verbatim-kafka/verbatim/client"
@@ -21,9 +20,7 @@ import (
 // The broker side (the stop sequence behind the DELETE of mirror.mode) is
 // broker/mirror_stop.go.
 func TestStopFailover(t *testing.T) {
-	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
-	sa := src.ListenAddrs()[0]
-	dst := testkit.StartDest(t, t.TempDir())
+	_, sa, dst := startPushPair(t)
 	produceN(t, testkit.Client(t, sa), "t", 20, false)
 	txn := testkit.Client(t, sa, kgo.TransactionalID("open"), kgo.DefaultProduceTopic("t"))
 	if err := txn.BeginTransaction(); err != nil {
@@ -61,9 +58,7 @@ func TestStopFailover(t *testing.T) {
 // retention) is forwarded to the destination, before and after the data
 // was copied (a DeleteRecords with the mirror tag, docs/mirroring.md).
 func TestPushForwardsLogStart(t *testing.T) {
-	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
-	sa := src.ListenAddrs()[0]
-	dst := testkit.StartDest(t, t.TempDir())
+	_, sa, dst := startPushPair(t)
 	cl := testkit.Client(t, sa)
 	produceBatches(t, cl, "t", 10, 10)
 	adm := kadm.NewClient(cl)
@@ -100,9 +95,7 @@ func TestPushForwardsLogStart(t *testing.T) {
 // assigned the later one a newer epoch): its next write is PRODUCER_FENCED,
 // a refusal (exit 1), while the later pusher's copy is exact.
 func TestOlderPusherFenced(t *testing.T) {
-	src := testkit.StartSource(t, kfake.SeedTopics(1, "t"))
-	sa := src.ListenAddrs()[0]
-	dst := testkit.StartDest(t, t.TempDir())
+	_, sa, dst := startPushPair(t)
 	cl := testkit.Client(t, sa)
 	produceN(t, cl, "t", 10, false)
 	older, err := NewPusher(Options{Source: sa, Dest: dst.Addr, Topics: []string{"t"}, CreateTopics: true, Follow: true})

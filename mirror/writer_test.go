@@ -1,7 +1,6 @@
 package mirror
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"sync"
@@ -66,13 +65,7 @@ func TestPushCreateTopicsKeepsSourceTopicID(t *testing.T) {
 		t.Fatal(err)
 	}
 	produceN(t, testkit.Client(t, sa), "c", 5, false)
-	ctx, cancel := context.WithCancel(testkit.Ctx(t))
-	p, err := NewPusher(Options{Source: sa, Dest: dst.Addr, Topics: []string{"a", "c"}, CreateTopics: true, Follow: true, MetadataEvery: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { _, err := p.Run(ctx); done <- err }()
+	_, stop := followInBackground(t, Options{Source: sa, Dest: dst.Addr, Topics: []string{"a", "c"}, CreateTopics: true, Follow: true, MetadataEvery: 50 * time.Millisecond})
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if got := topicIDs(t, dst.Addr, "c"); got["c"] != ([16]byte{}) {
 			if src := topicIDs(t, sa, "c"); got["c"] != src["c"] {
@@ -84,10 +77,7 @@ func TestPushCreateTopicsKeepsSourceTopicID(t *testing.T) {
 			t.Fatal("topic c was not created")
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("follow: %v", err)
-	}
+	stop()
 }
 
 // TestPushRefusesTopicIDInUse: when the destination already has the

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,7 +29,7 @@ func TestCleanerTransactions(t *testing.T) {
 		markerBatch(t, 7, 7, 0, kbatch.ControlAbort),
 	}
 	// One segment (and so one cleaning group) holds the transactions.
-	l := openLog(t, NewMemFS(), Config{SegmentBytes: int64(len(concat(txn...))), IndexIntervalBytes: 1})
+	l := openLog(t, NewMemFS(), Config{SegmentBytes: int64(len(slices.Concat(txn...))), IndexIntervalBytes: 1})
 	defer l.Close()
 	appendAll(t, l, txn...)
 	appendAll(t, l,
@@ -102,7 +103,7 @@ func TestCleanerTransactions(t *testing.T) {
 // stable offset at the log end.
 func TestCleanerKeepsCommitMarkerOfDataInEarlierGroup(t *testing.T) {
 	fs := NewMemFS()
-	segA := concat(txnData(t, 0, 9, 0, "c=committed"), kvBatch(t, 1, 100, "x=1"))
+	segA := slices.Concat(txnData(t, 0, 9, 0, "c=committed"), kvBatch(t, 1, 100, "x=1"))
 	cfg := Config{SegmentBytes: int64(len(segA)), IndexIntervalBytes: 1}
 	l := openLog(t, fs, cfg)
 	appendAll(t, l, txnData(t, 0, 9, 0, "c=committed"), kvBatch(t, 1, 100, "x=1"))

@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -71,7 +72,7 @@ func TestDeleteRecordsWithEpoch(t *testing.T) {
 	if _, err := l.DeleteRecordsWithEpoch(0, 0); !errors.Is(err, ErrEpochInconsistent) {
 		t.Fatalf("empty log: %v", err)
 	}
-	if _, err := l.AppendVerbatim(concat(testBatch(t, 5, 0, 1000, 2, 5), testBatch(t, 8, 1, 1001, 2, 5))); err != nil {
+	if _, err := l.AppendVerbatim(slices.Concat(testBatch(t, 5, 0, 1000, 2, 5), testBatch(t, 8, 1, 1001, 2, 5))); err != nil {
 		t.Fatal(err)
 	}
 	earliest := func(l *Log) int32 {

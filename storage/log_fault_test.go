@@ -126,8 +126,8 @@ func TestLogFsyncErrorTakesPartitionOffline(t *testing.T) {
 	}
 }
 
-func TestLogGroupCommit(t *testing.T) {
-	fs := NewMemFS()
+// countLogSyncs counts the syncs of fs's segment (.log) files from now on.
+func countLogSyncs(fs *MemFS) *atomic.Int32 {
 	var syncs atomic.Int32
 	fs.SetFault(func(o Op, name string) Fault {
 		if o == OpSync && strings.HasSuffix(name, ".log") {
@@ -135,6 +135,12 @@ func TestLogGroupCommit(t *testing.T) {
 		}
 		return Fault{}
 	})
+	return &syncs
+}
+
+func TestLogGroupCommit(t *testing.T) {
+	fs := NewMemFS()
+	syncs := countLogSyncs(fs)
 	l := openLog(t, fs, Config{Flush: FlushAlways})
 	defer l.Close()
 	var fired atomic.Int32
@@ -183,13 +189,7 @@ func TestLogGroupCommit(t *testing.T) {
 
 func TestLogFlushNeverDoesNotSyncAppends(t *testing.T) {
 	fs := NewMemFS()
-	var syncs atomic.Int32
-	fs.SetFault(func(o Op, name string) Fault {
-		if o == OpSync && strings.HasSuffix(name, ".log") {
-			syncs.Add(1)
-		}
-		return Fault{}
-	})
+	syncs := countLogSyncs(fs)
 	l := openLog(t, fs, Config{Flush: FlushNever})
 	for i := 0; i < 50; i++ {
 		if _, err := l.AppendLeader(testBatch(t, 0, 1, int64(i), 1, 10), 1, 1); err != nil {

@@ -36,14 +36,6 @@ func encode(t testing.TB, b kbatch.Batch) []byte {
 	return out
 }
 
-func concat(bs ...[]byte) []byte {
-	var out []byte
-	for _, b := range bs {
-		out = append(out, b...)
-	}
-	return out
-}
-
 func openLog(t testing.TB, fs FS, cfg Config) *Log {
 	t.Helper()
 	l, err := Open(fs, "data/t-0", cfg)
@@ -51,6 +43,20 @@ func openLog(t testing.TB, fs FS, cfg Config) *Log {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// checkBatches fails t unless got is want, batch for batch and byte for
+// byte.
+func checkBatches(t testing.TB, got, want [][]byte) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%d batches, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("batch %d differs", i)
+		}
+	}
 }
 
 // readAllBatches returns every stored batch from the log start, by

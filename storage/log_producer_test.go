@@ -2,6 +2,7 @@ package storage
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
@@ -108,7 +109,7 @@ func TestLogVerbatimNeverDropsProducerDuplicates(t *testing.T) {
 func TestLogTransactionsLSOAndAbortedIndex(t *testing.T) {
 	fs := NewMemFS()
 	l := openLog(t, fs, Config{SegmentBytes: 400})
-	set := concat(
+	set := slices.Concat(
 		pidBatch(t, 0, 7, 0, 0, 3, true), // txn of 7: 0..2
 		pidBatch(t, 3, 8, 0, 0, 2, true), // txn of 8: 3..4
 	)
@@ -168,7 +169,7 @@ func TestLogMirrorPidResetClearsProducerState(t *testing.T) {
 		fs := NewMemFS()
 		l := openLog(t, fs, Config{})
 		// A mirrored idempotent producer 9 and an open transaction of 11.
-		if _, err := l.AppendVerbatim(concat(pidBatch(t, 0, 9, 0, 0, 2, false), pidBatch(t, 2, 11, 0, 0, 1, true))); err != nil {
+		if _, err := l.AppendVerbatim(slices.Concat(pidBatch(t, 0, 9, 0, 0, 2, false), pidBatch(t, 2, 11, 0, 0, 1, true))); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := l.AppendVerbatim(markerBatch(t, 3, 11, 0, kbatch.ControlAbort)); err != nil {

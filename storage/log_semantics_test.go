@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
@@ -109,7 +110,7 @@ func TestLogRefusesOldMagicAndMalformedSets(t *testing.T) {
 	// Verbatim offsets must increase inside a set.
 	b1 := testBatch(t, 10, 1, 1, 3, 1)
 	b2 := testBatch(t, 11, 1, 1, 1, 1)
-	if _, err := l.AppendVerbatim(concat(b1, b2)); !errors.Is(err, ErrCorruptBatch) {
+	if _, err := l.AppendVerbatim(slices.Concat(b1, b2)); !errors.Is(err, ErrCorruptBatch) {
 		t.Fatalf("overlapping set: %v", err)
 	}
 	if l.LogEndOffset() != 0 {
@@ -131,7 +132,7 @@ func TestLogStoresEmptyAndDeleteHorizonBatchesUnchanged(t *testing.T) {
 	dh.Attributes = kbatch.DeleteHorizonBit
 	dh.LeaderEpoch = 1
 	db := encode(t, dh)
-	if _, err := l.AppendVerbatim(concat(eb, db)); err != nil {
+	if _, err := l.AppendVerbatim(slices.Concat(eb, db)); err != nil {
 		t.Fatal(err)
 	}
 	got := readAllBatches(t, l)

@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
@@ -48,7 +49,7 @@ func TestLogVerbatimGapsAndRetry(t *testing.T) {
 	l := openLog(t, fs, Config{})
 	b1 := testBatch(t, 10, 3, 1000, 2, 5)
 	b2 := testBatch(t, 50, 4, 1001, 1, 5)
-	set := concat(b1, b2)
+	set := slices.Concat(b1, b2)
 	res, err := l.AppendVerbatim(set)
 	if err != nil {
 		t.Fatal(err)
@@ -73,20 +74,13 @@ func TestLogVerbatimGapsAndRetry(t *testing.T) {
 	}
 	// Partial retry: stored prefix + new batch.
 	b3 := testBatch(t, 60, 4, 1002, 1, 5)
-	res, err = l.AppendVerbatim(concat(b2, b3))
+	res, err = l.AppendVerbatim(slices.Concat(b2, b3))
 	if err != nil || res.AlreadyPresent || l.LogEndOffset() != 61 {
 		t.Fatalf("partial retry: %+v %v", res, err)
 	}
 	got := readAllBatches(t, l)
 	want := [][]byte{b1, b2, b3}
-	if len(got) != len(want) {
-		t.Fatalf("got %d batches", len(got))
-	}
-	for i := range want {
-		if !bytes.Equal(got[i], want[i]) {
-			t.Fatalf("batch %d differs", i)
-		}
-	}
+	checkBatches(t, got, want)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -27,33 +27,26 @@ func TestAllocProducerStatePrepareCommit(t *testing.T) {
 		mustApply(t, s, next(false), ControlRecord{}, OriginClient)
 	}
 	h := dataHeader(77, 0, seq, off, 10, off, false)
-	allocs := testing.AllocsPerRun(1000, func() {
-		h.BaseOffset, h.BaseSequence = off, seq
-		off += 10
-		seq += 10
-		if _, err := s.Prepare(h, ControlRecord{}, OriginClient); err != nil {
-			t.Fatal(err)
+	for _, o := range []struct {
+		name   string
+		origin ProducerOrigin
+	}{{"client", OriginClient}, {"verbatim", OriginVerbatim}} {
+		allocs := testing.AllocsPerRun(1000, func() {
+			h.BaseOffset, h.BaseSequence = off, seq
+			off += 10
+			seq += 10
+			if _, err := s.Prepare(h, ControlRecord{}, o.origin); err != nil {
+				t.Fatal(err)
+			}
+			done = s.Commit(done[:0])
+		})
+		if allocs != 0 {
+			t.Fatalf("%s prepare+commit: %v allocations per batch", o.name, allocs)
 		}
-		done = s.Commit(done[:0])
-	})
-	if allocs != 0 {
-		t.Fatalf("client prepare+commit: %v allocations per batch", allocs)
-	}
-	allocs = testing.AllocsPerRun(1000, func() {
-		h.BaseOffset, h.BaseSequence = off, seq
-		off += 10
-		seq += 10
-		if _, err := s.Prepare(h, ControlRecord{}, OriginVerbatim); err != nil {
-			t.Fatal(err)
-		}
-		done = s.Commit(done[:0])
-	})
-	if allocs != 0 {
-		t.Fatalf("verbatim prepare+commit: %v allocations per batch", allocs)
 	}
 	// A duplicate is answered without allocating either.
 	dup := dataHeader(77, 0, seq-10, 0, 10, 0, false)
-	allocs = testing.AllocsPerRun(1000, func() {
+	allocs := testing.AllocsPerRun(1000, func() {
 		r, err := s.Prepare(dup, ControlRecord{}, OriginClient)
 		if err != nil || !r.Duplicate {
 			t.Fatal(r, err)

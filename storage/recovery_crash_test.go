@@ -202,15 +202,21 @@ func lastOK(run crashRun) int {
 	return n
 }
 
+// crashTrials is how many random crashes a crash test runs per mode:
+// full, or a quarter of it under -short.
+func crashTrials(full int) int {
+	if testing.Short() {
+		return full / 4
+	}
+	return full
+}
+
 // TestCrashWithLogStartAdvances crashes a workload that also deletes
 // records and applies size retention: the recovered log is a contiguous run
 // of the appended batches (its head possibly deleted) that reaches every
 // durable offset.
 func TestCrashWithLogStartAdvances(t *testing.T) {
-	trials := 40
-	if testing.Short() {
-		trials = 10
-	}
+	trials := crashTrials(40)
 	for _, mode := range CrashModes {
 		t.Run(mode.String(), func(t *testing.T) {
 			for trial := 0; trial < trials; trial++ {
@@ -241,10 +247,7 @@ func TestCrashWithLogStartAdvances(t *testing.T) {
 // recovered log must then accept appends and reopen cleanly, its cache
 // still the batches'.
 func TestCrashPrefixProperty(t *testing.T) {
-	trials := 60
-	if testing.Short() {
-		trials = 15
-	}
+	trials := crashTrials(60)
 	for _, mode := range CrashModes {
 		for _, policy := range []FlushPolicy{FlushAlways, FlushNever, FlushInterval} {
 			for _, faults := range []bool{false, true} {

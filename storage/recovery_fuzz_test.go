@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
@@ -44,7 +45,7 @@ func FuzzRecoverSegment(f *testing.F) {
 	b1 := testBatch(f, 0, 1, 100, 2, 10)
 	b2 := testBatch(f, 2, 1, 101, 1, 30)
 	b3 := testBatch(f, 10, 2, 99, 3, 5)
-	good := concat(b1, b2, b3)
+	good := slices.Concat(b1, b2, b3)
 	f.Add(good)
 	f.Add(good[:len(good)-7])
 	f.Add(append(append([]byte(nil), good...), make([]byte, 40)...))
@@ -73,14 +74,7 @@ func FuzzRecoverSegment(f *testing.F) {
 		}
 		want := validPrefix(data)
 		got := readAllBatches(t, l)
-		if len(got) != len(want) {
-			t.Fatalf("recovered %d batches, want %d", len(got), len(want))
-		}
-		for i := range got {
-			if !bytes.Equal(got[i], want[i]) {
-				t.Fatalf("batch %d differs", i)
-			}
-		}
+		checkBatches(t, got, want)
 		if _, err := l.AppendLeader(testBatch(t, 0, 5, 1, 1, 1), 5, 1); err != nil {
 			t.Fatalf("append after recovery: %v", err)
 		}
@@ -177,14 +171,7 @@ func FuzzLoadRolledIndexes(f *testing.F) {
 		}
 		defer l.Close()
 		got := readAllBatches(t, l)
-		if len(got) != len(want) {
-			t.Fatalf("%d batches, want %d", len(got), len(want))
-		}
-		for i := range got {
-			if !bytes.Equal(got[i], want[i]) {
-				t.Fatalf("batch %d differs", i)
-			}
-		}
+		checkBatches(t, got, want)
 		for i, ts := 0, int64(995); ts < 1015; i, ts = i+1, ts+1 {
 			r, err := l.OffsetForTimestamp(context.Background(), ts)
 			if exact {
@@ -259,14 +246,7 @@ func FuzzRecoverDamagedSegment(f *testing.F) {
 		defer l.Close()
 		want := validPrefix(data)
 		got := readAllBatches(t, l)
-		if len(got) != len(want) {
-			t.Fatalf("recovered %d batches, want %d", len(got), len(want))
-		}
-		for i := range got {
-			if !bytes.Equal(got[i], want[i]) {
-				t.Fatalf("batch %d differs", i)
-			}
-		}
+		checkBatches(t, got, want)
 		// Timestamp lookups work on whatever was recovered.
 		for _, b := range want {
 			r, err := l.OffsetForTimestamp(context.Background(), kbatch.MaxTimestamp(b))

@@ -206,14 +206,7 @@ func TestCrashAfterRollBeforeBackgroundFlush(t *testing.T) {
 	}
 	want := batches[:k]
 	got := readAllBatches(t, l2)
-	if len(got) != len(want) {
-		t.Fatalf("recovered %d batches, want %d", len(got), len(want))
-	}
-	for i := range got {
-		if !bytes.Equal(got[i], want[i]) {
-			t.Fatalf("batch %d differs", i)
-		}
-	}
+	checkBatches(t, got, want)
 	leo := kbatch.BaseOffset(batches[k])
 	if l2.LogEndOffset() != leo || l2.NumSegments() != 3 {
 		t.Fatalf("LEO %d segments %d, want %d and 3", l2.LogEndOffset(), l2.NumSegments(), leo)
@@ -433,10 +426,7 @@ func TestTruncateLowersRecoveryPoint(t *testing.T) {
 // appends) and crashes it in every mode: every offset whose OnDurable
 // callback reported success is in the recovered log, unchanged.
 func TestFlushAlwaysNoAckedLossAcrossRolls(t *testing.T) {
-	trials := 40
-	if testing.Short() {
-		trials = 10
-	}
+	trials := crashTrials(40)
 	for _, mode := range CrashModes {
 		t.Run(mode.String(), func(t *testing.T) {
 			ackedRolls := 0 // trials where an acknowledged offset lay beyond a roll

@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"encoding/binary"
+	"slices"
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
@@ -174,7 +175,7 @@ func TestSegmentRollOnRelativeOffsetOverflow(t *testing.T) {
 	b1 := testBatch(t, 5, 1, 1, 1, 10)
 	b2 := testBatch(t, 5+1<<31+10, 1, 2, 1, 10)
 	b3 := testBatch(t, 5+1<<31+20, 1, 3, 1, 10)
-	if _, err := l.AppendVerbatim(concat(b1, b2, b3)); err != nil {
+	if _, err := l.AppendVerbatim(slices.Concat(b1, b2, b3)); err != nil {
 		t.Fatal(err)
 	}
 	if l.NumSegments() != 2 {
@@ -224,14 +225,7 @@ func TestSegmentIndexesLoadLazily(t *testing.T) {
 		t.Fatal("lookup did not load exactly the segment it used")
 	}
 	got := readAllBatches(t, l)
-	if len(got) != len(want) {
-		t.Fatalf("%d batches, want %d", len(got), len(want))
-	}
-	for i := range got {
-		if string(got[i]) != string(want[i]) {
-			t.Fatalf("batch %d differs", i)
-		}
-	}
+	checkBatches(t, got, want)
 	// Timestamps of lazily loaded segments are known without loading.
 	mt, ok, err := l.MaxTimestamp(context.Background())
 	if err != nil || !ok || mt.Timestamp != 30 {

@@ -1,7 +1,6 @@
 package tlsconf
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/verbatim-kafka/verbatim/internal/testcerts"
+	"github.com/verbatim-kafka/verbatim/internal/testkit/logbuf"
 	"github.com/verbatim-kafka/verbatim/props"
 )
 
@@ -300,19 +300,6 @@ func TestEndpointIdentification(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink shared by the handshake goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 func TestReload(t *testing.T) {
 	ca := testcerts.NewCA(t)
 	first, second, third := ca.Server(t, "broker1"), ca.Server(t, "broker1"), ca.Server(t, "broker1")
@@ -322,7 +309,7 @@ func TestReload(t *testing.T) {
 	now := time.Unix(1000, 0)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func() { mu.Lock(); now = now.Add(1100 * time.Millisecond); mu.Unlock() }
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	s, err := NewServer(propsOf("ssl.keystore.type", "PEM", "ssl.keystore.location", ksPath),
 		Options{Now: clock, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {

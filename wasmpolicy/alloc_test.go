@@ -4,8 +4,6 @@ package wasmpolicy
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/policies"
@@ -18,15 +16,7 @@ import (
 // exited yet). The default built-ins run without it (engine) and
 // allocate nothing; encoding, pooling and the deadline allocate nothing.
 func TestAllocJudge(t *testing.T) {
-	wat, err := os.ReadFile("../policies/examples/epoch-monotonic-wat/policy.wasm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "epoch-monotonic-wat.wasm"), wat, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	h := newHost(t, Options{PolicyDir: dir, CacheDir: testCacheDir})
+	h, _ := watExampleHost(t)
 	for _, c := range []struct {
 		names []string
 		max   float64

@@ -33,15 +33,7 @@ func benchSet(b testing.TB, n int) []byte {
 // a Go guest and wat the WAT example loaded from a file (with the
 // deadline's per-call goroutine).
 func BenchmarkJudge(b *testing.B) {
-	wat, err := os.ReadFile("../policies/examples/epoch-monotonic-wat/policy.wasm")
-	if err != nil {
-		b.Fatal(err)
-	}
-	dir := b.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "epoch-monotonic-wat.wasm"), wat, 0o644); err != nil {
-		b.Fatal(err)
-	}
-	h := newHost(b, Options{PolicyDir: dir, CacheDir: testCacheDir})
+	h, dir := watExampleHost(b)
 	// The Go reference of epoch-monotonic, loaded over the built-in in a
 	// host of its own: what the built-in cost as a Go guest.
 	goPath := filepath.Join(dir, "epoch-monotonic-go.wasm")

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,15 +48,7 @@ func TestWATModulesAssemble(t *testing.T) {
 // the Go built-in decide the same over random epoch sequences; the ABI
 // carries the same meaning to both languages.
 func TestWATGuestAgreesWithGoBuiltin(t *testing.T) {
-	wat, err := os.ReadFile("../policies/examples/epoch-monotonic-wat/policy.wasm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "epoch-monotonic-wat.wasm"), wat, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	h := newHost(t, Options{PolicyDir: dir, CacheDir: testCacheDir})
+	h, _ := watExampleHost(t)
 	goB, err := h.Bind("t", []string{"epoch-monotonic"}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +105,7 @@ func TestSDKExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := b.Judge(context.Background(), mirrorCtx(0, -1), concat(small, big))
+	v, err := b.Judge(context.Background(), mirrorCtx(0, -1), slices.Concat(small, big))
 	if err != nil || len(v.Rejected) != 1 || v.Rejected[0].Batch != 1 || v.Rejected[0].Code != 10 ||
 		!strings.Contains(v.Rejected[0].Reason, "exceeds max.message.bytes=300") {
 		t.Fatalf("verdicts %+v %v", v, err)
@@ -122,7 +115,7 @@ func TestSDKExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := b2.Judge(context.Background(), mirrorCtx(0, -1), concat(small, big)); !v.Accepted() {
+	if v, _ := b2.Judge(context.Background(), mirrorCtx(0, -1), slices.Concat(small, big)); !v.Accepted() {
 		t.Fatalf("no config, still rejected: %+v", v)
 	}
 }

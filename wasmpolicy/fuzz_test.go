@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -35,20 +35,12 @@ func FuzzParseDescriptor(f *testing.F) {
 // the host either refuses the set (ErrBatches) or returns verdicts whose
 // indexes are in range; it never panics.
 func FuzzJudgeRecordSet(f *testing.F) {
-	wat, err := os.ReadFile("../policies/examples/epoch-monotonic-wat/policy.wasm")
-	if err != nil {
-		f.Fatal(err)
-	}
-	dir := f.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "epoch-monotonic-wat.wasm"), wat, 0o644); err != nil {
-		f.Fatal(err)
-	}
-	h := newHost(f, Options{PolicyDir: dir, CacheDir: testCacheDir})
+	h, _ := watExampleHost(f)
 	b, err := h.Bind("t", []string{"epoch-monotonic-wat"}, nil)
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Add(concat(batch(f, 0, 2, nil), batch(f, 1, 1, nil)), int32(1))
+	f.Add(slices.Concat(batch(f, 0, 2, nil), batch(f, 1, 1, nil)), int32(1))
 	f.Add(batch(f, 0, 2, nil)[:70], int32(-1))
 	f.Fuzz(func(t *testing.T, set []byte, lastEpoch int32) {
 		v, err := b.Judge(context.Background(), mirrorCtx(0, lastEpoch), set)
@@ -82,8 +74,8 @@ func FuzzJudgeDefaults(f *testing.F) {
 		bt.Attributes = kbatch.ControlBit | kbatch.TransactionalBit
 		bt.ProducerID = 5
 	})
-	f.Add(concat(batch(f, 0, 2, nil), ctl), int32(1), uint8(1))
-	f.Add(concat(ctl, ctl), int32(-1), uint8(0))
+	f.Add(slices.Concat(batch(f, 0, 2, nil), ctl), int32(1), uint8(1))
+	f.Add(slices.Concat(ctl, ctl), int32(-1), uint8(0))
 	f.Fuzz(func(t *testing.T, set []byte, lastEpoch int32, mode uint8) {
 		pc := mirrorCtx(0, lastEpoch)
 		pc.Mode = ModeNone

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -22,6 +23,23 @@ func newHost(t testing.TB, opts Options) *Host {
 	return h
 }
 
+// watExampleHost is a host whose policy dir (returned, for callers that add
+// modules of their own) holds the hand-written WAT example as
+// epoch-monotonic-wat: loaded from a file, it runs with the deadline's
+// per-call goroutine, unlike the built-ins.
+func watExampleHost(t testing.TB) (*Host, string) {
+	t.Helper()
+	wat, err := os.ReadFile("../policies/examples/epoch-monotonic-wat/policy.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "epoch-monotonic-wat.wasm"), wat, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return newHost(t, Options{PolicyDir: dir, CacheDir: testCacheDir}), dir
+}
+
 func batch(t testing.TB, off int64, epoch int32, mod func(*kbatch.Batch)) []byte {
 	t.Helper()
 	b := kbatch.NewBatch(1000, kbatch.Record{Value: []byte("value")})
@@ -32,14 +50,6 @@ func batch(t testing.TB, off int64, epoch int32, mod func(*kbatch.Batch)) []byte
 	out, err := kbatch.Encode(b)
 	if err != nil {
 		t.Fatal(err)
-	}
-	return out
-}
-
-func concat(bs ...[]byte) []byte {
-	var out []byte
-	for _, b := range bs {
-		out = append(out, b...)
 	}
 	return out
 }
@@ -56,12 +66,12 @@ func TestBuiltinsJudge(t *testing.T) {
 	}
 	defer b.Close()
 	ctx := context.Background()
-	good := concat(batch(t, 10, 3, nil), batch(t, 11, 4, nil))
+	good := slices.Concat(batch(t, 10, 3, nil), batch(t, 11, 4, nil))
 	v, err := b.Judge(ctx, mirrorCtx(10, 3), good)
 	if err != nil || !v.Accepted() {
 		t.Fatalf("good set: %+v %v", v, err)
 	}
-	bad := concat(batch(t, 10, 4, nil), batch(t, 11, 2, nil), batch(t, 12, 5, func(b *kbatch.Batch) { b.ProducerID = -7 }))
+	bad := slices.Concat(batch(t, 10, 4, nil), batch(t, 11, 2, nil), batch(t, 12, 5, func(b *kbatch.Batch) { b.ProducerID = -7 }))
 	v, err = b.Judge(ctx, mirrorCtx(10, 3), bad)
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,7 +90,7 @@ func TestInfiniteLoopHitsDeadlineAndOtherTopicsFlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := concat(batch(t, 0, 1, nil), batch(t, 1, 1, nil))
+	set := slices.Concat(batch(t, 0, 1, nil), batch(t, 1, 1, nil))
 	done := make(chan Verdicts)
 	go func() { done <- judgeOne(t, looping, set) }()
 	// While the looping call runs, the other topic is judged normally.
@@ -115,7 +116,7 @@ func TestInfiniteLoopHitsDeadlineAndOtherTopicsFlow(t *testing.T) {
 
 func TestTrapRejects(t *testing.T) {
 	h := newHost(t, Options{PolicyDir: policyDir(t, "trap", "badverdict", "retriable"), CacheDir: testCacheDir})
-	set := concat(batch(t, 0, 1, nil), batch(t, 1, 1, nil), batch(t, 2, 1, nil))
+	set := slices.Concat(batch(t, 0, 1, nil), batch(t, 1, 1, nil), batch(t, 2, 1, nil))
 	b, err := h.Bind("t", []string{"trap"}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/verbatim-kafka/verbatim/authn"
 	"github.com/verbatim-kafka/verbatim/broker"
 	"github.com/verbatim-kafka/verbatim/internal/testkit"
+	"github.com/verbatim-kafka/verbatim/internal/testkit/logbuf"
 )
 
 // runAdmin runs `verbatim topic|group|cluster|link|mirror ARGS` and returns its exit
@@ -217,7 +218,7 @@ func TestAdminACLs(t *testing.T) {
 		t.Fatalf("format: exit %d", code)
 	}
 	zero := time.Duration(0)
-	var audit syncBuffer
+	var audit logbuf.Buffer
 	srv, err := broker.Open(broker.Config{DataDir: dir, NodeID: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), AuditLog: &audit,
 		SASL:       map[string]*broker.SASLListenerConfig{"": {Mechanisms: []string{authn.SCRAMSHA512}}},
 		Authorizer: true, SuperUsers: []string{"User:admin"}, FailedAuthenticationDelay: &zero})
@@ -261,7 +262,7 @@ func TestAdminACLs(t *testing.T) {
 func TestServeAuditLogFlag(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "audit.jsonl")
-	var out syncBuffer
+	var out logbuf.Buffer
 	addr, code := startServe(t, []string{"--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"), "--log-format", "json", "--audit-log", file}, &out)
 	wantExit(t, 0, "created topic", "topic", "create", "audited", "--partitions", "1", "--bootstrap-server", addr)
 	stopServe(t, code, &out)
@@ -284,7 +285,7 @@ func TestServeAuditLogFlag(t *testing.T) {
 
 // stopServe sends this process SIGTERM and wants the serveMain started by
 // startServe to exit 0.
-func stopServe(t *testing.T, code chan int, out *syncBuffer) {
+func stopServe(t *testing.T, code chan int, out *logbuf.Buffer) {
 	t.Helper()
 	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)

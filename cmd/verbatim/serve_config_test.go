@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/internal/testcerts"
+	"github.com/verbatim-kafka/verbatim/internal/testkit/logbuf"
 	"github.com/verbatim-kafka/verbatim/props"
 	"github.com/verbatim-kafka/verbatim/tlsconf"
 )
@@ -33,7 +34,7 @@ log.retention.check.interval.ms=300000
 ssl.keystore.type=PEM
 ssl.keystore.location=%s
 `, filepath.Join(dir, "data"), ks)))
-	var out syncBuffer
+	var out logbuf.Buffer
 	plain, code := startServe(t, []string{"--config", cfgFile, "--override", "num.partitions=3", "--num-partitions", "5"}, &out)
 	waitLog(t, &out, "listener=SSL")
 	m := regexp.MustCompile(`listening listener=SSL protocol=SSL addr=(\S+)`).FindStringSubmatch(out.String())
@@ -106,7 +107,7 @@ func TestServeConfigRefusals(t *testing.T) {
 			[]string{"--node-id", "2"}, "does not list this member (node-2="},
 	} {
 		f := testcerts.Write(t, dir, "server.properties", []byte(tc.file))
-		var out syncBuffer
+		var out logbuf.Buffer
 		args := append([]string{"--data-dir", filepath.Join(dir, "data"), "--config", f}, tc.args...)
 		if c := serveMain(args, &out, nil); c != 2 || !strings.Contains(out.String(), tc.want) {
 			t.Errorf("%q %q: exit %d, want 2 with %q:\n%s", tc.file, tc.args, c, tc.want, out.String())
@@ -115,7 +116,7 @@ func TestServeConfigRefusals(t *testing.T) {
 }
 
 func TestServeHelpConfig(t *testing.T) {
-	var out syncBuffer
+	var out logbuf.Buffer
 	if c := serveMain([]string{"--help-config"}, &out, nil); c != 0 {
 		t.Fatalf("exit %d", c)
 	}

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/verbatim-kafka/verbatim/internal/testkit/logbuf"
 )
 
 // TestServeMetricsListen serves the metrics endpoint from metrics.listen
@@ -28,7 +30,7 @@ func TestServeMetricsListen(t *testing.T) {
 	if err := os.WriteFile(conf, []byte("metrics.listen="+maddr+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var out syncBuffer
+	var out logbuf.Buffer
 	_, code := startServe(t, []string{"--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"), "--config", conf}, &out)
 	get := func(path string) (int, string) {
 		resp, err := http.Get("http://" + maddr + path)

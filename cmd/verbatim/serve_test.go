@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,28 +19,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/internal/testkit/logbuf"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // startServe runs serveMain in the background and returns its address and
 // a channel with its exit code.
-func startServe(t *testing.T, args []string, out *syncBuffer) (string, chan int) {
+func startServe(t *testing.T, args []string, out *logbuf.Buffer) (string, chan int) {
 	t.Helper()
 	ready := make(chan net.Addr, 1)
 	code := make(chan int, 1)
@@ -60,7 +43,7 @@ func startServe(t *testing.T, args []string, out *syncBuffer) (string, chan int)
 
 func TestServeAnswersApiVersionsAndStopsOnSIGTERM(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	var out syncBuffer
+	var out logbuf.Buffer
 	addr, code := startServe(t, []string{"--listen", "127.0.0.1:0", "--data-dir", dir, "--log-format", "json"}, &out)
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
@@ -76,7 +59,7 @@ func TestServeAnswersApiVersionsAndStopsOnSIGTERM(t *testing.T) {
 	}
 
 	// A second broker on the same data dir is refused, naming the holder.
-	var out2 syncBuffer
+	var out2 logbuf.Buffer
 	if c := serveMain([]string{"--listen", "127.0.0.1:0", "--data-dir", dir}, &out2, nil); c != 1 {
 		t.Fatalf("second serve exit code %d, want 1:\n%s", c, out2.String())
 	}
@@ -101,7 +84,7 @@ func TestServeAnswersApiVersionsAndStopsOnSIGTERM(t *testing.T) {
 		t.Fatalf("no shutdown log:\n%s", out.String())
 	}
 	// The lock is released: the data dir can be served again.
-	var out3 syncBuffer
+	var out3 logbuf.Buffer
 	_, code3 := startServe(t, []string{"--listen", "127.0.0.1:0", "--data-dir", dir}, &out3)
 	// In this process an abandoned compile goes on and ends by writing
 	// the data dir's module cache: let the restarted broker's finish (a
@@ -116,7 +99,7 @@ func TestServeAnswersApiVersionsAndStopsOnSIGTERM(t *testing.T) {
 }
 
 // waitLog waits (with a liveness bound) until the log holds s.
-func waitLog(t *testing.T, log *syncBuffer, s string) {
+func waitLog(t *testing.T, log *logbuf.Buffer, s string) {
 	t.Helper()
 	deadline := time.Now().Add(120 * time.Second)
 	for !strings.Contains(log.String(), s) {
@@ -132,7 +115,7 @@ func TestServeRefusesUnknownFormat(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "verbatim.format"), []byte("99\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var out syncBuffer
+	var out logbuf.Buffer
 	if c := serveMain([]string{"--listen", "127.0.0.1:0", "--data-dir", dir}, &out, nil); c != 1 {
 		t.Fatalf("exit code %d, want 1", c)
 	}
@@ -155,7 +138,7 @@ func TestServeUsageErrors(t *testing.T) {
 		{"extra"},
 		{"--no-such-flag"},
 	} {
-		var out syncBuffer
+		var out logbuf.Buffer
 		if c := serveMain(append([]string{"--data-dir", t.TempDir()}, args...), &out, nil); c != 2 {
 			t.Errorf("%v: exit code %d, want 2:\n%s", args, c, out.String())
 		}
@@ -198,7 +181,7 @@ func startChildServe(t *testing.T, dataDir string) (*exec.Cmd, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr syncBuffer
+	var stderr logbuf.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

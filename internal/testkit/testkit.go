@@ -6,7 +6,9 @@
 // (clock.go) a clock that advances only when slept on and a Kafka
 // leader's OffsetForLeaderEpoch answer from its epoch cache. It is
 // imported only by _test files; it must not hold product logic or
-// assertions about it.
+// assertions about it. Its subpackage logbuf (a log sink safe for
+// concurrent writers) imports only the standard library, for the tests of
+// packages the broker imports, which testkit cannot serve.
 package testkit
 
 import (
