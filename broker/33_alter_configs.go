@@ -46,16 +46,8 @@ func handleAlterConfigs(_ context.Context, s *Server, r *Request) (Reply, error)
 	for _, rr := range req.Resources {
 		sr := kmsg.NewAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		var err error
-		if dups[resourceKey(rr.ResourceType, rr.ResourceName)] > 1 {
-			err = kafkaErr(kerr.InvalidRequest, "Error due to duplicate config resources")
-		} else if err = s.configsRefusal(r, rr.ResourceType, rr.ResourceName, true); err == nil {
-			err = s.alterConfigs(&rr, req.ValidateOnly)
-		}
-		sr.ErrorCode, sr.ErrorMessage = errorToKafka(err)
-		if !req.ValidateOnly {
-			s.auditRecord(r, "alter configs", rr.ResourceType.String(), rr.ResourceName, sr.ErrorCode, "configs", configNames(rr.Configs))
-		}
+		sr.ErrorCode, sr.ErrorMessage = s.alterConfigResource(r, rr.ResourceType, rr.ResourceName, dups, req.ValidateOnly, configNames(rr.Configs),
+			func() error { return s.alterConfigs(&rr, req.ValidateOnly) })
 		resp.Resources = append(resp.Resources, sr)
 	}
 	return resp, nil

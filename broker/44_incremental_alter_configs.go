@@ -48,16 +48,8 @@ func handleIncrementalAlterConfigs(_ context.Context, s *Server, r *Request) (Re
 	for _, rr := range req.Resources {
 		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		var err error
-		if dups[resourceKey(rr.ResourceType, rr.ResourceName)] > 1 {
-			err = kafkaErr(kerr.InvalidRequest, "Error due to duplicate config resources")
-		} else if err = s.configsRefusal(r, rr.ResourceType, rr.ResourceName, true); err == nil {
-			err = s.incrementalAlter(&rr, req.ValidateOnly)
-		}
-		sr.ErrorCode, sr.ErrorMessage = errorToKafka(err)
-		if !req.ValidateOnly {
-			s.auditRecord(r, "alter configs", rr.ResourceType.String(), rr.ResourceName, sr.ErrorCode, "configs", configNamesIncremental(rr.Configs))
-		}
+		sr.ErrorCode, sr.ErrorMessage = s.alterConfigResource(r, rr.ResourceType, rr.ResourceName, dups, req.ValidateOnly, configNamesIncremental(rr.Configs),
+			func() error { return s.incrementalAlter(&rr, req.ValidateOnly) })
 		resp.Resources = append(resp.Resources, sr)
 	}
 	return resp, nil

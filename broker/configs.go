@@ -178,3 +178,22 @@ func duplicateResources[T any](items []T, key func(T) (kmsg.ConfigResourceType, 
 }
 
 func resourceKey(t kmsg.ConfigResourceType, n string) string { return strconv.Itoa(int(t)) + "/" + n }
+
+// alterConfigResource is the answer AlterConfigs and IncrementalAlterConfigs
+// give one resource: INVALID_REQUEST when the request names it twice (dups,
+// from duplicateResources), else its authorization's refusal, else what
+// alter makes of it. A change (not validateOnly) is audited with names,
+// the configs it names.
+func (s *Server) alterConfigResource(r *Request, typ kmsg.ConfigResourceType, name string, dups map[string]int, validateOnly bool, names []string, alter func() error) (int16, *string) {
+	var err error
+	if dups[resourceKey(typ, name)] > 1 {
+		err = kafkaErr(kerr.InvalidRequest, "Error due to duplicate config resources")
+	} else if err = s.configsRefusal(r, typ, name, true); err == nil {
+		err = alter()
+	}
+	code, msg := errorToKafka(err)
+	if !validateOnly {
+		s.auditRecord(r, "alter configs", typ.String(), name, code, "configs", names)
+	}
+	return code, msg
+}
