@@ -81,10 +81,7 @@ func handleListOffsets(ctx context.Context, s *Server, r *Request) (Reply, error
 		for _, rp := range rt.Partitions {
 			op := kmsg.NewListOffsetsResponseTopicPartition()
 			op.Partition = rp.Partition
-			var p *Partition
-			if t != nil {
-				p = t.Partition(rp.Partition)
-			}
+			p := t.Partition(rp.Partition)
 			if denied {
 				op.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			} else if p == nil {

@@ -104,7 +104,7 @@ func newOffsetCommit(topic *Topic, name string, partition int32, offset int64, l
 	if metadata != nil {
 		oc.Entry.Metadata = *metadata
 	}
-	if topic == nil || topic.Partition(partition) == nil {
+	if topic.Partition(partition) == nil {
 		oc.Code = kerr.UnknownTopicOrPartition.Code
 	}
 	return oc

@@ -108,10 +108,7 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 		for _, rp := range rt.Partitions {
 			op := kmsg.NewDeleteRecordsResponseTopicPartition()
 			op.Partition, op.LowWatermark = rp.Partition, -1
-			var p *Partition
-			if t != nil {
-				p = t.Partition(rp.Partition)
-			}
+			p := t.Partition(rp.Partition)
 			switch {
 			case refusal != nil:
 				op.ErrorCode = kerr.ClusterAuthorizationFailed.Code

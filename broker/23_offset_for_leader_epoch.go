@@ -51,10 +51,7 @@ func handleOffsetForLeaderEpoch(_ context.Context, s *Server, r *Request) (Reply
 			op := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			op.Partition = rp.Partition
 			op.LeaderEpoch, op.EndOffset = -1, -1
-			var p *Partition
-			if t != nil {
-				p = t.Partition(rp.Partition)
-			}
+			p := t.Partition(rp.Partition)
 			if replicaDenied {
 				op.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 			} else if denied {

@@ -40,10 +40,7 @@ func handleDescribeProducers(_ context.Context, s *Server, r *Request) (Reply, e
 				rt.Partitions = append(rt.Partitions, rp)
 				continue
 			}
-			var p *Partition
-			if topic != nil {
-				p = topic.Partition(pi)
-			}
+			p := topic.Partition(pi)
 			if p == nil {
 				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				rt.Partitions = append(rt.Partitions, rp)

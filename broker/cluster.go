@@ -40,8 +40,13 @@ func (t *Topic) Config() *TopicConfig { return t.cfg.Load() }
 // Partitions is the current partition list (index = partition number).
 func (t *Topic) Partitions() []*Partition { return *t.parts.Load() }
 
-// Partition returns partition i, or nil if it does not exist.
+// Partition returns partition i, or nil if it does not exist; a nil t
+// (the topic does not exist) has none, so a handler looks a requested
+// partition up as cluster.topic(name).Partition(i).
 func (t *Topic) Partition(i int32) *Partition {
+	if t == nil {
+		return nil
+	}
 	ps := t.Partitions()
 	if i < 0 || int(i) >= len(ps) {
 		return nil

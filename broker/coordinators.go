@@ -184,11 +184,7 @@ func (h coordHost) WriteMarker(tp coordlog.TopicPartition, pid int64, epoch int1
 	if h.s.cfg.Cluster != nil {
 		return h.s.writeMarkerCluster(tp, pid, epoch, commit, coordinatorEpoch, now)
 	}
-	t := h.s.cluster.topic(tp.Topic)
-	var p *Partition
-	if t != nil {
-		p = t.Partition(tp.Partition)
-	}
+	p := h.s.localPartition(tp)
 	if p == nil {
 		return coordlog.ErrPartitionGone
 	}

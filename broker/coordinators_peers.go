@@ -92,10 +92,7 @@ func (s *Server) partitionLeader(tp coordlog.TopicPartition) (int32, error) {
 
 // localPartition is this broker's partition tp, nil if it has none.
 func (s *Server) localPartition(tp coordlog.TopicPartition) *Partition {
-	if t := s.cluster.topic(tp.Topic); t != nil {
-		return t.Partition(tp.Partition)
-	}
-	return nil
+	return s.cluster.topic(tp.Topic).Partition(tp.Partition)
 }
 
 // sendMarker sends one marker to broker node and maps its answer.
