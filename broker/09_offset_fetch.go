@@ -36,14 +36,9 @@ func handleOffsetFetch(_ context.Context, s *Server, r *Request) (Reply, error) 
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	if req.Version >= 8 {
 		for _, g := range req.Groups {
-			var tps []coordlog.TopicPartition
+			var tps []coordlog.TopicPartition // nil: all the group's partitions
 			if g.Topics != nil {
-				tps = []coordlog.TopicPartition{}
-				for _, t := range g.Topics {
-					for _, p := range t.Partitions {
-						tps = append(tps, coordlog.TopicPartition{Topic: t.Topic, Partition: p})
-					}
-				}
+				tps = requestedPartitions(g.Topics, func(t *kmsg.OffsetFetchRequestGroupTopic) (string, []int32) { return t.Topic, t.Partitions })
 			}
 			code, offs := s.fetchOffsetsAuthorized(r, g.Group, tps, req.RequireStable)
 			rg := kmsg.NewOffsetFetchResponseGroup()
@@ -65,14 +60,9 @@ func handleOffsetFetch(_ context.Context, s *Server, r *Request) (Reply, error) 
 		}
 		return resp, nil
 	}
-	var tps []coordlog.TopicPartition
+	var tps []coordlog.TopicPartition // nil: all the group's partitions (v2+)
 	if req.Topics != nil || req.Version < 2 {
-		tps = []coordlog.TopicPartition{}
-		for _, t := range req.Topics {
-			for _, p := range t.Partitions {
-				tps = append(tps, coordlog.TopicPartition{Topic: t.Topic, Partition: p})
-			}
-		}
+		tps = requestedPartitions(req.Topics, func(t *kmsg.OffsetFetchRequestTopic) (string, []int32) { return t.Topic, t.Partitions })
 	}
 	code, offs := s.fetchOffsetsAuthorized(r, req.Group, tps, req.Version >= 7 && req.RequireStable)
 	resp.ErrorCode = code

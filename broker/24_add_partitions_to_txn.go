@@ -28,7 +28,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/authz"
-	"github.com/verbatim-kafka/verbatim/coordlog"
 )
 
 func init() { register(kmsg.AddPartitionsToTxn.Int16(), 0, 4, handleAddPartitionsToTxn) }
@@ -46,20 +45,7 @@ func handleAddPartitionsToTxn(_ context.Context, s *Server, r *Request) (Reply, 
 	req := r.Msg.(*kmsg.AddPartitionsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 	if req.Version < 4 {
-		var codes []int16
-		denied := false
-		if s.acl != nil {
-			codes, denied = s.addPartitionsRefusal(r, req.TransactionalID, req.Topics)
-		}
-		if !denied {
-			var tps []coordlog.TopicPartition
-			for _, t := range req.Topics {
-				for _, p := range t.Partitions {
-					tps = append(tps, coordlog.TopicPartition{Topic: t.Topic, Partition: p})
-				}
-			}
-			codes = s.txns.AddPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, tps, false)
-		}
+		codes := s.addPartitionsCodes(r, req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Topics, false)
 		i := 0
 		for _, t := range req.Topics {
 			rt := kmsg.NewAddPartitionsToTxnResponseTopic()
@@ -81,24 +67,11 @@ func handleAddPartitionsToTxn(_ context.Context, s *Server, r *Request) (Reply, 
 		return resp, nil
 	}
 	for _, tx := range req.Transactions {
-		var tps []coordlog.TopicPartition
-		for _, t := range tx.Topics {
-			for _, p := range t.Partitions {
-				tps = append(tps, coordlog.TopicPartition{Topic: t.Topic, Partition: p})
-			}
+		topics := make([]kmsg.AddPartitionsToTxnRequestTopic, len(tx.Topics))
+		for i, t := range tx.Topics {
+			topics[i] = kmsg.AddPartitionsToTxnRequestTopic{Topic: t.Topic, Partitions: t.Partitions}
 		}
-		var codes []int16
-		denied := false
-		if s.acl != nil {
-			topics := make([]kmsg.AddPartitionsToTxnRequestTopic, len(tx.Topics))
-			for i, t := range tx.Topics {
-				topics[i] = kmsg.AddPartitionsToTxnRequestTopic{Topic: t.Topic, Partitions: t.Partitions}
-			}
-			codes, denied = s.addPartitionsRefusal(r, tx.TransactionalID, topics)
-		}
-		if !denied {
-			codes = s.txns.AddPartitions(tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tps, tx.VerifyOnly)
-		}
+		codes := s.addPartitionsCodes(r, tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, topics, tx.VerifyOnly)
 		rtx := kmsg.NewAddPartitionsToTxnResponseTransaction()
 		rtx.TransactionalID = tx.TransactionalID
 		i := 0
@@ -116,6 +89,20 @@ func handleAddPartitionsToTxn(_ context.Context, s *Server, r *Request) (Reply, 
 		resp.Transactions = append(resp.Transactions, rtx)
 	}
 	return resp, nil
+}
+
+// addPartitionsCodes answers the partitions of one transaction (v0-3's
+// request, or one of v4's transactions), a code per partition in request
+// order: the refusals when the authorizer denies any, else the
+// coordinator's.
+func (s *Server) addPartitionsCodes(r *Request, txnID string, pid int64, epoch int16, topics []kmsg.AddPartitionsToTxnRequestTopic, verifyOnly bool) []int16 {
+	if s.acl != nil {
+		if codes, denied := s.addPartitionsRefusal(r, txnID, topics); denied {
+			return codes
+		}
+	}
+	tps := requestedPartitions(topics, func(t *kmsg.AddPartitionsToTxnRequestTopic) (string, []int32) { return t.Topic, t.Partitions })
+	return s.txns.AddPartitions(txnID, pid, epoch, tps, verifyOnly)
 }
 
 // addPartitionsRefusal is Kafka's check of one transaction's partitions:

@@ -30,6 +30,21 @@ var newCoordClock = func() coordlog.Clock { return coordlog.WallClock{} }
 // servers; tests shorten it.
 var initialRebalanceDelay = groupcoord.DefaultInitialRebalanceDelay
 
+// requestedPartitions flattens a coordinator request's topics, each a name
+// and its partition numbers as topic reads them, into the partitions the
+// coordinators take, in request order. It is never nil: a nil list means
+// "all partitions" to FetchOffsets.
+func requestedPartitions[T any](topics []T, topic func(*T) (string, []int32)) []coordlog.TopicPartition {
+	tps := []coordlog.TopicPartition{}
+	for i := range topics {
+		name, parts := topic(&topics[i])
+		for _, p := range parts {
+			tps = append(tps, coordlog.TopicPartition{Topic: name, Partition: p})
+		}
+	}
+	return tps
+}
+
 // startCoordinators recovers the group and transaction coordinators from
 // the internal topics and starts their timer loop. In cluster mode they
 // start empty and load the partitions this broker is elected to lead
