@@ -91,28 +91,33 @@ type joinAwait struct {
 // a member that lost its join answer gets it again on that rejoin.
 const awaitMargin = time.Second
 
-// awaitTimeout is the channel that fires awaitMargin before ctx's deadline
-// (nil: no deadline).
-func awaitTimeout(ctx context.Context) (<-chan time.Time, func()) {
-	dl, ok := ctx.Deadline()
-	if !ok {
-		return nil, func() {}
+// awaitGroupResult waits for a join's or a sync's result on ch; awaitMargin
+// before ctx's deadline it gives up with timedOut (REBALANCE_IN_PROGRESS).
+// The error is ctx's when it ends first.
+func awaitGroupResult[R any](ctx context.Context, ch <-chan R, timedOut R) (R, error) {
+	var timeout <-chan time.Time // none without a deadline
+	if dl, ok := ctx.Deadline(); ok {
+		t := time.NewTimer(max(time.Until(dl)-awaitMargin, 0))
+		defer t.Stop()
+		timeout = t.C
 	}
-	t := time.NewTimer(max(time.Until(dl)-awaitMargin, 0))
-	return t.C, func() { t.Stop() }
+	select {
+	case res := <-ch:
+		return res, nil
+	case <-timeout:
+		return timedOut, nil
+	case <-ctx.Done():
+		var none R
+		return none, ctx.Err()
+	}
 }
 
 func (j joinAwait) Await(ctx context.Context) (Reply, error) {
-	timeout, stop := awaitTimeout(ctx)
-	defer stop()
-	select {
-	case res := <-j.ch:
-		return joinResponse(j.req, res), nil
-	case <-timeout:
-		return joinResponse(j.req, groupcoord.JoinResult{Code: kerr.RebalanceInProgress.Code, MemberID: j.req.MemberID, Generation: -1}), nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	res, err := awaitGroupResult(ctx, j.ch, groupcoord.JoinResult{Code: kerr.RebalanceInProgress.Code, MemberID: j.req.MemberID, Generation: -1})
+	if err != nil {
+		return nil, err
 	}
+	return joinResponse(j.req, res), nil
 }
 
 func joinResponse(req *kmsg.JoinGroupRequest, res groupcoord.JoinResult) *kmsg.JoinGroupResponse {

@@ -58,16 +58,11 @@ type syncAwait struct {
 }
 
 func (a syncAwait) Await(ctx context.Context) (Reply, error) {
-	timeout, stop := awaitTimeout(ctx)
-	defer stop()
-	select {
-	case res := <-a.ch:
-		return syncResponse(a.req, res), nil
-	case <-timeout:
-		return syncResponse(a.req, groupcoord.SyncResult{Code: kerr.RebalanceInProgress.Code}), nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	res, err := awaitGroupResult(ctx, a.ch, groupcoord.SyncResult{Code: kerr.RebalanceInProgress.Code})
+	if err != nil {
+		return nil, err
 	}
+	return syncResponse(a.req, res), nil
 }
 
 func syncResponse(req *kmsg.SyncGroupRequest, res groupcoord.SyncResult) *kmsg.SyncGroupResponse {
