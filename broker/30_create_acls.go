@@ -34,16 +34,18 @@ func handleCreateAcls(_ context.Context, s *Server, r *Request) (Reply, error) {
 	req := r.Msg.(*kmsg.CreateACLsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateACLsResponse)
 	resp.Results = make([]kmsg.CreateACLsResponseResult, len(req.Creations))
-	fill := func(code int16, msg string) {
+	// refuse answers every creation with one refusal, audited as the
+	// request's.
+	refuse := func(code int16, msg string) (Reply, error) {
 		for i := range resp.Results {
 			resp.Results[i] = kmsg.NewCreateACLsResponseResult()
 			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = code, aclStr(msg)
 		}
-	}
-	if code, msg, refused := s.aclAdminRefusal(r); refused {
-		fill(code, msg)
 		s.auditRecord(r, "create acls", "CLUSTER", "kafka-cluster", code)
 		return resp, nil
+	}
+	if code, msg, refused := s.aclAdminRefusal(r); refused {
+		return refuse(code, msg)
 	}
 	bs := make([]authz.Binding, len(req.Creations))
 	for i := range req.Creations {
@@ -55,9 +57,7 @@ func handleCreateAcls(_ context.Context, s *Server, r *Request) (Reply, error) {
 	} else {
 		var err error
 		if errs, err = s.acl.Create(bs); err != nil {
-			fill(kerr.KafkaStorageError.Code, s.aclPersistFailed(r, err))
-			s.auditRecord(r, "create acls", "CLUSTER", "kafka-cluster", kerr.KafkaStorageError.Code)
-			return resp, nil
+			return refuse(kerr.KafkaStorageError.Code, s.aclPersistFailed(r, err))
 		}
 	}
 	for i := range resp.Results {

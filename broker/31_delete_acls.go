@@ -34,15 +34,17 @@ func handleDeleteAcls(_ context.Context, s *Server, r *Request) (Reply, error) {
 	for i := range resp.Results {
 		resp.Results[i] = kmsg.NewDeleteACLsResponseResult()
 	}
-	fill := func(code int16, msg string) {
+	// refuse answers every filter with one refusal, audited as the
+	// request's.
+	refuse := func(code int16, msg string) (Reply, error) {
 		for i := range resp.Results {
 			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = code, aclStr(msg)
 		}
-	}
-	if code, msg, refused := s.aclAdminRefusal(r); refused {
-		fill(code, msg)
 		s.auditRecord(r, "delete acls", "CLUSTER", "kafka-cluster", code)
 		return resp, nil
+	}
+	if code, msg, refused := s.aclAdminRefusal(r); refused {
+		return refuse(code, msg)
 	}
 	fs := make([]authz.Filter, len(req.Filters))
 	for i := range req.Filters {
@@ -57,9 +59,7 @@ func handleDeleteAcls(_ context.Context, s *Server, r *Request) (Reply, error) {
 		matched, err = s.acl.Delete(fs)
 	}
 	if err != nil {
-		fill(kerr.KafkaStorageError.Code, s.aclPersistFailed(r, err))
-		s.auditRecord(r, "delete acls", "CLUSTER", "kafka-cluster", kerr.KafkaStorageError.Code)
-		return resp, nil
+		return refuse(kerr.KafkaStorageError.Code, s.aclPersistFailed(r, err))
 	}
 	for i := range resp.Results {
 		if fs[i].Unknown() {
