@@ -122,13 +122,11 @@ func (s *Server) mirrorPermitted(req *Request) bool {
 }
 
 // mirrorAdminPermitted is the permission of the mirror lifecycle (stop,
-// and altering, extending or deleting a mirror topic): CLUSTER_ACTION or
-// ALTER on CLUSTER, never granted by allow.everyone.if.no.acl.found.
+// and altering, extending or deleting a mirror topic): CLUSTER_ACTION (the
+// mirror permission) or ALTER on CLUSTER (the link admin permission), never
+// granted by allow.everyone.if.no.acl.found.
 func (s *Server) mirrorAdminPermitted(req *Request) bool {
-	if s.acl == nil || s.mirrorPermitted(req) {
-		return true
-	}
-	return s.acl.Authorize(req.Principal, req.Host, authz.OpAlter, authz.ResourceCluster, authz.ClusterName, false)
+	return s.mirrorPermitted(req) || s.linkAdminPermitted(req)
 }
 
 // errMirrorPermission is the refusal of an action that needs the mirror
