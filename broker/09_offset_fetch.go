@@ -41,22 +41,7 @@ func handleOffsetFetch(_ context.Context, s *Server, r *Request) (Reply, error) 
 				tps = requestedPartitions(g.Topics, func(t *kmsg.OffsetFetchRequestGroupTopic) (string, []int32) { return t.Topic, t.Partitions })
 			}
 			code, offs := s.fetchOffsetsAuthorized(r, g.Group, tps, req.RequireStable)
-			rg := kmsg.NewOffsetFetchResponseGroup()
-			rg.Group, rg.ErrorCode = g.Group, code
-			for _, f := range offs {
-				if len(rg.Topics) == 0 || rg.Topics[len(rg.Topics)-1].Topic != f.TP.Topic {
-					rt := kmsg.NewOffsetFetchResponseGroupTopic()
-					rt.Topic = f.TP.Topic
-					rg.Topics = append(rg.Topics, rt)
-				}
-				rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
-				rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode = f.TP.Partition, f.Offset, f.Epoch, f.Code
-				md := f.Metadata
-				rp.Metadata = &md
-				rt := &rg.Topics[len(rg.Topics)-1]
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Groups = append(resp.Groups, rg)
+			resp.Groups = append(resp.Groups, offsetFetchGroup(g.Group, code, offs))
 		}
 		return resp, nil
 	}
@@ -66,23 +51,42 @@ func handleOffsetFetch(_ context.Context, s *Server, r *Request) (Reply, error) 
 	}
 	code, offs := s.fetchOffsetsAuthorized(r, req.Group, tps, req.Version >= 7 && req.RequireStable)
 	resp.ErrorCode = code
-	for _, f := range offs {
-		if len(resp.Topics) == 0 || resp.Topics[len(resp.Topics)-1].Topic != f.TP.Topic {
-			rt := kmsg.NewOffsetFetchResponseTopic()
-			rt.Topic = f.TP.Topic
-			resp.Topics = append(resp.Topics, rt)
+	// v0-7 answer one group in their own types, which hold the same
+	// fields as v8's.
+	for _, gt := range offsetFetchGroup(req.Group, code, offs).Topics {
+		rt := kmsg.NewOffsetFetchResponseTopic()
+		rt.Topic = gt.Topic
+		for _, gp := range gt.Partitions {
+			rp := kmsg.OffsetFetchResponseTopicPartition(gp)
+			if code != 0 && req.Version < 2 {
+				rp.ErrorCode = code
+			}
+			rt.Partitions = append(rt.Partitions, rp)
 		}
-		rp := kmsg.NewOffsetFetchResponseTopicPartition()
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
+
+// offsetFetchGroup is a group's answer (v8+) from its code and offsets,
+// which come in topic order: one entry per topic.
+func offsetFetchGroup(group string, code int16, offs []groupcoord.FetchedOffset) kmsg.OffsetFetchResponseGroup {
+	rg := kmsg.NewOffsetFetchResponseGroup()
+	rg.Group, rg.ErrorCode = group, code
+	for _, f := range offs {
+		if len(rg.Topics) == 0 || rg.Topics[len(rg.Topics)-1].Topic != f.TP.Topic {
+			rt := kmsg.NewOffsetFetchResponseGroupTopic()
+			rt.Topic = f.TP.Topic
+			rg.Topics = append(rg.Topics, rt)
+		}
+		rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 		rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode = f.TP.Partition, f.Offset, f.Epoch, f.Code
 		md := f.Metadata
 		rp.Metadata = &md
-		if code != 0 && req.Version < 2 {
-			rp.ErrorCode = code
-		}
-		rt := &resp.Topics[len(resp.Topics)-1]
+		rt := &rg.Topics[len(rg.Topics)-1]
 		rt.Partitions = append(rt.Partitions, rp)
 	}
-	return resp, nil
+	return rg
 }
 
 // fetchOffsetsAuthorized is FetchOffsets behind Kafka's checks: DESCRIBE
