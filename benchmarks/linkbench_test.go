@@ -35,7 +35,7 @@ var (
 	linkBenchQuiet   = flag.String("linkbench.wait-file", "", "wait (polling every 30 s) until this file exists before measuring")
 	linkBenchPerf    = flag.String("linkbench.perf", "", "record the link's destination with perf into FILE-<partitions>-<round> (profiling runs, not for measuring)")
 	linkBenchEnv     = flag.String("linkbench.serve-env", "", "VAR=VALUE for the link's destination (e.g. GODEBUG=gctrace=1; its log tail is printed)")
-	linkBenchOldPush = flag.String("linkbench.old-push", "", "also time `mirror push` built from this git revision (e.g. aee9a91, the push the link's 2x target was set against) into today's serve (empty: not)")
+	linkBenchOldPush = flag.String("linkbench.old-push", "", "also time `mirror push` into `serve`, both built from this git revision (e.g. aee9a91, the push the link's 2x target was set against; empty: not)")
 )
 
 // Systems of the link benchmark, in the order of round 1.
@@ -107,9 +107,16 @@ func TestLinkBench(t *testing.T) {
 		t.Logf("%d partitions: %d records, %.0f MB stored on the source", parts, sets[i].records, float64(sets[i].bytes)/1e6)
 	}
 	tmpl := serveTemplate(t, bin, work)
-	var oldPush string
+	// The old push writes into a serve of its own revision: the writer
+	// registration changed since (the broker assigns writer epochs now).
+	var oldPush, oldTmpl string
 	if *linkBenchOldPush != "" {
 		oldPush = buildAtRevision(t, root, *linkBenchOldPush, work)
+		oldWork := filepath.Join(work, "old")
+		if err := os.MkdirAll(oldWork, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		oldTmpl = serveTemplate(t, oldPush, oldWork)
 	}
 	WaitIdle(k.Nodes[0].PID(), time.Minute)
 
@@ -143,9 +150,9 @@ func TestLinkBench(t *testing.T) {
 				case sysLink:
 					m = runLink(t, bin, k, set, work, tmpl)
 				case sysPush:
-					m = runPush(t, bin, bin, k, set, work, tmpl)
+					m = runPush(t, bin, bin, bin, k, set, work, tmpl)
 				case sysOldPush:
-					m = runPush(t, oldPush, bin, k, set, work, tmpl)
+					m = runPush(t, oldPush, oldPush, bin, k, set, work, oldTmpl)
 				case sysMM2:
 					m = runMM2(t, k, profile{mirrorTopics: set.topics, toolTimeout: 10 * time.Minute}, set.bytes, set.records)
 				}
@@ -173,7 +180,7 @@ func TestLinkBench(t *testing.T) {
 			sysRef:     "RefCopy: one KIP-227 fetch session per source broker (the link's default), every partition not yet copied in each request, 4 MiB per partition, 32 MiB per response, read_uncommitted; each response's batches sent as one Produce v9 (acks=-1, up to 8 in flight) into the write-only Sink (sink.go: CRC checked, appended to a file per partition, no index), in this process (CPU: this process)",
 			sysLink:    "verbatim link create into a fresh verbatim serve (--flush never), timed from the create command to the destination's ListOffsets (polled every 20 ms; 100 ms at 1,000 partitions) at the source's end offsets for every partition; CPU: serve + the create command",
 			sysPush:    "verbatim mirror push --create-topics into a fresh verbatim serve, timed from the push's start to its exit; CPU: push + serve",
-			sysOldPush: fmt.Sprintf("as push, but the push process built from revision %s (the destination is today's serve)", *linkBenchOldPush),
+			sysOldPush: fmt.Sprintf("as push, with push and serve both built from revision %s (its pusher's writer registration predates today's broker); verify is today's", *linkBenchOldPush),
 			sysMM2:     "MirrorMaker 2 4.3.0 dedicated mode (4.4.0 is not served here), IdentityReplicationPolicy, tasks.max=4, into a fresh Kafka 4.4; mb_per_s from the first copied data on the destination to the last (mb_per_s_incl_start includes Connect's start-up); CPU: MM2 + destination Kafka, start-up included",
 		}
 		for _, sys := range systems {
@@ -485,10 +492,10 @@ func runLink(t *testing.T, bin string, k *interop.Kafka, set *linkSet, work, tmp
 }
 
 // runPush copies the set with pushBin's `mirror push --create-topics` into
-// a fresh serve of bin.
-func runPush(t *testing.T, pushBin, bin string, k *interop.Kafka, set *linkSet, work, tmpl string) map[string]float64 {
+// a fresh serve of serveBin and checks it with verifyBin's `verify`.
+func runPush(t *testing.T, pushBin, serveBin, verifyBin string, k *interop.Kafka, set *linkSet, work, tmpl string) map[string]float64 {
 	src := k.Bootstrap()
-	srv, stop := freshServe(t, bin, work, tmpl, set)
+	srv, stop := freshServe(t, serveBin, work, tmpl, set)
 	defer stop()
 	before, err := srv.Stats()
 	if err != nil {
@@ -517,7 +524,7 @@ func runPush(t *testing.T, pushBin, bin string, k *interop.Kafka, set *linkSet, 
 	}
 	return map[string]float64{"mb_per_s": float64(set.bytes) / 1e6 / secs, "cpu_s_per_gb": (copier + dest) / gb, "seconds": secs,
 		"copier_cpu_s_per_gb": copier / gb, "dest_cpu_s_per_gb": dest / gb, "source_cpu_s_per_gb": scpu, "copier_peak_rss_mb": rss, "dest_peak_rss_mb": after.PeakRSSMB,
-		"verify_exact": verifyExact(t, bin, src, srv.Addr, set.topics)}
+		"verify_exact": verifyExact(t, verifyBin, src, srv.Addr, set.topics)}
 }
 
 // buildAtRevision builds cmd/verbatim as it was at git revision rev (from
