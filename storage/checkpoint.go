@@ -16,9 +16,9 @@ const (
 	logStartCheckpointVersion    = 0
 )
 
-// encodeLogStartCheckpoint returns the bytes of a log-start-offset
-// checkpoint with one entry.
-func encodeLogStartCheckpoint(topic string, partition int32, offset int64) []byte {
+// encodePartitionCheckpoint returns the bytes of a one-entry "topic
+// partition offset" checkpoint (log start, recovery point, cleaner offset).
+func encodePartitionCheckpoint(topic string, partition int32, offset int64) []byte {
 	b := make([]byte, 0, 32+len(topic))
 	b = strconv.AppendInt(b, logStartCheckpointVersion, 10)
 	b = append(b, "\n1\n"...)
@@ -30,9 +30,9 @@ func encodeLogStartCheckpoint(topic string, partition int32, offset int64) []byt
 	return append(b, '\n')
 }
 
-// decodeLogStartCheckpoint returns the offset recorded for topic/partition,
+// decodePartitionCheckpoint returns the offset recorded for topic/partition,
 // or -1 when the checkpoint has no entry for it.
-func decodeLogStartCheckpoint(b []byte, topic string, partition int32) (int64, error) {
+func decodePartitionCheckpoint(b []byte, topic string, partition int32) (int64, error) {
 	entries, err := parseCheckpoint(b, logStartCheckpointVersion, 3)
 	if err != nil {
 		return -1, err
@@ -59,13 +59,13 @@ func readPartitionCheckpoint(fs FS, dir, file, topic string, partition int32) (i
 	if err != nil || !ok {
 		return -1, err
 	}
-	return decodeLogStartCheckpoint(b, topic, partition)
+	return decodePartitionCheckpoint(b, topic, partition)
 }
 
 // writePartitionCheckpoint replaces file in dir with a checkpoint of the
 // log-start-offset format holding topic/partition's one entry.
 func writePartitionCheckpoint(fs FS, dir, file, topic string, partition int32, offset int64) error {
-	return AtomicWriteFile(fs, dir+"/"+file, encodeLogStartCheckpoint(topic, partition, offset))
+	return AtomicWriteFile(fs, dir+"/"+file, encodePartitionCheckpoint(topic, partition, offset))
 }
 
 // readLogStartOffset returns the checkpointed log start offset in dir, or

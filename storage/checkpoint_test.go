@@ -39,15 +39,15 @@ func TestLogStartCheckpointKafkaFormat(t *testing.T) {
 
 func TestLogStartCheckpointParsing(t *testing.T) {
 	for _, bad := range []string{"", "0\n", "1\n1\nt 0 1\n", "0\n2\nt 0 1\n", "0\n1\nt 0\n", "0\n1\nt x 1\n", "0\n1\nt 0 -5\n"} {
-		if _, err := decodeLogStartCheckpoint([]byte(bad), "t", 0); !errors.Is(err, ErrCorruptCheckpoint) {
+		if _, err := decodePartitionCheckpoint([]byte(bad), "t", 0); !errors.Is(err, ErrCorruptCheckpoint) {
 			t.Errorf("%q: %v", bad, err)
 		}
 	}
-	off, err := decodeLogStartCheckpoint([]byte("0\n2\na 1 5\nt 0 9\n"), "t", 0)
+	off, err := decodePartitionCheckpoint([]byte("0\n2\na 1 5\nt 0 9\n"), "t", 0)
 	if err != nil || off != 9 {
 		t.Fatalf("%d %v", off, err)
 	}
-	off, err = decodeLogStartCheckpoint([]byte("0\n1\na 1 5\n"), "t", 0)
+	off, err = decodePartitionCheckpoint([]byte("0\n1\na 1 5\n"), "t", 0)
 	if err != nil || off != -1 {
 		t.Fatalf("absent entry: %d %v", off, err)
 	}

@@ -21,12 +21,6 @@ const CleanerOffsetCheckpointFile = "cleaner-offset-checkpoint"
 // segment alone and would keep the old segments past it).
 const cleanerSwapFile = "cleaner-swap-checkpoint"
 
-// decodeCleanerCheckpoint returns the first dirty offset recorded for
-// topic/partition, -1 when there is none.
-func decodeCleanerCheckpoint(b []byte, topic string, partition int32) (int64, error) {
-	return decodeLogStartCheckpoint(b, topic, partition)
-}
-
 func readCleanerCheckpoint(fs FS, dir, topic string, partition int32) (int64, error) {
 	return readPartitionCheckpoint(fs, dir, CleanerOffsetCheckpointFile, topic, partition)
 }

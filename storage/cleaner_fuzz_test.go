@@ -17,13 +17,13 @@ func FuzzCleanerCheckpoint(f *testing.F) {
 	f.Add([]byte("1\n1\nt 0 1\n"))
 	f.Add([]byte("0\n1\nt 0 -1\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		off, err := decodeCleanerCheckpoint(b, "t", 0)
+		off, err := decodePartitionCheckpoint(b, "t", 0)
 		if err != nil {
 			if !errors.Is(err, ErrCorruptCheckpoint) {
 				t.Fatalf("checkpoint error %v does not wrap ErrCorruptCheckpoint", err)
 			}
 		} else if off >= 0 {
-			again, err := decodeCleanerCheckpoint(encodeLogStartCheckpoint("t", 0, off), "t", 0)
+			again, err := decodePartitionCheckpoint(encodePartitionCheckpoint("t", 0, off), "t", 0)
 			if err != nil || again != off {
 				t.Fatalf("round trip of %d: %d %v", off, again, err)
 			}

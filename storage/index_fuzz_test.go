@@ -80,11 +80,11 @@ func FuzzLogStartCheckpoint(f *testing.F) {
 	f.Add([]byte("0\n2\nt 0 42\n"), "a", int32(3), int64(0))
 	f.Add([]byte("1\n0\n"), "t", int32(0), int64(1))
 	f.Fuzz(func(t *testing.T, data []byte, topic string, partition int32, off int64) {
-		decodeLogStartCheckpoint(data, topic, partition)
+		decodePartitionCheckpoint(data, topic, partition)
 		if off < 0 || topic == "" || !validTopicName(topic) {
 			return
 		}
-		got, err := decodeLogStartCheckpoint(encodeLogStartCheckpoint(topic, partition, off), topic, partition)
+		got, err := decodePartitionCheckpoint(encodePartitionCheckpoint(topic, partition, off), topic, partition)
 		if err != nil || got != off {
 			t.Fatalf("round trip %q %d %d: %d %v", topic, partition, off, got, err)
 		}

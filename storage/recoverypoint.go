@@ -20,17 +20,6 @@ import (
 // (truncation) and raised only after the syncs it stands for.
 const RecoveryPointCheckpointFile = "recovery-point-offset-checkpoint"
 
-// encodeRecoveryPoint returns the bytes of a recovery-point checkpoint.
-func encodeRecoveryPoint(topic string, partition int32, offset int64) []byte {
-	return encodeLogStartCheckpoint(topic, partition, offset)
-}
-
-// decodeRecoveryPoint returns the recovery point recorded for
-// topic/partition, or -1 when the checkpoint holds no entry for it.
-func decodeRecoveryPoint(b []byte, topic string, partition int32) (int64, error) {
-	return decodeLogStartCheckpoint(b, topic, partition)
-}
-
 // readRecoveryPoint returns the checkpointed recovery point in dir, or -1
 // when there is none. A corrupt file is reported with
 // ErrCorruptCheckpoint.

@@ -336,7 +336,7 @@ func TestRecoveryPointHonoured(t *testing.T) {
 			AtomicWriteFile(fs, "data/t-0/"+RecoveryPointCheckpointFile, []byte("0\n1\nt 0 notanumber\n"))
 		}, false, -1},
 		{"other-partition", func(fs FS) {
-			AtomicWriteFile(fs, "data/t-0/"+RecoveryPointCheckpointFile, encodeRecoveryPoint("t", 1, 1<<40))
+			AtomicWriteFile(fs, "data/t-0/"+RecoveryPointCheckpointFile, encodePartitionCheckpoint("t", 1, 1<<40))
 		}, false, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -502,7 +502,7 @@ func FuzzRecoveryPointCheckpoint(f *testing.F) {
 	f.Add([]byte("1\n0\n"), "t", int32(0), int64(1))
 	f.Add([]byte(""), "t", int32(0), int64(1))
 	f.Fuzz(func(t *testing.T, data []byte, topic string, partition int32, off int64) {
-		got, err := decodeRecoveryPoint(data, topic, partition)
+		got, err := decodePartitionCheckpoint(data, topic, partition)
 		if err == nil && got < -1 {
 			t.Fatalf("decoded %d without error", got)
 		}
@@ -512,7 +512,7 @@ func FuzzRecoveryPointCheckpoint(f *testing.F) {
 		if off < 0 || topic == "" || !validTopicName(topic) {
 			return
 		}
-		got, err = decodeRecoveryPoint(encodeRecoveryPoint(topic, partition, off), topic, partition)
+		got, err = decodePartitionCheckpoint(encodePartitionCheckpoint(topic, partition, off), topic, partition)
 		if err != nil || got != off {
 			t.Fatalf("round trip %q %d %d: %d %v", topic, partition, off, got, err)
 		}
