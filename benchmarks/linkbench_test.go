@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -362,7 +363,7 @@ func sourceCPU(k *interop.Kafka, set *linkSet) func() float64 {
 }
 
 // perfRecord records pid with perf into -linkbench.perf's FILE-<what>-<partitions>-<time>
-// (profiling runs only) until the returned function is called.
+// (profiling runs only) until the returned function is first called (later calls do nothing).
 func perfRecord(t *testing.T, what string, set *linkSet, pid int) func() {
 	if *linkBenchPerf == "" {
 		return func() {}
@@ -372,7 +373,8 @@ func perfRecord(t *testing.T, what string, set *linkSet, pid int) func() {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second)
-	return func() { _ = perf.Process.Signal(syscall.SIGINT); _ = perf.Wait() }
+	var once sync.Once
+	return func() { once.Do(func() { _ = perf.Process.Signal(syscall.SIGINT); _ = perf.Wait() }) }
 }
 
 // runRefCopy copies the set with RefCopy into a fresh in-process Sink.
@@ -469,7 +471,8 @@ func runLink(t *testing.T, bin string, k *interop.Kafka, set *linkSet, work, tmp
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer perfRecord(t, "link", set, srv.Cmd.Process.Pid)()
+	stopPerf := perfRecord(t, "link", set, srv.Cmd.Process.Pid)
+	defer stopPerf()
 	create := exec.Command(bin, "link", "create", "bench", "--dest", srv.Addr, "--source", src, "--topics", set.regex)
 	srcCPU := sourceCPU(k, set)
 	start := time.Now()
@@ -478,6 +481,7 @@ func runLink(t *testing.T, bin string, k *interop.Kafka, set *linkSet, work, tmp
 	}
 	created := time.Now()
 	first, end := destEndsAt(t, srv.Addr, set, 10*time.Minute)
+	stopPerf() // the copy only, not the verify below
 	scpu := srcCPU()
 	after, err := srv.Stats()
 	if err != nil {
