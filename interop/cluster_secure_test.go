@@ -37,26 +37,12 @@ func TestVerbatimClusterSecured(t *testing.T) {
 	bin := BuildVerbatim(t)
 	ca := testcerts.NewCA(t)
 	pair := ca.Server(t, "broker")
-	jaas := `org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret";`
-	c := StartVCluster(t, bin, 3, VClusterOptions{Props: []string{
-		"listeners=PLAINTEXT://127.0.0.1:{kafka},BROKER://127.0.0.1:{port:broker}",
-		"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,BROKER:SASL_SSL",
-		"inter.broker.listener.name=BROKER",
-		"sasl.mechanism.inter.broker.protocol=PLAIN",
-		"listener.name.broker.sasl.enabled.mechanisms=PLAIN",
-		"listener.name.broker.plain.sasl.jaas.config=" + jaas,
-		"listener.name.broker.ssl.keystore.type=PEM",
-		"listener.name.broker.ssl.keystore.location=" + pair.KeystoreFile,
-		"listener.name.broker.ssl.truststore.type=PEM",
-		"listener.name.broker.ssl.truststore.location=" + ca.File,
-		"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-		"super.users=User:broker",
-		"allow.everyone.if.no.acl.found=false",
+	c := StartVCluster(t, bin, 3, VClusterOptions{Props: append(securedClusterProps(ca, pair),
 		"broker.rack=rack-{node}",
 		"replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector",
 		"broker.session.timeout.ms=3000",
 		"replica.lag.time.max.ms=5000",
-	}})
+	)})
 	cl := verbatimClient(t, c.Bootstrap())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -125,6 +111,30 @@ func TestVerbatimClusterSecured(t *testing.T) {
 	}
 }
 
+// securedClusterProps are the props of a cluster whose inter-broker
+// listener BROKER is SASL_SSL (PLAIN as User:broker, pair's keystore and
+// ca's truststore, also the brokers' client side) beside a PLAINTEXT
+// listener for clients (User:ANONYMOUS), with the authorizer on, only
+// User:broker a super user and no ACL meaning no access.
+func securedClusterProps(ca *testcerts.CA, pair testcerts.Pair) []string {
+	jaas := `org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret";`
+	return []string{
+		"listeners=PLAINTEXT://127.0.0.1:{kafka},BROKER://127.0.0.1:{port:broker}",
+		"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,BROKER:SASL_SSL",
+		"inter.broker.listener.name=BROKER",
+		"sasl.mechanism.inter.broker.protocol=PLAIN",
+		"listener.name.broker.sasl.enabled.mechanisms=PLAIN",
+		"listener.name.broker.plain.sasl.jaas.config=" + jaas,
+		"listener.name.broker.ssl.keystore.type=PEM",
+		"listener.name.broker.ssl.keystore.location=" + pair.KeystoreFile,
+		"listener.name.broker.ssl.truststore.type=PEM",
+		"listener.name.broker.ssl.truststore.location=" + ca.File,
+		"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		"super.users=User:broker",
+		"allow.everyone.if.no.acl.found=false",
+	}
+}
+
 // grantAnonymous gives User:ANONYMOUS (the PLAINTEXT listener's clients)
 // every right on topics and groups and CREATE, DESCRIBE and
 // IDEMPOTENT_WRITE on the cluster, on every broker.
@@ -142,8 +152,14 @@ func grantAnonymous(t *testing.T, ctx context.Context, c *VCluster, ca *testcert
 	for _, op := range []kmsg.ACLOperation{kmsg.ACLOperationCreate, kmsg.ACLOperationDescribe, kmsg.ACLOperationIdempotentWrite} {
 		add(kmsg.ACLResourceTypeCluster, "kafka-cluster", op)
 	}
-	// Only a super user may grant the first ACLs: User:broker, over the
-	// inter-broker listener.
+	createACLsEverywhere(t, ctx, c, ca, req)
+}
+
+// createACLsEverywhere sends req to every broker as User:broker, the super
+// user, over the inter-broker listener (only a super user may grant the
+// first ACLs), and wants every creation to succeed.
+func createACLsEverywhere(t *testing.T, ctx context.Context, c *VCluster, ca *testcerts.CA, req *kmsg.CreateACLsRequest) {
+	t.Helper()
 	bcl := brokerListenerClient(t, c, ca)
 	for _, nd := range c.Nodes {
 		resp, err := req.RequestWith(ctx, bcl.Broker(int(nd.ID)))
