@@ -31,21 +31,14 @@ func TestLinkIntoSecuredVerbatimCluster(t *testing.T) {
 	bin := BuildVerbatim(t)
 	k := StartKafka(t, KafkaOptions{})
 	ca := testcerts.NewCA(t)
-	c := StartVCluster(t, bin, 3, VClusterOptions{Props: append(securedClusterProps(ca, ca.Server(t, "broker")),
-		"broker.session.timeout.ms=3000",
-		"replica.lag.time.max.ms=5000",
-		"min.insync.replicas=2",
-		"default.replication.factor=3",
-	)})
+	c := startMirrorVCluster(t, bin, append(securedClusterProps(ca, ca.Server(t, "broker")), "default.replication.factor=3")...)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	grantAnonymous(t, ctx, c, ca)
 
 	src, dst := k.Bootstrap(), c.Bootstrap()
 	const topic, link, parts = "ls-orders", "ls", 2
-	k.CreateTopic(t, topic, parts, 1, nil)
-	gen := startLinkSourceWriters(t, k, topic, parts)
-	gen.waitRounds(t, 3)
+	gen := startLinkSourceTopic(t, k, topic, parts, 3)
 
 	// Topic rights are not enough to create a link.
 	n1, n2 := c.Nodes[0].Addr, c.Nodes[1].Addr

@@ -37,9 +37,7 @@ func TestLinkIntoVerbatimCluster(t *testing.T) {
 	c := startMirrorVCluster(t, bin, "default.replication.factor=3", "auto.leader.rebalance.enable=false")
 	src, dst := k.Bootstrap(), c.Bootstrap()
 	const topic, link, parts = "lc-orders", "lc", 3
-	k.CreateTopic(t, topic, parts, 1, nil)
-	gen := startLinkSourceWriters(t, k, topic, parts)
-	gen.waitRounds(t, 5)
+	gen := startLinkSourceTopic(t, k, topic, parts, 5)
 
 	// Created through node 1; status and the link's definition are read
 	// through the others.
@@ -141,6 +139,16 @@ func TestLinkIntoVerbatimCluster(t *testing.T) {
 			t.Errorf("%s/%d: the destination ends at %d after the stop, want %d (the source's %d, the barrier%s)", topic, p, got, want, ends[p], map[bool]string{true: ", the local record"}[p == 0])
 		}
 	}
+}
+
+// startLinkSourceTopic creates topic on k with parts partitions and
+// returns its writers once they have written rounds rounds.
+func startLinkSourceTopic(t *testing.T, k *Kafka, topic string, parts int32, rounds int) *linkSourceWriters {
+	t.Helper()
+	k.CreateTopic(t, topic, parts, 1, nil)
+	gen := startLinkSourceWriters(t, k, topic, parts)
+	gen.waitRounds(t, rounds)
+	return gen
 }
 
 // linkSourceWriters writes to every partition of a source topic in
