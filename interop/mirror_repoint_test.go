@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -109,7 +110,7 @@ func testRepointConfluent(t *testing.T, bin string, k *Kafka, dst, topic string,
 		got[p] = append(got[p], l)
 	}
 	for p := range ends {
-		if want := all[p][:stopAt[p]]; !equalLines(got[p], want) {
+		if want := all[p][:stopAt[p]]; !slices.Equal(got[p], want) {
 			t.Fatalf("source consumer, partition %d: %s", p, diffLines(got[p], want))
 		}
 	}
@@ -133,7 +134,7 @@ func testRepointConfluent(t *testing.T, bin string, k *Kafka, dst, topic string,
 
 	// On Verbatim: the same group continues.
 	lines, log := runConfluentRepoint(t, "dest", dst, topic, group, ends)
-	if len(lines) < len(ends) || !equalLines(lines[:len(ends)], wantCommitted) {
+	if len(lines) < len(ends) || !slices.Equal(lines[:len(ends)], wantCommitted) {
 		t.Fatalf("librdkafka's committed offsets on Verbatim: %q, want %q", lines[:min(len(lines), len(ends))], wantCommitted)
 	}
 	got = make([][]string, len(ends))
@@ -145,7 +146,7 @@ func testRepointConfluent(t *testing.T, bin string, k *Kafka, dst, topic string,
 		got[p] = append(got[p], l)
 	}
 	for p := range ends {
-		if want := all[p][stopAt[p]:]; !equalLines(got[p], want) {
+		if want := all[p][stopAt[p]:]; !slices.Equal(got[p], want) {
 			t.Fatalf("the group on Verbatim, partition %d: %s", p, diffLines(got[p], want))
 		}
 	}
@@ -172,18 +173,6 @@ func testRepointConfluent(t *testing.T, bin string, k *Kafka, dst, topic string,
 			t.Errorf("librdkafka did not log %q; its validation lines:\n%s", want, strings.Join(validation, "\n"))
 		}
 	}
-}
-
-func equalLines(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // diffLines describes the first difference between got and want.
