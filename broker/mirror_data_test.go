@@ -184,14 +184,7 @@ func TestMirrorProduce(t *testing.T) {
 	}
 
 	// DeleteRecords is refused on a mirror topic.
-	dr := kmsg.NewPtrDeleteRecordsRequest()
-	dr.Version = 2
-	drt := kmsg.NewDeleteRecordsRequestTopic()
-	drt.Topic = "m"
-	drp := kmsg.NewDeleteRecordsRequestTopicPartition()
-	drp.Offset = 5
-	drt.Partitions = append(drt.Partitions, drp)
-	dr.Topics = append(dr.Topics, drt)
+	dr := deleteRecordsReq("m", 0, 5)
 	if p := rawRequest[*kmsg.DeleteRecordsResponse](t, b, dr).Topics[0].Partitions[0]; p.ErrorCode != kerr.PolicyViolation.Code {
 		t.Fatalf("DeleteRecords on a mirror topic: %+v", p)
 	}
