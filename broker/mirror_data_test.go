@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
@@ -55,11 +56,7 @@ func (sb srcBatch) encode(t *testing.T) []byte {
 	if sb.control >= 0 {
 		bt.Attributes |= kbatch.ControlBit | kbatch.TransactionalBit
 	}
-	out, err := kbatch.Encode(bt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return kbatchtest.Encode(t, bt)
 }
 
 func data(base int64, epoch int32, n int) srcBatch {
