@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/verbatim-kafka/verbatim/internal/testkit"
 )
 
 // recordLine is how the re-pointing test prints a record, in Go and in
@@ -31,7 +33,7 @@ func readPartitions(t *testing.T, addr, topic string, ends []int64) [][]string {
 	for p := range ends {
 		starts[int32(p)] = kgo.NewOffset().AtStart()
 	}
-	cl := kgoClient(t, addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: starts}))
+	cl := testkit.Client(t, addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: starts}))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	out := make([][]string, len(ends))
