@@ -1,9 +1,10 @@
 package authz
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
 )
 
 // storeVersion is the version of the persisted ACL file.
@@ -42,23 +43,16 @@ func (a *Authorizer) sortedLocked() []Binding {
 }
 
 func sortBindings(bs []Binding) {
-	sort.Slice(bs, func(i, j int) bool {
-		x, y := bs[i], bs[j]
-		switch {
-		case x.ResourceType != y.ResourceType:
-			return x.ResourceType < y.ResourceType
-		case x.Pattern != y.Pattern:
-			return x.Pattern < y.Pattern
-		case x.Name != y.Name:
-			return x.Name < y.Name
-		case x.Principal != y.Principal:
-			return x.Principal < y.Principal
-		case x.Host != y.Host:
-			return x.Host < y.Host
-		case x.Operation != y.Operation:
-			return x.Operation < y.Operation
-		}
-		return x.Permission < y.Permission
+	slices.SortFunc(bs, func(x, y Binding) int {
+		return cmp.Or(
+			cmp.Compare(x.ResourceType, y.ResourceType),
+			cmp.Compare(x.Pattern, y.Pattern),
+			cmp.Compare(x.Name, y.Name),
+			cmp.Compare(x.Principal, y.Principal),
+			cmp.Compare(x.Host, y.Host),
+			cmp.Compare(x.Operation, y.Operation),
+			cmp.Compare(x.Permission, y.Permission),
+		)
 	})
 }
 

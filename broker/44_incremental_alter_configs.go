@@ -31,10 +31,13 @@ package broker
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/props"
 )
 
 func init() { register(kmsg.IncrementalAlterConfigs.Int16(), 0, 1, handleIncrementalAlterConfigs) }
@@ -92,18 +95,18 @@ func (s *Server) incrementalAlter(rr *kmsg.IncrementalAlterConfigsRequestResourc
 			if !ok {
 				cur = def.def
 			}
-			items := splitList(cur)
+			items := props.List(cur)
 			if c.Op == kmsg.IncrementalAlterConfigOpAppend {
-				for _, v := range splitList(*c.Value) {
-					if !contains(items, v) {
+				for _, v := range props.List(*c.Value) {
+					if !slices.Contains(items, v) {
 						items = append(items, v)
 					}
 				}
 			} else {
-				remove := splitList(*c.Value)
+				remove := props.List(*c.Value)
 				kept := items[:0]
 				for _, it := range items {
-					if !contains(remove, it) {
+					if !slices.Contains(remove, it) {
 						kept = append(kept, it)
 					}
 				}
@@ -115,23 +118,4 @@ func (s *Server) incrementalAlter(rr *kmsg.IncrementalAlterConfigsRequestResourc
 		}
 	}
 	return s.alterTopicConfig(t, next, validateOnly, true)
-}
-
-func splitList(v string) []string {
-	var out []string
-	for _, it := range strings.Split(v, ",") {
-		if it = strings.TrimSpace(it); it != "" {
-			out = append(out, it)
-		}
-	}
-	return out
-}
-
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }

@@ -80,15 +80,8 @@ func mirrorGapProduce(t *testing.T, b *testBroker, from string, topic string) km
 
 func mirrorForward(t *testing.T, b *testBroker, from, topic string, offset int64) kmsg.DeleteRecordsResponseTopicPartition {
 	t.Helper()
-	req := kmsg.NewPtrDeleteRecordsRequest()
-	req.Version, req.TimeoutMillis = 2, 10000
+	req := timedDelete(topic, offset, 10000)
 	req.UnknownTags.Set(wireext.MirrorTag, writerTagID(testWriterEpoch, writerID{}))
-	rt := kmsg.NewDeleteRecordsRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
-	rp.Partition, rp.Offset = 0, offset
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
 	return rawAs[*kmsg.DeleteRecordsResponse](t, b, from, req).Topics[0].Partitions[0]
 }
 

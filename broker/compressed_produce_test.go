@@ -9,6 +9,7 @@ import (
 
 	"github.com/verbatim-kafka/verbatim/internal/hostile"
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
 
 // Compressed produce through the broker: poisoned payloads of every codec
@@ -32,11 +33,7 @@ func TestProduceCompressedLimits(t *testing.T) {
 	big := func(c kbatch.Codec) []byte {
 		bt := kbatch.NewBatch(now, kbatch.Record{Key: []byte("k"), Value: make([]byte, 8000)})
 		bt.Attributes = int16(c)
-		raw, err := kbatch.Encode(bt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return raw
+		return kbatchtest.Encode(t, bt)
 	}
 	if pr := produceOne(t, b, 9, "batchcap", 0, big(kbatch.CodecZstd)); pr.ErrorCode != kerr.MessageTooLarge.Code {
 		t.Errorf("over max.decompressed.batch.bytes: %+v", pr)

@@ -158,11 +158,29 @@ func (s *Server) alterTopicConfig(t *Topic, next map[string]string, validateOnly
 			return err
 		}
 	}
+	if err := s.setTopicConfig(t, cfg); err != nil {
+		return err
+	}
+	s.log.Info("altered topic config", "topic", t.Name, "configs", cfg.Overrides())
+	return nil
+}
+
+// setTopicOverrides makes overrides t's config (setTopicConfig).
+func (s *Server) setTopicOverrides(t *Topic, overrides map[string]string) error {
+	cfg, err := s.topicConfig(overrides)
+	if err != nil {
+		return err
+	}
+	return s.setTopicConfig(t, cfg)
+}
+
+// setTopicConfig makes cfg t's config and pushes it into the open logs of
+// its partitions.
+func (s *Server) setTopicConfig(t *Topic, cfg *TopicConfig) error {
 	if err := s.cluster.setConfig(t, cfg); err != nil {
 		return err
 	}
 	s.reconfigureLogs(t)
-	s.log.Info("altered topic config", "topic", t.Name, "configs", cfg.Overrides())
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
 
 // dataPlaneSeeds are data-plane requests with real content: produces with
@@ -23,11 +24,7 @@ func dataPlaneSeeds(f *testing.F) []kmsg.Request {
 		if pid >= 0 {
 			bt.ProducerID, bt.ProducerEpoch, bt.BaseSequence = pid, 0, 0
 		}
-		b, err := kbatch.Encode(bt)
-		if err != nil {
-			f.Fatal(err)
-		}
-		return b
+		return kbatchtest.Encode(f, bt)
 	}
 	var out []kmsg.Request
 	for _, v := range []int16{3, 7, 8, 9, 12} {

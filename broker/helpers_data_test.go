@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
 
 // encodeBatch builds a v2 batch with the given base offset, producer id
@@ -22,11 +23,7 @@ func encodeBatch(t *testing.T, base, pid int64, seq int32, values ...[]byte) []b
 	if pid >= 0 {
 		bt.ProducerID, bt.ProducerEpoch, bt.BaseSequence = pid, 0, seq
 	}
-	out, err := kbatch.Encode(bt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return kbatchtest.Encode(t, bt)
 }
 
 func produceRequest(version int16, topic string, part int32, records []byte) *kmsg.ProduceRequest {

@@ -295,14 +295,9 @@ func (s *Server) ConvertToPullMirror(ctx context.Context, topic, link, sourceClu
 	if sourceClusterID != "" {
 		next[cfgMirrorSourceClusterID] = sourceClusterID
 	}
-	nc, err := s.topicConfig(next)
-	if err != nil {
+	if err := s.setTopicOverrides(t, next); err != nil {
 		return err
 	}
-	if err := s.cluster.setConfig(t, nc); err != nil {
-		return err
-	}
-	s.reconfigureLogs(t)
 	s.log.Warn("topic converted into a pull-mode mirror (failback): clients' produces are refused from now on",
 		"topic", topic, "link", link, "source_cluster_id", sourceClusterID)
 	return s.drainQueues(ctx, t)

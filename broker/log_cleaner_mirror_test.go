@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
 
 // mirrorKVBatch is a source batch of n keyed records (key i%keys, every
@@ -28,11 +29,7 @@ func mirrorKVBatch(t *testing.T, base int64, epoch int32, n, keys int) []byte {
 	}
 	bt := kbatch.NewBatch(1_700_000_000_000+base, recs...)
 	bt.BaseOffset, bt.LeaderEpoch = base, epoch
-	out, err := kbatch.Encode(bt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return kbatchtest.Encode(t, bt)
 }
 
 // applyLatest applies a batch's records to a latest-value-per-key map, as

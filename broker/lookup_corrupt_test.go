@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
 
 // mirrorBatch encodes recs as a batch at base compressed with codec, as a
@@ -17,11 +18,7 @@ func mirrorBatch(t *testing.T, base, ts int64, codec kbatch.Codec, recs ...kbatc
 	t.Helper()
 	bt := kbatch.NewBatch(ts, recs...)
 	bt.BaseOffset, bt.LeaderEpoch, bt.Attributes = base, 0, int16(codec)
-	b, err := kbatch.Encode(bt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return kbatchtest.Encode(t, bt)
 }
 
 // Hole 3, read side: a mirror writer is trusted and its batches are stored

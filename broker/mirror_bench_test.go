@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 	"github.com/verbatim-kafka/verbatim/storage"
 )
 
@@ -57,10 +58,7 @@ func benchProduceConn(b *testing.B, mirror bool, window int, mods ...func(*Confi
 	}
 	bt := kbatch.NewBatch(1_700_000_000_000, recs...)
 	bt.LeaderEpoch = 1
-	batch, err := kbatch.Encode(bt)
-	if err != nil {
-		b.Fatal(err)
-	}
+	batch := kbatchtest.Encode(b, bt)
 	const sentinel = 0x5a5a5a5a5a5a5a5a
 	req := produceRequest(9, "bench", 0, batch)
 	if mirror {

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 	"github.com/verbatim-kafka/verbatim/wireext"
 )
 
@@ -55,11 +56,7 @@ func (sb srcBatch) encode(t *testing.T) []byte {
 	if sb.control >= 0 {
 		bt.Attributes |= kbatch.ControlBit | kbatch.TransactionalBit
 	}
-	out, err := kbatch.Encode(bt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return kbatchtest.Encode(t, bt)
 }
 
 func data(base int64, epoch int32, n int) srcBatch {
@@ -184,14 +181,7 @@ func TestMirrorProduce(t *testing.T) {
 	}
 
 	// DeleteRecords is refused on a mirror topic.
-	dr := kmsg.NewPtrDeleteRecordsRequest()
-	dr.Version = 2
-	drt := kmsg.NewDeleteRecordsRequestTopic()
-	drt.Topic = "m"
-	drp := kmsg.NewDeleteRecordsRequestTopicPartition()
-	drp.Offset = 5
-	drt.Partitions = append(drt.Partitions, drp)
-	dr.Topics = append(dr.Topics, drt)
+	dr := deleteRecordsReq("m", 0, 5)
 	if p := rawRequest[*kmsg.DeleteRecordsResponse](t, b, dr).Topics[0].Partitions[0]; p.ErrorCode != kerr.PolicyViolation.Code {
 		t.Fatalf("DeleteRecords on a mirror topic: %+v", p)
 	}

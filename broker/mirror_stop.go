@@ -125,10 +125,9 @@ func (s *Server) finishMirrorStop(t *Topic, target map[string]string) error {
 	if err != nil {
 		return err
 	}
-	if err := s.cluster.setConfig(t, cfg); err != nil {
+	if err := s.setTopicConfig(t, cfg); err != nil {
 		return err
 	}
-	s.reconfigureLogs(t)
 	if err := stopHook(t.Name, -1, stopStepWritable); err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/verbatim-kafka/verbatim/coordlog/coordlogtest"
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 	"github.com/verbatim-kafka/verbatim/storage"
 )
 
@@ -36,11 +37,7 @@ func stopBatch(t *testing.T, base int64, epoch int32, pid int64, seq int32, n in
 	if txn {
 		bt.Attributes |= kbatch.TransactionalBit
 	}
-	out, err := kbatch.Encode(bt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return kbatchtest.Encode(t, bt)
 }
 
 // mirrorTo sends one mirror produce of set to partition part (writer

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
 
 // tsBatch is a client batch (base offset 0) whose records have the given
@@ -18,11 +19,7 @@ func tsBatch(t *testing.T, base int64, deltas ...int64) []byte {
 	for i, d := range deltas {
 		recs = append(recs, kbatch.Record{OffsetDelta: int32(i), TimestampDelta: d, Value: []byte("v")})
 	}
-	out, err := kbatch.Encode(kbatch.NewBatch(base, recs...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return kbatchtest.Encode(t, kbatch.NewBatch(base, recs...))
 }
 
 func deleteRecordsReq(topic string, part int32, offset int64) *kmsg.DeleteRecordsRequest {

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
 
 func createTopic(t *testing.T, b *testBroker, name string, parts int32, configs map[string]*string) kadm.CreateTopicResponse {
@@ -328,19 +329,13 @@ func TestProduceTopicRules(t *testing.T) {
 	}
 	// A null key on a compacted topic: INVALID_RECORD with the record's
 	// index in the per-record errors.
-	nokey, err := kbatch.Encode(kbatch.NewBatch(time.Now().UnixMilli(), kbatch.Record{Key: []byte("k"), Value: []byte("v")}, kbatch.Record{OffsetDelta: 1, Value: []byte("v")}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	nokey := kbatchtest.Encode(t, kbatch.NewBatch(time.Now().UnixMilli(), kbatch.Record{Key: []byte("k"), Value: []byte("v")}, kbatch.Record{OffsetDelta: 1, Value: []byte("v")}))
 	r = produceOne(t, b, 9, "cmp", 0, nokey)
 	if r.ErrorCode != kerr.InvalidRecord.Code || len(r.ErrorRecords) != 1 || r.ErrorRecords[0].RelativeOffset != 1 {
 		t.Fatalf("compacted topic without key: %+v", r)
 	}
 	// A timestamp too far in the future.
-	future, err := kbatch.Encode(kbatch.NewBatch(time.Now().UnixMilli()+3_600_000, kbatch.Record{Value: []byte("v")}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	future := kbatchtest.Encode(t, kbatch.NewBatch(time.Now().UnixMilli()+3_600_000, kbatch.Record{Value: []byte("v")}))
 	if r := produceOne(t, b, 9, "recent", 0, future); r.ErrorCode != kerr.InvalidTimestamp.Code {
 		t.Fatalf("future timestamp: %+v", r)
 	}

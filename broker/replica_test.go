@@ -329,14 +329,7 @@ func TestReplicationNotLeaderOrFollower(t *testing.T) {
 		if r := rawRequest[*kmsg.OffsetForLeaderEpochResponse](t, b, oreq); r.Topics[0].Partitions[0].ErrorCode != kerr.NotLeaderForPartition.Code {
 			t.Fatalf("offset for leader epoch on broker %d: code %d", id, r.Topics[0].Partitions[0].ErrorCode)
 		}
-		dreq := kmsg.NewPtrDeleteRecordsRequest()
-		dreq.Version, dreq.TimeoutMillis = 2, 5000
-		dt := kmsg.NewDeleteRecordsRequestTopic()
-		dt.Topic = "nl"
-		dp := kmsg.NewDeleteRecordsRequestTopicPartition()
-		dp.Partition, dp.Offset = 0, 0
-		dt.Partitions = append(dt.Partitions, dp)
-		dreq.Topics = append(dreq.Topics, dt)
+		dreq := timedDelete("nl", 0, 5000)
 		if r := rawRequest[*kmsg.DeleteRecordsResponse](t, b, dreq); r.Topics[0].Partitions[0].ErrorCode != kerr.NotLeaderForPartition.Code {
 			t.Fatalf("delete records on broker %d: code %d", id, r.Topics[0].Partitions[0].ErrorCode)
 		}

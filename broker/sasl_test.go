@@ -175,6 +175,16 @@ func (r *rawConn) metadataOK(t *testing.T) {
 	}
 }
 
+// metadataClosed sends Metadata v12 with correlation id corr and expects
+// the connection closed instead of an answer.
+func (r *rawConn) metadataClosed(corr int32) {
+	r.t.Helper()
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = 12
+	r.write(appendRequestFrame(nil, req, corr, "raw"))
+	r.expectClosed()
+}
+
 func produceAndFetch(t *testing.T, cl *kgo.Client, topic string) {
 	t.Helper()
 	if err := cl.ProduceSync(ctxT(t), &kgo.Record{Topic: topic, Value: []byte("v")}).FirstErr(); err != nil {
@@ -245,10 +255,7 @@ func TestSASLRawGate(t *testing.T) {
 	if _, _, err := c.read(); err != nil {
 		t.Fatalf("ApiVersions before authentication: %v", err)
 	}
-	md := kmsg.NewPtrMetadataRequest()
-	md.Version = 12
-	c.write(appendRequestFrame(nil, md, 2, "raw"))
-	c.expectClosed()
+	c.metadataClosed(2)
 
 	c = dialRaw(t, b.addr)
 	auth := kmsg.NewPtrSASLAuthenticateRequest()
@@ -260,8 +267,7 @@ func TestSASLRawGate(t *testing.T) {
 	if h := c.handshake(t, authn.PLAIN); h.ErrorCode != 0 {
 		t.Fatal(h.ErrorCode)
 	}
-	c.write(appendRequestFrame(nil, md, 2, "raw"))
-	c.expectClosed() // Metadata during the exchange
+	c.metadataClosed(2) // during the exchange
 
 	// An unknown mechanism: UNSUPPORTED_SASL_MECHANISM with the enabled
 	// list, then closed.
@@ -375,10 +381,7 @@ func TestSASLReauthentication(t *testing.T) {
 	c := login()
 	c.metadataOK(t)
 	clock.Advance(61 * time.Second)
-	req := kmsg.NewPtrMetadataRequest()
-	req.Version = 12
-	c.write(appendRequestFrame(nil, req, 5, "raw"))
-	c.expectClosed()
+	c.metadataClosed(5)
 
 	// A re-authentication renews the session, after expiry too.
 	c = login()
@@ -650,8 +653,5 @@ func TestSASLOAuthBearerUnsecured(t *testing.T) {
 	}
 	c.metadataOK(t)
 	clock.Advance(91 * time.Second)
-	md := kmsg.NewPtrMetadataRequest()
-	md.Version = 12
-	c.write(appendRequestFrame(nil, md, 4, "raw"))
-	c.expectClosed()
+	c.metadataClosed(4)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/verbatim-kafka/verbatim/coordlog"
 	"github.com/verbatim-kafka/verbatim/coordlog/coordlogtest"
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
 
 // startClockBroker starts a broker whose coordinators read clk.
@@ -154,11 +155,7 @@ func rawTxnBatch(t *testing.T, pid int64, epoch int16, seq int32, values ...stri
 	bt := kbatch.NewBatch(time.Now().UnixMilli(), recs...)
 	bt.ProducerID, bt.ProducerEpoch, bt.BaseSequence = pid, epoch, seq
 	bt.Attributes |= kbatch.TransactionalBit
-	out, err := kbatch.Encode(bt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return kbatchtest.Encode(t, bt)
 }
 
 // openRawTxn starts a transaction by hand: InitProducerId, AddPartitionsToTxn

@@ -9,6 +9,7 @@ import (
 
 	"github.com/verbatim-kafka/verbatim/budget"
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 	"github.com/verbatim-kafka/verbatim/storage"
 )
 
@@ -18,10 +19,10 @@ import (
 func TestAllocValidate(t *testing.T) {
 	corpus := buildCorpus(t)
 	set := verbatimSet(corpus, 0)
-	client := mustEncode(t, kbatch.NewBatch(corpusNowMs, testRecords(200, 100, true)...))
+	client := kbatchtest.Encode(t, kbatch.NewBatch(corpusNowMs, testRecords(200, 100, true)...))
 	gz := kbatch.NewBatch(corpusNowMs, testRecords(50, 100, true)...)
 	gz.Attributes = int16(kbatch.CodecGzip)
-	clientGzip := mustEncode(t, gz)
+	clientGzip := kbatchtest.Encode(t, gz)
 	lat := normalOpts()
 	lat.Topic.LogAppendTime = true
 	charged := normalOpts()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/verbatim-kafka/verbatim/budget"
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 	"github.com/verbatim-kafka/verbatim/storage"
 )
 
@@ -57,7 +58,7 @@ func newBenchFrame(tb testing.TB, size int) *benchFrame {
 		}
 		recs[i] = kbatch.Record{OffsetDelta: int32(i), Key: []byte(fmt.Sprintf("k%06d", i)), Value: v}
 	}
-	batch := mustEncode(tb, kbatch.NewBatch(time.Now().UnixMilli(), recs...))
+	batch := kbatchtest.Encode(tb, kbatch.NewBatch(time.Now().UnixMilli(), recs...))
 	frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("bench")).AppendRequest(nil, oneSetProduce(11, "bench", batch), 1)
 	// Locate the batch inside the frame.
 	_, _, body := splitRequest(tb, frame[4:])

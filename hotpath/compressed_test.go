@@ -17,12 +17,13 @@ import (
 	"github.com/verbatim-kafka/verbatim/budget"
 	"github.com/verbatim-kafka/verbatim/internal/hostile"
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
 
 func codecBatch(t testing.TB, c kbatch.Codec, recs []kbatch.Record) []byte {
 	b := kbatch.NewBatch(corpusNowMs, recs...)
 	b.Attributes = int16(c)
-	return mustEncode(t, b)
+	return kbatchtest.Encode(t, b)
 }
 
 // Poisoned batches of every codec (a valid header and CRC, a payload that

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
 
 // The corpus: every batch shape a Kafka 4 log can hold, built with
@@ -41,15 +42,6 @@ func testRecords(n, valueSize int, keyed bool) []kbatch.Record {
 	return recs
 }
 
-func mustEncode(tb testing.TB, b kbatch.Batch) []byte {
-	tb.Helper()
-	out, err := kbatch.Encode(b)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return out
-}
-
 func controlRecord(typ int16, value []byte) kbatch.Record {
 	return kbatch.Record{Key: kbatch.ControlKey(typ), Value: value}
 }
@@ -58,7 +50,7 @@ func buildCorpus(tb testing.TB) []corpusEntry {
 	tb.Helper()
 	var out []corpusEntry
 	add := func(name string, client bool, b kbatch.Batch) {
-		out = append(out, corpusEntry{name: name, b: mustEncode(tb, b), client: client})
+		out = append(out, corpusEntry{name: name, b: kbatchtest.Encode(tb, b), client: client})
 	}
 	codecs := []kbatch.Codec{kbatch.CodecNone, kbatch.CodecGzip, kbatch.CodecSnappy, kbatch.CodecLZ4, kbatch.CodecZstd}
 	for _, c := range codecs {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 	"github.com/verbatim-kafka/verbatim/storage"
 )
 
@@ -24,7 +25,7 @@ func openTestLog(t testing.TB, flush storage.FlushPolicy) *storage.Log {
 }
 
 func clientBatch(t testing.TB, records, valueSize int) []byte {
-	return mustEncode(t, kbatch.NewBatch(corpusNowMs, testRecords(records, valueSize, true)...))
+	return kbatchtest.Encode(t, kbatch.NewBatch(corpusNowMs, testRecords(records, valueSize, true)...))
 }
 
 // Concurrent producers (normal mode) through one partition queue get

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
 
 func verbatimOpts() *Options { return &Options{Mode: Verbatim, NowMs: corpusNowMs} }
@@ -125,7 +126,7 @@ func TestNormalLogAppendTimePatchesMaxTimestampAndCRC(t *testing.T) {
 func TestNormalFixesLyingMaxTimestamp(t *testing.T) {
 	bt := kbatch.NewBatch(corpusNowMs, testRecords(4, 10, true)...)
 	bt.MaxTimestamp = corpusNowMs + 100 // records say corpusNowMs+3
-	b := mustEncode(t, bt)
+	b := kbatchtest.Encode(t, bt)
 	var res Result
 	if err := Validate(b, normalOpts(), &res); err != nil {
 		t.Fatal(err)
@@ -217,19 +218,19 @@ func TestVerbatimRejections(t *testing.T) {
 		b := kbatch.NewBatch(corpusNowMs, controlRecord(typ, value))
 		b.Attributes = attrs
 		b.ProducerID, b.ProducerEpoch = pid, 0
-		return withBase(mustEncode(t, b), 100, 1)
+		return withBase(kbatchtest.Encode(t, b), 100, 1)
 	}
 	keyVersion1 := func() []byte {
 		b := kbatch.NewBatch(corpusNowMs, kbatch.Record{Key: []byte{0, 1, 0, 1}, Value: kbatch.EndTxnMarkerValue(1)})
 		b.Attributes = kbatch.ControlBit | kbatch.TransactionalBit
 		b.ProducerID = 5
-		return withBase(mustEncode(t, b), 100, 1)
+		return withBase(kbatchtest.Encode(t, b), 100, 1)
 	}()
 	twoRecordControl := func() []byte {
 		b := kbatch.NewBatch(corpusNowMs, controlRecord(1, kbatch.EndTxnMarkerValue(1)), controlRecord(1, kbatch.EndTxnMarkerValue(1)))
 		b.Attributes = kbatch.ControlBit | kbatch.TransactionalBit
 		b.ProducerID = 5
-		return withBase(mustEncode(t, b), 100, 1)
+		return withBase(kbatchtest.Encode(t, b), 100, 1)
 	}()
 	cases := []rejectCase{
 		{name: "empty-set", set: nil, opts: v, code: kerr.InvalidRecord},
@@ -261,7 +262,7 @@ func TestVerbatimRejections(t *testing.T) {
 			b := kbatch.NewBatch(corpusNowMs, kbatch.Record{Key: []byte{0, 0, 0}, Value: kbatch.EndTxnMarkerValue(1)})
 			b.Attributes = kbatch.ControlBit | kbatch.TransactionalBit
 			b.ProducerID = 5
-			return withBase(mustEncode(t, b), 100, 1)
+			return withBase(kbatchtest.Encode(t, b), 100, 1)
 		}(), opts: v, code: kerr.InvalidRecord},
 		{name: "marker-short-value", set: marker(1, []byte{0, 0, 0}, kbatch.ControlBit|kbatch.TransactionalBit, 5), opts: v, code: kerr.InvalidRecord},
 		{name: "marker-null-value", set: marker(0, nil, kbatch.ControlBit|kbatch.TransactionalBit, 5), opts: v, code: kerr.InvalidRecord},
@@ -275,13 +276,13 @@ func TestVerbatimRejections(t *testing.T) {
 
 func TestNormalRejections(t *testing.T) {
 	plainB := kbatch.NewBatch(corpusNowMs, testRecords(3, 10, true)...)
-	plain := mustEncode(t, plainB)
+	plain := kbatchtest.Encode(t, plainB)
 	n := normalOpts()
 	withOpts := func(f func(o *Options)) *Options { o := normalOpts(); f(o); return o }
 	enc := func(f func(b *kbatch.Batch)) []byte {
 		b := kbatch.NewBatch(corpusNowMs, testRecords(3, 10, true)...)
 		f(&b)
-		return mustEncode(t, b)
+		return kbatchtest.Encode(t, b)
 	}
 	unkeyed := enc(func(b *kbatch.Batch) { b.Records[1].Key = nil })
 	zstd := enc(func(b *kbatch.Batch) { b.Attributes = int16(kbatch.CodecZstd) })
@@ -359,7 +360,7 @@ func TestNormalClientLogAppendTimeOnCreateTimeTopic(t *testing.T) {
 	bt := kbatch.NewBatch(corpusNowMs, testRecords(2, 10, true)...)
 	bt.Attributes = kbatch.TimestampTypeBit | int16(kbatch.CodecGzip)
 	bt.MaxTimestamp = corpusNowMs + 50
-	b := mustEncode(t, bt)
+	b := kbatchtest.Encode(t, bt)
 	var res Result
 	if err := Validate(b, normalOpts(), &res); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
 
 // The fault test's checkers against histories and logs made up to break
@@ -159,10 +160,7 @@ func writeChaosSegment(t *testing.T, nd VNode, dir string, batches ...[3]int64) 
 		}
 		kb := kbatch.NewBatch(1000, recs...)
 		kb.BaseOffset, kb.LeaderEpoch = b[0], int32(b[2])
-		enc, err := kbatch.Encode(kb)
-		if err != nil {
-			t.Fatal(err)
-		}
+		enc := kbatchtest.Encode(t, kb)
 		seg = append(seg, enc...)
 	}
 	p := filepath.Join(nd.Dir, "data", dir)

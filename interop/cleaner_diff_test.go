@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/verbatim-kafka/verbatim/internal/testkit"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
@@ -231,7 +232,7 @@ func TestCleanerMatchesKafka(t *testing.T) {
 	}
 	// Release both cleaners.
 	for _, addr := range []string{bs, v.Addr} {
-		adm := kadm.NewClient(kgoClient(t, addr))
+		adm := kadm.NewClient(testkit.Client(t, addr))
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "min.compaction.lag.ms", Value: kadm.StringPtr("0")}}, topic)
 		cancel()

@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/verbatim-kafka/verbatim/internal/testkit"
 )
 
 // logBytes is the size of a partition directory's segment files.
@@ -112,7 +114,7 @@ func TestCleanerMirrorFollowBounded(t *testing.T) {
 func consumeAndCommit(t *testing.T, addr, topic, group string) int64 {
 	t.Helper()
 	end := endOffsets(t, addr, topic)[0]
-	cl := kgoClient(t, addr, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
+	cl := testkit.Client(t, addr, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	pollTo(t, cl, addr, end, func(*kgo.Record) {})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -129,7 +131,7 @@ func consumeAndCommit(t *testing.T, addr, topic, group string) int64 {
 func continueGroup(t *testing.T, addr, topic, group string, from int64) map[string]string {
 	t.Helper()
 	end := endOffsets(t, addr, topic)[0]
-	cl := kgoClient(t, addr, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
+	cl := testkit.Client(t, addr, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()))
 	got := map[string]string{}
 	first := true
@@ -148,8 +150,8 @@ func continueGroup(t *testing.T, addr, topic, group string, from int64) map[stri
 // consumer's options (an isolation level).
 func readToEnd(t *testing.T, addr, topic string, fn func(*kgo.Record), opts ...kgo.Opt) {
 	t.Helper()
-	end := endOffset(t, kadm.NewClient(kgoClient(t, addr)), topic)
-	cl := kgoClient(t, addr, append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))...)
+	end := endOffset(t, kadm.NewClient(testkit.Client(t, addr)), topic)
+	cl := testkit.Client(t, addr, append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))...)
 	pollTo(t, cl, addr, end, fn)
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 	"github.com/verbatim-kafka/verbatim/storage"
 )
 
@@ -449,7 +450,7 @@ func checkTxnIndexDump(t *testing.T, out string, specs []dumpLogSpec) {
 			}
 			continue
 		}
-		if typ, _ := kbatch.ControlType(mustEncodeBatch(t, b)); typ == kbatch.ControlAbort {
+		if typ, _ := kbatch.ControlType(kbatchtest.Encode(t, b)); typ == kbatch.ControlAbort {
 			want = append(want, fmt.Sprintf("%d %d %d", b.ProducerID, first[b.ProducerID], b.BaseOffset))
 		}
 		delete(first, b.ProducerID)
@@ -464,15 +465,6 @@ func checkTxnIndexDump(t *testing.T, out string, specs []dumpLogSpec) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("txnindex entries (pid first last) = %v, want %v\n%s", got, want, tail(out, 20))
 	}
-}
-
-func mustEncodeBatch(t testing.TB, b kbatch.Batch) []byte {
-	t.Helper()
-	raw, err := kbatch.Encode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw
 }
 
 // checkSnapshotDump expects one producer entry per producer id of specs,
@@ -491,7 +483,7 @@ func checkSnapshotDump(t *testing.T, out string, specs []dumpLogSpec) {
 		pid := strconv.FormatInt(b.ProducerID, 10)
 		p := want[pid]
 		p.epoch = strconv.Itoa(int(b.ProducerEpoch))
-		raw := mustEncodeBatch(t, b)
+		raw := kbatchtest.Encode(t, b)
 		h, _ := kbatch.ParseHeader(raw)
 		if !h.IsControl() {
 			p.lastSeq = strconv.Itoa(int(h.LastSequence()))

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/verbatim-kafka/verbatim/internal/testkit"
 )
 
 // javaRecord is one record a Java tool produced or consumed.
@@ -80,7 +82,7 @@ func groupOffsets(t *testing.T, addr, group, topic string) map[int32]int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	offs, err := kadm.NewClient(kgoClient(t, addr)).FetchOffsets(ctx, group)
+	offs, err := kadm.NewClient(testkit.Client(t, addr)).FetchOffsets(ctx, group)
 	out := map[int32]int64{}
 	if err != nil {
 		return out
@@ -139,7 +141,7 @@ func TestLinkFailback(t *testing.T) {
 	bin := BuildVerbatim(t)
 	v1 := StartVerbatim(t, bin, VerbatimOptions{})
 	v2 := StartVerbatim(t, bin, VerbatimOptions{})
-	createTopicOn(t, kadm.NewClient(kgoClient(t, v1.Addr)), topic, 2, nil)
+	createTopicOn(t, kadm.NewClient(testkit.Client(t, v1.Addr)), topic, 2, nil)
 
 	groupGot, assignGot := map[string]int{}, map[string]int{}
 	assignNext := int64(0)

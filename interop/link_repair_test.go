@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/verbatim-kafka/verbatim/internal/testkit"
 )
 
 // The cluster link's divergence repair and failback, against real peers
@@ -164,7 +166,7 @@ func TestLinkDivergenceRepair(t *testing.T) {
 	// uncleanly; it takes 30 new records at 100..129.
 	n1.Stop()
 	n2.start(t)
-	adm := kadm.NewClient(kgoClient(t, n2.Addr))
+	adm := kadm.NewClient(testkit.Client(t, n2.Addr))
 	for {
 		res, err := adm.ElectLeaders(ctx, kadm.ElectLiveReplica, kadm.TopicsSet{topic: {0: {}}})
 		if err == nil {
@@ -177,7 +179,7 @@ func TestLinkDivergenceRepair(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	prod2 := kgoClient(t, n2.Addr, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	prod2 := testkit.Client(t, n2.Addr, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	after := valuesN("after", 30)
 	if offs := produceValues(t, prod2, topic, 0, after...); offs[0] != 100 {
 		t.Fatalf("the new leader wrote at %d, want 100 (it should lack node 1's last 50)", offs[0])

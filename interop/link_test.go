@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/verbatim-kafka/verbatim/internal/testkit"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
@@ -215,7 +216,7 @@ func TestLinkFromKafka(t *testing.T) {
 		}
 		// The former mirror is writable, and the open transaction was
 		// aborted: a read_committed consumer reaches the end.
-		w := kgoClient(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		w := testkit.Client(t, dst, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 		produceSync(t, w, &kgo.Record{Topic: "txn", Partition: 0, Value: []byte(fmt.Sprintf("local after stop %d", time.Now().UnixNano()))})
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/verbatim-kafka/verbatim/client"
+	"github.com/verbatim-kafka/verbatim/internal/testkit"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
@@ -33,7 +34,7 @@ func TestMirrorIntoVerbatimCluster(t *testing.T) {
 	k := StartKafka(t, KafkaOptions{})
 	c := startMirrorVCluster(t, bin)
 	src, dst := k.Bootstrap(), c.Bootstrap()
-	scl := kgoClient(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	scl := testkit.Client(t, src, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
 	dcl := verbatimClient(t, dst)
 	const topic = "mc"
 	createTopicOn(t, kadm.NewClient(scl), topic, 2, nil)

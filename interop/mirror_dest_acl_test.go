@@ -15,6 +15,7 @@ import (
 	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/internal/testcerts"
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 	"github.com/verbatim-kafka/verbatim/mirror"
 )
 
@@ -159,10 +160,7 @@ func createMirrorTopic(t *testing.T, addr, topic string) {
 // with writer epoch epoch and returns the partition's error code.
 func forgedProduce(t *testing.T, cn *client.Conn, topic string, epoch int32) int16 {
 	t.Helper()
-	b, err := kbatch.Encode(kbatch.NewBatch(time.Now().UnixMilli(), kbatch.Record{Value: []byte("forged")}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := kbatchtest.Encode(t, kbatch.NewBatch(time.Now().UnixMilli(), kbatch.Record{Value: []byte("forged")}))
 	kbatch.SetBaseOffset(b, 100)
 	req := mirrorProduceReq(topic, [16]byte{}, epoch, b, 100)
 	resp, err := cn.Request(context.Background(), req, 11)

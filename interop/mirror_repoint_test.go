@@ -6,12 +6,15 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/verbatim-kafka/verbatim/internal/testkit"
 )
 
 // recordLine is how the re-pointing test prints a record, in Go and in
@@ -30,7 +33,7 @@ func readPartitions(t *testing.T, addr, topic string, ends []int64) [][]string {
 	for p := range ends {
 		starts[int32(p)] = kgo.NewOffset().AtStart()
 	}
-	cl := kgoClient(t, addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: starts}))
+	cl := testkit.Client(t, addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: starts}))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	out := make([][]string, len(ends))
@@ -109,7 +112,7 @@ func testRepointConfluent(t *testing.T, bin string, k *Kafka, dst, topic string,
 		got[p] = append(got[p], l)
 	}
 	for p := range ends {
-		if want := all[p][:stopAt[p]]; !equalLines(got[p], want) {
+		if want := all[p][:stopAt[p]]; !slices.Equal(got[p], want) {
 			t.Fatalf("source consumer, partition %d: %s", p, diffLines(got[p], want))
 		}
 	}
@@ -133,7 +136,7 @@ func testRepointConfluent(t *testing.T, bin string, k *Kafka, dst, topic string,
 
 	// On Verbatim: the same group continues.
 	lines, log := runConfluentRepoint(t, "dest", dst, topic, group, ends)
-	if len(lines) < len(ends) || !equalLines(lines[:len(ends)], wantCommitted) {
+	if len(lines) < len(ends) || !slices.Equal(lines[:len(ends)], wantCommitted) {
 		t.Fatalf("librdkafka's committed offsets on Verbatim: %q, want %q", lines[:min(len(lines), len(ends))], wantCommitted)
 	}
 	got = make([][]string, len(ends))
@@ -145,7 +148,7 @@ func testRepointConfluent(t *testing.T, bin string, k *Kafka, dst, topic string,
 		got[p] = append(got[p], l)
 	}
 	for p := range ends {
-		if want := all[p][stopAt[p]:]; !equalLines(got[p], want) {
+		if want := all[p][stopAt[p]:]; !slices.Equal(got[p], want) {
 			t.Fatalf("the group on Verbatim, partition %d: %s", p, diffLines(got[p], want))
 		}
 	}
@@ -172,18 +175,6 @@ func testRepointConfluent(t *testing.T, bin string, k *Kafka, dst, topic string,
 			t.Errorf("librdkafka did not log %q; its validation lines:\n%s", want, strings.Join(validation, "\n"))
 		}
 	}
-}
-
-func equalLines(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // diffLines describes the first difference between got and want.

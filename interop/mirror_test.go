@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/verbatim-kafka/verbatim/client"
+	"github.com/verbatim-kafka/verbatim/internal/testkit"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/mirror"
 )
@@ -399,7 +400,7 @@ func TestMirrorFromKafka(t *testing.T) {
 		JavaTool(t, "TransactionalMessageCopier", "--broker-list", dst, "--input-topic", "codecs", "--input-partition", "0",
 			"--output-topic", "stopme", "--transactional-id", "after-stop", "--consumer-group", "after-stop", "--max-messages", "40",
 			"--transaction-size", "10", "--use-group-metadata")
-		rc := kgoClient(t, dst, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"stopme": {0: kgo.NewOffset().At(afterStop)}}),
+		rc := testkit.Client(t, dst, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"stopme": {0: kgo.NewOffset().At(afterStop)}}),
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
@@ -559,14 +560,4 @@ func countMarkers(t *testing.T, addr, topic string, typ int16) int {
 		}
 	})
 	return n
-}
-
-func kgoClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
-	t.Helper()
-	c, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/verbatim-kafka/verbatim/internal/testkit"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
@@ -160,7 +161,7 @@ func testChainFailover(t *testing.T, bin string, k *Kafka) {
 	// C's source is B: its topic records B's cluster id, not Kafka's.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	md, err := kadm.NewClient(kgoClient(t, b.Addr)).BrokerMetadata(ctx)
+	md, err := kadm.NewClient(testkit.Client(t, b.Addr)).BrokerMetadata(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,9 +181,9 @@ func testChainFailover(t *testing.T, bin string, k *Kafka) {
 	}
 
 	// Local producers on B.
-	idem := kgoClient(t, b.Addr, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	idem := testkit.Client(t, b.Addr, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	produceSync(t, idem, keyed("chain", 20, "b-idem")...)
-	tx := kgoClient(t, b.Addr, kgo.TransactionalID("chain-b-txn"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	tx := testkit.Client(t, b.Addr, kgo.TransactionalID("chain-b-txn"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	runTxn(t, tx, true, keyed("chain", 7, "b-commit"))
 	runTxn(t, tx, false, keyed("chain", 7, "b-abort"))
 	produceSync(t, idem, keyed("chain", 5, "b-idem-last")...)
@@ -315,7 +316,7 @@ func topicConfigs(t *testing.T, addr string, topics ...string) map[string]map[st
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cl := kgoClient(t, addr)
+	cl := testkit.Client(t, addr)
 	rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(ctx, topics...)
 	if err != nil {
 		t.Fatal(err)
@@ -342,7 +343,7 @@ func describeProducers(t *testing.T, addr, topic string) map[int64]kadm.Describe
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cl := kgoClient(t, addr)
+	cl := testkit.Client(t, addr)
 	d, err := kadm.NewClient(cl).DescribeProducers(ctx, kadm.TopicsSet{topic: {0: {}}})
 	if err != nil {
 		t.Fatalf("DescribeProducers %s on %s: %v", topic, addr, err)

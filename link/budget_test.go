@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
 
 // batches encodes n batches of 10 records from offset base on.
@@ -18,10 +19,7 @@ func batches(t *testing.T, base int64, n int) []byte {
 		}
 		b := kbatch.NewBatch(1000, recs...)
 		b.BaseOffset = base + int64(i)*10
-		enc, err := kbatch.Encode(b)
-		if err != nil {
-			t.Fatal(err)
-		}
+		enc := kbatchtest.Encode(t, b)
 		set = append(set, enc...)
 	}
 	return set

@@ -13,7 +13,9 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -194,10 +196,7 @@ func (m *Manager) link(name string) *runner {
 func (m *Manager) Links() []*runner {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]*runner, 0, len(m.links))
-	for _, r := range m.links {
-		out = append(out, r)
-	}
+	out := slices.Collect(maps.Values(m.links))
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out
 }

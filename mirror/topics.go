@@ -135,13 +135,9 @@ func (p *Pusher) createTopic(ctx context.Context, name string, partitions int32,
 		rt.UnknownTags.Set(mirrorTag, topicIDTag(id))
 	}
 	req.Topics = append(req.Topics, rt)
-	cn, err := p.dst.Any(ctx)
+	cn, resp, err := p.destAdmin(ctx, req, 7, "creating "+name+" on the destination")
 	if err != nil {
-		return Usage("destination: %v", err)
-	}
-	resp, err := cn.Request(ctx, req, 7)
-	if err != nil {
-		return Usage("creating %s on the destination: %v", name, err)
+		return err
 	}
 	if pin && req.Version < 5 {
 		return Usage("destination %s negotiated CreateTopics v%d: the topic id needs v5+", cn.Addr(), req.Version)
@@ -172,19 +168,30 @@ func (p *Pusher) createTopic(ctx context.Context, name string, partitions int32,
 	return nil
 }
 
+// destAdmin sends the admin request req (at most version maxVersion) to
+// any destination broker; a failure is a usage error naming what the
+// request does.
+func (p *Pusher) destAdmin(ctx context.Context, req kmsg.Request, maxVersion int16, what string) (*client.Conn, kmsg.Response, error) {
+	cn, err := p.dst.Any(ctx)
+	if err != nil {
+		return nil, nil, Usage("destination: %v", err)
+	}
+	resp, err := cn.Request(ctx, req, maxVersion)
+	if err != nil {
+		return nil, nil, Usage("%s: %v", what, err)
+	}
+	return cn, resp, nil
+}
+
 func (p *Pusher) createPartitions(ctx context.Context, name string, count int32) error {
 	req := kmsg.NewPtrCreatePartitionsRequest()
 	req.TimeoutMillis = 30000
 	rt := kmsg.NewCreatePartitionsRequestTopic()
 	rt.Topic, rt.Count = name, count
 	req.Topics = append(req.Topics, rt)
-	cn, err := p.dst.Any(ctx)
+	_, resp, err := p.destAdmin(ctx, req, 3, "adding partitions to "+name)
 	if err != nil {
-		return Usage("destination: %v", err)
-	}
-	resp, err := cn.Request(ctx, req, 3)
-	if err != nil {
-		return Usage("adding partitions to %s: %v", name, err)
+		return err
 	}
 	r := resp.(*kmsg.CreatePartitionsResponse)
 	if len(r.Topics) != 1 {

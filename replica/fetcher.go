@@ -10,6 +10,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -121,10 +122,7 @@ func (f *fetcher) poke() {
 func (f *fetcher) snapshot() []*partition {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]*partition, 0, len(f.parts))
-	for _, p := range f.parts {
-		out = append(out, p)
-	}
+	out := slices.Collect(maps.Values(f.parts))
 	// In partition order: rounds are reproducible (and tests with them).
 	slices.SortFunc(out, func(a, b *partition) int {
 		return cmp.Or(cmp.Compare(a.tp.Topic, b.tp.Topic), cmp.Compare(a.tp.Partition, b.tp.Partition))

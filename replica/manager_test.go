@@ -22,6 +22,7 @@ import (
 	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/internal/testkit"
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
 
 const leaderNode = 1
@@ -163,10 +164,7 @@ func TestManagerCopiesTopic(t *testing.T) {
 	}
 	bogus := kbatch.NewBatch(1, kbatch.Record{Value: []byte("never on the leader")})
 	bogus.BaseOffset, bogus.LeaderEpoch = rep3.LogEndOffset(), fx.parts[3].LeaderEpoch
-	raw, err := kbatch.Encode(bogus)
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := kbatchtest.Encode(t, bogus)
 	if err := rep3.Append(raw, 0, 0); err != nil {
 		t.Fatal(err)
 	}

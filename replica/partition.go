@@ -211,24 +211,26 @@ func (p *partition) onFetch(a client.FetchResult, offset int64) (outcome, error)
 	case errors.Is(a.Err, kerr.OffsetOutOfRange):
 		p.phase = outOfRange
 		return goOn, nil
-	case errors.Is(a.Err, kerr.FencedLeaderEpoch):
-		p.phase = fenced
-		return goOn, a.Err
 	}
-	// UNKNOWN_LEADER_EPOCH (the leader is behind the election),
-	// NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION and the rest:
-	// the metadata will catch up, or a Follow will move us.
-	return backOff, a.Err
+	return p.refused(a.Err)
+}
+
+// refused applies a leader's refusal err: FENCED_LEADER_EPOCH marks p
+// fenced; UNKNOWN_LEADER_EPOCH (the leader is behind the election),
+// NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION and the rest back
+// off: the metadata will catch up, or a Follow will move us.
+func (p *partition) refused(err error) (outcome, error) {
+	if errors.Is(err, kerr.FencedLeaderEpoch) {
+		p.phase = fenced
+		return goOn, err
+	}
+	return backOff, err
 }
 
 // onEpochEnd applies an OffsetForLeaderEpoch answer.
 func (p *partition) onEpochEnd(a epochAnswer) (outcome, error) {
 	if a.Err != nil {
-		if errors.Is(a.Err, kerr.FencedLeaderEpoch) {
-			p.phase = fenced
-			return goOn, a.Err
-		}
-		return backOff, a.Err
+		return p.refused(a.Err)
 	}
 	done, err := truncateTo(p.rep, a.End)
 	if err != nil {
@@ -243,11 +245,7 @@ func (p *partition) onEpochEnd(a epochAnswer) (outcome, error) {
 // onOffsets applies a ListOffsets answer after OFFSET_OUT_OF_RANGE.
 func (p *partition) onOffsets(a offsetAnswer) (outcome, error) {
 	if a.Err != nil {
-		if errors.Is(a.Err, kerr.FencedLeaderEpoch) {
-			p.phase = fenced
-			return goOn, a.Err
-		}
-		return backOff, a.Err
+		return p.refused(a.Err)
 	}
 	changed, err := resetOutOfRange(p.rep, a.Start, a.End)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
 
 // batchAt encodes a batch of n records at base with epoch.
@@ -21,11 +22,7 @@ func batchAt(t testing.TB, base int64, epoch int32, n int) []byte {
 	}
 	b := kbatch.NewBatch(1, recs...)
 	b.BaseOffset, b.LeaderEpoch = base, epoch
-	raw, err := kbatch.Encode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw
+	return kbatchtest.Encode(t, b)
 }
 
 // replicaWith is a replica holding batches of 2 records at the epochs

@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
 
 // kvBatch builds a batch at base of records "k=v" (a value), "k" (a
 // tombstone: null value) or "=v" (no key), timestamps ts+i.
 func kvBatch(t testing.TB, base, ts int64, kvs ...string) []byte {
 	t.Helper()
-	return encode(t, kvBatchSpec(base, ts, kvs...))
+	return kbatchtest.Encode(t, kvBatchSpec(base, ts, kvs...))
 }
 
 func kvBatchSpec(base, ts int64, kvs ...string) kbatch.Batch {
@@ -314,7 +315,7 @@ func TestCleanerUncleanable(t *testing.T) {
 	defer l.Close()
 	bad := kvBatchSpec(0, 100, "a=1", "b=2")
 	bad.Attributes = int16(kbatch.CodecGzip)
-	raw := encode(t, bad)
+	raw := kbatchtest.Encode(t, bad)
 	copy(raw[kbatch.HeaderSize:], []byte("not gzip at all"))
 	kbatch.SetCRC(raw) // a valid CRC over an undecodable payload
 	appendAll(t, l, raw, kvBatch(t, 2, 100, "a=2", "b=3", "c=1"), kvBatch(t, 5, 100, "a=3", "b=4", "c=2"))
@@ -350,7 +351,7 @@ func TestCleanerKeepsOriginalBytesAndCodec(t *testing.T) {
 	defer l.Close()
 	z := kvBatchSpec(0, 100, "a=1", "b=1", "c=1")
 	z.Attributes = int16(kbatch.CodecZstd)
-	zb := encode(t, z)
+	zb := kbatchtest.Encode(t, z)
 	untouched := kvBatch(t, 3, 100, "d=1", "e=1")
 	appendAll(t, l, zb, untouched, kvBatch(t, 5, 100, "a=2", "x=1", "y=1"), kvBatch(t, 8, 100, "q=1", "r=1", "s=1"))
 	mustClean(t, NewCleaner(CleanerConfig{}), l, CompactConfig{}, 1000)
@@ -479,7 +480,7 @@ func TestCleanerRecoversKafkaSwapWithoutRecord(t *testing.T) {
 	appendAll(t, l, kvBatch(t, 0, 100, "a=1", "b=1"), kvBatch(t, 2, 100, "a=2", "c=1"), kvBatch(t, 4, 100, "d=1"))
 	l.Close()
 	dir := "data/t-0"
-	cleaned := encode(t, kbatch.Batch{BaseOffset: 1, LeaderEpoch: 1, LastOffsetDelta: 0, BaseTimestamp: 101, MaxTimestamp: -1,
+	cleaned := kbatchtest.Encode(t, kbatch.Batch{BaseOffset: 1, LeaderEpoch: 1, LastOffsetDelta: 0, BaseTimestamp: 101, MaxTimestamp: -1,
 		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Records: []kbatch.Record{{Key: []byte("b"), Value: []byte("1")}}})
 	if err := writeSynced(fs, dir+"/"+SegmentFileName(0, logSuffix+swapSuffix), cleaned); err != nil {
 		t.Fatal(err)
@@ -519,7 +520,7 @@ func TestCleanerLogAppendTimeAndBarrier(t *testing.T) {
 	lat := kvBatchSpec(0, 100, "a=1", "b=1")
 	lat.Attributes = kbatch.TimestampTypeBit
 	lat.MaxTimestamp = 777
-	appendAll(t, l, encode(t, lat), markerBatch(t, 2, 5, 0, kbatch.ControlMirrorPidReset), kvBatch(t, 3, 100, "a=2"))
+	appendAll(t, l, kbatchtest.Encode(t, lat), markerBatch(t, 2, 5, 0, kbatch.ControlMirrorPidReset), kvBatch(t, 3, 100, "a=2"))
 	rollDirty(t, l)
 	c := NewCleaner(CleanerConfig{})
 	mustClean(t, c, l, CompactConfig{DeleteRetentionMs: 1}, 1000)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
 
 // The cleaner's transaction rules: aborted data, markers and their delete
@@ -15,7 +16,7 @@ func txnData(t testing.TB, base, pid int64, seq int32, kvs ...string) []byte {
 	b := kvBatchSpec(base, 100, kvs...)
 	b.ProducerID, b.ProducerEpoch, b.BaseSequence = pid, 0, seq
 	b.Attributes = kbatch.TransactionalBit
-	return encode(t, b)
+	return kbatchtest.Encode(t, b)
 }
 
 func TestCleanerTransactions(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
 
 // testBatch builds a batch of n records with values of valueSize bytes.
@@ -19,21 +20,7 @@ func testBatch(t testing.TB, base int64, epoch int32, ts int64, n int, valueSize
 	b := kbatch.NewBatch(ts, recs...)
 	b.BaseOffset = base
 	b.LeaderEpoch = epoch
-	out, err := kbatch.Encode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// encode builds a batch from a kbatch.Batch.
-func encode(t testing.TB, b kbatch.Batch) []byte {
-	t.Helper()
-	out, err := kbatch.Encode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return kbatchtest.Encode(t, b)
 }
 
 func openLog(t testing.TB, fs FS, cfg Config) *Log {

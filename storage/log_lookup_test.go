@@ -10,6 +10,7 @@ import (
 
 	"github.com/verbatim-kafka/verbatim/budget"
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
 
 // gzipBatch encodes n records at base (timestamps ts, ts+1, ...) with gzip.
@@ -21,11 +22,7 @@ func gzipBatch(t *testing.T, base, ts int64, n int) []byte {
 	}
 	b := kbatch.NewBatch(ts, recs...)
 	b.BaseOffset, b.LeaderEpoch, b.Attributes = base, 3, int16(kbatch.CodecGzip)
-	out, err := kbatch.Encode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return kbatchtest.Encode(t, b)
 }
 
 // A verbatim append stores a batch whose compressed payload is not valid

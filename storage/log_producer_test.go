@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
 
 func pidBatch(t testing.TB, base int64, pid int64, epoch int16, seq int32, n int, txn bool) []byte {
@@ -21,7 +22,7 @@ func pidBatch(t testing.TB, base int64, pid int64, epoch int16, seq int32, n int
 	if txn {
 		b.Attributes = kbatch.TransactionalBit
 	}
-	return encode(t, b)
+	return kbatchtest.Encode(t, b)
 }
 
 func markerBatch(t testing.TB, base int64, pid int64, epoch int16, typ int16) []byte {
@@ -37,7 +38,7 @@ func markerBatch(t testing.TB, base int64, pid int64, epoch int16, typ int16) []
 	b.LeaderEpoch = 1
 	b.ProducerID, b.ProducerEpoch = pid, epoch
 	b.Attributes = kbatch.ControlBit | kbatch.TransactionalBit
-	return encode(t, b)
+	return kbatchtest.Encode(t, b)
 }
 
 func TestLogLeaderProducerChecks(t *testing.T) {

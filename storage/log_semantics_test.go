@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
 
 func TestLogOffsetForTimestampAllCodecs(t *testing.T) {
@@ -26,7 +27,7 @@ func TestLogOffsetForTimestampAllCodecs(t *testing.T) {
 				}
 				b := kbatch.NewBatch(1000*i, recs...)
 				b.Attributes = int16(codec)
-				if _, err := l.AppendLeader(encode(t, b), 1, 1); err != nil {
+				if _, err := l.AppendLeader(kbatchtest.Encode(t, b), 1, 1); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -126,12 +127,12 @@ func TestLogStoresEmptyAndDeleteHorizonBatchesUnchanged(t *testing.T) {
 	empty.BaseOffset = 3
 	empty.LastOffsetDelta = 4 // compaction left offsets 3..7 with no record
 	empty.LeaderEpoch = 1
-	eb := encode(t, empty)
+	eb := kbatchtest.Encode(t, empty)
 	dh := kbatch.NewBatch(900, kbatch.Record{OffsetDelta: 0, Value: nil, Key: []byte("k")})
 	dh.BaseOffset = 8
 	dh.Attributes = kbatch.DeleteHorizonBit
 	dh.LeaderEpoch = 1
-	db := encode(t, dh)
+	db := kbatchtest.Encode(t, dh)
 	if _, err := l.AppendVerbatim(slices.Concat(eb, db)); err != nil {
 		t.Fatal(err)
 	}

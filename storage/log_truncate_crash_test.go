@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
 
 // Truncation is all or nothing across a crash: cut after every file
@@ -25,7 +26,7 @@ func truncLog(t testing.TB, fs *MemFS) *Log {
 		off := l.LogEndOffset()
 		b := kvBatchSpec(off, 1000+off, fmt.Sprintf("k%d=%d", i%5, off))
 		b.LeaderEpoch = int32(i / 8)
-		appendAll(t, l, encode(t, b))
+		appendAll(t, l, kbatchtest.Encode(t, b))
 		if i == 14 {
 			off = l.LogEndOffset()
 			appendAll(t, l, txnData(t, off, 7, 0, "k1=aborted"), markerBatch(t, off+1, 7, 0, kbatch.ControlAbort))

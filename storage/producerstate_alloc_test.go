@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
 
 // TestAllocProducerStatePrepareCommit: preparing and committing a batch of
@@ -60,11 +61,7 @@ func TestAllocProducerStatePrepareCommit(t *testing.T) {
 		b := kbatch.NewBatch(1, kbatch.Record{Key: kbatch.ControlKey(kbatch.ControlAbort), Value: kbatch.EndTxnMarkerValue(1)})
 		b.Attributes = kbatch.ControlBit | kbatch.TransactionalBit
 		b.ProducerID, b.ProducerEpoch, b.BaseOffset = 77, 0, base
-		raw, err := kbatch.Encode(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return raw
+		return kbatchtest.Encode(t, b)
 	}
 	raw := ctlBytes(0)
 	mh, _ := kbatch.ParseHeader(raw)

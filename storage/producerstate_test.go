@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
 
 // dataHeader is the header of an n-record data batch.
@@ -48,10 +49,7 @@ func controlBatch(t testing.TB, pid int64, epoch int16, base int64, typ int16, c
 	b.Attributes = kbatch.ControlBit | kbatch.TransactionalBit
 	b.ProducerID = pid
 	b.ProducerEpoch = epoch
-	raw, err := kbatch.Encode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := kbatchtest.Encode(t, b)
 	h, err := kbatch.ParseHeader(raw)
 	if err != nil {
 		t.Fatal(err)
@@ -580,10 +578,7 @@ func TestParseControlBatch(t *testing.T) {
 	for _, codec := range []kbatch.Codec{kbatch.CodecGzip, kbatch.CodecSnappy, kbatch.CodecLZ4, kbatch.CodecZstd} {
 		b := kbatch.NewBatch(10, kbatch.Record{TimestampDelta: 3, Key: kbatch.ControlKey(kbatch.ControlAbort), Value: kbatch.EndTxnMarkerValue(9)})
 		b.Attributes = kbatch.ControlBit | int16(codec)
-		raw, err := kbatch.Encode(b)
-		if err != nil {
-			t.Fatal(err)
-		}
+		raw := kbatchtest.Encode(t, b)
 		ctl, err := ParseControlBatch(raw)
 		if err != nil || ctl != (ControlRecord{Present: true, Type: kbatch.ControlAbort, CoordinatorEpoch: 9, Timestamp: 13}) {
 			t.Fatalf("%v: %+v %v", codec, ctl, err)

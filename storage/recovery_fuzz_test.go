@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
 
 // validPrefix returns the batches of b that recovery must keep: whole v2
@@ -214,10 +215,7 @@ func FuzzRecoverDamagedSegment(f *testing.F) {
 			b.BaseOffset = next + gap
 			b.LeaderEpoch = int32(shape[i] % 3)
 			b.Attributes = int16(shape[i+1] % 5) // codec
-			enc, err := kbatch.Encode(b)
-			if err != nil {
-				t.Fatal(err)
-			}
+			enc := kbatchtest.Encode(t, b)
 			data = append(data, enc...)
 			next = b.BaseOffset + int64(n)
 		}

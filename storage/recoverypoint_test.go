@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
 
 // idemBatch builds an idempotent producer's batch of n records.
@@ -26,7 +27,7 @@ func idemBatch(t testing.TB, pid int64, seq int32, ts int64, n, valueSize int) [
 	}
 	b := kbatch.NewBatch(ts, recs...)
 	b.ProducerID, b.ProducerEpoch, b.BaseSequence = pid, 0, seq
-	return encode(t, b)
+	return kbatchtest.Encode(t, b)
 }
 
 // segmentBases lists the base offsets of the .log files in dir.

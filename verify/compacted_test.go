@@ -9,6 +9,7 @@ import (
 
 	"github.com/verbatim-kafka/verbatim/internal/testkit"
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
 
 // TestVerifyCompactedSince: the source cleans after the copy; the
@@ -79,10 +80,7 @@ func TestDiffRecord(t *testing.T) {
 func TestDiffBatchNamesField(t *testing.T) {
 	b := kbatch.NewBatch(1000, kbatch.Record{Key: []byte("k"), Value: []byte("v")})
 	b.BaseOffset, b.LeaderEpoch, b.ProducerID, b.ProducerEpoch, b.BaseSequence = 10, 3, 7, 1, 0
-	orig, err := kbatch.Encode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	orig := kbatchtest.Encode(t, b)
 	for _, tc := range []struct {
 		want string
 		mod  func(b *kbatch.Batch)
@@ -100,10 +98,7 @@ func TestDiffBatchNamesField(t *testing.T) {
 		m := b
 		m.Records = []kbatch.Record{b.Records[0]}
 		tc.mod(&m)
-		enc, err := kbatch.Encode(m)
-		if err != nil {
-			t.Fatal(err)
-		}
+		enc := kbatchtest.Encode(t, m)
 		if got := diffBatch(orig, enc); got != tc.want {
 			t.Errorf("diffBatch = %q, want %q", got, tc.want)
 		}
@@ -134,11 +129,7 @@ func TestAbortedByMeaning(t *testing.T) {
 		if control < 0 {
 			b.BaseSequence = 0
 		}
-		out, err := kbatch.Encode(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
+		return kbatchtest.Encode(t, b)
 	}
 	bs := [][]byte{mk(0, 1, true, -1), mk(2, 2, true, -1), mk(4, 1, true, 0), mk(5, 2, true, 1), mk(6, 1, true, -1), mk(8, 1, true, 0)}
 	entry := func(pid, first int64) kmsg.FetchResponseTopicPartitionAbortedTransaction {

@@ -10,6 +10,7 @@ import (
 	"github.com/verbatim-kafka/verbatim/client"
 	"github.com/verbatim-kafka/verbatim/internal/testkit"
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 	"github.com/verbatim-kafka/verbatim/mirror"
 	"github.com/verbatim-kafka/verbatim/wireext"
 )
@@ -46,10 +47,7 @@ func compactedSource(t *testing.T, topic string) string {
 	}{{5, 0}, {8, 1}} {
 		bt := kbatch.NewBatch(1_700_000_000_000+b.base, kbatch.Record{Key: []byte("k"), Value: []byte("v")}, kbatch.Record{OffsetDelta: 1, Key: []byte("k2"), Value: []byte("v")})
 		bt.BaseOffset, bt.LeaderEpoch = b.base, b.epoch
-		enc, err := kbatch.Encode(bt)
-		if err != nil {
-			t.Fatal(err)
-		}
+		enc := kbatchtest.Encode(t, bt)
 		set = append(set, enc...)
 	}
 	req := kmsg.NewPtrProduceRequest()

@@ -231,14 +231,7 @@ func NewHost(opts Options) (*Host, error) {
 
 // sweepIdle closes the instances idle for longer than IdleTimeout.
 func (h *Host) sweepIdle() {
-	t := time.NewTicker(max(h.opts.IdleTimeout/4, 10*time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-h.stopSweep:
-			return
-		case <-t.C:
-		}
+	every(h.stopSweep, max(h.opts.IdleTimeout/4, 10*time.Millisecond), func() {
 		h.mu.Lock()
 		var pools []*pool
 		for b := range h.bindings {
@@ -251,6 +244,21 @@ func (h *Host) sweepIdle() {
 		for _, p := range pools {
 			p.closeIdle(cutoff)
 		}
+	})
+}
+
+// every calls fn every interval until stop is closed: the loop of the
+// idle sweep, the watchdog and Watch.
+func every(stop <-chan struct{}, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		fn()
 	}
 }
 
@@ -438,18 +446,11 @@ func (h *Host) swapLocked(old, m *module) error {
 
 // Watch calls Refresh every interval until ctx ends, logging failures.
 func (h *Host) Watch(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			for _, err := range h.Refresh() {
-				h.opts.Logger.Warn("mirror policy reload failed", "err", err)
-			}
+	every(ctx.Done(), interval, func() {
+		for _, err := range h.Refresh() {
+			h.opts.Logger.Warn("mirror policy reload failed", "err", err)
 		}
-	}
+	})
 }
 
 // ModuleInfo describes a loaded module for tools (verbatim policy check).

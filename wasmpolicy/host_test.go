@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 	"github.com/verbatim-kafka/verbatim/policies"
 )
 
@@ -47,11 +48,7 @@ func batch(t testing.TB, off int64, epoch int32, mod func(*kbatch.Batch)) []byte
 	if mod != nil {
 		mod(&b)
 	}
-	out, err := kbatch.Encode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return kbatchtest.Encode(t, b)
 }
 
 func mirrorCtx(leo int64, lastEpoch int32) PartitionContext {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -174,7 +175,7 @@ func (m *module) checkShape() error {
 		if !ok {
 			return fmt.Errorf("lacks export %s%s (ABI version %d, docs/policies.md)", name, sig(want.params, want.results), abi.Version)
 		}
-		if !sameTypes(def.ParamTypes(), want.params) || !sameTypes(def.ResultTypes(), want.results) {
+		if !slices.Equal(def.ParamTypes(), want.params) || !slices.Equal(def.ResultTypes(), want.results) {
 			return fmt.Errorf("exports %s%s, ABI version %d wants %s%s", name, sig(def.ParamTypes(), def.ResultTypes()), abi.Version, name, sig(want.params, want.results))
 		}
 	}

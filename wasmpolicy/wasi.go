@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -306,24 +307,12 @@ func checkImports(cm wazero.CompiledModule) error {
 		if mod != wasiModule || !ok {
 			return fmt.Errorf("imports %s.%s, which the policy sandbox does not provide (no filesystem, no network; see docs/policies.md)", mod, name)
 		}
-		if !sameTypes(def.ParamTypes(), f.params) || !sameTypes(def.ResultTypes(), f.results) {
+		if !slices.Equal(def.ParamTypes(), f.params) || !slices.Equal(def.ResultTypes(), f.results) {
 			return fmt.Errorf("imports %s.%s with signature %v -> %v, WASI's is %v -> %v", mod, name,
 				typeNames(def.ParamTypes()), typeNames(def.ResultTypes()), typeNames(f.params), typeNames(f.results))
 		}
 	}
 	return nil
-}
-
-func sameTypes(a, b []api.ValueType) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func typeNames(ts []api.ValueType) []string {

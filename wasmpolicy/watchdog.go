@@ -79,14 +79,7 @@ func (w *watchdog) remove(c *callContext) {
 func (w *watchdog) close() { close(w.stop) }
 
 func (w *watchdog) run() {
-	t := time.NewTicker(max(w.timeout/4, time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-w.stop:
-			return
-		case <-t.C:
-		}
+	every(w.stop, max(w.timeout/4, time.Millisecond), func() {
 		now := int64(time.Since(hostStart))
 		w.mu.Lock()
 		for c := range w.mu.calls {
@@ -95,5 +88,5 @@ func (w *watchdog) run() {
 			}
 		}
 		w.mu.Unlock()
-	}
+	})
 }

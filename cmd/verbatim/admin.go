@@ -12,6 +12,7 @@ import (
 
 	"github.com/verbatim-kafka/verbatim/admin"
 	"github.com/verbatim-kafka/verbatim/client"
+	"github.com/verbatim-kafka/verbatim/props"
 )
 
 const topicUsage = `usage:
@@ -53,9 +54,13 @@ type adminCmd struct {
 	serverFlag, configFlag string
 	timeout                *time.Duration
 	asJSON                 *bool
-	name                   string // the command's NAME argument, if it takes one
-	stdout, stderr         io.Writer
-	title                  string // "verbatim topic create"
+	// needServer: the server flag has no default and must be given
+	// (--dest).
+	needServer     bool
+	name           string // the command's NAME argument, if it takes one
+	stdout, stderr io.Writer
+	title          string // "verbatim topic create"
+	noSub          bool   // no subcommand was given (other prints the usage)
 }
 
 // newAdminCmd defines the flags every admin command shares.
@@ -77,6 +82,34 @@ func newServerCmd(title, serverFlag, serverDefault, serverHelp, configFlag strin
 		asJSON:  fs.Bool("json", false, "print the answer as JSON"),
 		stdout:  stdout, stderr: stderr, title: title,
 	}
+}
+
+// subcommand makes with newCmd the command of family's subcommand,
+// args[0], and returns the subcommand and its arguments; with no
+// subcommand, sub is "" and other answers the usage.
+func subcommand(newCmd func(title string, stdout, stderr io.Writer) *adminCmd, family string, args []string, stdout, stderr io.Writer) (a *adminCmd, sub string, rest []string) {
+	if len(args) == 0 {
+		a = newCmd(family, stdout, stderr)
+		a.noSub = true
+		return a, "", nil
+	}
+	return newCmd(family+" "+args[0], stdout, stderr), args[0], args[1:]
+}
+
+// other answers a subcommand none of the family's cases took: without
+// one, the usage on stderr (exit code 2); help, the usage on stdout (0);
+// an unknown one is refused (2).
+func (a *adminCmd) other(sub, usage, flagsUsage string) int {
+	switch {
+	case a.noSub:
+		fmt.Fprint(a.stderr, usage+flagsUsage)
+		return 2
+	case sub == "help" || sub == "-h" || sub == "--help":
+		fmt.Fprint(a.stdout, usage+flagsUsage)
+		return 0
+	}
+	fmt.Fprintf(a.stderr, "%s: unknown subcommand\n%s", a.title, usage)
+	return 2
 }
 
 // parse takes NAME first when needName (`topic create NAME --partitions
@@ -105,6 +138,10 @@ func (a *adminCmd) parse(args []string, needName bool, nameFlag string) (code in
 			fmt.Fprintf(a.stderr, "%s: a %s NAME is required\n", a.title, nameFlag)
 			return 2, false
 		}
+	}
+	if a.needServer && *a.bootstrap == "" {
+		fmt.Fprintf(a.stderr, "%s: --%s HOST:PORT is required\n", a.title, a.serverFlag)
+		return 2, false
 	}
 	return 0, true
 }
@@ -153,6 +190,46 @@ func answer[T any](a *adminCmd, v T, human func(io.Writer, T) error) error {
 	return human(a.stdout, v)
 }
 
+// query parses args (no NAME) and prints what get answers (answer).
+func query[T any](a *adminCmd, args []string, get func(context.Context, *client.Cluster) (T, error), human func(io.Writer, T) error) int {
+	return queryNamed(a, args, "", func(ctx context.Context, cl *client.Cluster, _ string) (T, error) { return get(ctx, cl) }, human)
+}
+
+// queryNamed parses args, with a NAME when nameFlag is not "" (parse),
+// and prints what get answers for it (answer).
+func queryNamed[T any](a *adminCmd, args []string, nameFlag string, get func(context.Context, *client.Cluster, string) (T, error), human func(io.Writer, T) error) int {
+	if code, ok := a.parse(args, nameFlag != "", nameFlag); !ok {
+		return code
+	}
+	return a.run(func(ctx context.Context, cl *client.Cluster) error {
+		v, err := get(ctx, cl, a.name)
+		if err != nil {
+			return err
+		}
+		return answer(a, v, human)
+	})
+}
+
+// mutateNamed parses args with a NAME (parse), runs do on it and reports
+// "did NAME" (done).
+func (a *adminCmd) mutateNamed(args []string, nameFlag string, do func(context.Context, *client.Cluster, string) error, did string) int {
+	if code, ok := a.parse(args, true, nameFlag); !ok {
+		return code
+	}
+	return a.run(func(ctx context.Context, cl *client.Cluster) error {
+		if err := do(ctx, cl, a.name); err != nil {
+			return err
+		}
+		return a.done(did + " " + a.name)
+	})
+}
+
+// usage refuses the command's arguments with msg (exit code 2).
+func (a *adminCmd) usage(msg string) int {
+	fmt.Fprintf(a.stderr, "%s: %s\n", a.title, msg)
+	return 2
+}
+
 // done reports a mutation: a line for humans, {"ok":true,...} for --json.
 func (a *adminCmd) done(what string) error {
 	if *a.asJSON {
@@ -187,13 +264,8 @@ func (l *strList) Set(s string) error { *l = append(*l, s); return nil }
 func topicCmd(args []string) int { return topicMain(args, os.Stdout, os.Stderr) }
 
 func topicMain(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, topicUsage+adminFlagsUsage)
-		return 2
-	}
-	a := newAdminCmd("verbatim topic "+args[0], stdout, stderr)
-	args = args[1:]
-	switch a.title[len("verbatim topic "):] {
+	a, sub, args := subcommand(newAdminCmd, "verbatim topic", args, stdout, stderr)
+	switch sub {
 	case "create":
 		parts := a.fs.Int("partitions", 0, "number of partitions (required)")
 		rf := a.fs.Int("replication-factor", 1, "replication factor")
@@ -203,8 +275,7 @@ func topicMain(args []string, stdout, stderr io.Writer) int {
 			return code
 		}
 		if *parts < 1 || *rf < 1 {
-			fmt.Fprintf(stderr, "%s: --partitions N (N >= 1) is required and --replication-factor must be >= 1\n", a.title)
-			return 2
+			return a.usage("--partitions N (N >= 1) is required and --replication-factor must be >= 1")
 		}
 		return a.run(func(ctx context.Context, cl *client.Cluster) error {
 			if err := admin.CreateTopic(ctx, cl, a.name, int32(*parts), int16(*rf), cfg.m); err != nil {
@@ -213,37 +284,11 @@ func topicMain(args []string, stdout, stderr io.Writer) int {
 			return a.done(fmt.Sprintf("created topic %s (%d partitions)", a.name, *parts))
 		})
 	case "list":
-		if code, ok := a.parse(args, false, ""); !ok {
-			return code
-		}
-		return a.run(func(ctx context.Context, cl *client.Cluster) error {
-			ts, err := admin.ListTopics(ctx, cl)
-			if err != nil {
-				return err
-			}
-			return answer(a, ts, admin.WriteTopics)
-		})
+		return query(a, args, admin.ListTopics, admin.WriteTopics)
 	case "describe":
-		if code, ok := a.parse(args, true, "topic"); !ok {
-			return code
-		}
-		return a.run(func(ctx context.Context, cl *client.Cluster) error {
-			d, err := admin.DescribeTopic(ctx, cl, a.name)
-			if err != nil {
-				return err
-			}
-			return answer(a, d, admin.WriteTopic)
-		})
+		return queryNamed(a, args, "topic", admin.DescribeTopic, admin.WriteTopic)
 	case "delete":
-		if code, ok := a.parse(args, true, "topic"); !ok {
-			return code
-		}
-		return a.run(func(ctx context.Context, cl *client.Cluster) error {
-			if err := admin.DeleteTopic(ctx, cl, a.name); err != nil {
-				return err
-			}
-			return a.done("deleted topic " + a.name)
-		})
+		return a.mutateNamed(args, "topic", admin.DeleteTopic, "deleted topic")
 	case "alter-config":
 		var set kvList
 		var del strList
@@ -253,8 +298,7 @@ func topicMain(args []string, stdout, stderr io.Writer) int {
 			return code
 		}
 		if len(set.m) == 0 && len(del) == 0 {
-			fmt.Fprintf(stderr, "%s: nothing to change: give --config k=v or --delete-config k\n", a.title)
-			return 2
+			return a.usage("nothing to change: give --config k=v or --delete-config k")
 		}
 		return a.run(func(ctx context.Context, cl *client.Cluster) error {
 			if err := admin.AlterTopicConfig(ctx, cl, a.name, set.m, del); err != nil {
@@ -268,8 +312,7 @@ func topicMain(args []string, stdout, stderr io.Writer) int {
 			return code
 		}
 		if *parts < 1 {
-			fmt.Fprintf(stderr, "%s: --partitions N (the new total) is required\n", a.title)
-			return 2
+			return a.usage("--partitions N (the new total) is required")
 		}
 		return a.run(func(ctx context.Context, cl *client.Cluster) error {
 			if err := admin.AddPartitions(ctx, cl, a.name, int32(*parts)); err != nil {
@@ -277,92 +320,35 @@ func topicMain(args []string, stdout, stderr io.Writer) int {
 			}
 			return a.done(fmt.Sprintf("topic %s now has %d partitions", a.name, *parts))
 		})
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, topicUsage+adminFlagsUsage)
-		return 0
 	}
-	fmt.Fprintf(stderr, "%s: unknown subcommand\n%s", a.title, topicUsage)
-	return 2
+	return a.other(sub, topicUsage, adminFlagsUsage)
 }
 
 func groupCmd(args []string) int { return groupMain(args, os.Stdout, os.Stderr) }
 
 func groupMain(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, groupUsage+adminFlagsUsage)
-		return 2
-	}
-	a := newAdminCmd("verbatim group "+args[0], stdout, stderr)
-	args = args[1:]
-	switch a.title[len("verbatim group "):] {
+	a, sub, args := subcommand(newAdminCmd, "verbatim group", args, stdout, stderr)
+	switch sub {
 	case "list":
-		if code, ok := a.parse(args, false, ""); !ok {
-			return code
-		}
-		return a.run(func(ctx context.Context, cl *client.Cluster) error {
-			gs, err := admin.ListGroups(ctx, cl)
-			if err != nil {
-				return err
-			}
-			return answer(a, gs, admin.WriteGroups)
-		})
+		return query(a, args, admin.ListGroups, admin.WriteGroups)
 	case "describe":
-		if code, ok := a.parse(args, true, "group"); !ok {
-			return code
-		}
-		return a.run(func(ctx context.Context, cl *client.Cluster) error {
-			d, err := admin.DescribeGroup(ctx, cl, a.name)
-			if err != nil {
-				return err
-			}
-			return answer(a, d, admin.WriteGroup)
-		})
+		return queryNamed(a, args, "group", admin.DescribeGroup, admin.WriteGroup)
 	case "delete":
-		if code, ok := a.parse(args, true, "group"); !ok {
-			return code
-		}
-		return a.run(func(ctx context.Context, cl *client.Cluster) error {
-			if err := admin.DeleteGroup(ctx, cl, a.name); err != nil {
-				return err
-			}
-			return a.done("deleted group " + a.name)
-		})
+		return a.mutateNamed(args, "group", admin.DeleteGroup, "deleted group")
 	case "reset-offsets":
 		return groupReset(a, args)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, groupUsage+adminFlagsUsage)
-		return 0
 	}
-	fmt.Fprintf(stderr, "%s: unknown subcommand\n%s", a.title, groupUsage)
-	return 2
+	return a.other(sub, groupUsage, adminFlagsUsage)
 }
 
 func clusterCmd(args []string) int { return clusterMain(args, os.Stdout, os.Stderr) }
 
 func clusterMain(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, clusterUsage+adminFlagsUsage)
-		return 2
+	a, sub, args := subcommand(newAdminCmd, "verbatim cluster", args, stdout, stderr)
+	if sub == "info" {
+		return query(a, args, admin.DescribeCluster, admin.WriteCluster)
 	}
-	a := newAdminCmd("verbatim cluster "+args[0], stdout, stderr)
-	switch args[0] {
-	case "info":
-		if code, ok := a.parse(args[1:], false, ""); !ok {
-			return code
-		}
-		return a.run(func(ctx context.Context, cl *client.Cluster) error {
-			ci, err := admin.DescribeCluster(ctx, cl)
-			if err != nil {
-				return err
-			}
-			return answer(a, ci, admin.WriteCluster)
-		})
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, clusterUsage+adminFlagsUsage)
-		return 0
-	}
-	fmt.Fprintf(stderr, "%s: unknown subcommand\n%s", a.title, clusterUsage)
-	return 2
+	return a.other(sub, clusterUsage, adminFlagsUsage)
 }
 
 // groupReset runs `group reset-offsets`: a dry run unless --execute, as
@@ -379,10 +365,6 @@ func groupReset(a *adminCmd, args []string) int {
 	if code, ok := a.parse(args, true, "group"); !ok {
 		return code
 	}
-	usage := func(msg string) int {
-		fmt.Fprintf(a.stderr, "%s: %s\n", a.title, msg)
-		return 2
-	}
 	targets := 0
 	for _, b := range []bool{*earliest, *latest, *toOffset >= 0} {
 		if b {
@@ -391,17 +373,17 @@ func groupReset(a *adminCmd, args []string) int {
 	}
 	switch {
 	case targets != 1:
-		return usage("give exactly one of --to-earliest, --to-latest, --to-offset N (N >= 0)")
+		return a.usage("give exactly one of --to-earliest, --to-latest, --to-offset N (N >= 0)")
 	case *all == (len(topicSpecs) > 0):
-		return usage("give either --all-topics or --topic T[:P,P...]")
+		return a.usage("give either --all-topics or --topic T[:P,P...]")
 	case *dry && *execute:
-		return usage("--dry-run and --execute exclude each other")
+		return a.usage("--dry-run and --execute exclude each other")
 	}
 	topics := map[string][]int32{}
 	for _, spec := range topicSpecs {
 		name, parts, err := parseTopicSpec(spec)
 		if err != nil {
-			return usage(err.Error())
+			return a.usage(err.Error())
 		}
 		topics[name] = parts
 	}
@@ -426,7 +408,7 @@ func parseTopicSpec(spec string) (string, []int32, error) {
 		return name, nil, nil
 	}
 	var parts []int32
-	for _, f := range splitList(list) {
+	for _, f := range props.List(list) {
 		p, err := strconv.ParseInt(f, 10, 32)
 		if err != nil || p < 0 {
 			return "", nil, fmt.Errorf("--topic %q: bad partition %q", spec, f)

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"regexp"
 
 	"github.com/verbatim-kafka/verbatim/client"
 )
@@ -32,4 +33,14 @@ func readClientConfigs(source, dest string) (src, dst client.Options, err error)
 		}
 	}
 	return src, dst, nil
+}
+
+// readPeers is readClientConfigs and the compiled --groups pattern (nil
+// when groups is "").
+func readPeers(source, dest, groups string) (src, dst client.Options, re *regexp.Regexp, err error) {
+	if src, dst, err = readClientConfigs(source, dest); err != nil || groups == "" {
+		return src, dst, nil, err
+	}
+	re, err = client.CompileGroups(groups)
+	return src, dst, re, err
 }

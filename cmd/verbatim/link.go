@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"time"
@@ -37,72 +36,29 @@ Exit codes: 0 done, 1 refused by the broker, 2 usage or connection problems.
 // newDestCmd is an admin command that talks to the destination broker
 // (--dest, --dest-config).
 func newDestCmd(title string, stdout, stderr io.Writer) *adminCmd {
-	return newServerCmd(title, "dest", "", "the Verbatim destination broker (HOST:PORT, required)", "dest-config", stdout, stderr)
-}
-
-// parseDest parses like parse and requires --dest.
-func (a *adminCmd) parseDest(args []string, needName bool, nameFlag string) (int, bool) {
-	if code, ok := a.parse(args, needName, nameFlag); !ok {
-		return code, false
-	}
-	if *a.bootstrap == "" {
-		fmt.Fprintf(a.stderr, "%s: --dest HOST:PORT is required\n", a.title)
-		return 2, false
-	}
-	return 0, true
+	a := newServerCmd(title, "dest", "", "the Verbatim destination broker (HOST:PORT, required)", "dest-config", stdout, stderr)
+	a.needServer = true
+	return a
 }
 
 func linkCmd(args []string) int { return linkMain(args, os.Stdout, os.Stderr) }
 
 func linkMain(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, linkUsage+destFlagsUsage)
-		return 2
-	}
-	a := newDestCmd("verbatim link "+args[0], stdout, stderr)
-	args = args[1:]
-	switch a.title[len("verbatim link "):] {
+	a, sub, args := subcommand(newDestCmd, "verbatim link", args, stdout, stderr)
+	switch sub {
 	case "create":
 		return linkCreate(a, args)
 	case "list":
-		if code, ok := a.parseDest(args, false, ""); !ok {
-			return code
-		}
-		return a.run(func(ctx context.Context, cl *client.Cluster) error {
-			ls, err := admin.ListLinks(ctx, cl)
-			if err != nil {
-				return err
-			}
-			return answer(a, ls, admin.WriteLinks)
-		})
+		return query(a, args, admin.ListLinks, admin.WriteLinks)
 	case "describe":
-		if code, ok := a.parseDest(args, true, "link"); !ok {
-			return code
-		}
-		return a.run(func(ctx context.Context, cl *client.Cluster) error {
-			l, err := admin.DescribeLink(ctx, cl, a.name)
-			if err != nil {
-				return err
-			}
-			return answer(a, l, admin.WriteLink)
-		})
+		return queryNamed(a, args, "link", admin.DescribeLink, admin.WriteLink)
 	case "delete":
 		force := a.fs.Bool("force", false, "delete the link although its topics are still mirrored (they go FAILED until stopped)")
-		if code, ok := a.parseDest(args, true, "link"); !ok {
-			return code
-		}
-		return a.run(func(ctx context.Context, cl *client.Cluster) error {
-			if err := admin.DeleteLink(ctx, cl, a.name, *force); err != nil {
-				return err
-			}
-			return a.done("deleted link " + a.name)
-		})
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, linkUsage+destFlagsUsage)
-		return 0
+		return a.mutateNamed(args, "link", func(ctx context.Context, cl *client.Cluster, name string) error {
+			return admin.DeleteLink(ctx, cl, name, *force)
+		}, "deleted link")
 	}
-	fmt.Fprintf(stderr, "%s: unknown subcommand\n%s", a.title, linkUsage)
-	return 2
+	return a.other(sub, linkUsage, destFlagsUsage)
 }
 
 func linkCreate(a *adminCmd, args []string) int {
@@ -115,27 +71,23 @@ func linkCreate(a *adminCmd, args []string) int {
 	syncInterval := a.fs.Duration("sync-interval", 0, "metadata, config and offset sync period (0: the broker's default)")
 	throttle := a.fs.Int64("throttle", 0, "cap on the link's fetch rate in bytes/s (0: none)")
 	validate := a.fs.Bool("validate-only", false, "only check the link; create nothing")
-	if code, ok := a.parseDest(args, true, "link"); !ok {
+	if code, ok := a.parse(args, true, "link"); !ok {
 		return code
-	}
-	usage := func(msg string) int {
-		fmt.Fprintf(a.stderr, "%s: %s\n", a.title, msg)
-		return 2
 	}
 	switch {
 	case *source == "":
-		return usage("--source HOST:PORT is required")
+		return a.usage("--source HOST:PORT is required")
 	case *syncInterval < 0 || *syncInterval%time.Millisecond != 0:
-		return usage("--sync-interval must be >= 0 and whole milliseconds")
+		return a.usage("--sync-interval must be >= 0 and whole milliseconds")
 	case *throttle < 0:
-		return usage("--throttle must be >= 0")
+		return a.usage("--throttle must be >= 0")
 	}
 	cfg := wireext.LinkConfig{Name: a.name, SourceBootstrap: *source, Topics: *topics, Exclude: *exclude, Groups: *groups,
 		SyncConfigs: *syncConfigs, SyncIntervalMs: syncInterval.Milliseconds(), ThrottleBytesPerSec: *throttle}
 	if *srcCfg != "" {
 		p, err := props.ReadFile(*srcCfg)
 		if err != nil {
-			return usage("--source-config: " + err.Error())
+			return a.usage("--source-config: " + err.Error())
 		}
 		cfg.SourceConfig = map[string]string{}
 		for _, k := range p.Keys() {

@@ -8,12 +8,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/verbatim-kafka/verbatim/admin"
 	"github.com/verbatim-kafka/verbatim/mirror"
+	"github.com/verbatim-kafka/verbatim/props"
 )
 
 const mirrorUsage = `usage:
@@ -58,17 +58,6 @@ func mirrorMain(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "verbatim mirror: unknown subcommand %q\n%s", args[0], mirrorUsage)
 	return 2
-}
-
-// splitList splits a comma-separated flag value, dropping empty items.
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 // isTerminal reports whether w is a character device (a terminal).
@@ -133,19 +122,11 @@ func mirrorPush(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "verbatim mirror push: %v\n", err)
 		return 2
 	}
-	o := mirror.Options{Source: *source, Dest: *dest, Topics: splitList(*topics), CreateTopics: *create, Follow: *follow,
+	o := mirror.Options{Source: *source, Dest: *dest, Topics: props.List(*topics), CreateTopics: *create, Follow: *follow,
 		FetchBytes: int32(*fetchBytes), RetryFor: *retryFor, Logger: log}
-	if o.SourceClient, o.DestClient, err = readClientConfigs(*srcCfg, *dstCfg); err != nil {
+	if o.SourceClient, o.DestClient, o.Groups, err = readPeers(*srcCfg, *dstCfg, *groups); err != nil {
 		fmt.Fprintf(stderr, "verbatim mirror push: %v\n", err)
 		return 2
-	}
-	if *groups != "" {
-		re, err := mirror.CompileGroups(*groups)
-		if err != nil {
-			fmt.Fprintf(stderr, "verbatim mirror push: %v\n", err)
-			return 2
-		}
-		o.Groups = re
 	}
 	if *progress || tty {
 		o.Progress = stderr
@@ -184,7 +165,7 @@ func mirrorStop(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
-	stopTopics, err := mirrorStopTopics(ctx, *dest, co, *link, splitList(*topics))
+	stopTopics, err := mirrorStopTopics(ctx, *dest, co, *link, props.List(*topics))
 	if err != nil {
 		fmt.Fprintf(stderr, "verbatim mirror stop: %v\n", err)
 		if admin.IsRefused(err) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/verbatim-kafka/verbatim/admin"
 	"github.com/verbatim-kafka/verbatim/client"
+	"github.com/verbatim-kafka/verbatim/props"
 )
 
 // The mirror commands of the cluster link: status, pause, resume, create
@@ -25,15 +26,14 @@ func mirrorLinkMain(sub string, args []string, stdout, stderr io.Writer) int {
 	case "pause", "resume":
 		link := a.fs.String("link", "", "every mirror topic of link NAME")
 		topics := a.fs.String("topics", "", "comma-separated mirror topics")
-		if code, ok := a.parseDest(args, false, ""); !ok {
+		if code, ok := a.parse(args, false, ""); !ok {
 			return code
 		}
 		if *link == "" && *topics == "" {
-			fmt.Fprintf(stderr, "%s: give --topics a,b or --link NAME\n", a.title)
-			return 2
+			return a.usage("give --topics a,b or --link NAME")
 		}
 		return a.run(func(ctx context.Context, cl *client.Cluster) error {
-			rs, err := admin.PauseMirrorTopics(ctx, cl, *link, splitList(*topics), sub == "pause")
+			rs, err := admin.PauseMirrorTopics(ctx, cl, *link, props.List(*topics), sub == "pause")
 			return topicsAnswer(a, rs, err)
 		})
 	case "create":
@@ -41,30 +41,28 @@ func mirrorLinkMain(sub string, args []string, stdout, stderr io.Writer) int {
 		topics := a.fs.String("topics", "", "comma-separated source topics to mirror (required)")
 		truncate := a.fs.Bool("truncate-to-common", false, "turn existing writable topics into mirrors (failback): truncate each to the last offset it shares with the source, keeping what is cut")
 		keep := a.fs.String("keep-topic", "", "topic that keeps the records a truncation removes (default <topic>.truncated)")
-		if code, ok := a.parseDest(args, false, ""); !ok {
+		if code, ok := a.parse(args, false, ""); !ok {
 			return code
 		}
 		if *link == "" || *topics == "" {
-			fmt.Fprintf(stderr, "%s: --link NAME and --topics a,b are required\n", a.title)
-			return 2
+			return a.usage("--link NAME and --topics a,b are required")
 		}
 		return a.run(func(ctx context.Context, cl *client.Cluster) error {
-			rs, err := admin.StartMirrorTopics(ctx, cl, *link, splitList(*topics), *truncate, *keep)
+			rs, err := admin.StartMirrorTopics(ctx, cl, *link, props.List(*topics), *truncate, *keep)
 			return topicsAnswer(a, rs, err)
 		})
 	case "truncate":
 		topics := a.fs.String("topics", "", "comma-separated FAILED mirror topics (required)")
 		toDivergence := a.fs.Bool("to-divergence", false, "truncate to the point the logs share with the source and resume (required: the only mode)")
 		keep := a.fs.String("keep-topic", "", "topic that keeps the records the truncation removes (default <topic>.truncated)")
-		if code, ok := a.parseDest(args, false, ""); !ok {
+		if code, ok := a.parse(args, false, ""); !ok {
 			return code
 		}
 		if *topics == "" || !*toDivergence {
-			fmt.Fprintf(stderr, "%s: --topics a,b and --to-divergence are required\n", a.title)
-			return 2
+			return a.usage("--topics a,b and --to-divergence are required")
 		}
 		return a.run(func(ctx context.Context, cl *client.Cluster) error {
-			rs, err := admin.TruncateMirrorTopics(ctx, cl, splitList(*topics), *keep)
+			rs, err := admin.TruncateMirrorTopics(ctx, cl, props.List(*topics), *keep)
 			return topicsAnswer(a, rs, err)
 		})
 	}
@@ -77,7 +75,7 @@ func mirrorStatus(a *adminCmd, args []string) int {
 	link := a.fs.String("link", "", "only link NAME's mirror partitions")
 	topics := a.fs.String("topics", "", "only these comma-separated topics")
 	once := a.fs.Bool("once", false, "print one table, also on a terminal")
-	if code, ok := a.parseDest(args, false, ""); !ok {
+	if code, ok := a.parse(args, false, ""); !ok {
 		return code
 	}
 	live := !*once && !*a.asJSON && isTerminal(a.stdout)
@@ -89,7 +87,7 @@ func mirrorStatus(a *adminCmd, args []string) int {
 		fetch := func(ctx context.Context) (*admin.MirrorStatus, error) {
 			rctx, cancel := context.WithTimeout(ctx, perRequest)
 			defer cancel()
-			return admin.DescribeMirrors(rctx, cl, *link, splitList(*topics))
+			return admin.DescribeMirrors(rctx, cl, *link, props.List(*topics))
 		}
 		if !live {
 			st, err := fetch(ctx)

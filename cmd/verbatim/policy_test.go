@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
 
 func runPolicy(t *testing.T, args ...string) (int, string, string) {
@@ -71,10 +72,7 @@ func TestPolicyRunRejectsRewind(t *testing.T) {
 	for i, epoch := range []int32{3, 5, 4, 5} {
 		b := kbatch.NewBatch(1, kbatch.Record{Value: []byte("v")})
 		b.BaseOffset, b.LeaderEpoch = int64(100+i), epoch
-		enc, err := kbatch.Encode(b)
-		if err != nil {
-			t.Fatal(err)
-		}
+		enc := kbatchtest.Encode(t, b)
 		set = append(set, enc...)
 	}
 	path := filepath.Join(t.TempDir(), "set.bin")

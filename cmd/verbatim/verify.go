@@ -6,7 +6,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/verbatim-kafka/verbatim/client"
+	"github.com/verbatim-kafka/verbatim/props"
 	"github.com/verbatim-kafka/verbatim/verify"
 )
 
@@ -28,19 +28,11 @@ func verifyMain(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseArgs(fs, args, stderr, "verbatim verify"); !ok {
 		return code
 	}
-	o := verify.Options{Source: *source, Dest: *dest, Topics: splitList(*topics)}
+	o := verify.Options{Source: *source, Dest: *dest, Topics: props.List(*topics)}
 	var err error
-	if o.SourceClient, o.DestClient, err = readClientConfigs(*srcCfg, *dstCfg); err != nil {
+	if o.SourceClient, o.DestClient, o.Groups, err = readPeers(*srcCfg, *dstCfg, *groups); err != nil {
 		fmt.Fprintf(stderr, "verbatim verify: %v\n", err)
 		return 2
-	}
-	if *groups != "" {
-		re, err := client.CompileGroups(*groups)
-		if err != nil {
-			fmt.Fprintf(stderr, "verbatim verify: %v\n", err)
-			return 2
-		}
-		o.Groups = re
 	}
 	ctx, cancel := signalContext()
 	defer cancel()

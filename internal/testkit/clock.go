@@ -2,28 +2,21 @@ package testkit
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/verbatim-kafka/verbatim/client"
+	"github.com/verbatim-kafka/verbatim/coordlog/coordlogtest"
 )
 
 // SleepClock is a client.Clock (and mirror.Clock) for tests that
 // advances only when slept on: its time is the start plus the sum of the
 // sleeps, so retry bounds, back-offs and throttles run without waiting.
-type SleepClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// It is the coordinators' manual clock with a Sleep that advances it.
+type SleepClock struct{ *coordlogtest.Clock }
 
 // NewSleepClock starts a SleepClock at start.
-func NewSleepClock(start time.Time) *SleepClock { return &SleepClock{now: start} }
-
-// Now is the clock's time.
-func (c *SleepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
+func NewSleepClock(start time.Time) *SleepClock {
+	return &SleepClock{coordlogtest.NewClock(start)}
 }
 
 // Sleep advances the clock by d at once (ctx done: its error, no advance).
@@ -31,9 +24,7 @@ func (c *SleepClock) Sleep(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
+	c.Advance(d)
 	return nil
 }
 

@@ -6,16 +6,8 @@ import (
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 )
-
-func mustBatch(t testing.TB, b kbatch.Batch) []byte {
-	t.Helper()
-	out, err := kbatch.Encode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 func testSet(t testing.TB) []byte {
 	data := kbatch.NewBatch(1000, kbatch.Record{Key: []byte("k"), Value: []byte("v")})
@@ -24,7 +16,7 @@ func testSet(t testing.TB) []byte {
 	ctl.BaseOffset, ctl.LeaderEpoch = 11, 4
 	ctl.Attributes = kbatch.ControlBit | kbatch.TransactionalBit
 	ctl.ProducerID, ctl.ProducerEpoch = 77, 2
-	return append(mustBatch(t, data), mustBatch(t, ctl)...)
+	return append(kbatchtest.Encode(t, data), kbatchtest.Encode(t, ctl)...)
 }
 
 func encode(t testing.TB, c *Context, topic string, cfg map[string]string, keys []string, set []byte, needs Needs) []byte {
@@ -72,7 +64,7 @@ func TestInputRoundTrip(t *testing.T) {
 			!b1.ControlTypeKnown || b1.ControlType != kbatch.ControlCommit {
 			t.Fatalf("batches decoded wrong: %+v %+v", b0, b1)
 		}
-		first := len(mustBatch(t, kbatch.NewBatch(1000, kbatch.Record{Key: []byte("k"), Value: []byte("v")})))
+		first := len(kbatchtest.Encode(t, kbatch.NewBatch(1000, kbatch.Record{Key: []byte("k"), Value: []byte("v")})))
 		switch needs {
 		case 0:
 			if b0.Bytes != nil || b1.Bytes != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 	"github.com/verbatim-kafka/verbatim/policies/internal/wasmjudge"
 	"github.com/verbatim-kafka/verbatim/policies/sdk"
 )
@@ -34,11 +35,7 @@ func ctl(t testing.TB, mod func(*kbatch.Batch)) []byte {
 	b.Attributes = kbatch.ControlBit | kbatch.TransactionalBit
 	b.ProducerID, b.ProducerEpoch = 12, 1
 	mod(&b)
-	out, err := kbatch.Encode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return kbatchtest.Encode(t, b)
 }
 
 func TestControlRecordsAccepts(t *testing.T) {
@@ -149,10 +146,7 @@ func FuzzControlBatch(f *testing.F) {
 		b.Records[0] = kbatch.Record{Key: kbatch.ControlKey(7), Value: kbatch.MirrorPidResetValue("c")}
 	})[61:], uint16(0x20), int32(0), int32(1), int64(-1), uint8(1))
 	f.Add([]byte{0x7f}, uint16(0x1a0), int32(-7), int32(-3), int64(-5), uint8(0))
-	data, err := kbatch.Encode(kbatch.NewBatch(0, kbatch.Record{Value: []byte("v")}))
-	if err != nil {
-		f.Fatal(err)
-	}
+	data := kbatchtest.Encode(f, kbatch.NewBatch(0, kbatch.Record{Value: []byte("v")}))
 	f.Fuzz(func(t *testing.T, body []byte, attrs uint16, lod, rc int32, pid int64, mode uint8) {
 		b := ctl(t, func(*kbatch.Batch) {})[:61]
 		b = append(b, body...)

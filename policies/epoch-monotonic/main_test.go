@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 	"github.com/verbatim-kafka/verbatim/policies/internal/wasmjudge"
 	"github.com/verbatim-kafka/verbatim/policies/sdk"
 )
@@ -13,11 +14,7 @@ import (
 func batchAt(t testing.TB, off int64, epoch int32) []byte {
 	b := kbatch.NewBatch(1, kbatch.Record{Value: []byte("v")})
 	b.BaseOffset, b.LeaderEpoch = off, epoch
-	out, err := kbatch.Encode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return kbatchtest.Encode(t, b)
 }
 
 // judgeBoth runs the Go reference implementation natively and the

@@ -4,17 +4,14 @@ import (
 	"testing"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
+	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
 	"github.com/verbatim-kafka/verbatim/policies/sdk"
 )
 
 func enc(t *testing.T, mod func(*kbatch.Batch)) []byte {
 	b := kbatch.NewBatch(1, kbatch.Record{Value: []byte("v")})
 	mod(&b)
-	out, err := kbatch.Encode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return kbatchtest.Encode(t, b)
 }
 
 func TestProducerIDs(t *testing.T) {
