@@ -112,7 +112,8 @@ type etcdStore struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	// beforeFollow, when set (tests), runs between a watch's load and its
-	// watch from the loaded revision.
+	// watch from the loaded revision, before the loaded snapshot is
+	// delivered (so a reader that sees the snapshot knows it ran).
 	beforeFollow func(rev int64)
 }
 
@@ -199,10 +200,10 @@ func (s *etcdStore) Watch(ctx context.Context) <-chan *Snapshot {
 				pause(wctx, 200*time.Millisecond)
 				continue
 			}
-			deliver(out, snap)
 			if s.beforeFollow != nil {
 				s.beforeFollow(snap.Revision)
 			}
+			deliver(out, snap)
 			s.follow(wctx, b, out, snap.Revision)
 			pause(wctx, 50*time.Millisecond)
 		}
