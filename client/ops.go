@@ -32,28 +32,66 @@ type OffsetAnswer struct {
 // partition's offset at ts (Latest, Earliest, MaxTimestamp or a
 // timestamp in ms).
 func ListOffset(ctx context.Context, cn *Conn, topic string, partition int32, ts int64, isolation int8) (OffsetAnswer, error) {
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.ReplicaID = -1
-	req.IsolationLevel = isolation
-	rt := kmsg.NewListOffsetsRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewListOffsetsRequestTopicPartition()
-	rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = partition, ts, -1
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := cn.Request(ctx, req, 9)
+	as, errs, err := ListOffsets(ctx, cn, isolation, []OffsetQuery{{TopicPartition{topic, partition}, ts}})
 	if err != nil {
 		return OffsetAnswer{}, err
 	}
-	r := resp.(*kmsg.ListOffsetsResponse)
-	if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
-		return OffsetAnswer{}, fmt.Errorf("ListOffsets %s/%d: malformed answer from %s", topic, partition, cn.Addr())
+	return as[0], errs[0]
+}
+
+// OffsetQuery is one partition's question in ListOffsets.
+type OffsetQuery struct {
+	TopicPartition
+	Timestamp int64 // Latest, Earliest, MaxTimestamp or a timestamp in ms
+}
+
+// ListOffsets asks the connection's broker (the leader of every
+// partition in qs) for each partition's offset at its timestamp, in one
+// request. qs names each partition at most once: Kafka answers a
+// partition named twice INVALID_REQUEST. The answers and the per-partition
+// errors are in qs's order; err is the request's own failure (the
+// connection, or an answer that leaves out a partition asked for).
+func ListOffsets(ctx context.Context, cn *Conn, isolation int8, qs []OffsetQuery) ([]OffsetAnswer, []error, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	req.IsolationLevel = isolation
+	topicAt := map[string]int{}
+	for _, q := range qs {
+		i, ok := topicAt[q.Topic]
+		if !ok {
+			i = len(req.Topics)
+			topicAt[q.Topic] = i
+			rt := kmsg.NewListOffsetsRequestTopic()
+			rt.Topic = q.Topic
+			req.Topics = append(req.Topics, rt)
+		}
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = q.Partition, q.Timestamp, -1
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
-	p := r.Topics[0].Partitions[0]
-	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-		return OffsetAnswer{}, fmt.Errorf("ListOffsets %s/%d at %d on %s: %w", topic, partition, ts, cn.Addr(), err)
+	resp, err := cn.Request(ctx, req, 9)
+	if err != nil {
+		return nil, nil, err
 	}
-	return OffsetAnswer{Offset: p.Offset, Timestamp: p.Timestamp, LeaderEpoch: p.LeaderEpoch}, nil
+	got := map[TopicPartition]*kmsg.ListOffsetsResponseTopicPartition{}
+	for _, rt := range resp.(*kmsg.ListOffsetsResponse).Topics {
+		for i := range rt.Partitions {
+			got[TopicPartition{rt.Topic, rt.Partitions[i].Partition}] = &rt.Partitions[i]
+		}
+	}
+	as, errs := make([]OffsetAnswer, len(qs)), make([]error, len(qs))
+	for i, q := range qs {
+		p := got[q.TopicPartition]
+		if p == nil {
+			return nil, nil, fmt.Errorf("ListOffsets %s/%d: malformed answer from %s (the partition is missing)", q.Topic, q.Partition, cn.Addr())
+		}
+		if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+			errs[i] = fmt.Errorf("ListOffsets %s/%d at %d on %s: %w", q.Topic, q.Partition, q.Timestamp, cn.Addr(), err)
+			continue
+		}
+		as[i] = OffsetAnswer{Offset: p.Offset, Timestamp: p.Timestamp, LeaderEpoch: p.LeaderEpoch}
+	}
+	return as, errs, nil
 }
 
 // EpochEnd is one OffsetForLeaderEpoch answer.

@@ -98,7 +98,7 @@ func Open(cfg Config) (*Manager, error) {
 			if err != nil {
 				return nil, err
 			}
-			return clientSource{cl}, nil
+			return newClientSource(cl), nil
 		}
 	}
 	if m.log == nil {

@@ -14,7 +14,7 @@ import (
 // an epoch ends (OffsetForLeaderEpoch as a consumer), the ask of
 // FindCommonPoint.
 func SourceEpochs(ctx context.Context, src *client.Cluster, topic string, partition int32) func(epoch int32) (EpochEnd, error) {
-	return sourceEpochs(ctx, clientSource{src}, topic, partition)
+	return sourceEpochs(ctx, newClientSource(src), topic, partition)
 }
 
 // sourceEpochs is SourceEpochs over any sourceCluster.

@@ -90,7 +90,7 @@ func newSourceFetchers(cfg sourceConfig) *sourceFetchers {
 		cfg.Clock = client.SystemClock{}
 	}
 	if cfg.source == nil {
-		cfg.source = clientSource{cfg.Cluster}
+		cfg.source = newClientSource(cfg.Cluster)
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -62,8 +62,24 @@ func leaderAddr(ctx context.Context, src sourceCluster, tp client.TopicPartition
 	return addr, epoch, err
 }
 
-// clientSource is a sourceCluster over package client.
-type clientSource struct{ cl *client.Cluster }
+// clientSource is a sourceCluster over package client; its ListOffsets
+// to a broker are coalesced (offsets.go).
+type clientSource struct {
+	cl      *client.Cluster
+	offsets *offsetBatchers
+}
+
+func newClientSource(cl *client.Cluster) clientSource {
+	s := clientSource{cl: cl}
+	s.offsets = newOffsetBatchers(func(ctx context.Context, addr string, qs []client.OffsetQuery) ([]client.OffsetAnswer, []error, error) {
+		cn, err := cl.Conn(ctx, addr)
+		if err != nil {
+			return nil, nil, err
+		}
+		return client.ListOffsets(ctx, cn, client.ReadUncommitted, qs)
+	})
+	return s
+}
 
 func (s clientSource) Metadata(ctx context.Context, topics []string) (map[string]*client.TopicMeta, error) {
 	return s.cl.Metadata(ctx, topics)
@@ -75,11 +91,7 @@ func (s clientSource) Close()                             { s.cl.Close() }
 func (s clientSource) Client() *client.Cluster            { return s.cl }
 
 func (s clientSource) ListOffset(ctx context.Context, addr string, tp client.TopicPartition, ts int64) (client.OffsetAnswer, error) {
-	cn, err := s.cl.Conn(ctx, addr)
-	if err != nil {
-		return client.OffsetAnswer{}, err
-	}
-	return client.ListOffset(ctx, cn, tp.Topic, tp.Partition, ts, client.ReadUncommitted)
+	return s.offsets.ask(ctx, addr, tp, ts)
 }
 
 func (s clientSource) OffsetForLeaderEpoch(ctx context.Context, addr string, tp client.TopicPartition, epoch int32) (client.EpochEnd, error) {
