@@ -307,7 +307,14 @@ func (c *conn) readLoop() error {
 		// has been read the frame reader paces its body (minimum rate
 		// after a grace, the request timeout for the whole body) through
 		// frameDeadlines, so a peer stalling mid-frame is dropped.
-		if !c.armRead(c.s.cfg.IdleTimeout) {
+		// A size already buffered is read without blocking: then the
+		// deadline is left as it is (the next read that can block, of a
+		// body or of a size, arms its own first).
+		if fr.r.Buffered() >= 4 {
+			if c.isStopped() {
+				return nil
+			}
+		} else if !c.armRead(c.s.cfg.IdleTimeout) {
 			return nil
 		}
 		c.applySASLFrameLimit()
@@ -385,9 +392,13 @@ func (c *conn) handleLoop() {
 // has been stopped.
 type frameDeadlines struct {
 	c *conn
-	r io.Reader
+	r *bufio.Reader
 	n int
 }
+
+// Buffered is how many bytes the reader holds already
+// (hotpath.Buffered: a body held whole is read without deadlines).
+func (f *frameDeadlines) Buffered() int { return f.r.Buffered() }
 
 func (f *frameDeadlines) Read(p []byte) (int, error) {
 	n, err := f.r.Read(p)

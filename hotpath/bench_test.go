@@ -88,6 +88,20 @@ func newFrameSource(f *benchFrame, verbatim bool) *frameSource {
 	return s
 }
 
+// brokerReadBuffer is the size of the broker's bufio.Reader under its
+// frame reader (broker/conn.go readLoop).
+const brokerReadBuffer = 16 << 10
+
+// Buffered is what the broker's reader would hold once a frame's size has
+// been read from it: the rest of the frame, up to its buffer less the
+// size (so frames over 16 KiB are read as the broker reads them, paced).
+func (s *frameSource) Buffered() int {
+	if s.pos == len(s.buf) {
+		return 0
+	}
+	return min(len(s.buf)-s.pos, brokerReadBuffer-4)
+}
+
 func (s *frameSource) Read(p []byte) (int, error) {
 	if s.pos == len(s.buf) {
 		s.pos = 0

@@ -368,3 +368,71 @@ func TestFrameSetMaxFrame(t *testing.T) {
 		t.Fatalf("above the original limit: %v", err)
 	}
 }
+
+// bufferedReader is a scriptReader that says how much of its data is
+// held already (as bufio.Reader does): held bytes past the position.
+type bufferedReader struct {
+	*scriptReader
+	held int // data[:held] has arrived
+}
+
+func (r *bufferedReader) Buffered() int { return max(r.held-r.pos, 0) }
+
+// A body that has arrived whole is read without touching the deadline or
+// the clock; a body not yet whole is paced as before; a wait for budget
+// of a buffered body still ends at the frame's timeout.
+func TestFrameBufferedBodySkipsDeadlines(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	reads := 0
+	now := func() time.Time { reads++; return clock.now() }
+	fr, err := NewFrameReaderConfig(FrameConfig{ConnBytes: 256 << 10, MaxFrame: 64 << 10,
+		MinRate: 1 << 20, Grace: time.Second, Timeout: 5 * time.Second, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := bytes.Repeat([]byte{7}, 1000)
+	data := append(sizePrefix(len(body)), body...)
+	// Whole: no deadline, no clock.
+	r := &bufferedReader{scriptReader: &scriptReader{data: data, stopAt: -1}, held: len(data)}
+	f, err := fr.ReadFrame(context.Background(), r)
+	if err != nil || !bytes.Equal(f.Buf, body) {
+		t.Fatalf("buffered frame: %v", err)
+	}
+	f.Release()
+	if len(r.deadlines) != 0 || reads != 0 {
+		t.Fatalf("a buffered body set %d deadlines and read the clock %d times, want none", len(r.deadlines), reads)
+	}
+	// Part of the body held: paced from the size on.
+	r = &bufferedReader{scriptReader: &scriptReader{data: data, chunk: 300, stopAt: -1}, held: 500}
+	f, err = fr.ReadFrame(context.Background(), r)
+	if err != nil || !bytes.Equal(f.Buf, body) {
+		t.Fatalf("partly buffered frame: %v", err)
+	}
+	f.Release()
+	if len(r.deadlines) == 0 || reads == 0 {
+		t.Fatal("a body not yet whole was read without a deadline")
+	}
+
+	// A buffered body that must wait for budget: the wait ends at the
+	// timeout, counted from when the wait began.
+	broker := budget.New(128 << 10)
+	fr, err = NewFrameReaderConfig(FrameConfig{ConnBytes: 128 << 10, Shared: []*budget.Budget{broker}, MaxFrame: 64 << 10,
+		MinRate: 1 << 20, Grace: time.Second, Timeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := broker.Acquire(context.Background(), 40<<10); err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, 60000)
+	data = append(sizePrefix(len(big)), big...)
+	r = &bufferedReader{scriptReader: &scriptReader{data: data, stopAt: -1}, held: len(data)}
+	_, err = fr.ReadFrame(context.Background(), r)
+	var fe *FrameError
+	if !errors.As(err, &fe) || !errors.Is(err, ErrFrameTimeout) || fe.Waited <= 0 || fe.Elapsed < fe.Waited {
+		t.Fatalf("buffered body waiting for budget: %v (%+v)", err, fe)
+	}
+	if len(r.deadlines) != 0 || broker.InUse() != 40<<10 || fr.InFlight() != 0 {
+		t.Fatalf("after the timeout: %d deadlines, broker %d, connection %d", len(r.deadlines), broker.InUse(), fr.InFlight())
+	}
+}
