@@ -576,12 +576,16 @@ func runConn(c net.Conn, t *template, n, inFlight int, first int64) ([]time.Dura
 	return lats, next, nil
 }
 
+// errMalformedProduce is made once: an error made per call would be one
+// allocation per request, which the in-process count charges to the broker.
+var errMalformedProduce = errors.New("malformed produce response")
+
 // checkProduceResponse reads the error code of the first partition of a
 // flexible Produce response (after the correlation id) without allocating;
 // on an error it decodes the whole response for the message.
 func checkProduceResponse(body []byte) error {
 	b := body[4:]
-	fail := errors.New("malformed produce response")
+	fail := errMalformedProduce
 	uv := func() (uint64, bool) {
 		v, n := binary.Uvarint(b)
 		if n <= 0 {
