@@ -146,7 +146,10 @@ func handleProduce(ctx context.Context, s *Server, r *Request) (Reply, error) {
 	op.timeoutMs = req.TimeoutMs // acks=all in cluster mode (replica_leader.go)
 	acksOK := req.Acks == 0 || req.Acks == 1 || req.Acks == -1
 	durable := req.Acks == -1 && s.flushPolicy() == storage.FlushAlways
-	now := time.Now().UnixMilli()
+	now := r.Received.UnixMilli()
+	if r.Received.IsZero() {
+		now = time.Now().UnixMilli()
+	}
 	op.startMs = now
 	var refusal error // request-wide (authorization: produce_authz.go)
 	if s.acl != nil {

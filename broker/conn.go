@@ -55,6 +55,10 @@ type Request struct {
 	// Host the client's IP address, as the authorizer matches them.
 	Principal string
 	Host      string
+	// Received is when the connection began handling the request (zero
+	// for requests made inside the broker): handlers that need the time
+	// take it from here rather than read the clock again.
+	Received time.Time
 
 	frame *hotpath.Frame
 	kept  bool
@@ -134,6 +138,11 @@ type conn struct {
 	// stopped is set by stopReading: the reader finishes, the writer
 	// drains what was already read.
 	stopped bool
+	// readDeadline is the read deadline last set (under stopMu), so an
+	// idle deadline close to it is not set again; writeDeadline is the
+	// writer's own.
+	readDeadline  time.Time
+	writeDeadline time.Time
 	// clientID is the last client id read (used by whichever goroutine
 	// handles frames; they never run at the same time, see handoff).
 	clientID string
@@ -227,7 +236,30 @@ func (c *conn) stopReading() {
 // armRead sets the read deadline unless the reader has been stopped; the
 // check and the set happen under one lock so a concurrent stopReading is
 // never overwritten.
-func (c *conn) armRead(d time.Duration) bool { return c.armAt(time.Now().Add(d)) }
+//
+// Moving a deadline costs a runtime timer update and a clock read, once
+// per request, so a deadline already set at most deadlineSlack(d) before
+// the one asked for is left as it is: the idle timeout then fires up to
+// that much early.
+func (c *conn) armRead(d time.Duration) bool {
+	t := time.Now().Add(d)
+	c.stopMu.Lock()
+	defer c.stopMu.Unlock()
+	if c.stopped {
+		return false
+	}
+	if !c.readDeadline.After(t) && t.Sub(c.readDeadline) <= deadlineSlack(d) {
+		return true
+	}
+	c.readDeadline = t
+	_ = c.nc.SetReadDeadline(t)
+	return true
+}
+
+// deadlineSlack is how much earlier than asked an idle or write deadline
+// of d may be left standing: a 32nd (about 19 s of a 10-minute idle
+// timeout, 1 s of a 30 s request timeout).
+func deadlineSlack(d time.Duration) time.Duration { return d / 32 }
 
 func (c *conn) armAt(t time.Time) bool {
 	c.stopMu.Lock()
@@ -235,6 +267,7 @@ func (c *conn) armAt(t time.Time) bool {
 	if c.stopped {
 		return false
 	}
+	c.readDeadline = t
 	_ = c.nc.SetReadDeadline(t)
 	return true
 }
@@ -449,6 +482,7 @@ func (c *conn) handleFrame(frame hotpath.Frame, handedAt time.Time) (*pending, e
 	}
 	req.ConnID, req.Remote = c.id, c.nc.RemoteAddr()
 	req.Listener, req.Principal, req.Host = c.listener, c.principal, c.host
+	req.Received = p.start
 	req.sasl = c.sasl
 	req.frame = &p.frame
 	reply, err := callHandler(&p.ctx, c.s, e, req)
@@ -619,7 +653,12 @@ func (c *conn) finish(p *pending, reply Reply) {
 // writeResponse frames reply: size, correlation id, the header's empty
 // tagged fields for header v1, then the body.
 func (c *conn) writeResponse(bw *bufio.Writer, buf []byte, p *pending, reply Reply) ([]byte, error) {
-	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.RequestTimeout))
+	// p.ready was read just before; the deadline is moved only once it
+	// falls behind by more than the slack (as the idle deadline).
+	if t := p.ready.Add(c.s.cfg.RequestTimeout); t.Sub(c.writeDeadline) > deadlineSlack(c.s.cfg.RequestTimeout) {
+		c.writeDeadline = t
+		_ = c.nc.SetWriteDeadline(t)
+	}
 	buf = append(buf, 0, 0, 0, 0)
 	buf = binary.BigEndian.AppendUint32(buf, uint32(p.correlationID))
 	if p.headerV1 {

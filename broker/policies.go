@@ -252,15 +252,14 @@ func (s *Server) judgePolicies(p *Partition, l *storage.Log, set []byte, leo int
 		}
 		pc.OpenTxnProducerIDs = *ids
 	}
-	start := time.Now()
 	v, err := tp.b.Judge(context.Background(), pc, set)
 	switch {
 	case err != nil:
 		tp.m.Failed()
 	case v.Accepted():
-		tp.m.Accepted(time.Since(start))
+		tp.m.Accepted(v.Elapsed)
 	default:
-		tp.m.Rejected(time.Since(start), rejectingPolicies(v.Rejected))
+		tp.m.Rejected(v.Elapsed, rejectingPolicies(v.Rejected))
 	}
 	switch {
 	case errors.Is(err, wasmpolicy.ErrClosed):

@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/verbatim-kafka/verbatim/kbatch"
 	"github.com/verbatim-kafka/verbatim/kbatch/kbatchtest"
@@ -148,5 +150,42 @@ func TestHasImports(t *testing.T) {
 	}
 	if hasImports([]byte("\x00asm\x01\x00\x00\x00")) {
 		t.Error("empty module has imports")
+	}
+}
+
+// Each module's latency goes to its timer, and Verdicts.Elapsed is their
+// sum: one clock read per module boundary, shared by the neighbours.
+func TestJudgeTimesModules(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string][]time.Duration{}
+	h := newHost(t, Options{CacheDir: testCacheDir, ModuleTimer: func(module string) func(time.Duration) {
+		return func(d time.Duration) {
+			mu.Lock()
+			got[module] = append(got[module], d)
+			mu.Unlock()
+		}
+	}})
+	mods := []string{"epoch-monotonic", "control-records", "producer-ids"}
+	b, err := h.Bind("orders", mods, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		v, err := b.Judge(context.Background(), mirrorCtx(int64(i), 5), batch(t, int64(i), 5, nil))
+		if err != nil || !v.Accepted() {
+			t.Fatalf("judge %d: %v %+v", i, err, v)
+		}
+		mu.Lock()
+		var sum time.Duration
+		for _, m := range mods {
+			if len(got[m]) != i+1 || got[m][i] < 0 {
+				t.Fatalf("call %d: module %s timed %v", i, m, got[m])
+			}
+			sum += got[m][i]
+		}
+		mu.Unlock()
+		if v.Elapsed != sum {
+			t.Fatalf("call %d: Elapsed %v, the modules' times add to %v", i, v.Elapsed, sum)
+		}
 	}
 }

@@ -33,7 +33,7 @@ type instance struct {
 	buf    uint32 // input buffer from verbatim_alloc
 	bufCap uint32
 	stack  [2]uint64
-	// lastUsed is when the instance was last returned to its pool.
+	// lastUsed is when the last call that returned it to its pool began.
 	lastUsed time.Time
 }
 
@@ -130,12 +130,12 @@ func (in *instance) describe(timeout time.Duration) (Descriptor, error) {
 // errGuest marks failures of the guest (as opposed to bad input).
 var errGuest = errors.New("guest failed")
 
-// run judges one encoded call. fill writes the input into the guest
+// run judges one encoded call, begun at now. fill writes the input into the guest
 // buffer; onReject receives the verdicts. A non-nil error means the
 // instance failed and must not be reused.
-func (in *instance) run(size int, fill func(dst []byte), nb int, onReject func(i int, code int16, reason []byte)) error {
+func (in *instance) run(now time.Time, size int, fill func(dst []byte), nb int, onReject func(i int, code int16, reason []byte)) error {
 	ctx := in.cc
-	ctx.begin()
+	ctx.begin(now)
 	defer ctx.end()
 	in.st.stderr = in.st.stderr[:0]
 	if uint32(size) > in.bufCap || in.bufCap == 0 {

@@ -38,8 +38,10 @@ func (c *callContext) Err() error {
 	return nil
 }
 
-func (c *callContext) begin() { c.started.Store(max(int64(time.Since(hostStart)), 1)) }
-func (c *callContext) end()   { c.started.Store(0) }
+// begin marks a call begun at now (hostStart's monotonic clock: no clock
+// read here).
+func (c *callContext) begin(now time.Time) { c.started.Store(max(int64(now.Sub(hostStart)), 1)) }
+func (c *callContext) end()                { c.started.Store(0) }
 
 func (c *callContext) expire() {
 	if c.fired.CompareAndSwap(false, true) {
