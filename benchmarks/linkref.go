@@ -206,14 +206,11 @@ func refFetch(ctx context.Context, o RefCopyOptions, sess *client.FetchSession, 
 			if len(bs) == 0 {
 				continue
 			}
-			ti, ok := topics[a.Topic]
-			if !ok {
-				ti = len(req.Topics)
-				topics[a.Topic] = ti
+			ti := client.TopicEntry(topics, &req.Topics, a.Topic, func() kmsg.ProduceRequestTopic {
 				rt := kmsg.NewProduceRequestTopic()
 				rt.Topic = a.Topic
-				req.Topics = append(req.Topics, rt)
-			}
+				return rt
+			})
 			rp := kmsg.NewProduceRequestTopicPartition()
 			rp.Partition, rp.Records = a.Partition, span
 			req.Topics[ti].Partitions = append(req.Topics[ti].Partitions, rp)

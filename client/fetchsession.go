@@ -186,14 +186,11 @@ func (s *FetchSession) build(want []SessionPartition, o SessionOptions) (*kmsg.F
 	}
 	byTopic := map[string]int{}
 	add := func(p SessionPartition) {
-		i, ok := byTopic[p.Topic]
-		if !ok {
-			i = len(req.Topics)
-			byTopic[p.Topic] = i
+		i := TopicEntry(byTopic, &req.Topics, p.Topic, func() kmsg.FetchRequestTopic {
 			rt := kmsg.NewFetchRequestTopic()
 			rt.Topic, rt.TopicID = p.Topic, p.TopicID
-			req.Topics = append(req.Topics, rt)
-		}
+			return rt
+		})
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p.Partition, p.Offset, p.MaxBytes
 		rp.CurrentLeaderEpoch, rp.LastFetchedEpoch, rp.LogStartOffset = p.CurrentEpoch, p.LastFetchedEpoch, -1

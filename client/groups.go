@@ -216,14 +216,11 @@ func CommitGroupOffsets(ctx context.Context, cn *Conn, group string, offs []Grou
 	req.Group, req.Generation, req.MemberID = group, -1, ""
 	idx := map[string]int{}
 	for _, o := range offs {
-		i, ok := idx[o.Topic]
-		if !ok {
-			i = len(req.Topics)
-			idx[o.Topic] = i
+		i := TopicEntry(idx, &req.Topics, o.Topic, func() kmsg.OffsetCommitRequestTopic {
 			t := kmsg.NewOffsetCommitRequestTopic()
 			t.Topic = o.Topic
-			req.Topics = append(req.Topics, t)
-		}
+			return t
+		})
 		rp := kmsg.NewOffsetCommitRequestTopicPartition()
 		rp.Partition, rp.Offset, rp.LeaderEpoch = o.Partition, o.Offset, o.LeaderEpoch
 		rp.Metadata = kmsg.StringPtr(o.Metadata)

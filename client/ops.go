@@ -45,6 +45,19 @@ type OffsetQuery struct {
 	Timestamp int64 // Latest, Earliest, MaxTimestamp or a timestamp in ms
 }
 
+// TopicEntry is the index in *topics of a request's entry for topic,
+// appending a new one (from newEntry) the first time; at remembers the
+// indexes. Requests list each topic once with its partitions under it.
+func TopicEntry[T any](at map[string]int, topics *[]T, topic string, newEntry func() T) int {
+	i, ok := at[topic]
+	if !ok {
+		i = len(*topics)
+		at[topic] = i
+		*topics = append(*topics, newEntry())
+	}
+	return i
+}
+
 // ListOffsets asks the connection's broker (the leader of every
 // partition in qs) for each partition's offset at its timestamp, in one
 // request. qs names each partition at most once: Kafka answers a
@@ -57,14 +70,11 @@ func ListOffsets(ctx context.Context, cn *Conn, isolation int8, qs []OffsetQuery
 	req.IsolationLevel = isolation
 	topicAt := map[string]int{}
 	for _, q := range qs {
-		i, ok := topicAt[q.Topic]
-		if !ok {
-			i = len(req.Topics)
-			topicAt[q.Topic] = i
+		i := TopicEntry(topicAt, &req.Topics, q.Topic, func() kmsg.ListOffsetsRequestTopic {
 			rt := kmsg.NewListOffsetsRequestTopic()
 			rt.Topic = q.Topic
-			req.Topics = append(req.Topics, rt)
-		}
+			return rt
+		})
 		rp := kmsg.NewListOffsetsRequestTopicPartition()
 		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = q.Partition, q.Timestamp, -1
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)

@@ -299,22 +299,29 @@ func TestFrameBudgetWaitPausesRate(t *testing.T) {
 	}
 }
 
-// A wait for budget ends at the frame's timeout: a holder of partial
-// charge cannot wait (and make others wait) for ever.
-func TestFrameBudgetWaitEndsAtTimeout(t *testing.T) {
+// budgetShortReader is a reader with a 20 ms frame timeout whose shared
+// broker budget has room for a 60,000-byte frame's first chunk (32 KiB),
+// not for its 64 KiB promotion; data is that frame.
+func budgetShortReader(t *testing.T) (*FrameReader, *budget.Budget, []byte) {
+	t.Helper()
 	broker := budget.New(128 << 10)
 	fr, err := NewFrameReaderConfig(FrameConfig{ConnBytes: 128 << 10, Shared: []*budget.Budget{broker}, MaxFrame: 64 << 10,
 		MinRate: 1 << 20, Grace: time.Second, Timeout: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Room for the first chunk (32 KiB), not for the 64 KiB promotion.
 	if err := broker.Acquire(context.Background(), 40<<10); err != nil {
 		t.Fatal(err)
 	}
-	body := make([]byte, 60000)
-	r := &scriptReader{data: append(sizePrefix(len(body)), body...), stopAt: -1}
-	_, err = fr.ReadFrame(context.Background(), r)
+	return fr, broker, append(sizePrefix(60000), make([]byte, 60000)...)
+}
+
+// A wait for budget ends at the frame's timeout: a holder of partial
+// charge cannot wait (and make others wait) for ever.
+func TestFrameBudgetWaitEndsAtTimeout(t *testing.T) {
+	fr, broker, data := budgetShortReader(t)
+	r := &scriptReader{data: data, stopAt: -1}
+	_, err := fr.ReadFrame(context.Background(), r)
 	var fe *FrameError
 	if !errors.As(err, &fe) || !errors.Is(err, ErrFrameTimeout) || fe.Received != FirstChunk || fe.Waited <= 0 {
 		t.Fatalf("wait for the promotion: %v", err)
@@ -415,17 +422,7 @@ func TestFrameBufferedBodySkipsDeadlines(t *testing.T) {
 
 	// A buffered body that must wait for budget: the wait ends at the
 	// timeout, counted from when the wait began.
-	broker := budget.New(128 << 10)
-	fr, err = NewFrameReaderConfig(FrameConfig{ConnBytes: 128 << 10, Shared: []*budget.Budget{broker}, MaxFrame: 64 << 10,
-		MinRate: 1 << 20, Grace: time.Second, Timeout: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := broker.Acquire(context.Background(), 40<<10); err != nil {
-		t.Fatal(err)
-	}
-	big := make([]byte, 60000)
-	data = append(sizePrefix(len(big)), big...)
+	fr, broker, data := budgetShortReader(t)
 	r = &bufferedReader{scriptReader: &scriptReader{data: data, stopAt: -1}, held: len(data)}
 	_, err = fr.ReadFrame(context.Background(), r)
 	var fe *FrameError
