@@ -161,6 +161,30 @@ func grantAnonymous(t *testing.T, ctx context.Context, c *VCluster, ca *testcert
 func createACLsEverywhere(t *testing.T, ctx context.Context, c *VCluster, ca *testcerts.CA, req *kmsg.CreateACLsRequest) {
 	t.Helper()
 	bcl := brokerListenerClient(t, c, ca)
+	// The client addresses a broker by id only once a metadata answer
+	// named it ("unknown broker" before; kgo takes the brokers from a
+	// Metadata request issued through it): ask until every node is named.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		named := 0
+		if resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, bcl); err == nil {
+			ids := map[int32]bool{}
+			for _, b := range resp.Brokers {
+				ids[b.NodeID] = true
+			}
+			for _, nd := range c.Nodes {
+				if ids[nd.ID] {
+					named++
+				}
+			}
+		}
+		if named == len(c.Nodes) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Metadata over the BROKER listener named %d of %d brokers within 30 s", named, len(c.Nodes))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	for _, nd := range c.Nodes {
 		resp, err := req.RequestWith(ctx, bcl.Broker(int(nd.ID)))
 		if err != nil {
