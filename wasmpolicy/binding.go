@@ -223,31 +223,38 @@ func (h *Host) newPool(m *module, topic string, cfg map[string]string) (*pool, e
 	return p, nil
 }
 
-func (p *pool) get(ctx context.Context) (*instance, error) {
+// get takes a free instance or makes one; slow reports that it waited
+// for a slot or instantiated (so the caller's clock reading is stale).
+func (p *pool) get(ctx context.Context) (in *instance, slow bool, err error) {
 	select {
 	case p.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	default:
+		slow = true
+		select {
+		case p.sem <- struct{}{}:
+		case <-ctx.Done():
+			return nil, slow, ctx.Err()
+		}
 	}
 	p.mu.Lock()
 	if p.mu.closed {
 		p.mu.Unlock()
 		<-p.sem
-		return nil, ErrClosed
+		return nil, slow, ErrClosed
 	}
 	if n := len(p.mu.free); n > 0 {
 		in := p.mu.free[n-1]
 		p.mu.free = p.mu.free[:n-1]
 		p.mu.Unlock()
-		return in, nil
+		return in, slow, nil
 	}
 	p.mu.Unlock()
-	in, err := p.h.newInstance(p.m)
+	in, err = p.h.newInstance(p.m)
 	if err != nil {
 		<-p.sem
-		return nil, err
+		return nil, true, err
 	}
-	return in, nil
+	return in, true, nil
 }
 
 // put returns an instance used by a call that began at used; a failed
@@ -300,7 +307,12 @@ func (p *pool) judge(ctx context.Context, pc *PartitionContext, set []byte, v *V
 	if err != nil {
 		return err
 	}
-	in, err := p.get(ctx)
+	in, slow, err := p.get(ctx)
+	if slow {
+		// The watchdog times the guest's call, not the wait for an
+		// instance before it.
+		now = time.Now()
+	}
 	if err != nil {
 		if err == ErrClosed || ctx.Err() != nil {
 			return err
