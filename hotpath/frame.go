@@ -245,11 +245,10 @@ type Frame struct {
 // pacer is the timing of the frame being read.
 type pacer struct {
 	d      ReadDeadliner // nil: no deadlines
-	start  time.Time
-	cap    time.Time // start + timeout; zero: none
-	armed  time.Time // the read deadline set
-	atCap  bool      // armed is the cap
-	lazy   bool      // the body was buffered: start is set by a wait for budget
+	start  time.Time     // zero: not begun (a buffered body that has not waited)
+	cap    time.Time     // start + timeout; zero: none
+	armed  time.Time     // the read deadline set
+	atCap  bool          // armed is the cap
 	waited time.Duration
 }
 
@@ -262,7 +261,7 @@ type Buffered interface {
 
 // begin starts p's clock at now.
 func (fr *FrameReader) begin(p *pacer, now time.Time) {
-	p.start, p.lazy = now, false
+	p.start = now
 	if fr.timeout > 0 {
 		p.cap = now.Add(fr.timeout)
 	}
@@ -283,13 +282,11 @@ func (fr *FrameReader) ReadFrame(ctx context.Context, r io.Reader) (Frame, error
 	}
 	var p pacer
 	var f Frame
-	if b, ok := r.(Buffered); ok && b.Buffered() >= n {
-		// The whole body has arrived: reading it cannot block, so it
-		// needs no deadline, and its clock starts only if it waits for
-		// budget (most small requests: one clock read and one deadline
-		// move fewer per frame).
-		p.lazy = true
-	} else {
+	// A body that has arrived whole cannot block, so it needs no
+	// deadline, and its clock starts only if it waits for budget (most
+	// small requests: one clock read and one deadline move fewer per
+	// frame); p then stays not begun.
+	if b, ok := r.(Buffered); !ok || b.Buffered() < n {
 		p.d, _ = r.(ReadDeadliner)
 		fr.begin(&p, fr.now())
 		if err := fr.arm(&p, 0); err != nil {
@@ -355,7 +352,7 @@ func (fr *FrameReader) acquire(ctx context.Context, n int64, p *pacer) error {
 		return nil
 	}
 	t0 := fr.now()
-	if p.lazy {
+	if p.start.IsZero() {
 		fr.begin(p, t0)
 	}
 	if !p.cap.IsZero() {
@@ -448,7 +445,7 @@ func (fr *FrameReader) readErr(err error, p *pacer) error {
 // fail releases what f holds and describes the failure.
 func (fr *FrameReader) fail(f *Frame, err error, n, got int, p *pacer) error {
 	e := &FrameError{Err: err, Size: n, Max: fr.maxFrame, Received: got, Waited: p.waited}
-	if !p.lazy {
+	if !p.start.IsZero() {
 		e.Elapsed = fr.now().Sub(p.start)
 	}
 	if got > 0 {
