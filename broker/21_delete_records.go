@@ -92,18 +92,25 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 		topicOp = authz.OpWrite
 	}
 	writer := writerOf(&mreq)
+	// Each topic is looked up once: in cluster mode a topic can arrive
+	// while the request is served, and a registration must answer for
+	// the partitions it registered, not for ones that appeared after it.
+	topics := make([]*Topic, len(req.Topics))
+	for i := range req.Topics {
+		topics[i] = s.cluster.topic(req.Topics[i].Topic)
+	}
 	var regErrs map[*Partition]error
 	if mirror && mreq.WriterEpoch == wireext.RegisterWriterEpoch {
 		// A refused topic takes no part in the registration.
 		allowed := func(topic string) bool {
 			return refusal == nil && s.authorized(r, topicOp, authz.ResourceTopic, topic)
 		}
-		writer.Epoch, regErrs = s.registerDeleteRecords(req, writer.ID, allowed)
+		writer.Epoch, regErrs = s.registerDeleteRecords(req, topics, writer.ID, allowed)
 	}
-	for _, rt := range req.Topics {
+	for ti, rt := range req.Topics {
 		ot := kmsg.NewDeleteRecordsResponseTopic()
 		ot.Topic = rt.Topic
-		t := s.cluster.topic(rt.Topic)
+		t := topics[ti]
 		denied := refusal == nil && !s.authorized(r, topicOp, authz.ResourceTopic, rt.Topic)
 		for _, rp := range rt.Partitions {
 			op := kmsg.NewDeleteRecordsResponseTopicPartition()
@@ -170,11 +177,12 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 // DeleteRecords with writer epoch -1) on the request's partitions of
 // mirror topics the principal may write (allowed), in one assignment
 // (mirror_writer.go): the epoch, and the refusal of each partition that
-// could not take part (a non-nil map).
-func (s *Server) registerDeleteRecords(req *kmsg.DeleteRecordsRequest, id writerID, allowed func(topic string) bool) (int32, map[*Partition]error) {
+// could not take part (a non-nil map). topics[i] is req.Topics[i]'s topic
+// (nil: unknown), as the handler answers for it.
+func (s *Server) registerDeleteRecords(req *kmsg.DeleteRecordsRequest, topics []*Topic, id writerID, allowed func(topic string) bool) (int32, map[*Partition]error) {
 	var ps []*Partition
-	for _, rt := range req.Topics {
-		t := s.cluster.topic(rt.Topic)
+	for i, rt := range req.Topics {
+		t := topics[i]
 		if t == nil || !t.Config().MirrorPush || !allowed(rt.Topic) {
 			continue
 		}
