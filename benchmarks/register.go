@@ -17,7 +17,10 @@ import (
 // writer epoch -1, docs/protocol.md "Writer epoch") and returns the
 // writer epoch assigned, which every mirror produce must then carry.
 // co secures and authenticates the connection (a zero ClientID is
-// "verbatim-bench").
+// "verbatim-bench"). A destination older than assigned writer epochs
+// (feature version below wireext.FeatureMirrorProduceAssigned: an older
+// build run as bench-ingest's -baseline) registers nothing and admits the
+// epoch the load generator of its day sent, 0, which is returned.
 func RegisterMirrorWriter(ctx context.Context, addr string, co client.Options, topic string, id [16]byte, parts []int32) (int32, error) {
 	// Not kgo: it splits DeleteRecords by leader into new requests,
 	// without the request's tags.
@@ -29,6 +32,9 @@ func RegisterMirrorWriter(ctx context.Context, addr string, co client.Options, t
 		return -1, err
 	}
 	defer cn.Close()
+	if cn.FeatureMaxVersion(wireext.FeatureMirrorProduce) < wireext.FeatureMirrorProduceAssigned {
+		return 0, nil
+	}
 	req := mirror.DeleteRecordsRequest(mirror.Writer{Epoch: mirror.RegisterEpoch, ID: id}, map[string][]int32{topic: parts}, 0)
 	r, err := cn.Request(ctx, req, 2)
 	if err != nil {
