@@ -21,7 +21,7 @@ type Registry struct {
 	replicationBytesOut           *prometheus.CounterVec
 	mirrorDivergences             *prometheus.CounterVec
 	requests, requestErrors       *prometheus.CounterVec
-	totalTime                     *prometheus.SummaryVec
+	totalTime                     *summaryOf // from latency, when scraped (window.go)
 	latency                       *prometheus.HistogramVec
 	phases                        [4]*prometheus.HistogramVec // Phases: queue, local, wait, send
 	connections                   *prometheus.GaugeVec
@@ -59,14 +59,14 @@ func New() *Registry {
 		Help: "Requests answered, by API (Kafka RequestMetrics RequestsPerSec)."}, []string{"request"})
 	r.requestErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka_network_requestmetrics_errors_total",
 		Help: "Error codes in responses, per partition, by API and error name, NONE included (Kafka RequestMetrics ErrorsPerSec)."}, []string{"request", "error"})
-	r.totalTime = prometheus.NewSummaryVec(prometheus.SummaryOpts{Name: "kafka_network_requestmetrics_totaltimems",
-		Help:       "Milliseconds from a request's frame read to its response written (Kafka RequestMetrics TotalTimeMs).",
-		Objectives: Quantiles, MaxAge: 10 * time.Minute, AgeBuckets: 5}, []string{"request"})
 	r.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "verbatim_request_total_time_seconds",
 		Help:                            "Seconds from a request's frame read to its response written, as a native histogram.",
 		NativeHistogramBucketFactor:     1.1,
 		NativeHistogramMaxBucketNumber:  160,
 		NativeHistogramMinResetDuration: time.Hour}, []string{"request"})
+	r.totalTime = newSummaryOf("kafka_network_requestmetrics_totaltimems",
+		"Milliseconds from a request's frame read to its response written (Kafka RequestMetrics TotalTimeMs); quantiles over the last 8-10 minutes, from verbatim_request_total_time_seconds's buckets.",
+		"request", r.latency, Quantiles, time.Now)
 	for i, ph := range [...]struct{ name, help string }{
 		{"verbatim_request_queue_time_seconds", "Seconds a request waited for its connection's handler goroutine (Kafka RequestQueueTimeMs), as a native histogram."},
 		{"verbatim_request_local_time_seconds", "Seconds of a request's handler run: decode, checks, submission (Kafka LocalTimeMs), as a native histogram."},
@@ -182,11 +182,10 @@ const errSlots = 160
 
 // API is one API's pre-resolved request metrics.
 type API struct {
-	r         *Registry
-	name      string
-	requests  prometheus.Counter
-	totalTime prometheus.Observer
-	latency   prometheus.Observer
+	r        *Registry
+	name     string
+	requests prometheus.Counter
+	latency  prometheus.Observer
 	// phases observe Phases (native histograms).
 	queue, local, wait, send prometheus.Observer
 	errs                     [errSlots]atomic.Pointer[prometheus.Counter]
@@ -211,9 +210,10 @@ func (r *Registry) API(request string) *API {
 	if r == nil {
 		return nil
 	}
+	r.totalTime.add(request)
 	return &API{r: r, name: request, requests: r.requests.WithLabelValues(request),
-		totalTime: r.totalTime.WithLabelValues(request), latency: r.latency.WithLabelValues(request),
-		queue: r.phases[0].WithLabelValues(request), local: r.phases[1].WithLabelValues(request),
+		latency: r.latency.WithLabelValues(request),
+		queue:   r.phases[0].WithLabelValues(request), local: r.phases[1].WithLabelValues(request),
 		wait: r.phases[2].WithLabelValues(request), send: r.phases[3].WithLabelValues(request)}
 }
 
@@ -224,7 +224,6 @@ func (a *API) Done(d time.Duration, ph Phases) {
 		return
 	}
 	a.requests.Inc()
-	a.totalTime.Observe(float64(d) / float64(time.Millisecond))
 	a.latency.Observe(d.Seconds())
 	a.queue.Observe(ph.Queue.Seconds())
 	a.local.Observe(ph.Local.Seconds())
