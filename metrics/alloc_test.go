@@ -26,11 +26,9 @@ func TestAllocHandles(t *testing.T) {
 	}
 }
 
-// TestAllocRequestTime bounds what recording a request's time costs: the
-// native histogram allocates only a bucket seen for the first time, the
-// quantile summary (client_golang's, Kafka's quantiles) a share of its
-// background merge every few hundred observations; together well under
-// one allocation per 20 requests (about one per 80 measured).
+// TestAllocRequestTime pins that recording a request's time allocates
+// nothing: its native histograms are fixed arrays of counters (hist.go),
+// and the request-time summary is computed at the scrape (window.go).
 func TestAllocRequestTime(t *testing.T) {
 	r := New()
 	a := r.API("Produce")
@@ -45,9 +43,7 @@ func TestAllocRequestTime(t *testing.T) {
 		a.Done(d(i), Phases{Local: d(i)})
 	}
 	runtime.ReadMemStats(&m1)
-	if per := float64(m1.Mallocs-m0.Mallocs) / n; per > 0.05 {
-		t.Fatalf("%.4f allocations per recorded request time, want < 0.05", per)
-	} else {
-		t.Logf("%.4f allocations per recorded request time", per)
+	if per := float64(m1.Mallocs-m0.Mallocs) / n; per > 0 {
+		t.Fatalf("%.4f allocations per recorded request time, want none", per)
 	}
 }

@@ -10,26 +10,22 @@ import (
 type policyMetrics struct {
 	judgments  *prometheus.CounterVec // topic, verdict
 	rejections *prometheus.CounterVec // policy
-	latency    prometheus.Histogram
-	modules    *prometheus.HistogramVec // policy
+	latency    *hist
+	latencyVec *histVec
+	modules    *histVec // policy
 }
 
 func newPolicyMetrics() *policyMetrics {
+	latency := newHistVec("verbatim_policy_judge_seconds",
+		"Seconds of each judge call (all of a topic's policy modules over one record set), as a native histogram.", nil)
 	return &policyMetrics{
+		latency: latency.with(""), latencyVec: latency,
 		judgments: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "verbatim_policy_judgments_total",
 			Help: "Record sets judged by a topic's mirror policies, by verdict: accepted, rejected (a policy refused a batch) or error (the policies could not run)."}, []string{"topic", "verdict"}),
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "verbatim_policy_rejections_total",
 			Help: "Batches rejected, by the policy module that rejected them."}, []string{"policy"}),
-		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "verbatim_policy_judge_seconds",
-			Help:                            "Seconds of each judge call (all of a topic's policy modules over one record set), as a native histogram.",
-			NativeHistogramBucketFactor:     1.1,
-			NativeHistogramMaxBucketNumber:  160,
-			NativeHistogramMinResetDuration: time.Hour}),
-		modules: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "verbatim_policy_module_seconds",
-			Help:                            "Seconds of each judge call of one policy module (one of a topic's modules over one record set), by module, as a native histogram.",
-			NativeHistogramBucketFactor:     1.1,
-			NativeHistogramMaxBucketNumber:  160,
-			NativeHistogramMinResetDuration: time.Hour}, []string{"policy"}),
+		modules: newHistVec("verbatim_policy_module_seconds",
+			"Seconds of each judge call of one policy module (one of a topic's modules over one record set), by module, as a native histogram.", []string{"policy"}),
 	}
 }
 
@@ -40,12 +36,11 @@ func (r *Registry) PolicyModuleTimer(name string) func(time.Duration) {
 	if r == nil {
 		return nil
 	}
-	o := r.policy.modules.WithLabelValues(name)
-	return func(d time.Duration) { o.Observe(d.Seconds()) }
+	return r.policy.modules.with(name).Observe
 }
 
 func (p *policyMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{p.judgments, p.rejections, p.latency, p.modules}
+	return []prometheus.Collector{p.judgments, p.rejections, p.latencyVec, p.modules}
 }
 
 // Policy is one topic's judge-call handles, resolved when its policies
@@ -69,7 +64,7 @@ func (r *Registry) Policy(topic string) *Policy {
 func (p *Policy) Accepted(d time.Duration) {
 	if p != nil {
 		p.accepted.Inc()
-		p.pm.latency.Observe(d.Seconds())
+		p.pm.latency.Observe(d)
 	}
 }
 
@@ -78,7 +73,7 @@ func (p *Policy) Accepted(d time.Duration) {
 func (p *Policy) Rejected(d time.Duration, policies []string) {
 	if p != nil {
 		p.rejected.Inc()
-		p.pm.latency.Observe(d.Seconds())
+		p.pm.latency.Observe(d)
 		for _, name := range policies {
 			p.pm.rejections.WithLabelValues(name).Inc()
 		}

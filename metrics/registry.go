@@ -22,8 +22,8 @@ type Registry struct {
 	mirrorDivergences             *prometheus.CounterVec
 	requests, requestErrors       *prometheus.CounterVec
 	totalTime                     *summaryOf // from latency, when scraped (window.go)
-	latency                       *prometheus.HistogramVec
-	phases                        [4]*prometheus.HistogramVec // Phases: queue, local, wait, send
+	latency                       *histVec
+	phases                        [4]*histVec // Phases: queue, local, wait, send
 	connections                   *prometheus.GaugeVec
 	connectionsCreated            *prometheus.CounterVec
 	authSuccess, authFailure      *prometheus.CounterVec
@@ -59,11 +59,8 @@ func New() *Registry {
 		Help: "Requests answered, by API (Kafka RequestMetrics RequestsPerSec)."}, []string{"request"})
 	r.requestErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka_network_requestmetrics_errors_total",
 		Help: "Error codes in responses, per partition, by API and error name, NONE included (Kafka RequestMetrics ErrorsPerSec)."}, []string{"request", "error"})
-	r.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "verbatim_request_total_time_seconds",
-		Help:                            "Seconds from a request's frame read to its response written, as a native histogram.",
-		NativeHistogramBucketFactor:     1.1,
-		NativeHistogramMaxBucketNumber:  160,
-		NativeHistogramMinResetDuration: time.Hour}, []string{"request"})
+	r.latency = newHistVec("verbatim_request_total_time_seconds",
+		"Seconds from a request's frame read to its response written, as a native histogram.", []string{"request"})
 	r.totalTime = newSummaryOf("kafka_network_requestmetrics_totaltimems",
 		"Milliseconds from a request's frame read to its response written (Kafka RequestMetrics TotalTimeMs); quantiles over the last 8-10 minutes, from verbatim_request_total_time_seconds's buckets.",
 		"request", r.latency, Quantiles, time.Now)
@@ -73,10 +70,7 @@ func New() *Registry {
 		{"verbatim_request_wait_time_seconds", "Seconds from a request's handler return until its answer was ready to write: append queue, storage, group commit, long polls, answers ahead on the connection (Kafka RemoteTimeMs + ResponseQueueTimeMs), as a native histogram."},
 		{"verbatim_response_send_time_seconds", "Seconds writing a request's answer (Kafka ResponseSendTimeMs), as a native histogram."},
 	} {
-		r.phases[i] = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: ph.name, Help: ph.help,
-			NativeHistogramBucketFactor:     1.1,
-			NativeHistogramMaxBucketNumber:  160,
-			NativeHistogramMinResetDuration: time.Hour}, []string{"request"})
+		r.phases[i] = newHistVec(ph.name, ph.help, []string{"request"})
 		r.reg.MustRegister(r.phases[i])
 	}
 	r.connections = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kafka_server_socket_server_metrics_connection_count",
@@ -185,9 +179,9 @@ type API struct {
 	r        *Registry
 	name     string
 	requests prometheus.Counter
-	latency  prometheus.Observer
+	latency  *hist
 	// phases observe Phases (native histograms).
-	queue, local, wait, send prometheus.Observer
+	queue, local, wait, send *hist
 	errs                     [errSlots]atomic.Pointer[prometheus.Counter]
 }
 
@@ -210,11 +204,10 @@ func (r *Registry) API(request string) *API {
 	if r == nil {
 		return nil
 	}
-	r.totalTime.add(request)
 	return &API{r: r, name: request, requests: r.requests.WithLabelValues(request),
-		latency: r.latency.WithLabelValues(request),
-		queue:   r.phases[0].WithLabelValues(request), local: r.phases[1].WithLabelValues(request),
-		wait: r.phases[2].WithLabelValues(request), send: r.phases[3].WithLabelValues(request)}
+		latency: r.latency.with(request),
+		queue:   r.phases[0].with(request), local: r.phases[1].with(request),
+		wait: r.phases[2].with(request), send: r.phases[3].with(request)}
 }
 
 // Done records one answered request that took d in all, split as ph
@@ -224,11 +217,11 @@ func (a *API) Done(d time.Duration, ph Phases) {
 		return
 	}
 	a.requests.Inc()
-	a.latency.Observe(d.Seconds())
-	a.queue.Observe(ph.Queue.Seconds())
-	a.local.Observe(ph.Local.Seconds())
-	a.wait.Observe(ph.Wait.Seconds())
-	a.send.Observe(ph.Send.Seconds())
+	a.latency.Observe(d)
+	a.queue.Observe(ph.Queue)
+	a.local.Observe(ph.Local)
+	a.wait.Observe(ph.Wait)
+	a.send.Observe(ph.Send)
 }
 
 // Error counts one error code in a response (0 counts as NONE, as

@@ -5,7 +5,7 @@ package metrics
 // lock and inserts into five quantile streams per observation (about
 // 0.4 µs, the largest cost of a small produce's metrics); every request is
 // already observed, for a few nanoseconds, in the native histogram
-// verbatim_request_total_time_seconds. So the summary is computed when
+// verbatim_request_total_time_seconds (hist.go). So the summary is computed when
 // scraped, from that histogram: its count and sum are the histogram's, and
 // its quantiles those of the observations of the last window: the
 // histogram now less the newest snapshot of it at least windowAge old
@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 )
 
 const (
@@ -44,33 +43,6 @@ type buckets struct {
 	counts map[int32]uint64
 	count  uint64
 	sum    float64
-}
-
-// readBuckets decodes the positive buckets of a native histogram
-// (durations are never negative).
-func readBuckets(h *dto.Histogram, at time.Time) buckets {
-	b := buckets{at: at, schema: h.GetSchema(), zeroTh: h.GetZeroThreshold(), zero: h.GetZeroCount(),
-		counts: map[int32]uint64{}, count: h.GetSampleCount(), sum: h.GetSampleSum()}
-	deltas := h.GetPositiveDelta()
-	var idx int32
-	var c int64
-	k := 0
-	for si, sp := range h.GetPositiveSpan() {
-		if si == 0 {
-			idx = sp.GetOffset()
-		} else {
-			idx += sp.GetOffset()
-		}
-		for j := uint32(0); j < sp.GetLength() && k < len(deltas); j++ {
-			c += deltas[k]
-			k++
-			if c > 0 {
-				b.counts[idx] = uint64(c)
-			}
-			idx++
-		}
-	}
-	return b
 }
 
 // since is b less an earlier snapshot old of the same histogram: the
@@ -137,15 +109,14 @@ func (b buckets) quantiles(qs []float64) map[float64]float64 {
 // milliseconds over a sliding window, one series per label value.
 type summaryOf struct {
 	desc  *prometheus.Desc
-	vec   *prometheus.HistogramVec
+	vec   *histVec
 	qs    []float64
 	now   func() time.Time
 	mu    sync.Mutex
-	names []string
 	snaps map[string][]buckets // oldest first, windowStep apart at least
 }
 
-func newSummaryOf(name, help, label string, vec *prometheus.HistogramVec, objectives map[float64]float64, now func() time.Time) *summaryOf {
+func newSummaryOf(name, help, label string, vec *histVec, objectives map[float64]float64, now func() time.Time) *summaryOf {
 	qs := make([]float64, 0, len(objectives))
 	for q := range objectives {
 		qs = append(qs, q)
@@ -154,40 +125,21 @@ func newSummaryOf(name, help, label string, vec *prometheus.HistogramVec, object
 	return &summaryOf{desc: prometheus.NewDesc(name, help, []string{label}, nil), vec: vec, qs: qs, now: now, snaps: map[string][]buckets{}}
 }
 
-// add makes a label value's series exist (once per value).
-func (s *summaryOf) add(value string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.snaps[value]; !ok {
-		s.snaps[value] = nil
-		s.names = append(s.names, value)
-	}
-}
-
 func (s *summaryOf) Describe(ch chan<- *prometheus.Desc) { ch <- s.desc }
 
 func (s *summaryOf) Collect(ch chan<- prometheus.Metric) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	for _, name := range s.names {
-		h, err := s.vec.GetMetricWithLabelValues(name)
-		if err != nil {
-			continue
-		}
-		var m dto.Metric
-		if err := h.(prometheus.Metric).Write(&m); err != nil {
-			continue
-		}
-		cur := readBuckets(m.GetHistogram(), now)
-		window := cur.since(s.base(name, now))
-		qv := window.quantiles(s.qs)
+	s.vec.each(func(name string, h *hist) {
+		cur := h.read(now)
+		qv := cur.since(s.base(name, now)).quantiles(s.qs)
 		for q, v := range qv {
 			qv[q] = v * 1e3 // seconds to milliseconds
 		}
 		ch <- prometheus.MustNewConstSummary(s.desc, cur.count, cur.sum*1e3, qv, name)
 		s.keep(name, cur)
-	}
+	})
 }
 
 // base is the newest snapshot of name at least windowAge old (nil: none

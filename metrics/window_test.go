@@ -13,13 +13,10 @@ type fakeClock struct{ t time.Time }
 
 func (c *fakeClock) now() time.Time { return c.t }
 
-func newTestSummary(clock *fakeClock) (*summaryOf, *prometheus.HistogramVec) {
-	vec := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "t_seconds",
-		NativeHistogramBucketFactor: 1.1, NativeHistogramMaxBucketNumber: 160, NativeHistogramMinResetDuration: time.Hour}, []string{"request"})
+func newTestSummary(clock *fakeClock) (*summaryOf, *hist) {
+	vec := newHistVec("t_seconds", "help", []string{"request"})
 	s := newSummaryOf("t_ms", "help", "request", vec, Quantiles, clock.now)
-	s.add("Produce")
-	s.add("Produce") // once per value
-	return s, vec
+	return s, vec.with("Produce")
 }
 
 // collectOne scrapes s and returns the one series' summary.
@@ -60,13 +57,12 @@ func quantile(t *testing.T, s *dto.Summary, q float64) float64 {
 // 1.1) of the exact value; count and sum are exact, in milliseconds.
 func TestSummaryOfQuantiles(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
-	s, vec := newTestSummary(clock)
-	h := vec.WithLabelValues("Produce")
+	s, h := newTestSummary(clock)
 	var sum float64
 	for i := 1; i <= 10000; i++ { // 0.1 ms .. 1000 ms
-		v := float64(i) / 10 / 1e3
-		h.Observe(v)
-		sum += v
+		d := time.Duration(i) * 100 * time.Microsecond
+		h.Observe(d)
+		sum += d.Seconds()
 	}
 	got := collectOne(t, s)
 	if got.GetSampleCount() != 10000 || math.Abs(got.GetSampleSum()-sum*1e3) > 1e-6*sum*1e3 {
@@ -83,13 +79,13 @@ func TestSummaryOfQuantiles(t *testing.T) {
 	}
 	// A single value and a zero.
 	clock2 := &fakeClock{t: clock.t}
-	s2, vec2 := newTestSummary(clock2)
-	vec2.WithLabelValues("Produce").Observe(0.25)
+	s2, h2 := newTestSummary(clock2)
+	h2.Observe(250 * time.Millisecond)
 	if v := quantile(t, collectOne(t, s2), 0.5); math.Abs(v-250) > 25 {
 		t.Errorf("one observation of 250 ms: median %.2f", v)
 	}
-	s3, vec3 := newTestSummary(&fakeClock{t: clock.t})
-	vec3.WithLabelValues("Produce").Observe(0)
+	s3, h3 := newTestSummary(&fakeClock{t: clock.t})
+	h3.Observe(0)
 	if v := quantile(t, collectOne(t, s3), 0.99); v > 1e-6 {
 		t.Errorf("one observation of 0: p99 %v", v)
 	}
@@ -100,10 +96,9 @@ func TestSummaryOfQuantiles(t *testing.T) {
 // window without observations answers NaN.
 func TestSummaryOfWindow(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
-	s, vec := newTestSummary(clock)
-	h := vec.WithLabelValues("Produce")
+	s, h := newTestSummary(clock)
 	for range 1000 {
-		h.Observe(0.001) // 1 ms
+		h.Observe(time.Millisecond)
 	}
 	if v := quantile(t, collectOne(t, s), 0.5); math.Abs(v-1) > 0.1 {
 		t.Fatalf("median %.3f ms, want 1", v)
@@ -113,7 +108,7 @@ func TestSummaryOfWindow(t *testing.T) {
 	for step := 1; step <= 18; step++ {
 		clock.t = clock.t.Add(30 * time.Second)
 		if step >= 2 {
-			h.Observe(0.1)
+			h.Observe(100 * time.Millisecond)
 		}
 		got := collectOne(t, s)
 		if got.GetSampleCount() != uint64(1000+max(step-1, 0)) {
