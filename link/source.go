@@ -340,12 +340,15 @@ func (m *metaCache) leader(ctx, bg context.Context, tp client.TopicPartition) (s
 			rctx, cancel := context.WithTimeout(bg, requestTimeout)
 			defer cancel()
 			c.md, c.err = m.cl.Metadata(rctx, ts)
-			close(c.done)
+			// Retired before it is answered: a caller that comes once
+			// its waiters have their answer starts a refresh of its
+			// own rather than take this one's (by then old) metadata.
 			m.mu.Lock()
 			if m.call == c {
 				m.call = nil
 			}
 			m.mu.Unlock()
+			close(c.done)
 		}()
 	}
 	m.mu.Unlock()
