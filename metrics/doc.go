@@ -9,7 +9,10 @@
 // It is a leaf: it must not import broker. The broker creates a Registry,
 // resolves per-topic and per-API handles once (Topic, API) and keeps them
 // on its topic and API entries, so that counting on the hot path is an
-// atomic add, never a label lookup or an allocation. Readiness and
+// atomic add, never a label lookup or an allocation; request and policy
+// times go into fixed-bucket native histograms (hist.go), and the
+// Kafka-named request-time summary is computed from them at the scrape
+// (window.go). Readiness and
 // gauges read the broker through the functions it passes in; so do the
 // mirror partition and cluster link metrics (mirrors.go, RegisterMirrors:
 // lag, state, Confluent's MaxLag per link), read from the status the serve
