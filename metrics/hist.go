@@ -62,30 +62,25 @@ func histKey(v float64) int {
 	return (exp-1)*8 + k
 }
 
-// Observe records one duration (a negative one counts as zero).
+// Observe records one duration (a negative one counts as zero; the
+// shortest positive one, 1 ns, is above the zero threshold).
 func (h *hist) Observe(d time.Duration) {
-	if h == nil {
-		return
-	}
-	if d > 0 {
-		h.sumNS.Add(int64(d))
-	}
-	v := d.Seconds()
-	if v <= histZero {
+	if d <= 0 {
 		h.zero.Add(1)
 		return
 	}
-	h.buckets[min(max(histKey(v), histMinKey+1), histMaxKey)-histMinKey].Add(1)
+	h.sumNS.Add(int64(d))
+	h.buckets[min(max(histKey(d.Seconds()), histMinKey+1), histMaxKey)-histMinKey].Add(1)
 }
 
 // read is the series now: bucket counts by key (the exposition's index),
 // the zero bucket, the count and the sum in seconds.
 func (h *hist) read(at time.Time) buckets {
-	b := buckets{at: at, schema: histSchema, zeroTh: histZero, zero: h.zero.Load(), counts: map[int32]uint64{}}
+	b := buckets{at: at, schema: histSchema, zeroTh: histZero, zero: h.zero.Load(), counts: map[int]int64{}}
 	b.count = b.zero
 	for i := range h.buckets {
 		if c := h.buckets[i].Load(); c > 0 {
-			b.counts[int32(i+histMinKey)] = c
+			b.counts[i+histMinKey] = int64(c)
 			b.count += c
 		}
 	}
@@ -142,14 +137,10 @@ func (v *histVec) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
 	v.each(func(value string, h *hist) {
 		b := h.read(now)
-		pos := make(map[int]int64, len(b.counts))
-		for k, c := range b.counts {
-			pos[int(k)] = int64(c)
-		}
 		var lv []string
 		if v.labeled {
 			lv = []string{value}
 		}
-		ch <- prometheus.MustNewConstNativeHistogram(v.desc, b.count, b.sum, pos, nil, b.zero, histSchema, histZero, v.created, lv...)
+		ch <- prometheus.MustNewConstNativeHistogram(v.desc, b.count, b.sum, b.counts, nil, b.zero, histSchema, histZero, v.created, lv...)
 	})
 }

@@ -18,7 +18,7 @@ package metrics
 
 import (
 	"math"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -40,7 +40,7 @@ type buckets struct {
 	schema int32
 	zeroTh float64
 	zero   uint64
-	counts map[int32]uint64
+	counts map[int]int64 // by bucket key, as the exposition takes them
 	count  uint64
 	sum    float64
 }
@@ -52,7 +52,7 @@ func (b buckets) since(old *buckets) buckets {
 	if old == nil || old.schema != b.schema || old.zeroTh != b.zeroTh || old.count > b.count {
 		return b
 	}
-	w := buckets{at: b.at, schema: b.schema, zeroTh: b.zeroTh, counts: make(map[int32]uint64, len(b.counts))}
+	w := buckets{at: b.at, schema: b.schema, zeroTh: b.zeroTh, counts: make(map[int]int64, len(b.counts))}
 	if b.zero >= old.zero {
 		w.zero = b.zero - old.zero
 	}
@@ -71,12 +71,12 @@ func (b buckets) since(old *buckets) buckets {
 func (b buckets) quantiles(qs []float64) map[float64]float64 {
 	out := make(map[float64]float64, len(qs))
 	n := b.zero
-	idx := make([]int32, 0, len(b.counts))
+	idx := make([]int, 0, len(b.counts))
 	for i, c := range b.counts {
 		idx = append(idx, i)
-		n += c
+		n += uint64(c)
 	}
-	sort.Slice(idx, func(x, y int) bool { return idx[x] < idx[y] })
+	slices.Sort(idx)
 	base := math.Exp2(math.Exp2(-float64(b.schema)))
 	for _, q := range qs {
 		if n == 0 {
@@ -121,7 +121,7 @@ func newSummaryOf(name, help, label string, vec *histVec, objectives map[float64
 	for q := range objectives {
 		qs = append(qs, q)
 	}
-	sort.Float64s(qs)
+	slices.Sort(qs)
 	return &summaryOf{desc: prometheus.NewDesc(name, help, []string{label}, nil), vec: vec, qs: qs, now: now, snaps: map[string][]buckets{}}
 }
 

@@ -144,16 +144,16 @@ func TestSummaryOfWindow(t *testing.T) {
 // A snapshot the histogram no longer extends (fewer observations: a
 // reset; another schema) is not subtracted.
 func TestBucketsSinceIncompatible(t *testing.T) {
-	cur := buckets{schema: 3, count: 5, sum: 1, counts: map[int32]uint64{1: 5}}
+	cur := buckets{schema: 3, count: 5, sum: 1, counts: map[int]int64{1: 5}}
 	for _, old := range []buckets{
-		{schema: 3, count: 9, counts: map[int32]uint64{1: 9}},
-		{schema: 2, count: 1, counts: map[int32]uint64{1: 1}},
+		{schema: 3, count: 9, counts: map[int]int64{1: 9}},
+		{schema: 2, count: 1, counts: map[int]int64{1: 1}},
 	} {
 		if w := cur.since(&old); w.count != 5 || w.counts[1] != 5 {
 			t.Errorf("since %+v = %+v, want the histogram itself", old, w)
 		}
 	}
-	old := buckets{schema: 3, count: 2, sum: 0.5, counts: map[int32]uint64{1: 2}}
+	old := buckets{schema: 3, count: 2, sum: 0.5, counts: map[int]int64{1: 2}}
 	if w := cur.since(&old); w.count != 3 || w.counts[1] != 3 || w.sum != 0.5 {
 		t.Errorf("since a compatible snapshot: %+v", w)
 	}
