@@ -271,6 +271,9 @@ type produceOp struct {
 	// mode, replica_leader.go).
 	startMs   int64
 	timeoutMs int32
+	// opts is produceOne's scratch for a normal append's validation
+	// options, zero between uses.
+	opts hotpath.Options
 }
 
 var produceOps = sync.Pool{New: func() any { return new(produceOp) }}
@@ -480,10 +483,15 @@ func (s *Server) produceOne(ctx context.Context, op *produceOp, p *Partition, pr
 		pa.guard.lead = lead
 		return h.log, op.submit(h, pa)
 	}
-	opts := hotpath.Options{Mode: hotpath.Normal, Topic: hotpathConfig(cfg), ProduceVersion: version, NowMs: now,
+	// The options live in the pooled op (a local would go to the heap:
+	// Validate's parameter escapes), and are cleared once used so the op
+	// does not keep the request's context.
+	op.opts = hotpath.Options{Mode: hotpath.Normal, Topic: hotpathConfig(cfg), ProduceVersion: version, NowMs: now,
 		Decode: s.decode, Ctx: ctx} // compressed batches: decompression charged to the decode budget
 	var vr hotpath.Result
-	if err := hotpath.Validate(set, &opts, &vr); err != nil {
+	err = hotpath.Validate(set, &op.opts, &vr)
+	op.opts = hotpath.Options{}
+	if err != nil {
 		return h.log, err
 	}
 	if err := s.verifyTxnProduce(txnID, p, set); err != nil {
@@ -536,8 +544,7 @@ func prepareMirrorAppend(s *Server, p *Partition, l *storage.Log, set []byte, w 
 	if expect < 0 {
 		return vr, kafkaErr(kerr.InvalidRequest, msgNoExpectedLogEnd)
 	}
-	opts := hotpath.Options{Mode: hotpath.Verbatim}
-	if err := hotpath.Validate(set, &opts, &vr); err != nil {
+	if err := hotpath.Validate(set, &verbatimOptions, &vr); err != nil {
 		return vr, err
 	}
 	*guard = produceGuard{s: s, p: p, log: l, set: set, mirror: true,
@@ -545,6 +552,12 @@ func prepareMirrorAppend(s *Server, p *Partition, l *storage.Log, set []byte, w 
 	*a = hotpath.Append{Set: set, Verbatim: true, LeaderEpoch: p.LeaderEpoch(), Durable: durable, Guard: guard}
 	return vr, nil
 }
+
+// verbatimOptions are the validation options of every mirror append: verbatim
+// mode needs nothing else (no topic limits, clock or decode budget). Validate
+// only reads them; a package value keeps them off the heap, where a local
+// went, since Validate's parameter escapes through normal mode.
+var verbatimOptions = hotpath.Options{Mode: hotpath.Verbatim}
 
 // add takes the next pending entry, with an empty group of its own: a
 // group signals once per round, and appends written inline complete

@@ -25,9 +25,9 @@ func TestAllocConnRequestPath(t *testing.T) {
 }
 
 // TestAllocProduceConn bounds a whole produce request over a connection,
-// normal and mirror, with 8 in flight: the pending entry and at most one
-// more (the produce state is pooled, the writer waits without the request
-// context's timers).
+// normal and mirror, with 8 in flight: the pending entry and nothing more
+// (the produce state and its validation options are pooled, the writer
+// waits without the request context's timers).
 func TestAllocProduceConn(t *testing.T) {
 	for _, mirror := range []bool{false, true} {
 		res := testing.Benchmark(func(b *testing.B) { benchProduceConn(b, mirror, 8) })
