@@ -2,21 +2,17 @@ package benchmarks
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
-	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/verbatim-kafka/verbatim/broker"
 	"github.com/verbatim-kafka/verbatim/kbatch"
 )
 
@@ -527,135 +523,4 @@ func WaitIdle(pid int, timeout time.Duration) {
 		}
 		prev, err = cur, e
 	}
-}
-
-// inprocBroker is a broker run in this process for counting allocations,
-// one per flush policy, shared by the scenarios (a fresh one would compile
-// its WASM policies again each time).
-type inprocBroker struct {
-	srv  *broker.Server
-	addr string
-	dir  string
-}
-
-func (o *IngestOptions) inproc(ctx context.Context, flush string) (*inprocBroker, error) {
-	if b := o.brokers[flush]; b != nil {
-		return b, nil
-	}
-	dir, err := os.MkdirTemp(o.WorkDir, "allocs-")
-	if err != nil {
-		return nil, err
-	}
-	srv, err := broker.Open(broker.Config{DataDir: dir, Flush: flush,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxInFlightBytes: int64(o.InFlightLimitMB) << 20})
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		_ = srv.Shutdown(ctx)
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	go srv.Serve(ln)
-	if o.brokers == nil {
-		o.brokers = map[string]*inprocBroker{}
-	}
-	b := &inprocBroker{srv: srv, addr: ln.Addr().String(), dir: dir}
-	o.brokers[flush] = b
-	return b, nil
-}
-
-func (o *IngestOptions) closeInproc() {
-	for k, b := range o.brokers {
-		_ = b.srv.Shutdown(context.Background())
-		os.RemoveAll(b.dir)
-		delete(o.brokers, k)
-	}
-}
-
-// countAllocs counts heap allocations per produce request over a warm run
-// of the in-process broker, on a topic of its own.
-func (o *IngestOptions) countAllocs(ctx context.Context, mode string, batch int, flush string) (float64, error) {
-	b, err := o.inproc(ctx, flush)
-	if err != nil {
-		return 0, err
-	}
-	addr := b.addr
-	o.topicSeq++
-	topic := fmt.Sprintf("allocs-%d", o.topicSeq)
-	if err := CreateTopic(ctx, addr, topic, int32(o.Conns), topicConfigs(mode, batch, false)); err != nil {
-		return 0, err
-	}
-	warm := o.load(addr, mode, batch, min(o.AllocBytes/4, 16<<20))
-	warm.Topic, warm.Register = topic, true
-	wres, err := RunLoad(ctx, warm)
-	if err != nil {
-		return 0, err
-	}
-	// The default policies compile in the background after Open; wait
-	// until the allocation counter stands still before counting.
-	for i := 0; i < 240; i++ {
-		a := heapAllocs()
-		time.Sleep(250 * time.Millisecond)
-		if heapAllocs()-a < 64 {
-			break
-		}
-	}
-	// At least 512 requests: fixed costs of a run (a GC cycle, timers,
-	// the log's background work) are a few hundred allocations, which
-	// over the 64 requests of 64 MiB of 1 MiB batches read as 3-6 per
-	// request, and as 1.5-1.9 over 512.
-	l := o.load(addr, mode, batch, max(o.AllocBytes, 512*int64(batch)))
-	l.Topic, l.Register = topic, true
-	l.StartOffsets = wres.EndOffsets
-	var before uint64
-	l.OnStart = func() { before = heapAllocs() } // request encoding is not counted
-	res, err := RunLoad(ctx, l)
-	if err != nil {
-		return 0, err
-	}
-	return float64(heapAllocs()-before) / float64(res.Requests), nil
-}
-
-func heapAllocs() uint64 {
-	s := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
-}
-
-// Median of xs (0 for none).
-func Median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-func round2(x float64) float64 { return float64(int64(x*100+0.5)) / 100 }
-
-func sizeName(n int) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%dMiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%dKiB", n>>10)
-	}
-	return fmt.Sprintf("%dB", n)
-}
-
-// WriteJSONLine writes v as one line of JSON.
-func WriteJSONLine(w io.Writer, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
 }
