@@ -18,7 +18,8 @@
 // copy-on-write snapshot builder both stores share), validate.go (the
 // argument checks both stores share), records.go (the record space's
 // keys and checks), etcd_records.go (its writes over etcd), etcd.go (Store over
-// go.etcd.io/etcd/client/v3), embed.go (the embedded member), session.go
+// go.etcd.io/etcd/client/v3), etcd_session.go (its registrations and
+// controller election), embed.go (the embedded member), session.go
 // (Session and Leadership over an implementation's state). memstore is the
 // same Store in memory for other packages' unit tests; the conformance
 // suite runs against both.
