@@ -41,7 +41,8 @@
 // Where (core): manager.go is the Manager (Open, Close, the LinkService
 // methods that change links), describe.go the per-topic requests and the
 // statuses, runner.go a link's runner (discovery, pull-mode topics, the
-// writer registration), partition.go a partition's copy and its states,
+// writer registration), runner_state.go its changes to the link meta
+// (failures, pause), partition.go a partition's copy and its states,
 // dest.go the in-process mirror.Dest, state.go the link meta files,
 // cluster.go following a cluster (clusterHost).
 //
