@@ -295,7 +295,7 @@ func (s *Server) produceOne(ctx context.Context, op *produceOp, p *Partition, pr
 			return h.log, kafkaErr(kerr.InvalidRequest, msgNoExpectedLogEnd)
 		}
 		pa := op.add()
-		vr, err := prepareMirrorAppend(s, p, h.log, set, writerOf(mreq), mp.ExpectedLogEndOffset, mp.SourceHighWatermark, durable, &pa.a, &pa.guard)
+		vr, err := prepareMirrorAppend(s, p, h.log, set, writerOf(mreq), mp.ExpectedLogEndOffset, mp.SourceHighWatermark, now, durable, &pa.a, &pa.guard)
 		if err != nil {
 			op.pend = op.pend[:len(op.pend)-1]
 			return h.log, err
@@ -340,7 +340,8 @@ func (s *Server) produceOne(ctx context.Context, op *produceOp, p *Partition, pr
 
 // prepareMirrorAppend fills a with the verbatim mirror append of set by
 // writer w stating the log end expect (and the source high watermark
-// sourceHW the writer fetched it under, 0 unknown), admitted by guard: the checks every
+// sourceHW the writer fetched it under, 0 unknown) at the request's time
+// nowMs (the segment roll's clock), admitted by guard: the checks every
 // mirror append makes before it is queued (ExpectedLogEndOffset given,
 // verbatim validation) and the guard that admits it when it is written
 // (writer fencing and the expected log end under the partition's append
@@ -349,7 +350,7 @@ func (s *Server) produceOne(ctx context.Context, op *produceOp, p *Partition, pr
 // mirror produce (produceOne) and a cluster link's in-process append
 // (link_data.go) both go through it, so they are one write path; set is
 // appended as given, never copied.
-func prepareMirrorAppend(s *Server, p *Partition, l *storage.Log, set []byte, w mirrorWriter, expect, sourceHW int64, durable bool,
+func prepareMirrorAppend(s *Server, p *Partition, l *storage.Log, set []byte, w mirrorWriter, expect, sourceHW, nowMs int64, durable bool,
 	a *hotpath.Append, guard *produceGuard) (hotpath.Result, error) {
 	var vr hotpath.Result
 	if expect < 0 {
@@ -360,7 +361,7 @@ func prepareMirrorAppend(s *Server, p *Partition, l *storage.Log, set []byte, w 
 	}
 	*guard = produceGuard{s: s, p: p, log: l, set: set, mirror: true,
 		writer: w, expected: expect, last: vr.LastOffset, maxEpoch: vr.MaxLeaderEpoch, sourceHW: sourceHW}
-	*a = hotpath.Append{Set: set, Verbatim: true, LeaderEpoch: p.LeaderEpoch(), Durable: durable, Guard: guard}
+	*a = hotpath.Append{Set: set, Verbatim: true, LeaderEpoch: p.LeaderEpoch(), NowMs: nowMs, Durable: durable, Guard: guard}
 	return vr, nil
 }
 

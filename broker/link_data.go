@@ -26,6 +26,7 @@ import (
 	"io/fs"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -372,7 +373,8 @@ func (s *Server) LinkMirrorAppend(ctx context.Context, link, topic string, parti
 		la.err = err
 		return la
 	}
-	vr, err := prepareMirrorAppend(s, p, h.log, set, w.mirrorWriter(), expect, sourceHW, s.flushPolicy() == storage.FlushAlways, &la.a, &la.guard)
+	vr, err := prepareMirrorAppend(s, p, h.log, set, w.mirrorWriter(), expect, sourceHW, time.Now().UnixMilli(),
+		s.flushPolicy() == storage.FlushAlways, &la.a, &la.guard)
 	if err != nil {
 		la.err = linkErr(err)
 		return la

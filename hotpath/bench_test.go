@@ -220,7 +220,7 @@ func (n *nullLog) AppendLeader(set []byte, epoch int32, nowMs int64) (storage.Ap
 	return storage.AppendResult{FirstOffset: first, LastOffset: n.leo - 1}, nil
 }
 
-func (n *nullLog) AppendVerbatim(set []byte) (storage.AppendResult, error) {
+func (n *nullLog) AppendVerbatimAt(set []byte, _ int64) (storage.AppendResult, error) {
 	n.leo = lastOffset(set) + 1
 	return storage.AppendResult{FirstOffset: kbatch.BaseOffset(set), LastOffset: n.leo - 1}, nil
 }

@@ -19,7 +19,7 @@ import (
 // Log is what the queue needs from a partition log; *storage.Log has it.
 type Log interface {
 	AppendLeader(set []byte, leaderEpoch int32, nowMs int64) (storage.AppendResult, error)
-	AppendVerbatim(set []byte) (storage.AppendResult, error)
+	AppendVerbatimAt(set []byte, nowMs int64) (storage.AppendResult, error)
 	// OnDurable calls fn once every offset below upTo is durable, or with
 	// the error that prevents it. Callbacks fire in registration order,
 	// must not block and must not call back into the log.
@@ -33,7 +33,7 @@ type Append struct {
 	Set         []byte
 	Verbatim    bool
 	LeaderEpoch int32 // normal mode: the partition's current leader epoch
-	NowMs       int64 // normal mode: append time
+	NowMs       int64 // append time: the segment roll's clock, and normal mode's LogAppendTime
 	// Durable makes completion wait for the log's group commit (acks=-1
 	// under --flush always); otherwise the append completes once written.
 	// Only set it under FlushAlways: under the other policies storage makes
@@ -311,7 +311,7 @@ func (p *Partition) appendOne(a *Append) {
 		}
 	}
 	if a.Verbatim {
-		a.Result, a.Err = p.log.AppendVerbatim(a.Set)
+		a.Result, a.Err = p.log.AppendVerbatimAt(a.Set, a.NowMs)
 	} else {
 		a.Result, a.Err = p.log.AppendLeader(a.Set, a.LeaderEpoch, a.NowMs)
 	}

@@ -144,7 +144,7 @@ func (f *fakeLog) AppendLeader(set []byte, epoch int32, now int64) (storage.Appe
 	return storage.AppendResult{FirstOffset: first, LastOffset: f.leo - 1}, nil
 }
 
-func (f *fakeLog) AppendVerbatim(set []byte) (storage.AppendResult, error) {
+func (f *fakeLog) AppendVerbatimAt(set []byte, _ int64) (storage.AppendResult, error) {
 	f.wait()
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -129,6 +129,13 @@ func (l *Log) appendAssignedLocked(set []byte, leaderEpoch int32, nowMs int64, o
 // earlier parts stay in the log and an identical retry appends the rest.
 // Steady-state appends do not allocate.
 func (l *Log) AppendVerbatim(set []byte) (AppendResult, error) {
+	return l.AppendVerbatimAt(set, l.cfg.NowMs())
+}
+
+// AppendVerbatimAt is AppendVerbatim at the caller's time nowMs (what the
+// segment roll by age compares), so that a caller which already read the
+// clock for its request does not read it again under the log's lock.
+func (l *Log) AppendVerbatimAt(set []byte, nowMs int64) (AppendResult, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.checkLocked(); err != nil {
@@ -151,7 +158,7 @@ func (l *Log) AppendVerbatim(set []byte) (AppendResult, error) {
 		}
 		set = rest
 	}
-	if err := l.writeLocked(set, l.cfg.NowMs(), false); err != nil {
+	if err := l.writeLocked(set, nowMs, false); err != nil {
 		l.producer.ps.Discard()
 		return AppendResult{}, err
 	}
