@@ -86,7 +86,7 @@
 //	fs.go, osfs*.go, memfs.go   the filesystem interface, the real one, the crash simulator
 //	subfs.go                    an FS rooted at a directory of another (the broker's metadata)
 //	log.go                      Log, Config, accessors, Close
-//	log_append.go               AppendLeader, AppendCoordinator, AppendVerbatim, roll
+//	log_append.go               AppendLeader, AppendCoordinator, AppendVerbatim(At), roll
 //	log_read.go                 Read, ReadBounded
 //	log_lookup.go               OffsetForTimestamp, MaxTimestamp: the one batch a lookup looks
 //	                            into is read without the log's lock, charged to the decode
