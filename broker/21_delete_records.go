@@ -48,6 +48,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -85,7 +86,7 @@ func handleDeleteRecords(_ context.Context, s *Server, r *Request) (Reply, error
 	// client's DeleteRecords DELETE on the topic, as Kafka checks it.
 	var refusal error
 	if mirror && !s.mirrorPermitted(r) {
-		refusal = errMirrorPermission(r, "a mirror log-start forward or writer registration (DeleteRecords with tag 22082)")
+		refusal = errMirrorPermission(r, mirrorDeleteRecordsWhat)
 	}
 	topicOp := authz.OpDelete
 	if mirror {
@@ -260,3 +261,8 @@ func deleteRecordsTo(p *Partition, offset int64, mirror bool, startEpoch int32, 
 	}
 	return offset, low, nil
 }
+
+// mirrorDeleteRecordsWhat names the mirror DeleteRecords in a refusal; the
+// tag's number comes from wireext, its one owner.
+var mirrorDeleteRecordsWhat = "a mirror log-start forward or writer registration (DeleteRecords with tag " +
+	strconv.Itoa(wireext.MirrorTag) + ")"
